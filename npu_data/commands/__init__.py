@@ -1,0 +1,1 @@
+"""One module per ``npu-data`` sub-command (see npu_data.cli)."""

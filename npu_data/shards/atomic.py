@@ -1,0 +1,50 @@
+"""Atomic writes: temporary file in the same folder, fsync, rename, fsync of the folder."""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """Flush a directory entry (so a rename inside it survives a crash)."""
+    fd = os.open(os.fspath(path), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes | memoryview) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(target.parent)
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    """The ``.npy`` serialisation of ``array`` (no pickle; object arrays refused)."""
+    if array.dtype.hasobject:
+        raise TypeError("object arrays cannot be stored: use numeric or byte columns")
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(array), allow_pickle=False)
+    return buf.getvalue()
+
+
+def atomic_save_npy(path: str | os.PathLike[str], array: np.ndarray) -> None:
+    """Save ``array`` as ``.npy`` atomically."""
+    atomic_write_bytes(path, npy_bytes(array))
