@@ -1,0 +1,225 @@
+"""The columnar annotation table: numpy columns with offsets, no Python object per task.
+
+Column names are ``<name>`` for per-sample columns and ``<group>.<name>`` for the rows of a
+group; each group has ``<group>.offsets`` (num_samples + 1, int64) mapping sample ``i`` to its
+rows ``offsets[i]:offsets[i+1]``. Variable-length values inside a row (polygon points, mask
+bits, text) use a second offsets column: ``points`` via ``point_offsets``, ``bits`` via
+``bit_offsets``, and a text column ``<name>`` via ``<name>.bytes`` + ``<name>.offsets``.
+See docs/architecture.md for the meaning of every column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Per-sample columns (text columns are listed in SAMPLE_TEXT).
+SAMPLE_COLUMNS: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
+    "task_id": (np.dtype("<i8"), ()),
+    "width": (np.dtype("<i4"), ()),
+    "height": (np.dtype("<i4"), ()),
+}
+SAMPLE_TEXT = ("image_ref", "data_json")
+
+_COMMON: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
+    "control": (np.dtype("<i2"), ()),
+    "annotation": (np.dtype("<i8"), ()),
+    "source": (np.dtype("u1"), ()),
+}
+
+# group -> fixed-width row columns (dtype, trailing shape)
+GROUPS: dict[str, dict[str, tuple[np.dtype, tuple[int, ...]]]] = {
+    "boxes": {**_COMMON, "xywhr": (np.dtype("<f8"), (5,)), "label": (np.dtype("<i4"), ()),
+              "score": (np.dtype("<f4"), ())},
+    "polygons": {**_COMMON, "closed": (np.dtype("u1"), ()), "label": (np.dtype("<i4"), ())},
+    "keypoints": {**_COMMON, "xy": (np.dtype("<f8"), (2,)), "size": (np.dtype("<f8"), ()),
+                  "label": (np.dtype("<i4"), ())},
+    "ellipses": {**_COMMON, "params": (np.dtype("<f8"), (5,)), "label": (np.dtype("<i4"), ())},
+    "masks": {**_COMMON, "height": (np.dtype("<i4"), ()), "width": (np.dtype("<i4"), ()),
+              "label": (np.dtype("<i4"), ())},
+    "choices": {**_COMMON, "label": (np.dtype("<i4"), ())},
+    "texts": {**_COMMON},
+    "taxonomy": {**_COMMON},
+    "scalars": {**_COMMON, "kind": (np.dtype("u1"), ()), "value": (np.dtype("<f8"), ())},
+    "relations": {**_COMMON, "direction": (np.dtype("u1"), ())},
+}
+# group -> text columns (each row has one string)
+GROUP_TEXT: dict[str, tuple[str, ...]] = {
+    "boxes": ("rid",), "polygons": ("rid",), "keypoints": ("rid",), "ellipses": ("rid",),
+    "masks": ("rid",), "choices": ("rid",), "texts": ("rid", "text"),
+    "taxonomy": ("rid", "path"), "scalars": ("rid",),
+    "relations": ("rid", "from_rid", "to_rid", "labels"),
+}
+# group -> nested variable-length columns: (values column, offsets column, dtype, trailing shape)
+GROUP_NESTED: dict[str, tuple[tuple[str, str, np.dtype, tuple[int, ...]], ...]] = {
+    "polygons": (("points", "point_offsets", np.dtype("<f8"), (2,)),),
+    "masks": (("bits", "bit_offsets", np.dtype("u1"), ()),),
+}
+
+RELATION_DIRECTIONS = ("right", "left", "bi")
+SCALAR_KINDS = ("rating", "number")
+SOURCES = ("annotation", "prediction")
+
+
+def ranges_index(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + n)`` for every (s, n), vectorised."""
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(lengths)
+    base = np.repeat(starts - (ends - lengths), lengths)
+    return base + np.arange(total, dtype=np.int64)
+
+
+def _offsets(lengths: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out
+
+
+def _take_ranges(
+    values: np.ndarray, offsets: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Values and new offsets of the variable-length items ``rows``."""
+    starts = offsets[rows]
+    lengths = offsets[rows + 1] - starts
+    return values[ranges_index(starts, lengths)], _offsets(lengths)
+
+
+@dataclass
+class AnnotationTable:
+    """All annotations of an export as numpy columns (see the module docstring)."""
+
+    num_samples: int
+    columns: dict[str, np.ndarray]
+    controls: list[str] = field(default_factory=list)
+    labels: dict[str, list[str]] = field(default_factory=dict)
+
+    # --- access -----------------------------------------------------------------------
+    def rows(self, group: str, i: int) -> slice:
+        """Row range of sample ``i`` in ``group``."""
+        off = self.columns[f"{group}.offsets"]
+        return slice(int(off[i]), int(off[i + 1]))
+
+    def count(self, group: str) -> int:
+        """Total rows in ``group``."""
+        return int(self.columns[f"{group}.offsets"][-1])
+
+    def text(self, name: str, row: int) -> str:
+        """String ``row`` of text column ``name`` (e.g. ``image_ref`` or ``texts.text``)."""
+        data = self.columns[f"{name}.bytes"]
+        off = self.columns[f"{name}.offsets"]
+        return bytes(data[int(off[row]) : int(off[row + 1])]).decode("utf-8")
+
+    def texts(self, name: str, rows: slice | None = None) -> list[str]:
+        """Strings of text column ``name`` (all rows, or a row range)."""
+        off = self.columns[f"{name}.offsets"]
+        n = len(off) - 1
+        r = rows or slice(0, n)
+        return [self.text(name, j) for j in range(*r.indices(n))]
+
+    def label_name(self, control: int, label: int) -> str | None:
+        """The label string of ``label`` under control index ``control`` (None for -1)."""
+        if label < 0:
+            return None
+        return self.labels[self.controls[control]][label]
+
+    # --- subsets -----------------------------------------------------------------------
+    def select(self, indices: np.ndarray | list[int] | range) -> AnnotationTable:
+        """A new table holding samples ``indices`` in that order (columns copied)."""
+        idx = np.asarray(indices, dtype=np.int64)
+        cols: dict[str, np.ndarray] = {}
+        for name in SAMPLE_COLUMNS:
+            cols[name] = self.columns[name][idx]
+        for name in SAMPLE_TEXT:
+            cols[f"{name}.bytes"], cols[f"{name}.offsets"] = _take_ranges(
+                self.columns[f"{name}.bytes"], self.columns[f"{name}.offsets"], idx
+            )
+        for group, fixed in GROUPS.items():
+            off = self.columns[f"{group}.offsets"]
+            starts = off[idx]
+            lengths = off[idx + 1] - starts
+            rows = ranges_index(starts, lengths)
+            cols[f"{group}.offsets"] = _offsets(lengths)
+            for name in fixed:
+                cols[f"{group}.{name}"] = self.columns[f"{group}.{name}"][rows]
+            for name in GROUP_TEXT[group]:
+                key = f"{group}.{name}"
+                cols[f"{key}.bytes"], cols[f"{key}.offsets"] = _take_ranges(
+                    self.columns[f"{key}.bytes"], self.columns[f"{key}.offsets"], rows
+                )
+            for values, offsets, _, _ in GROUP_NESTED.get(group, ()):
+                cols[f"{group}.{values}"], cols[f"{group}.{offsets}"] = _take_ranges(
+                    self.columns[f"{group}.{values}"], self.columns[f"{group}.{offsets}"], rows
+                )
+        return AnnotationTable(len(idx), cols, list(self.controls),
+                               {k: list(v) for k, v in self.labels.items()})
+
+    def validate(self) -> None:
+        """Check that every column the schema names is present and consistent."""
+        n = self.num_samples
+        for name in SAMPLE_COLUMNS:
+            if len(self.columns[name]) != n:
+                raise ValueError(f"column {name} has {len(self.columns[name])} rows, expected {n}")
+        for name in SAMPLE_TEXT:
+            if len(self.columns[f"{name}.offsets"]) != n + 1:
+                raise ValueError(f"text column {name} has wrong offsets length")
+        for group, fixed in GROUPS.items():
+            off = self.columns[f"{group}.offsets"]
+            if len(off) != n + 1:
+                raise ValueError(f"group {group} offsets length {len(off)}, expected {n + 1}")
+            rows = int(off[-1])
+            for name in fixed:
+                if len(self.columns[f"{group}.{name}"]) != rows:
+                    raise ValueError(f"column {group}.{name} length mismatch")
+            for name in GROUP_TEXT[group]:
+                if len(self.columns[f"{group}.{name}.offsets"]) != rows + 1:
+                    raise ValueError(f"text column {group}.{name} length mismatch")
+            for _, offsets, _, _ in GROUP_NESTED.get(group, ()):
+                if len(self.columns[f"{group}.{offsets}"]) != rows + 1:
+                    raise ValueError(f"column {group}.{offsets} length mismatch")
+
+
+class TextColumnBuilder:
+    """Accumulates strings into ``bytes`` + ``offsets`` arrays."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+        self._lengths: list[int] = []
+
+    def append(self, value: str) -> None:
+        b = value.encode("utf-8")
+        self._parts.append(b)
+        self._lengths.append(len(b))
+
+    def __len__(self) -> int:
+        return len(self._lengths)
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray]:
+        data = np.frombuffer(b"".join(self._parts), dtype=np.uint8).copy()
+        return data, _offsets(np.asarray(self._lengths, dtype=np.int64))
+
+
+def empty_table(controls: list[str] | None = None,
+                labels: dict[str, list[str]] | None = None) -> AnnotationTable:
+    """A table of zero samples with every column of the schema."""
+    cols: dict[str, np.ndarray] = {}
+    for name, (dt, shape) in SAMPLE_COLUMNS.items():
+        cols[name] = np.zeros((0, *shape), dtype=dt)
+    for name in SAMPLE_TEXT:
+        cols[f"{name}.bytes"] = np.zeros(0, np.uint8)
+        cols[f"{name}.offsets"] = np.zeros(1, np.int64)
+    for group, fixed in GROUPS.items():
+        cols[f"{group}.offsets"] = np.zeros(1, np.int64)
+        for name, (dt, shape) in fixed.items():
+            cols[f"{group}.{name}"] = np.zeros((0, *shape), dtype=dt)
+        for name in GROUP_TEXT[group]:
+            cols[f"{group}.{name}.bytes"] = np.zeros(0, np.uint8)
+            cols[f"{group}.{name}.offsets"] = np.zeros(1, np.int64)
+        for values, offsets, dt, shape in GROUP_NESTED.get(group, ()):
+            cols[f"{group}.{values}"] = np.zeros((0, *shape), dtype=dt)
+            cols[f"{group}.{offsets}"] = np.zeros(1, np.int64)
+    return AnnotationTable(0, cols, list(controls or []), dict(labels or {}))
