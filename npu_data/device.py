@@ -71,17 +71,15 @@ def resolve_device(spec: DeviceLike | None = "auto") -> torch.device:
     if spec is None or (isinstance(spec, str) and spec == "auto"):
         kind = best_device_type()
         return _with_index(torch.device(kind))
-    try:
-        dev = torch.device(spec)
-    except (RuntimeError, TypeError) as exc:
-        raise UserError(
-            f"unknown device {spec!r}: use auto, cpu, cuda[:N] or npu[:N] ({exc})"
-        ) from None
-    if dev.type == "npu" or (isinstance(spec, str) and spec.startswith("npu")):
+    if device_type(spec) == "npu":
         reason = npu_import_error()
         if reason is not None:
             raise UserError(f"device 'npu' requested but {reason}: {_NPU_HELP}")
-    elif dev.type == "cuda" and not cuda_available():
+    try:
+        dev = torch.device(spec)
+    except (RuntimeError, TypeError):
+        raise UserError(f"unknown device {spec!r}: use auto, cpu, cuda[:N] or npu[:N]") from None
+    if dev.type == "cuda" and not cuda_available():
         raise UserError(
             "device 'cuda' requested but no CUDA device is visible: use --device cpu or auto, "
             "or install a CUDA build of torch"
@@ -89,6 +87,13 @@ def resolve_device(spec: DeviceLike | None = "auto") -> torch.device:
     elif dev.type not in ("cpu", "cuda", "npu"):
         raise UserError(f"unsupported device {spec!r}: use auto, cpu, cuda[:N] or npu[:N]")
     return _with_index(dev)
+
+
+def device_type(device: DeviceLike) -> str:
+    """The type of ``device`` ("cpu", "cuda", "npu", ...) without needing torch_npu loaded."""
+    if isinstance(device, torch.device):
+        return device.type
+    return str(device).split(":", 1)[0]
 
 
 def _with_index(dev: torch.device) -> torch.device:
@@ -119,7 +124,7 @@ def device_count(device_type: str) -> int:
 
 def is_accelerator(device: DeviceLike) -> bool:
     """True for NPU and CUDA devices (they have streams and pinned memory)."""
-    return torch.device(device).type in ("cuda", "npu")
+    return device_type(device) in ("cuda", "npu")
 
 
 def set_device(device: DeviceLike) -> None:
@@ -194,18 +199,18 @@ def start_method(device: DeviceLike) -> str | None:
     An NPU cannot be re-initialised in a forked child, so NPU runs use ``spawn``;
     None means the platform default.
     """
-    return "spawn" if torch.device(device).type == "npu" else None
+    return "spawn" if device_type(device) == "npu" else None
 
 
 def dist_backend(device: DeviceLike) -> str:
     """The torch.distributed backend for ``device``: hccl, nccl or gloo."""
-    kind = torch.device(device).type
+    kind = device_type(device)
     return {"npu": "hccl", "cuda": "nccl"}.get(kind, "gloo")
 
 
 def set_jit_compile(enabled: bool, device: DeviceLike) -> None:
     """Turn the NPU's ``jit_compile`` mode on or off (ignored on other devices)."""
-    if torch.device(device).type != "npu":
+    if device_type(device) != "npu":
         return
     torch.npu.set_compile_mode(jit_compile=enabled)  # type: ignore[attr-defined]
 
