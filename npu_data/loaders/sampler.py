@@ -1,0 +1,208 @@
+"""NpuDistributedSampler: torch's DistributedSampler order, plus exact and elastic resume.
+
+The epoch's global order is a permutation ``P`` of ``range(len(dataset))`` (``randperm`` seeded
+with ``seed + epoch``, exactly as torch's sampler; or ``range`` without shuffling; or a
+block-local permutation with ``locality_block``). Like torch, the list is padded cyclically
+(or truncated with ``drop_last``) to ``total_size`` and rank ``r`` takes positions
+``r, r + W, r + 2W, ...``. Reading those positions in order *interleaves* the ranks, so after
+every rank consumed ``c`` samples the world has consumed the global prefix ``L[:c * W]``.
+
+Resume (``load_state_dict``) stores that global count (and ``start``: where the current layout
+begins in ``P``, 0 except after an elastic resume):
+- same world size: each rank continues exactly where it stopped (same order, same padding);
+- different world size (elastic): the remainder is the unseen part of the permutation,
+  ``P[consumed:]`` (every sample not yet seen, including any the old world would have dropped
+  with ``drop_last``); it is split over the new world the way torch splits a full epoch:
+  padded cyclically with its own first samples (``drop_last=False``: nothing is lost, at most
+  ``W' - 1`` samples repeat) or truncated to a multiple of ``W'`` (``drop_last=True``: at most
+  ``W' - 1`` samples are dropped). Nothing already seen is served again except that padding.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator, Sized
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Sampler
+
+from npu_data.errors import UserError
+
+_STATE_VERSION = 1
+
+
+def _world() -> tuple[int, int]:
+    """(num_replicas, rank) from torch.distributed, else RANK/WORLD_SIZE, else (1, 0)."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank()
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    return world, rank
+
+
+def epoch_permutation(n: int, epoch: int, seed: int, shuffle: bool,
+                      locality_block: int | None = None) -> np.ndarray:
+    """The epoch's global order ``P`` (int64): torch's ``randperm(n)`` seeded ``seed + epoch``.
+
+    With ``locality_block=K`` the blocks ``[0, K), [K, 2K), ...`` are shuffled, then the
+    indices inside each block, so consecutive samples stay near each other on disk.
+    """
+    if not shuffle:
+        return np.arange(n, dtype=np.int64)
+    g = torch.Generator()
+    g.manual_seed(seed + epoch)
+    if not locality_block or locality_block <= 1:
+        return torch.randperm(n, generator=g).numpy().astype(np.int64, copy=False)
+    k = int(locality_block)
+    nblocks = -(-n // k)
+    block_pos = torch.empty(nblocks, dtype=torch.float64)
+    block_pos[torch.randperm(nblocks, generator=g)] = torch.arange(nblocks, dtype=torch.float64)
+    key = block_pos[torch.arange(n) // k] + torch.rand(n, generator=g, dtype=torch.float64)
+    return torch.argsort(key).numpy().astype(np.int64, copy=False)
+
+
+def layout(order: np.ndarray, world: int, drop_last: bool) -> np.ndarray:
+    """Pad cyclically (or truncate with ``drop_last``) to a multiple of ``world`` like torch."""
+    n = len(order)
+    if drop_last and n % world != 0:
+        per_rank = math.ceil((n - world) / world)
+    else:
+        per_rank = math.ceil(n / world)
+    total = per_rank * world
+    if drop_last or n == 0:
+        return order[:total]
+    return np.resize(order, total)
+
+
+class NpuDistributedSampler(Sampler[int]):
+    """Drop-in for ``torch.utils.data.DistributedSampler`` with ``state_dict`` resume.
+
+    Same arguments, ``set_epoch``, order, padding and dropping as torch's sampler (see the
+    module docstring for resume and elastic semantics). ``locality_block=K`` optionally
+    shuffles blocks of K neighbouring indices, then within blocks (fewer random disk reads).
+    """
+
+    def __init__(self, dataset: Sized, num_replicas: int | None = None, rank: int | None = None,
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False,
+                 locality_block: int | None = None) -> None:
+        env_world, env_rank = _world()
+        num_replicas = env_world if num_replicas is None else num_replicas
+        rank = env_rank if rank is None else rank
+        if num_replicas < 1:
+            raise ValueError(f"Invalid num_replicas {num_replicas}, it should be >= 1")
+        if rank >= num_replicas or rank < 0:
+            raise ValueError(
+                f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]"
+            )
+        if locality_block is not None and locality_block < 1:
+            raise UserError(f"locality_block={locality_block}: use a positive block size or None")
+        self.dataset = dataset
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.epoch = 0
+        self.shuffle = shuffle
+        self.seed = seed
+        self.drop_last = drop_last
+        self.locality_block = locality_block
+        # (epoch, start of the layout in P, global consumed, world size of that layout)
+        self._resume: tuple[int, int, int, int] | None = None
+        self._yielded = 0
+        self._pass: tuple[int, int, int] | None = None  # (epoch, consumed before, start)
+
+    # --- the epoch's layout -------------------------------------------------------------
+    def _global_list(self) -> tuple[np.ndarray, int, int]:
+        """(remaining interleaved global list, consumed before it, start of the layout in P)."""
+        n = len(self.dataset)
+        order = epoch_permutation(n, self.epoch, self.seed, self.shuffle, self.locality_block)
+        resume = self._resume
+        if resume is None or resume[0] != self.epoch:
+            return layout(order, self.num_replicas, self.drop_last), 0, 0
+        _, start, consumed, old_world = resume
+        if old_world == self.num_replicas:
+            full = layout(order[start:], old_world, self.drop_last)
+            return full[consumed - start:], consumed, start
+        start = min(consumed, n)
+        return layout(order[start:], self.num_replicas, self.drop_last), consumed, start
+
+    @property
+    def num_samples(self) -> int:
+        """Samples this rank yields in the current (possibly resumed) epoch."""
+        return len(self._global_list()[0]) // self.num_replicas
+
+    @property
+    def total_size(self) -> int:
+        """Samples all ranks yield together in the current epoch."""
+        return self.num_samples * self.num_replicas
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def __iter__(self) -> Iterator[int]:
+        remaining, before, start = self._global_list()
+        # A pending resume is used by exactly one pass; later passes serve whole epochs.
+        self._resume = None
+        self._pass = (self.epoch, before, start)
+        mine = remaining[self.rank::self.num_replicas].tolist()
+        self._yielded = 0
+        for i in mine:
+            self._yielded += 1
+            yield i
+
+    def set_epoch(self, epoch: int) -> None:
+        """Set the epoch (the shuffle seed is ``seed + epoch``), as torch's sampler."""
+        if self._resume is not None and self._resume[0] != epoch:
+            self._resume = None
+        self.epoch = epoch
+
+    # --- resume -------------------------------------------------------------------------
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
+        """Plain state: epoch, seed, samples consumed globally in this epoch, world size.
+
+        ``consumed`` is the number of samples THIS rank has consumed in the current pass
+        (a DataLoader passes batches × batch size); by default the samples yielded so far.
+        All ranks are assumed to have consumed the same number (synchronous training).
+        """
+        local = self._yielded if consumed is None else int(consumed)
+        if self._resume is not None and self._resume[0] == self.epoch:
+            _, before, start = self._global_list()  # resumed but not iterated yet
+            local = 0 if consumed is None else local
+        elif self._pass is not None and self._pass[0] == self.epoch:
+            _, before, start = self._pass
+        else:
+            before, start = 0, 0
+        return {
+            "version": _STATE_VERSION,
+            "epoch": int(self.epoch),
+            "seed": int(self.seed),
+            "consumed": int(before + local * self.num_replicas),
+            "world_size": int(self.num_replicas),
+            "start": int(start),
+            "dataset_len": len(self.dataset),
+            "shuffle": bool(self.shuffle),
+            "drop_last": bool(self.drop_last),
+            "locality_block": self.locality_block,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue the saved epoch with exactly the unseen samples (on any world size)."""
+        n = len(self.dataset)
+        if int(state.get("dataset_len", n)) != n:
+            raise UserError(
+                f"sampler state: saved for a dataset of {state['dataset_len']} samples but this "
+                f"one has {n} — resume with the same dataset"
+            )
+        for key in ("shuffle", "locality_block"):
+            if key in state and state[key] != getattr(self, key):
+                raise UserError(
+                    f"sampler state: saved with {key}={state[key]!r} but this sampler has "
+                    f"{key}={getattr(self, key)!r} — construct it with the saved value"
+                )
+        self.seed = int(state["seed"])
+        self.epoch = int(state["epoch"])
+        self._resume = (self.epoch, int(state.get("start", 0)), int(state["consumed"]),
+                        int(state["world_size"]))
+        self._yielded = 0
