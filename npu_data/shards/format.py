@@ -1,0 +1,121 @@
+"""The on-disk shard format (version 1): names, dtypes and manifest helpers.
+
+See docs/format.md for the full description. Everything is plain little-endian data:
+``manifest.json`` (UTF-8 JSON), ``shard-NNNNN/data.bin`` (payload bytes, each aligned to
+``ALIGN``), ``index.npy`` (structured, ``INDEX_DTYPE``), ``ann.<column>.npy`` and
+``complete.json`` (the shard's completion record).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from npu_data.annotations.table import GROUP_NESTED, GROUP_TEXT, GROUPS, SAMPLE_TEXT
+from npu_data.errors import UserError
+
+FORMAT_NAME = "npu-data-shards"
+FORMAT_VERSION = 1
+ALIGN = 64
+MANIFEST = "manifest.json"
+REJECTED = "rejected.jsonl"
+COMPLETE = "complete.json"
+DATA = "data.bin"
+INDEX = "index.npy"
+
+ENCODINGS = ("raw", "jpeg", "png", "other")
+ENC_RAW, ENC_JPEG, ENC_PNG, ENC_OTHER = 0, 1, 2, 3
+
+INDEX_DTYPE = np.dtype([
+    ("offset", "<u8"), ("length", "<u8"), ("height", "<u4"), ("width", "<u4"),
+    ("channels", "<u2"), ("encoding", "u1"), ("crc32", "<u4"), ("task_id", "<i8"),
+])
+
+# Columns converted to pixels of the stored image (float32): name -> trailing shape.
+PIXEL_COLUMNS: dict[str, tuple[int, ...]] = {
+    "boxes.xywhr": (5,), "boxes.corners": (4, 2), "boxes.xyxy": (4,),
+    "polygons.points": (2,), "keypoints.xy": (2,), "keypoints.size": (),
+    "ellipses.params": (5,),
+}
+F32 = np.dtype("<f4")
+
+
+def shard_name(k: int) -> str:
+    """Folder name of shard ``k``."""
+    return f"shard-{k:05d}"
+
+
+def column_schema() -> dict[str, dict[str, Any]]:
+    """Every ``ann.<column>.npy`` of a shard: column -> {dtype, shape (trailing)}."""
+    out: dict[str, dict[str, Any]] = {}
+
+    def add(name: str, dt: np.dtype, shape: tuple[int, ...]) -> None:
+        out[name] = {"dtype": dt.str, "shape": list(shape)}
+
+    for name in SAMPLE_TEXT:
+        add(f"{name}.bytes", np.dtype("u1"), ())
+        add(f"{name}.offsets", np.dtype("<i8"), ())
+    for group, fixed in GROUPS.items():
+        add(f"{group}.offsets", np.dtype("<i8"), ())
+        for name, (dt, shape) in fixed.items():
+            key = f"{group}.{name}"
+            if key in PIXEL_COLUMNS:
+                add(key, F32, PIXEL_COLUMNS[key])
+            else:
+                add(key, dt, shape)
+        for name in GROUP_TEXT[group]:
+            add(f"{group}.{name}.bytes", np.dtype("u1"), ())
+            add(f"{group}.{name}.offsets", np.dtype("<i8"), ())
+        for values, offsets, dt, shape in GROUP_NESTED.get(group, ()):
+            key = f"{group}.{values}"
+            add(key, F32 if key in PIXEL_COLUMNS else dt, PIXEL_COLUMNS.get(key, shape))
+            add(f"{group}.{offsets}", np.dtype("<i8"), ())
+    for key in ("boxes.corners", "boxes.xyxy"):
+        add(key, F32, PIXEL_COLUMNS[key])
+    return dict(sorted(out.items()))
+
+
+def column_file(column: str) -> str:
+    """File name of annotation column ``column`` inside a shard."""
+    return f"ann.{column}.npy"
+
+
+def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 22) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def dumps(obj: Any) -> bytes:
+    """Deterministic compact JSON bytes (sorted keys, trailing newline)."""
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS) + b"\n"
+
+
+def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The manifest of dataset folder ``path``; UserError if missing, corrupt or too new."""
+    root = Path(path)
+    mf = root / MANIFEST
+    if not root.is_dir():
+        raise UserError(f"{root}: no such dataset folder — run `npu-data import EXPORT --out {root}` first")
+    if not mf.is_file():
+        raise UserError(f"{mf}: missing — the import did not finish; run `npu-data import EXPORT "
+                        f"--out {root} --resume` (or import again)")
+    try:
+        manifest = orjson.loads(mf.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise UserError(f"{mf}: corrupt manifest ({exc}) — import the dataset again") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        raise UserError(f"{mf}: not an npu-data shard manifest — point at a folder made by "
+                        "`npu-data import`")
+    if int(manifest.get("version", 0)) > FORMAT_VERSION:
+        raise UserError(f"{mf}: format version {manifest.get('version')} is newer than this "
+                        f"npu-data reads ({FORMAT_VERSION}) — upgrade npu-data")
+    return manifest

@@ -1,0 +1,111 @@
+"""Turn one image reference into the payload a shard stores (raw pixels or encoded bytes)."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import os
+import zlib
+from dataclasses import asdict, dataclass, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from npu_data.errors import UserError
+from npu_data.shards.format import ENC_JPEG, ENC_OTHER, ENC_PNG, ENC_RAW
+
+MAX_PIXELS = 1 << 28
+
+
+@dataclass
+class Payload:
+    """Bytes stored for one sample and what they decode to."""
+
+    data: bytes
+    height: int
+    width: int
+    channels: int
+    encoding: int
+    crc32: int
+
+
+def parse_reencode(spec: str) -> int:
+    """Quality of ``jpeg:Q`` (1-100); UserError otherwise."""
+    kind, _, q = spec.partition(":")
+    if kind != "jpeg" or not q.isdigit() or not 1 <= int(q) <= 100:
+        raise UserError(f"--reencode {spec}: expected jpeg:Q with Q in 1..100 (e.g. jpeg:90)")
+    return int(q)
+
+
+def options_record(options: Any) -> dict[str, Any] | None:
+    """Image options as plain JSON (paths as strings) for the manifest."""
+    if options is None:
+        return None
+    d = asdict(options) if is_dataclass(options) and not isinstance(options, type) else dict(
+        vars(options))
+    return {k: (os.fspath(v) if isinstance(v, os.PathLike) else v) for k, v in sorted(d.items())}
+
+
+def _images() -> Any:
+    return importlib.import_module("npu_data.annotations.images")
+
+
+def _resolve(ref: str, options: Any) -> Path:
+    return Path(_images().resolve_image(ref, options))
+
+
+def _load(path: Path) -> np.ndarray:
+    return np.asarray(_images().load_image(path, MAX_PIXELS))
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror}) — check the file") from None
+
+
+def scaled_size(height: int, width: int, max_side: int | None) -> tuple[int, int]:
+    """Stored (height, width): the longest side brought down to ``max_side``, never up."""
+    if not max_side or max(height, width) <= max_side:
+        return height, width
+    s = max_side / max(height, width)
+    return max(1, round(height * s)), max(1, round(width * s))
+
+
+def resize(pixels: np.ndarray, max_side: int | None) -> np.ndarray:
+    """``pixels`` scaled with Pillow BILINEAR (antialiased) so the longest side <= max_side."""
+    h, w = pixels.shape[:2]
+    nh, nw = scaled_size(h, w, max_side)
+    if (nh, nw) == (h, w):
+        return pixels
+    return np.asarray(Image.fromarray(pixels).resize((nw, nh), Image.Resampling.BILINEAR))
+
+
+def _encoding(data: bytes) -> int:
+    if data[:3] == b"\xff\xd8\xff":
+        return ENC_JPEG
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return ENC_PNG
+    return ENC_OTHER
+
+
+def make_payload(ref: str, o: Any) -> Payload:
+    """The payload of image ``ref`` under write options ``o`` (UserError if unusable)."""
+    path = _resolve(ref, o.images)
+    pixels = _load(path)
+    if o.store == "raw" or o.reencode:
+        pixels = np.ascontiguousarray(resize(pixels, o.max_side))
+        h, w = pixels.shape[:2]
+        if o.store == "raw":
+            data = pixels.tobytes()
+            return Payload(data, h, w, 3, ENC_RAW, zlib.crc32(data))
+        buf = io.BytesIO()
+        Image.fromarray(pixels).save(buf, format="JPEG", quality=parse_reencode(o.reencode))
+        data = buf.getvalue()
+        return Payload(data, h, w, 3, ENC_JPEG, zlib.crc32(data))
+    data = _read_bytes(path)
+    h, w = pixels.shape[:2]
+    return Payload(data, h, w, 3, _encoding(data), zlib.crc32(data))

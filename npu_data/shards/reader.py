@@ -1,0 +1,193 @@
+"""``ShardDataset``: O(1) random access to a shard folder through lazy memory maps."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageOps
+
+from npu_data.annotations.table import GROUP_NESTED, GROUP_TEXT, GROUPS
+from npu_data.errors import DataCorruption, UserError
+from npu_data.shards.format import (
+    DATA,
+    ENC_RAW,
+    INDEX,
+    column_file,
+    read_manifest,
+)
+
+
+class _Shard:
+    """Lazily opened arrays of one shard."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.index: np.ndarray = self._load(INDEX)
+        self._data: np.ndarray | None = None
+        self._cols: dict[str, np.ndarray] = {}
+
+    def _load(self, fname: str) -> np.ndarray:
+        path = self.root / fname
+        try:
+            return np.load(path, mmap_mode="r", allow_pickle=False)
+        except FileNotFoundError:
+            raise DataCorruption(f"{path}: missing — run `npu-data verify "
+                                 f"{self.root.parent}` and import again") from None
+        except ValueError as exc:
+            raise DataCorruption(f"{path}: unreadable ({exc}) — run `npu-data verify "
+                                 f"{self.root.parent}` and import again") from None
+
+    @property
+    def data(self) -> np.ndarray:
+        if self._data is None:
+            path = self.root / DATA
+            if not path.is_file():
+                raise DataCorruption(f"{path}: missing — import the dataset again")
+            size = path.stat().st_size
+            self._data = (np.memmap(path, dtype=np.uint8, mode="r") if size
+                          else np.zeros(0, np.uint8))
+        return self._data
+
+    def col(self, name: str) -> np.ndarray:
+        arr = self._cols.get(name)
+        if arr is None:
+            arr = self._cols[name] = self._load(column_file(name))
+        return arr
+
+
+class ShardDataset:
+    """A dataset folder written by ``npu-data import`` (see docs/format.md).
+
+    Opening reads only ``manifest.json``; each shard's files are memory-mapped on first use.
+    ``ds[i]`` returns the sample dict of docs/architecture.md.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.manifest: dict[str, Any] = read_manifest(self.path)
+        self.labels: dict[str, list[str]] = self.manifest["labels"]
+        self.controls: list[str] = self.manifest["controls"]
+        self.store: str = self.manifest["store"]
+        counts = np.array([s["samples"] for s in self.manifest["shards"]], dtype=np.int64)
+        self._starts = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=self._starts[1:])
+        self._names: list[str] = [s["name"] for s in self.manifest["shards"]]
+        self._shards: dict[int, _Shard] = {}
+        self._sizes: np.ndarray | None = None
+
+    # --- pickling: never ship memory maps to DataLoader workers --------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_shards"] = {}
+        state["_sizes"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    # --- access --------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def locate(self, i: int) -> tuple[int, int]:
+        """(shard number, index inside the shard) of sample ``i``."""
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"sample {i} out of range for {n} samples in {self.path}")
+        i %= n
+        k = int(np.searchsorted(self._starts, i, side="right")) - 1
+        return k, i - int(self._starts[k])
+
+    def shard(self, k: int) -> _Shard:
+        """Shard ``k``'s lazily opened arrays."""
+        sh = self._shards.get(k)
+        if sh is None:
+            sh = self._shards[k] = _Shard(self.path / self._names[k])
+        return sh
+
+    def sizes(self) -> np.ndarray:
+        """(N, 2) int64 (height, width) of every stored image, from the shard indices."""
+        if self._sizes is None:
+            parts = [np.stack([self.shard(k).index["height"], self.shard(k).index["width"]],
+                              axis=1).astype(np.int64) for k in range(len(self._names))]
+            self._sizes = np.concatenate(parts) if parts else np.zeros((0, 2), np.int64)
+        return self._sizes
+
+    def task_ids(self) -> np.ndarray:
+        """(N,) int64 task id of every sample."""
+        parts = [np.asarray(self.shard(k).index["task_id"]) for k in range(len(self._names))]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        k, j = self.locate(int(i))
+        try:
+            return self._sample(k, j, int(i) % len(self))
+        except UserError:
+            raise
+        except Exception as exc:
+            raise DataCorruption(f"{self.path / self._names[k]}: sample {j} (dataset index "
+                                 f"{int(i) % len(self)}) unreadable: {exc} — run `npu-data "
+                                 f"verify {self.path}`") from None
+
+    def image(self, k: int, j: int) -> np.ndarray:
+        """The (H, W, 3) uint8 image of sample ``j`` of shard ``k``."""
+        sh = self.shard(k)
+        rec = sh.index[j]
+        off, length = int(rec["offset"]), int(rec["length"])
+        h, w, c = int(rec["height"]), int(rec["width"]), int(rec["channels"])
+        buf = sh.data[off:off + length]
+        if int(rec["encoding"]) == ENC_RAW:
+            return buf.reshape(h, w, c)
+        with Image.open(io.BytesIO(buf.tobytes())) as im:
+            out = np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
+        if out.shape != (h, w, c):
+            raise DataCorruption(f"{sh.root}: sample {j} decodes to {out.shape}, index says "
+                                 f"{(h, w, c)} — import the dataset again")
+        return out
+
+    def _sample(self, k: int, j: int, gi: int) -> dict[str, Any]:
+        sh = self.shard(k)
+        rec = sh.index[j]
+        s: dict[str, Any] = {"image": self.image(k, j), "index": gi,
+                             "task_id": int(rec["task_id"])}
+        for group, fixed in GROUPS.items():
+            off = sh.col(f"{group}.offsets")
+            a, b = int(off[j]), int(off[j + 1])
+            for name in fixed:
+                s[f"{group}.{name}"] = np.asarray(sh.col(f"{group}.{name}")[a:b])
+            for name in GROUP_TEXT[group]:
+                s[f"{group}.{name}"] = _texts(sh, f"{group}.{name}", a, b)
+            for values, offsets, _, _ in GROUP_NESTED.get(group, ()):
+                voff = np.asarray(sh.col(f"{group}.{offsets}")[a:b + 1])
+                vals = sh.col(f"{group}.{values}")[int(voff[0]):int(voff[-1])]
+                if group == "masks":
+                    s["masks.mask"] = _masks(vals, voff - voff[0], s["image"].shape[:2])
+                else:
+                    s[f"{group}.{values}"] = np.asarray(vals)
+                    s[f"{group}.{offsets}"] = voff - voff[0]
+        for key in ("boxes.corners", "boxes.xyxy"):
+            off = sh.col("boxes.offsets")
+            s[key] = np.asarray(sh.col(key)[int(off[j]):int(off[j + 1])])
+        s["caption"] = s["texts.text"][0] if s["texts.text"] else ""
+        return s
+
+
+def _texts(sh: _Shard, name: str, a: int, b: int) -> list[str]:
+    off = sh.col(f"{name}.offsets")[a:b + 1]
+    data = sh.col(f"{name}.bytes")
+    return [bytes(data[int(off[t]):int(off[t + 1])]).decode("utf-8") for t in range(b - a)]
+
+
+def _masks(bits: np.ndarray, offs: np.ndarray, size: tuple[int, ...]) -> np.ndarray:
+    """(M, H, W) uint8 0/1 masks unpacked from their packed bits (stored image size)."""
+    h, w = int(size[0]), int(size[1])
+    m = len(offs) - 1
+    out = np.zeros((m, h, w), np.uint8)
+    for t in range(m):
+        flat = np.unpackbits(bits[int(offs[t]):int(offs[t + 1])], count=h * w)
+        out[t] = flat.reshape(h, w)
+    return out

@@ -1,0 +1,319 @@
+"""Write an AnnotationTable and its images as memory-mapped shards (docs/format.md).
+
+Shard ``k`` holds input rows ``[k*shard_size, (k+1)*shard_size)`` minus the rejected ones,
+so any number of workers produces the same bytes. Each shard is written into a temporary
+folder, fsynced and renamed into place with its completion record; the manifest comes last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing as mp
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from npu_data.annotations.table import AnnotationTable
+from npu_data.errors import UserError
+from npu_data.progress import bar
+from npu_data.shards import images as img
+from npu_data.shards.atomic import atomic_write_bytes, fsync_dir, npy_bytes
+from npu_data.shards.convert import to_pixels
+from npu_data.shards.format import (
+    ALIGN,
+    COMPLETE,
+    DATA,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    INDEX,
+    INDEX_DTYPE,
+    MANIFEST,
+    REJECTED,
+    column_file,
+    column_schema,
+    dumps,
+    sha256_file,
+    shard_name,
+)
+
+
+@dataclass
+class WriteOptions:
+    """How to store the images (``store``, ``max_side``, ``reencode``) and how to run."""
+
+    store: str = "raw"
+    max_side: int | None = None
+    reencode: str | None = None
+    workers: int = 1
+    shard_size: int = 1024
+    resume: bool = False
+    strict: bool = False
+    images: Any = None  # npu_data.annotations.images.ImageOptions
+    parse: dict[str, Any] = field(default_factory=dict)  # recorded import options
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The options that decide the bytes written (recorded in the manifest)."""
+        d = {k: v for k, v in asdict(self).items()
+             if k not in ("workers", "resume", "strict", "images")}
+        d["images"] = img.options_record(self.images)
+        return d
+
+
+@dataclass
+class Summary:
+    """What an import produced."""
+
+    out_dir: Path
+    samples: int
+    tasks: int
+    shards: int
+    rejected: int
+    resumed_shards: int
+    bytes: int
+    rejected_path: Path
+
+
+def _check_options(o: WriteOptions) -> None:
+    if o.store not in ("raw", "encoded"):
+        raise UserError(f"--store {o.store}: unknown — use raw or encoded")
+    if o.shard_size < 1:
+        raise UserError(f"--shard-size {o.shard_size}: must be at least 1")
+    if o.workers < 1:
+        raise UserError(f"--workers {o.workers}: must be at least 1")
+    if o.max_side is not None and o.max_side < 1:
+        raise UserError(f"--max-side {o.max_side}: must be at least 1")
+    if o.reencode is not None:
+        img.parse_reencode(o.reencode)
+        if o.store != "encoded":
+            raise UserError("--reencode needs --store encoded")
+    if o.store == "encoded" and o.max_side and not o.reencode:
+        raise UserError("--max-side with --store encoded needs --reencode jpeg:Q "
+                        "(original bytes cannot be resized)")
+
+
+# ---------------------------------------------------------------------------- one shard
+def _payloads(table: AnnotationTable, lo: int, hi: int, task_index: np.ndarray,
+              o: WriteOptions) -> Iterator[tuple[int, img.Payload | str]]:
+    for r in range(lo, hi):
+        ref = table.text("image_ref", r)
+        try:
+            yield r, img.make_payload(ref, o)
+        except UserError as exc:
+            reason = getattr(exc, "reason", None) or str(exc)
+            if o.strict:
+                tid = int(table.columns["task_id"][r])
+                raise UserError(f"task {tid} (#{int(task_index[r])}): {reason} — fix the "
+                                "image or drop --strict to skip it") from None
+            yield r, str(reason)
+
+
+def write_shard(table: AnnotationTable, k: int, out_dir: Path, o: WriteOptions,
+                task_index: np.ndarray, fingerprint: dict[str, Any]) -> dict[str, Any]:
+    """Write shard ``k`` atomically; returns its completion record."""
+    lo, hi = k * o.shard_size, min(table.num_samples, (k + 1) * o.shard_size)
+    name = shard_name(k)
+    tmp = out_dir / f".{name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    keep: list[int] = []
+    rejected: list[dict[str, Any]] = []
+    rows: list[tuple[int, int, int, int, int, int, int]] = []
+    pos = 0
+    with open(tmp / DATA, "wb") as fh:
+        for r, p in _payloads(table, lo, hi, task_index, o):
+            tid = int(table.columns["task_id"][r])
+            if isinstance(p, str):
+                rejected.append({"index": int(task_index[r]), "task_id": tid, "reason": p})
+                continue
+            pad = -pos % ALIGN
+            fh.write(b"\0" * pad)
+            pos += pad
+            fh.write(p.data)
+            rows.append((pos, len(p.data), p.height, p.width, p.channels, p.encoding,
+                         p.crc32))
+            pos += len(p.data)
+            keep.append(r)
+        fh.write(b"\0" * (-pos % ALIGN))
+        fh.flush()
+        os.fsync(fh.fileno())
+    index = np.zeros(len(rows), dtype=INDEX_DTYPE)
+    for i, row in enumerate(rows):
+        index[i] = (*row, int(table.columns["task_id"][keep[i]]))
+    sub = table.select(keep)
+    cols = to_pixels(sub, index["height"].astype(np.int64), index["width"].astype(np.int64))
+    files = {INDEX: npy_bytes(index)}
+    for col, spec in column_schema().items():
+        arr = np.ascontiguousarray(cols[col]).astype(np.dtype(spec["dtype"]), copy=False)
+        files[column_file(col)] = npy_bytes(arr.reshape(-1, *spec["shape"]))
+    for fname, data in files.items():
+        _write_synced(tmp / fname, data)
+    listing = {DATA: {"size": pos + (-pos % ALIGN), "sha256": sha256_file(tmp / DATA)}}
+    for fname, data in files.items():
+        listing[fname] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    record = {"name": name, "tasks": [lo, hi], "samples": len(keep), "rejected": rejected,
+              "files": dict(sorted(listing.items())), "fingerprint": fingerprint}
+    _write_synced(tmp / COMPLETE, dumps(record))
+    fsync_dir(tmp)
+    final = out_dir / name
+    shutil.rmtree(final, ignore_errors=True)
+    os.rename(tmp, final)
+    fsync_dir(out_dir)
+    return record
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _completed(out_dir: Path, k: int, fingerprint: dict[str, Any]) -> dict[str, Any] | None:
+    """The completion record of shard ``k`` if it is whole and matches the options."""
+    path = out_dir / shard_name(k) / COMPLETE
+    if not path.is_file():
+        return None
+    try:
+        record: dict[str, Any] = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError:
+        return None
+    if record.get("fingerprint") != fingerprint:
+        raise UserError(f"{path.parent}: written with other options or another export — "
+                        "import into an empty --out folder, or resume with the same options")
+    for fname, meta in record["files"].items():
+        f = path.parent / fname
+        if not f.is_file() or f.stat().st_size != meta["size"]:
+            return None
+    return record
+
+
+# ------------------------------------------------------------------------- parallel run
+_JOB: dict[str, Any] = {}
+
+
+def _worker(k: int) -> dict[str, Any]:
+    j = _JOB
+    return write_shard(j["table"], k, j["out"], j["opts"], j["task_index"], j["fp"])
+
+
+def _run_shards(todo: list[int], table: AnnotationTable, out_dir: Path, o: WriteOptions,
+                task_index: np.ndarray, fp: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    if o.workers == 1 or len(todo) <= 1:
+        for k in todo:
+            yield write_shard(table, k, out_dir, o, task_index, fp)
+        return
+    _JOB.update(table=table, out=out_dir, opts=o, task_index=task_index, fp=fp)
+    ctx = mp.get_context("fork")
+    with ctx.Pool(min(o.workers, len(todo))) as pool:
+        try:
+            yield from pool.imap_unordered(_worker, todo)
+        finally:
+            pool.terminate()
+            _JOB.clear()
+
+
+def _prepare(out_dir: Path, resume: bool) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"{out_dir}: exists and is not a folder — choose another --out")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    entries = [p for p in out_dir.iterdir()]
+    if entries and not resume:
+        raise UserError(f"{out_dir}: not empty — pass --resume to continue an import there, "
+                        "or choose an empty --out folder")
+    for p in entries:
+        if p.name.startswith(".shard-") and ".tmp-" in p.name:
+            shutil.rmtree(p, ignore_errors=True)
+    (out_dir / MANIFEST).unlink(missing_ok=True)
+
+
+def table_sha256(table: AnnotationTable) -> str:
+    """A digest of every column of ``table`` (identifies a table given without an export)."""
+    h = hashlib.sha256()
+    for name in sorted(table.columns):
+        a = np.ascontiguousarray(table.columns[name])
+        h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
+        h.update(a.tobytes())
+    h.update(orjson.dumps([table.controls, table.labels], option=orjson.OPT_SORT_KEYS))
+    return h.hexdigest()
+
+
+def write_dataset(table: AnnotationTable, out_dir: str | os.PathLike[str], options: WriteOptions,
+                  *, rejected: list[dict[str, Any]] | None = None,
+                  task_index: np.ndarray | None = None, source_sha256: str | None = None,
+                  tasks: int | None = None) -> Summary:
+    """Write ``table`` and its images to ``out_dir`` (see the module docstring).
+
+    ``rejected`` are earlier rejections (from parsing) to record; ``task_index`` maps table
+    rows to task positions in the export (default: the row number).
+    """
+    o = options
+    _check_options(o)
+    out = Path(out_dir)
+    n = table.num_samples
+    tix = np.arange(n, dtype=np.int64) if task_index is None else np.asarray(task_index)
+    earlier = list(rejected or [])
+    if o.strict and earlier:
+        r0 = earlier[0]
+        raise UserError(f"task {r0['task_id']} (#{r0['index']}): {r0['reason']} — fix the task "
+                        "or drop --strict to skip it")
+    fp = {"options": o.fingerprint(), "source_sha256": source_sha256,
+          "table_sha256": table_sha256(table)}
+    _prepare(out, o.resume)
+    nshards = -(-n // o.shard_size)
+    records: dict[int, dict[str, Any]] = {}
+    if o.resume:
+        for k in range(nshards):
+            rec = _completed(out, k, fp)
+            if rec is not None:
+                records[k] = rec
+    resumed = len(records)
+    todo = [k for k in range(nshards) if k not in records]
+    pb = bar(total=n, desc="import", unit="task")
+    pb.update(sum(r["tasks"][1] - r["tasks"][0] for r in records.values()))
+    try:
+        for rec in _run_shards(todo, table, out, o, tix, fp):
+            records[int(rec["name"].split("-")[1])] = rec
+            pb.update(rec["tasks"][1] - rec["tasks"][0])
+    finally:
+        pb.close()
+    ordered = [records[k] for k in range(nshards)]
+    all_rejected = sorted(earlier + [r for rec in ordered for r in rec["rejected"]],
+                          key=lambda r: (r["index"], r["task_id"]))
+    atomic_write_bytes(out / REJECTED, b"".join(
+        orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in all_rejected))
+    manifest = _manifest(table, o, ordered, all_rejected, fp, tasks if tasks is not None else n)
+    atomic_write_bytes(out / MANIFEST, dumps(manifest))
+    total_bytes = sum(m["size"] for rec in ordered for m in rec["files"].values())
+    return Summary(out, manifest["counts"]["samples"], manifest["counts"]["tasks"], nshards,
+                   len(all_rejected), resumed, total_bytes, out / REJECTED)
+
+
+def _manifest(table: AnnotationTable, o: WriteOptions, records: list[dict[str, Any]],
+              rejected: list[dict[str, Any]], fp: dict[str, Any], tasks: int) -> dict[str, Any]:
+    schema = column_schema()
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "byteorder": "little",
+        "align": ALIGN,
+        "store": o.store,
+        "index_dtype": [[n, INDEX_DTYPE[n].str] for n in INDEX_DTYPE.names or ()],
+        "columns": schema,
+        "controls": list(table.controls),
+        "labels": {k: list(v) for k, v in table.labels.items()},
+        "counts": {"samples": sum(r["samples"] for r in records), "tasks": tasks,
+                   "rows": table.num_samples, "rejected": len(rejected),
+                   "shards": len(records)},
+        "shard_size": o.shard_size,
+        "shards": [{"name": r["name"], "samples": r["samples"], "tasks": r["tasks"],
+                    "files": r["files"]} for r in records],
+        "source_sha256": fp["source_sha256"],
+        "table_sha256": fp["table_sha256"],
+        "options": fp["options"],
+    }
