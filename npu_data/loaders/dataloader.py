@@ -1,0 +1,237 @@
+"""DataLoader: torch's DataLoader that yields transformed batches already on the device.
+
+Workers read samples and collate padded uint8 batches (shared memory, pinned on
+accelerators); the main process copies the next ``device_prefetch`` batches to the device
+with ``non_blocking`` copies on a side stream, the consuming stream waits on that stream and
+every tensor is ``record_stream``'d; the device transform then runs on whole batches with a
+generator seeded from (seed, epoch, rank, batch number), so results do not depend on
+``num_workers`` or the prefetch depth. On the CPU the same path runs without streams.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader as TorchDataLoader
+from torch.utils.data import IterableDataset
+
+from npu_data import device as dev
+from npu_data.errors import UserError
+from npu_data.loaders.collate import collate_samples
+from npu_data.loaders.sampler import NpuDistributedSampler
+
+Transform = Callable[..., Any]
+_MASK = (1 << 63) - 1
+
+
+def batch_seed(seed: int, epoch: int, rank: int, batch: int) -> int:
+    """The transform seed of one batch: a mix of (seed, epoch, rank, batch number)."""
+    x = 0x9E3779B97F4A7C15
+    for v in (seed, epoch, rank, batch):
+        x = ((x ^ (v & 0xFFFFFFFFFFFFFFFF)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+        x ^= x >> 31
+    return x & _MASK
+
+
+def to_device(batch: Any, device: torch.device, non_blocking: bool) -> Any:
+    """Move every tensor of a (nested) batch to ``device``; other values pass through."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device, non_blocking) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in batch):
+        return type(batch)(to_device(v, device, non_blocking) for v in batch)
+    return batch
+
+
+def _record(batch: Any, stream: Any) -> None:
+    if isinstance(batch, torch.Tensor):
+        batch.record_stream(stream)
+    elif isinstance(batch, dict):
+        for v in batch.values():
+            _record(v, stream)
+    elif isinstance(batch, (list, tuple)):
+        for v in batch:
+            _record(v, stream)
+
+
+class DataLoader:
+    """Drop-in for ``torch.utils.data.DataLoader`` that feeds ``device`` (see module doc).
+
+    torch's arguments keep their meaning and torch validates them. Extras: ``device``
+    ("auto", "cpu", "cuda[:N]", "npu[:N]"), ``transform`` (a device batch transform
+    ``t(batch, generator=...)``; defaults to ``dataset.transform`` when set),
+    ``device_prefetch`` (batches copied ahead), ``seed`` (transform and shuffle seed;
+    default ``generator.initial_seed()`` or 0), ``jit_compile`` (NPU compile mode).
+    Without a sampler the loader uses a single-replica ``NpuDistributedSampler`` (shuffled
+    when ``shuffle=True``, a new order each epoch), so ``state_dict`` works by default.
+    """
+
+    def __init__(self, dataset: Any, batch_size: int | None = 1, shuffle: bool | None = None,
+                 sampler: Any = None, batch_sampler: Any = None, num_workers: int = 0,
+                 collate_fn: Callable[[list[Any]], Any] | None = None, pin_memory: bool = False,
+                 drop_last: bool = False, timeout: float = 0,
+                 worker_init_fn: Callable[[int], None] | None = None,
+                 prefetch_factor: int | None = None, persistent_workers: bool = False,
+                 generator: torch.Generator | None = None, *, device: dev.DeviceLike = "auto",
+                 transform: Transform | None = None, device_prefetch: int = 2,
+                 multiprocessing_context: Any = None, seed: int | None = None,
+                 jit_compile: bool | None = None) -> None:
+        self.device = dev.resolve_device(device)
+        if jit_compile is not None:
+            dev.set_jit_compile(jit_compile, self.device)
+        if device_prefetch < 0:
+            raise UserError(f"device_prefetch={device_prefetch}: use 0 (no prefetch) or more")
+        self.seed = int(seed if seed is not None else
+                        (generator.initial_seed() if generator is not None else 0)) & _MASK
+        self._own_sampler = (sampler is None and batch_sampler is None
+                             and not isinstance(dataset, IterableDataset))
+        torch_shuffle = shuffle
+        if self._own_sampler:
+            sampler = NpuDistributedSampler(dataset, num_replicas=1, rank=0,
+                                            shuffle=bool(shuffle), seed=self.seed)
+            torch_shuffle = None
+        accel = dev.is_accelerator(self.device)
+        pin = bool(pin_memory) and accel
+        if collate_fn is None:
+            collate_fn = functools.partial(collate_samples, pin=pin and num_workers == 0)
+        if multiprocessing_context is None and num_workers > 0:
+            multiprocessing_context = dev.start_method(self.device)
+        self._loader = TorchDataLoader(
+            dataset, batch_size=batch_size, shuffle=torch_shuffle, sampler=sampler,
+            batch_sampler=batch_sampler, num_workers=num_workers, collate_fn=collate_fn,
+            pin_memory=pin and num_workers > 0, drop_last=drop_last, timeout=timeout,
+            worker_init_fn=worker_init_fn, multiprocessing_context=multiprocessing_context,
+            generator=generator, prefetch_factor=prefetch_factor,
+            persistent_workers=persistent_workers,
+        )
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.drop_last = drop_last
+        self.device_prefetch = device_prefetch
+        self.transform = transform if transform is not None else getattr(dataset, "transform", None)
+        self.sampler = self._loader.batch_sampler.sampler if batch_sampler is not None and hasattr(
+            self._loader.batch_sampler, "sampler") else self._loader.sampler
+        self._epoch = int(getattr(self.sampler, "epoch", 0))
+        self._resume_batches: tuple[int, int] | None = None  # (epoch, batches already consumed)
+        self._pass_epoch = -1
+        self._pass_base = 0
+        self._pass_batches = 0
+        self._pass_len: int | None = None
+        self._generator: torch.Generator | None = None
+
+    # --- epochs and length ----------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        """The epoch the next pass serves (the sampler's, when it has one)."""
+        return int(getattr(self.sampler, "epoch", self._epoch))
+
+    def set_epoch(self, epoch: int) -> None:
+        """Set the epoch of the loader and of its sampler (torch's ``set_epoch``)."""
+        self._epoch = int(epoch)
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(int(epoch))
+
+    def __len__(self) -> int:
+        if self._pass_len is not None:
+            return self._pass_len
+        return len(self._loader)
+
+    def _rank(self) -> int:
+        return int(getattr(self.sampler, "rank", 0))
+
+    # --- iteration --------------------------------------------------------------------------
+    def _transform(self, batch: Any, number: int, epoch: int) -> Any:
+        if self.transform is None:
+            return batch
+        if self._generator is None:
+            self._generator = torch.Generator(device=self.device)
+        self._generator.manual_seed(batch_seed(self.seed, epoch, self._rank(), number))
+        return self.transform(batch, generator=self._generator)
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch = self.epoch
+        base = 0
+        if self._resume_batches is not None and self._resume_batches[0] == epoch:
+            base = self._resume_batches[1]
+        self._resume_batches = None
+        self._pass_len = len(self._loader)
+        self._pass_epoch, self._pass_base, self._pass_batches = epoch, base, 0
+        source = iter(self._loader)
+        stream = dev.new_stream(self.device) if self.device_prefetch > 0 else None
+        accel = dev.is_accelerator(self.device)
+        pending: deque[Any] = deque()
+
+        def submit() -> bool:
+            try:
+                host = next(source)
+            except StopIteration:
+                return False
+            with dev.stream_context(stream):
+                pending.append(to_device(host, self.device, non_blocking=accel))
+            return True
+
+        for _ in range(max(1, self.device_prefetch)):
+            if not submit():
+                break
+        while pending:
+            batch = pending.popleft()
+            if stream is not None:
+                consumer = dev.current_stream(self.device)
+                consumer.wait_stream(stream)
+                _record(batch, consumer)
+            submit()
+            out = self._transform(batch, base + self._pass_batches, epoch)
+            self._pass_batches += 1
+            yield out
+        self._pass_len = None
+        if self._own_sampler and getattr(self.sampler, "shuffle", False):
+            self.set_epoch(epoch + 1)  # like RandomSampler: a new order every pass
+
+    # --- resume -----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Plain state for an exact mid-epoch resume: epoch, batches consumed, sampler state."""
+        if not isinstance(self.sampler, NpuDistributedSampler):
+            raise UserError(
+                "DataLoader.state_dict: resuming needs an NpuDistributedSampler (or no sampler) — "
+                f"got {type(self.sampler).__name__}"
+            )
+        if self._resume_batches is not None:  # loaded, not iterated yet
+            return {"epoch": self.epoch, "batches": self._resume_batches[1],
+                    "seed": self.seed, "sampler": self.sampler.state_dict(consumed=0)}
+        if self._pass_epoch != self.epoch:  # nothing consumed in this epoch yet
+            return {"epoch": self.epoch, "batches": 0, "seed": self.seed,
+                    "sampler": self.sampler.state_dict(consumed=0)}
+        consumed = self._pass_batches * (self.batch_size or 1)
+        return {"epoch": self.epoch, "batches": self._pass_base + self._pass_batches,
+                "seed": self.seed, "sampler": self.sampler.state_dict(consumed=consumed)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Make the next pass continue the saved epoch with exactly the unseen batches."""
+        if not isinstance(self.sampler, NpuDistributedSampler):
+            raise UserError(
+                "DataLoader.load_state_dict: resuming needs an NpuDistributedSampler (or no "
+                f"sampler) — got {type(self.sampler).__name__}"
+            )
+        self.seed = int(state.get("seed", self.seed))
+        self.sampler.load_state_dict(state["sampler"])
+        self._epoch = int(state["epoch"])
+        self._resume_batches = (self._epoch, int(state["batches"]))
+        self._pass_len = None
+        self._pass_epoch = -1
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._loader, name)
+
+
+def num_batches(samples: int, batch_size: int, drop_last: bool) -> int:
+    """Batches a pass over ``samples`` yields (torch's BatchSampler arithmetic)."""
+    return samples // batch_size if drop_last else math.ceil(samples / batch_size)
