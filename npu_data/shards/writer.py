@@ -12,7 +12,7 @@ import multiprocessing as mp
 import os
 import shutil
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from npu_data.shards.format import (
     sha256_file,
     shard_name,
 )
+from npu_data.shards.source import load_source
 
 
 @dataclass
@@ -55,14 +56,24 @@ class WriteOptions:
     resume: bool = False
     strict: bool = False
     images: Any = None  # npu_data.annotations.images.ImageOptions
-    parse: dict[str, Any] = field(default_factory=dict)  # recorded import options
+    annotations: str = "latest"
+    with_predictions: bool = False
+    config: str | None = None
+    reject_out_of_range: bool = False
 
     def fingerprint(self) -> dict[str, Any]:
         """The options that decide the bytes written (recorded in the manifest)."""
         d = {k: v for k, v in asdict(self).items()
              if k not in ("workers", "resume", "strict", "images")}
         d["images"] = img.options_record(self.images)
+        if self.config:
+            d["config"] = os.fspath(Path(self.config).resolve())
         return d
+
+    def parse_options(self) -> dict[str, Any]:
+        """Keywords for parsing an export."""
+        return {"annotations": self.annotations, "with_predictions": self.with_predictions,
+                "config": self.config, "reject_out_of_range": self.reject_out_of_range}
 
 
 @dataclass
@@ -243,21 +254,22 @@ def table_sha256(table: AnnotationTable) -> str:
     return h.hexdigest()
 
 
-def write_dataset(table: AnnotationTable, out_dir: str | os.PathLike[str], options: WriteOptions,
-                  *, rejected: list[dict[str, Any]] | None = None,
-                  task_index: np.ndarray | None = None, source_sha256: str | None = None,
-                  tasks: int | None = None) -> Summary:
-    """Write ``table`` and its images to ``out_dir`` (see the module docstring).
+def write_dataset(source: Any, out_dir: str | os.PathLike[str],
+                  options: WriteOptions | None = None) -> Summary:
+    """Write ``source`` and its images to ``out_dir`` (see the module docstring).
 
-    ``rejected`` are earlier rejections (from parsing) to record; ``task_index`` maps table
-    rows to task positions in the export (default: the row number).
+    ``source``: a Label Studio export path (parsed with the options' annotation settings),
+    a ``ParseResult`` or an ``AnnotationTable``.
     """
-    o = options
+    o = options or WriteOptions()
     _check_options(o)
     out = Path(out_dir)
+    src = load_source(source, o.parse_options())
+    table = src.table
     n = table.num_samples
-    tix = np.arange(n, dtype=np.int64) if task_index is None else np.asarray(task_index)
-    earlier = list(rejected or [])
+    tix = np.arange(n, dtype=np.int64) if src.task_index is None else src.task_index
+    earlier = src.rejected
+    source_sha256, tasks = src.sha256, src.tasks
     if o.strict and earlier:
         r0 = earlier[0]
         raise UserError(f"task {r0['task_id']} (#{r0['index']}): {r0['reason']} — fix the task "

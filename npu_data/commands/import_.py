@@ -1,0 +1,70 @@
+"""``npu-data import``: a Label Studio export -> verified memory-mapped shards."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from npu_data.shards.source import image_options
+from npu_data.shards.writer import WriteOptions, write_dataset
+
+NAME = "import"
+HELP = "Import a Label Studio export (JSON) and its images into memory-mapped shards."
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of ``npu-data import``."""
+    p.add_argument("export", metavar="EXPORT", help="Label Studio JSON / JSON_MIN export file")
+    p.add_argument("--out", required=True, metavar="DIR", help="dataset folder to write")
+    p.add_argument("--store", choices=("raw", "encoded"), default="raw",
+                   help="raw: decoded HWC RGB pixels (fastest to read); encoded: the original "
+                        "file bytes (smallest) (default: raw)")
+    p.add_argument("--max-side", type=int, metavar="N",
+                   help="shrink images so the longest side is at most N (Pillow BILINEAR); "
+                        "annotations follow")
+    p.add_argument("--reencode", metavar="jpeg:Q",
+                   help="with --store encoded: re-encode as JPEG of quality Q")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="processes writing shards in parallel (default: 1)")
+    p.add_argument("--shard-size", type=int, default=1024, metavar="N",
+                   help="input tasks per shard (default: 1024)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep complete shards already in DIR and write the rest")
+    p.add_argument("--strict", action="store_true",
+                   help="stop at the first bad task (exit 1) instead of rejecting it")
+    p.add_argument("--annotations", choices=("latest", "ground-truth", "all"), default="latest",
+                   help="which annotations of a task to keep (default: latest non-cancelled)")
+    p.add_argument("--with-predictions", action="store_true",
+                   help="also keep model predictions (source = 1)")
+    p.add_argument("--config", metavar="label_config.xml",
+                   help="labeling config: fixes each control's label list and order")
+    p.add_argument("--images-root", metavar="P", help="folder for relative/absolute image paths")
+    p.add_argument("--ls-data-dir", metavar="P",
+                   help="Label Studio data dir (for /data/upload/... references)")
+    p.add_argument("--local-files-root", metavar="P",
+                   help="LOCAL_FILES_DOCUMENT_ROOT (for /data/local-files/?d=... references)")
+    p.add_argument("--allow-download", action="store_true",
+                   help="download http(s) images (cached)")
+    p.add_argument("--reject-out-of-range", action="store_true",
+                   help="reject tasks with coordinates outside 0-100%% instead of clipping")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the import and print a summary."""
+    images = image_options(args.export, images_root=args.images_root,
+                           ls_data_dir=args.ls_data_dir, local_files_root=args.local_files_root,
+                           allow_download=args.allow_download or None)
+    opts = WriteOptions(store=args.store, max_side=args.max_side, reencode=args.reencode,
+                        workers=args.workers, shard_size=args.shard_size, resume=args.resume,
+                        strict=args.strict, images=images, annotations=args.annotations,
+                        with_predictions=args.with_predictions, config=args.config,
+                        reject_out_of_range=args.reject_out_of_range)
+    s = write_dataset(args.export, args.out, opts)
+    resumed = f" ({s.resumed_shards} kept from an earlier run)" if s.resumed_shards else ""
+    print(f"imported {s.samples} of {s.tasks} tasks into {s.out_dir} "
+          f"({s.shards} shards{resumed}, {s.bytes / 1e6:.1f} MB, store {opts.store})")
+    if s.rejected:
+        print(f"rejected {s.rejected} tasks: reasons in {s.rejected_path}", file=sys.stdout)
+    else:
+        print("rejected 0 tasks")
+    return 0

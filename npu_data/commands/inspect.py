@@ -1,0 +1,43 @@
+"""``npu-data inspect``: a readable summary of a shard folder."""
+
+from __future__ import annotations
+
+import argparse
+
+from npu_data.shards.reader import ShardDataset
+from npu_data.shards.stats import dataset_stats
+
+NAME = "inspect"
+HELP = "Summarise a dataset folder: samples, shards, bytes, labels, image sizes, result counts."
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of ``npu-data inspect``."""
+    p.add_argument("dataset", metavar="DIR", help="folder written by `npu-data import`")
+
+
+def _row(key: str, value: object) -> str:
+    return f"  {key:<22} {value}"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the summary table."""
+    ds = ShardDataset(args.dataset)
+    st = dataset_stats(ds)
+    lines = [f"dataset {ds.path}",
+             _row("samples", st.samples), _row("shards", st.shards),
+             _row("bytes", f"{st.bytes:,} ({st.bytes / 1e6:.1f} MB)"),
+             _row("store", st.store + (f" ({', '.join(f'{k} {v}' for k, v in st.encodings.items())})"
+                                       if st.encodings else "")),
+             _row("rejected tasks", st.rejected),
+             _row("samples with captions", st.captions)]
+    for axis, s in st.sizes.items():
+        lines.append(_row(f"image {axis}", f"min {s['min']}  median {s['median']:g}  "
+                                           f"mean {s['mean']:.1f}  max {s['max']}"))
+    lines.append("results per type")
+    lines += [_row(g, n) for g, n in st.results.items() if n]
+    for control, hist in st.labels.items():
+        lines.append(f"labels of {control}")
+        lines += [_row(name, n) for name, n in sorted(hist.items(), key=lambda kv: -kv[1])]
+    print("\n".join(lines))
+    return 0
