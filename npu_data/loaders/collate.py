@@ -74,7 +74,7 @@ def _images(samples: Sequence[Sample], pin: bool) -> tuple[torch.Tensor, torch.T
     return buf.permute(0, 3, 1, 2), sizes
 
 
-def _pad_rows(arrays: Sequence[np.ndarray], counts: np.ndarray, nmax: int, pin: bool,
+def _pad_rows(arrays: Sequence[np.ndarray | None], counts: np.ndarray, nmax: int, pin: bool,
               fill: float) -> torch.Tensor:
     first = next((a for a in arrays if a is not None), None)
     tail = tuple(first.shape[1:]) if first is not None else ()

@@ -116,8 +116,7 @@ class DataLoader:
         self.drop_last = drop_last
         self.device_prefetch = device_prefetch
         self.transform = transform if transform is not None else getattr(dataset, "transform", None)
-        self.sampler = self._loader.batch_sampler.sampler if batch_sampler is not None and hasattr(
-            self._loader.batch_sampler, "sampler") else self._loader.sampler
+        self.sampler: Any = getattr(batch_sampler, "sampler", None) or self._loader.sampler
         self._epoch = int(getattr(self.sampler, "epoch", 0))
         self._resume_batches: tuple[int, int] | None = None  # (epoch, batches already consumed)
         self._pass_epoch = -1
