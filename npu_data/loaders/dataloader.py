@@ -98,7 +98,7 @@ class DataLoader:
             torch_shuffle = None
         accel = dev.is_accelerator(self.device)
         pin = bool(pin_memory) and accel
-        if collate_fn is None:
+        if collate_fn is None and (batch_size is not None or batch_sampler is not None):
             collate_fn = functools.partial(collate_samples, pin=pin and num_workers == 0)
         if multiprocessing_context is None and num_workers > 0:
             multiprocessing_context = dev.start_method(self.device)

@@ -88,6 +88,23 @@ def test_mid_epoch_resume_equals_uninterrupted(workers: int) -> None:
     assert resumed.state_dict()["sampler"]["consumed"] >= 37
 
 
+def test_default_sampler_resumes_and_finished_epoch_stays_done() -> None:
+    ds = ArrayDataset(19)
+    full = _run(DataLoader(ds, batch_size=4, shuffle=True, device="cpu", seed=2))
+    first = DataLoader(ds, batch_size=4, shuffle=True, device="cpu", seed=2)
+    head = _run(first, limit=2)
+    resumed = DataLoader(ds, batch_size=4, shuffle=True, device="cpu", seed=2)
+    resumed.load_state_dict(first.state_dict())
+    assert len(resumed) == 3  # the batches left in the resumed epoch
+    _same(head + _run(resumed), full)
+    done = DataLoader(ds, batch_size=4, shuffle=False, device="cpu")
+    _run(done)
+    again = DataLoader(ds, batch_size=4, shuffle=False, device="cpu")
+    again.load_state_dict(done.state_dict())
+    assert _run(again) == []  # saved after a complete pass: nothing of that epoch is left
+    assert len(_run(again)) == 5
+
+
 def test_sampler_with_shuffle_is_torchs_error() -> None:
     ds = ArrayDataset(4)
     with pytest.raises(ValueError) as ours:
