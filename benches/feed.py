@@ -99,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     sampler = NpuDistributedSampler(ds, num_replicas=1, rank=0, seed=0,
                                     locality_block=a.locality_block)
     loader = DataLoader(ds, batch_size=a.batch, sampler=sampler, num_workers=a.workers,
-                        pin_memory=True, prefetch_factor=4, persistent_workers=True,
+                        pin_memory=True, prefetch_factor=4,
+                        # pages mapped by live workers survive drop_caches: restart them cold
+                        persistent_workers=not a.cold,
                         device="cpu", device_prefetch=0)
     print(f"feed: {len(ds)} images {a.side}px from {a.source}, batch {a.batch}, "
           f"{a.workers} workers, locality_block={a.locality_block}, pinned "
