@@ -97,6 +97,9 @@ def _group(samples: Sequence[Sample], group: str, keys: list[str], pin: bool, ba
     nmax = int(counts.max()) if b else 0
     valid = torch.from_numpy(np.arange(nmax)[None, :] < counts[:, None])
     batch[f"{group}.valid"] = valid
+    if nmax == 0:  # fast path: a group no sample of this batch uses
+        _empty_group(samples[0], group, keys, b, hw, batch)
+        return
     if group == "polygons":
         _polygons(samples, counts, nmax, pin, batch)
     for key in keys:
@@ -117,6 +120,27 @@ def _group(samples: Sequence[Sample], group: str, keys: list[str], pin: bool, ba
             continue
         fill = -1.0 if name == "label" else 0.0
         batch[key] = _pad_rows(vals, counts, nmax, pin, fill)
+
+
+def _empty_group(first: Sample, group: str, keys: list[str], b: int, hw: tuple[int, int],
+                 batch: Batch) -> None:
+    for key in keys:
+        name = key.split(".", 1)[1]
+        v = first[key]
+        if group == "polygons" and name in ("points", "point_offsets"):
+            continue
+        if key == "masks.mask":
+            batch[key] = torch.zeros((b, 0, hw[0], hw[1]), dtype=torch.uint8)
+        elif isinstance(v, np.ndarray):
+            dtype = _tdtype(v.dtype)
+            if name == "label" and dtype in (torch.int8, torch.int16, torch.int32):
+                dtype = torch.int64
+            batch[key] = torch.zeros((b, 0, *v.shape[1:]), dtype=dtype)
+        else:
+            batch[key] = [[] for _ in range(b)]
+    if group == "polygons":
+        batch["polygons.points"] = torch.zeros((b, 0, 0, 2), dtype=torch.float32)
+        batch["polygons.vertex_valid"] = torch.zeros((b, 0, 0), dtype=torch.bool)
 
 
 def _polygons(samples: Sequence[Sample], counts: np.ndarray, nmax: int, pin: bool,

@@ -76,3 +76,13 @@ def test_geometry_padded_with_valid_masks() -> None:
 def test_pin_is_harmless_without_accelerator() -> None:
     b = collate_samples([_sample(0, 4, 4, 1, [3])], pin=True)
     assert b["image"].shape == (1, 3, 4, 4)
+
+
+def test_groups_no_sample_uses_keep_their_shapes() -> None:
+    b = collate_samples([_sample(0, 4, 4, 0, []), _sample(1, 5, 3, 0, [])])
+    assert b["boxes.xyxy"].shape == (2, 0, 4) and b["boxes.corners"].shape == (2, 0, 4, 2)
+    assert b["boxes.label"].dtype == torch.int64 and b["boxes.valid"].shape == (2, 0)
+    assert b["polygons.points"].shape == (2, 0, 0, 2)
+    assert b["polygons.vertex_valid"].shape == (2, 0, 0)
+    assert b["boxes.rid"] == [[], []]
+    assert b["masks.mask"].shape == (2, 1, 5, 4)
