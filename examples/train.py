@@ -106,7 +106,7 @@ def main() -> None:
     start = 0
     if a.resume:
         ck = torch.load(a.resume, map_location=device, weights_only=True)
-        model.load_state_dict(ck["model"])
+        (model.module if distributed else model).load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         loader.load_state_dict(ck["loader"])
         start = loader.epoch
