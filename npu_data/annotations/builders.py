@@ -169,7 +169,7 @@ def build_table(samples: SampleBuilder, groups: dict[str, GroupBuilder],
     """Join every piece into an AnnotationTable."""
     n = samples.count
     cols = samples.finish(late_sizes)
-    for g, b in groups.items():
+    for b in groups.values():
         cols.update(b.finish(n, dead_slots))
     table = AnnotationTable(n, cols, controls, labels)
     table.validate()

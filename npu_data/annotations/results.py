@@ -113,7 +113,7 @@ def _angle(ctx: Context, arr: np.ndarray, what: str, items: Sequence[Item]) -> n
 
 def _common(group: str, items: Sequence[Item], src: np.ndarray) -> Rows:
     rows = Rows(group)
-    cols = list(zip(*items)) if items else [()] * 9
+    cols = list(zip(*items, strict=True)) if items else [()] * 9
     rows.sample = np.asarray(cols[0], np.int64)[src]
     rows.slot = np.asarray(cols[1], np.int64)[src]
     rows.fixed["annotation"] = np.asarray(cols[2], np.int64)[src]
@@ -297,7 +297,7 @@ def taxonomy(ctx: Context, items: Sequence[Item]) -> Rows:
 
 def scalars(ctx: Context, items: Sequence[Item]) -> Rows:
     kinds = [0 if it[6].get("type") == "rating" or "rating" in it[7] else 1 for it in items]
-    vals = [_to_float(it[7].get("rating" if k == 0 else "number")) for it, k in zip(items, kinds)]
+    vals = [_to_float(it[7].get("rating" if k == 0 else "number")) for it, k in zip(items, kinds, strict=True)]
     rows = _common("scalars", items, np.arange(len(items)))
     rows.fixed["kind"] = np.asarray(kinds, np.uint8)
     rows.fixed["value"] = np.asarray(vals, np.float64)

@@ -1,0 +1,138 @@
+"""Resolve Label Studio image references to local files, and decode images."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import numpy as np
+from PIL import Image, ImageOps
+
+from npu_data.errors import UserError
+
+CLOUD_SCHEMES = ("s3://", "gs://", "azure-blob://")
+
+
+class ImageError(UserError):
+    """An image cannot be found, read or decoded; ``reason`` says why (the task is rejected)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class ImageOptions:
+    """Where references point to on this machine."""
+
+    ls_data_dir: Path | None = None
+    local_files_root: Path | None = None
+    images_root: Path | None = None
+    allow_download: bool = False
+    cache_dir: Path | None = None
+    timeout: float = 30.0
+
+
+def _under(root: Path, rel: str, ref: str, what: str) -> Path:
+    base = root.resolve()
+    target = (base / rel).resolve()
+    if not target.is_relative_to(base):
+        raise ImageError(f"{ref}: the path leaves the {what} {base} — refused")
+    return target
+
+
+def resolve_image(ref: str, options: ImageOptions) -> Path:
+    """The local path of image reference ``ref`` (downloading it when allowed)."""
+    if ref.startswith(CLOUD_SCHEMES):
+        raise ImageError(f"{ref}: cloud storage is not read directly — download the files and "
+                         "pass --images-root, or serve them as local files (--local-files-root)")
+    if ref.startswith("/data/upload/"):
+        if options.ls_data_dir is None:
+            raise ImageError(f"{ref}: an uploaded file — pass --ls-data-dir (Label Studio's "
+                             "LABEL_STUDIO_BASE_DATA_DIR)")
+        rel = unquote(ref[len("/data/upload/"):])
+        return _under(Path(options.ls_data_dir) / "media" / "upload", rel, ref,
+                      "upload folder")
+    if ref.startswith("/data/local-files"):
+        d = parse_qs(urlsplit(ref).query).get("d")
+        if not d:
+            raise ImageError(f"{ref}: a local-files reference without ?d=<path>")
+        if options.local_files_root is None:
+            raise ImageError(f"{ref}: a local file — pass --local-files-root (Label Studio's "
+                             "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT)")
+        return _under(Path(options.local_files_root), d[0], ref, "local-files root")
+    if ref.startswith(("http://", "https://")):
+        if not options.allow_download:
+            raise ImageError(f"{ref}: a URL — pass --allow-download to fetch it")
+        return _download(ref, options)
+    if ref.startswith("file://"):
+        return Path(unquote(urlsplit(ref).path))
+    p = Path(ref)
+    if p.is_absolute():
+        return p
+    return Path(options.images_root or ".") / p
+
+
+def _download(url: str, options: ImageOptions) -> Path:
+    cache = Path(options.cache_dir or Path(tempfile.gettempdir()) / "npu-data-images")
+    suffix = PurePosixPath(urlsplit(url).path).suffix[:10]
+    target = cache / (hashlib.sha256(url.encode()).hexdigest() + suffix)
+    if target.exists():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        with urllib.request.urlopen(url, timeout=options.timeout) as resp:  # noqa: S310
+            body = resp.read()
+    except (OSError, ValueError) as e:
+        raise ImageError(f"{url}: download failed ({e})") from None
+    fd, tmp = tempfile.mkstemp(dir=cache, prefix=".part-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def read_image_bytes(path: Path) -> bytes:
+    """The bytes of an image file (ImageError if missing or unreadable)."""
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ImageError(f"{path}: image file not found") from None
+    except OSError as e:
+        raise ImageError(f"{path}: cannot read the image ({e.strerror})") from None
+
+
+def load_image(path: Path, max_pixels: int = 178_956_970) -> np.ndarray:
+    """Decode ``path`` to RGB uint8 (H, W, 3), EXIF orientation applied."""
+    return decode_image(read_image_bytes(path), str(path), max_pixels)
+
+
+def decode_image(data: bytes, name: str, max_pixels: int = 178_956_970) -> np.ndarray:
+    """Decode encoded image bytes to RGB uint8 (H, W, 3), EXIF orientation applied."""
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            w, h = im.size
+            if w * h > max_pixels:
+                raise ImageError(f"{name}: {w}x{h} pixels exceeds the limit of {max_pixels} "
+                                 "(decompression bomb?) — raise max_pixels if it is genuine")
+            im.load()
+            oriented = ImageOps.exif_transpose(im) or im
+            return np.asarray(oriented.convert("RGB"), dtype=np.uint8)
+    except ImageError:
+        raise
+    except Image.DecompressionBombError as e:
+        raise ImageError(f"{name}: decompression bomb ({e})") from None
+    except (OSError, SyntaxError, ValueError) as e:
+        raise ImageError(f"{name}: cannot decode the image ({e}) — truncated or corrupt") from None

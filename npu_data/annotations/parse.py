@@ -1,0 +1,487 @@
+"""Parse a Label Studio export (JSON, JSON_MIN or pre-1.0 ``completions``) into an
+AnnotationTable, chunk by chunk from a memory map (see scan.py), with orjson."""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import orjson
+
+from npu_data.annotations import results as R
+from npu_data.annotations.builders import GroupBuilder, Rows, SampleBuilder, build_table
+from npu_data.annotations.scan import NOT_A_LIST, element_chunks
+from npu_data.annotations.table import GROUPS, AnnotationTable
+from npu_data.errors import UserError
+from npu_data.progress import bar
+
+Mode = Literal["default", "latest", "ground-truth", "all"]
+MIN_RESERVED = {"id", "annotator", "annotation_id", "created_at", "updated_at", "lead_time",
+                "drafts", "predictions", "meta"}
+IMAGE_PREFIXES = ("/data/", "http://", "https://", "s3://", "gs://", "azure-blob://", "file://")
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+
+
+@dataclass
+class Rejection:
+    """A task that was not imported, and why."""
+
+    index: int
+    task_id: int | None
+    reason: str
+
+
+@dataclass
+class ParseStats:
+    """Counts gathered while parsing."""
+
+    flavour: str = "empty"
+    tasks: int = 0
+    samples: int = 0
+    results: dict[str, int] = field(default_factory=dict)
+    unknown_types: dict[str, int] = field(default_factory=dict)
+    clipped: int = 0
+    cancelled_skipped: int = 0
+    annotations_used: int = 0
+    predictions_used: int = 0
+    prediction_ids_ignored: int = 0
+    labels_not_in_config: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class ParseResult:
+    """The table, the rejected tasks and the statistics of one export."""
+
+    table: AnnotationTable
+    rejected: list[Rejection]
+    stats: ParseStats
+
+
+def image_ref(data: dict, image_key: str | None = None) -> str | None:
+    """The image reference of a task's ``data`` (``image_key``, ``image``, or a guess)."""
+    if image_key is not None:
+        v = data.get(image_key)
+        return v if isinstance(v, str) and v else None
+    v = data.get("image")
+    if isinstance(v, str) and v:
+        return v
+    for v in data.values():
+        if isinstance(v, str) and (v.startswith(IMAGE_PREFIXES)
+                                   or v.lower().endswith(IMAGE_SUFFIXES)):
+            return v
+    return None
+
+
+def _ann_key(a: dict) -> tuple[str, int]:
+    aid = a.get("id")
+    return (str(a.get("updated_at") or a.get("created_at") or ""),
+            aid if isinstance(aid, int) else -1)
+
+
+def _flavour(task: Any) -> str:
+    if not isinstance(task, dict):
+        return "json"
+    if "completions" in task and "annotations" not in task:
+        return "completions"
+    if "annotations" in task or isinstance(task.get("data"), dict):
+        return "json"
+    return "json-min"
+
+
+class _Chunk:
+    def __init__(self) -> None:
+        self.items: dict[str, list[R.Item]] = {k: [] for k in R.EXTRACT}
+        self.task_id: list[int] = []
+        self.task_index: list[int] = []
+        self.width: list[int] = []
+        self.height: list[int] = []
+        self.refs: list[str] = []
+        self.data: list[bytes] = []
+
+
+class _Parser:
+    def __init__(self, name: str, mode: Mode, with_predictions: bool,
+                 labels: dict[str, list[str]] | None, clip: bool,
+                 image_key: str | None) -> None:
+        if mode not in ("default", "latest", "ground-truth", "all"):
+            raise UserError(f"annotations={mode!r}: use default, latest, ground-truth or all")
+        self.name, self.mode, self.with_predictions = name, mode, with_predictions
+        self.config = labels
+        self.image_key = image_key
+        self.ctx = R.Context(self._label_id, clip)
+        self.ctrl: dict[str, int] = {}
+        self.gid: dict[tuple[int, str], int] = {}
+        self.samples = SampleBuilder()
+        self.groups = {g: GroupBuilder(g) for g in GROUPS}
+        self.stats = ParseStats()
+        self.rejected: list[Rejection] = []
+        self.slot = 0
+        self.dead: set[int] = set()
+        self.late_sizes: dict[int, tuple[int, int]] = {}
+        self.late_bad: dict[int, str] = {}
+        self.min_index: dict[Any, list[Any]] = {}  # JSON_MIN: task id -> [sample, key, slot]
+        self.task_index: list[np.ndarray] = []  # export index of every sample, by chunk
+
+    # --- ids ----------------------------------------------------------------------------
+    def _control(self, name: str) -> int:
+        c = self.ctrl.get(name)
+        if c is None:
+            c = self.ctrl[name] = len(self.ctrl)
+        return c
+
+    def _label_id(self, control: int, label: str) -> int:
+        key = (control, label)
+        g = self.gid.get(key)
+        if g is None:
+            g = self.gid[key] = len(self.gid)
+        return g
+
+    # --- tasks --------------------------------------------------------------------------
+    def chunk(self, tasks: list, first_index: int) -> None:
+        ch = _Chunk()
+        base = self.samples.count
+        self.ctx.bad = {}
+        for k, task in enumerate(tasks):
+            idx = first_index + k
+            fl = _flavour(task)
+            st = self.stats
+            st.flavour = fl if st.flavour in ("empty", fl) else "mixed"
+            st.tasks += 1
+            if not isinstance(task, dict):
+                self.rejected.append(Rejection(idx, None, "task is not a JSON object"))
+            elif fl == "json-min":
+                self._min_row(task, idx, ch, base)
+            else:
+                self._full_task(task, idx, ch, base)
+        ctx = self.ctx
+        pieces = {k: R.EXTRACT[k](ctx, v) for k, v in ch.items.items() if v}
+        n_new = len(ch.task_id)
+        keep = np.ones(n_new, bool)
+        for s, reason in ctx.bad.items():
+            if s >= base:
+                keep[s - base] = False
+                self.rejected.append(Rejection(ch.task_index[s - base], ch.task_id[s - base],
+                                               reason))
+            else:
+                self.late_bad.setdefault(s, reason)
+        remap = np.full(n_new, -1, np.int64)
+        remap[keep] = base + np.arange(int(keep.sum()))
+        for kind, rows in pieces.items():
+            if not keep.all():
+                new = rows.sample >= base
+                ok = ~new.copy()
+                ok[new] = keep[rows.sample[new] - base]
+                rows = rows.take(ok)
+            new = rows.sample >= base
+            rows.sample[new] = remap[rows.sample[new] - base]
+            self.groups[R.GROUP_OF[kind]].add(rows)
+        for entry in self.min_index.values():
+            if entry[0] is not None and entry[0] >= base and entry[3]:
+                entry[0] = None if remap[entry[0] - base] < 0 else int(remap[entry[0] - base])
+                entry[3] = False
+        sel = np.flatnonzero(keep).tolist()
+        self.task_index.append(np.asarray([ch.task_index[j] for j in sel], np.int64))
+        self.samples.add([ch.task_id[j] for j in sel], [ch.width[j] for j in sel],
+                         [ch.height[j] for j in sel], [ch.refs[j] for j in sel],
+                         [ch.data[j] for j in sel])
+
+    def _new_sample(self, ch: _Chunk, base: int, idx: int, tid: int, data: dict,
+                    ref: str) -> int:
+        ch.task_id.append(tid)
+        ch.task_index.append(idx)
+        ch.width.append(0)
+        ch.height.append(0)
+        ch.refs.append(ref)
+        ch.data.append(orjson.dumps(data))
+        return base + len(ch.task_id) - 1
+
+    def _full_task(self, task: dict, idx: int, ch: _Chunk, base: int) -> None:
+        tid_raw = task.get("id")
+        tid = tid_raw if isinstance(tid_raw, int) else idx
+        data = task.get("data")
+        if not isinstance(data, dict):
+            self.rejected.append(Rejection(idx, tid_raw, "task has no 'data' object"))
+            return
+        ref = image_ref(data, self.image_key)
+        if ref is None:
+            self.rejected.append(Rejection(idx, tid_raw, "no image reference in task data "
+                                           f"(keys: {sorted(data)})"))
+            return
+        s = self._new_sample(ch, base, idx, tid, data, ref)
+        anns = task.get("annotations")
+        if anns is None:
+            anns = task.get("completions") or []
+        size = (0, 0)
+        for a in self._choose(anns if isinstance(anns, list) else []):
+            aid = a.get("id")
+            size = self._results(a.get("result") or [], s, aid if isinstance(aid, int) else -1,
+                                 0, None, ch, size)
+            self.stats.annotations_used += 1
+        for p in task.get("predictions") or []:
+            if not isinstance(p, dict):
+                self.stats.prediction_ids_ignored += 1
+            elif self.with_predictions:
+                pid = p.get("id")
+                size = self._results(p.get("result") or [], s,
+                                     pid if isinstance(pid, int) else -1, 1, p.get("score"),
+                                     ch, size)
+                self.stats.predictions_used += 1
+        ch.width[s - base], ch.height[s - base] = size
+
+    def _choose(self, anns: list) -> list[dict]:
+        valid = []
+        for a in anns:
+            if isinstance(a, dict):
+                if a.get("was_cancelled"):
+                    self.stats.cancelled_skipped += 1
+                else:
+                    valid.append(a)
+        if self.mode == "all" or not valid:
+            return valid
+        gt = [a for a in valid if a.get("ground_truth")]
+        pool = {"ground-truth": gt, "latest": valid}.get(self.mode, gt or valid)
+        return [max(pool, key=_ann_key)] if pool else []
+
+    def _results(self, results: list, s: int, ann: int, src: int, pscore: Any, ch: _Chunk,
+                 size: tuple[int, int]) -> tuple[int, int]:
+        self.slot += 1
+        slot = self.slot
+        counts = self.stats.results
+        for r in results:
+            if not isinstance(r, dict):
+                self.ctx.unknown["<not an object>"] = self.ctx.unknown.get("<not an object>", 0) + 1
+                continue
+            t = r.get("type")
+            val = r if t == "relation" else r.get("value")
+            if not isinstance(val, dict):
+                val = {}
+            if t not in R.KINDS:
+                inferred = R.infer_type(val) if t in (None, "labels") else None
+                if inferred is None or (t == "labels" and "start" in val):
+                    key = str(t)
+                    self.ctx.unknown[key] = self.ctx.unknown.get(key, 0) + 1
+                    continue
+                t = inferred
+            kind = R.KINDS[t]
+            counts[t] = counts.get(t, 0) + 1
+            c = -1 if kind == "relation" else self._control(str(r.get("from_name", "")))
+            rid = r.get("id")
+            ch.items[kind].append((s, slot, ann, src, c, "" if rid is None else str(rid), r,
+                                   val, pscore))
+            if size[0] == 0:
+                w = r.get("original_width", val.get("original_width"))
+                h = r.get("original_height", val.get("original_height"))
+                if isinstance(w, int) and isinstance(h, int) and w > 0 and h > 0:
+                    size = (w, h)
+        return size
+
+    # --- JSON_MIN -----------------------------------------------------------------------
+    def _is_control(self, key: str, val: Any) -> bool:
+        if self.config is not None and key in self.config:
+            return True
+        if isinstance(val, list) and val and all(isinstance(v, dict) for v in val):
+            return True
+        return isinstance(val, dict) and R.infer_type(val) is not None
+
+    def _min_results(self, key: str, val: Any) -> list[dict]:
+        if isinstance(val, dict):
+            val = [val]
+        if isinstance(val, list) and val and all(isinstance(v, dict) for v in val):
+            return [{"from_name": key, "value": v, "type": R.infer_type(v)} for v in val]
+        strings = [v for v in (val if isinstance(val, list) else [val]) if v is not None]
+        if self.config is not None and self.config.get(key):
+            return [{"from_name": key, "type": "choices", "value": {"choices": strings}}]
+        return [{"from_name": key, "type": "textarea", "value": {"text": strings}}]
+
+    def _min_row(self, row: dict, idx: int, ch: _Chunk, base: int) -> None:
+        data: dict[str, Any] = {}
+        results: list[dict] = []
+        for k, v in row.items():
+            if k in MIN_RESERVED:
+                continue
+            if self._is_control(k, v):
+                results.extend(self._min_results(k, v))
+            else:
+                data[k] = v
+        tid_raw = row.get("id")
+        entry = self.min_index.get(tid_raw)
+        if entry is None:
+            ref = image_ref(data, self.image_key)
+            if ref is None:
+                self.rejected.append(Rejection(idx, tid_raw if isinstance(tid_raw, int) else None,
+                                               f"no image reference in row (keys: {sorted(data)})"))
+                self.min_index[tid_raw] = [None, None, None, False]
+                return
+            tid = tid_raw if isinstance(tid_raw, int) else idx
+            s = self._new_sample(ch, base, idx, tid, data, ref)
+            entry = self.min_index[tid_raw] = [s, None, None, True]
+        s = entry[0]
+        if s is None or (row.get("annotation_id") is None and not results):
+            return
+        key = (str(row.get("updated_at") or row.get("created_at") or ""),
+               row.get("annotation_id") if isinstance(row.get("annotation_id"), int) else -1)
+        if self.mode == "ground-truth":
+            return
+        if self.mode != "all":
+            if entry[1] is not None and key <= entry[1]:
+                return
+            if entry[2] is not None:
+                self.dead.add(entry[2])
+            entry[1] = key
+        ann = int(key[1])
+        size = self._results(results, s, ann, 0, None, ch, (0, 0))
+        entry[2] = self.slot
+        self.stats.annotations_used += 1
+        if size[0]:
+            if s >= base and ch.width[s - base] == 0:
+                ch.width[s - base], ch.height[s - base] = size
+            elif s < base:
+                self.late_sizes.setdefault(s, size)
+
+    # --- finish -------------------------------------------------------------------------
+    def finish(self) -> ParseResult:
+        names = sorted(self.ctrl, key=self.ctrl.__getitem__)
+        cfg = self.config or {}
+        controls = list(cfg) + sorted(n for n in names if n not in cfg)
+        final_c = {n: i for i, n in enumerate(controls)}
+        cmap = np.array([final_c[n] for n in names] + [-1], np.int16)  # [-1] for relations
+        seen: dict[str, set[str]] = {n: set() for n in controls}
+        for (c, lab) in self.gid:
+            seen[names[c]].add(lab)
+        labels: dict[str, list[str]] = {}
+        for n in controls:
+            base = list(cfg.get(n, []))
+            extra = sorted(seen[n] - set(base))
+            if extra and n in cfg:
+                self.stats.labels_not_in_config[n] = extra
+            labels[n] = base + extra
+        lut = np.array([labels[names[c]].index(lab) for (c, lab) in self.gid] + [-1], np.int32)
+        for b in self.groups.values():
+            for rows in b.pieces:
+                self._remap(rows, cmap, lut)
+        self.stats.unknown_types = dict(self.ctx.unknown)
+        self.stats.clipped = self.ctx.clipped
+        table = build_table(self.samples, self.groups, self.dead, self.late_sizes, controls,
+                            labels)
+        if self.late_bad:
+            tindex = np.concatenate(self.task_index)
+            for s, reason in sorted(self.late_bad.items()):
+                self.rejected.append(Rejection(int(tindex[s]), int(table.columns["task_id"][s]),
+                                               reason))
+            table = table.select([i for i in range(table.num_samples) if i not in self.late_bad])
+        self.rejected.sort(key=lambda r: r.index)
+        self.stats.samples = table.num_samples
+        return ParseResult(table, self.rejected, self.stats)
+
+    @staticmethod
+    def _remap(rows: Rows, cmap: np.ndarray, lut: np.ndarray) -> None:
+        c = rows.fixed["control"]
+        rows.fixed["control"] = cmap[c.astype(np.int64)]  # -1 -> last entry (-1)
+        if "label" in rows.fixed:
+            rows.fixed["label"] = lut[rows.fixed["label"].astype(np.int64)]
+
+
+def _char_to_byte(buf: bytes | bytearray, pos: int) -> int:
+    arr = np.frombuffer(buf, np.uint8)
+    starts = np.flatnonzero((arr & 0xC0) != 0x80)
+    return int(starts[pos]) if pos < starts.size else len(buf)
+
+
+def _load(mm: mmap.mmap, start: int, end: int, name: str) -> list:
+    buf = bytearray(end - start + 2)
+    buf[0], buf[-1] = 0x5B, 0x5D
+    buf[1:-1] = mm[start:end]
+    try:
+        out = orjson.loads(buf)
+    except orjson.JSONDecodeError as e:
+        if b"NaN" in buf or b"Infinity" in buf:  # Python's json writes these
+            try:
+                return json.loads(buf)  # type: ignore[no-any-return]
+            except ValueError:
+                pass
+        at = start - 1 + _char_to_byte(buf, e.pos)
+        raise UserError(f"{name}: malformed JSON at byte {at} ({e.msg}) — fix the file or "
+                        "export the project again") from None
+    return out  # type: ignore[no-any-return]
+
+
+def parse_export(path: str | os.PathLike[str], *, annotations: Mode = "default",
+                 with_predictions: bool = False, labels: dict[str, list[str]] | None = None,
+                 out_of_range: Literal["clip", "reject"] = "clip",
+                 image_key: str | None = None) -> ParseResult:
+    """Parse a Label Studio export file into a ParseResult (coordinates stay in percent).
+
+    ``annotations``: ``default`` (latest ground truth, else latest), ``latest``,
+    ``ground-truth`` or ``all`` (cancelled ones never count). ``labels``: control -> label
+    list from the labeling config (else the sorted labels seen). ``out_of_range``: ``clip``
+    coordinates to 0..100 (counted) or ``reject`` the task.
+    """
+    p = Path(path)
+    name = str(p)
+    if out_of_range not in ("clip", "reject"):
+        raise UserError(f"out_of_range={out_of_range!r}: use clip or reject")
+    parser = _Parser(name, annotations, with_predictions, labels, out_of_range == "clip",
+                     image_key)
+    try:
+        f = open(p, "rb")
+    except OSError as e:
+        raise UserError(f"{name}: cannot read the export ({e.strerror}) — check the path") from None
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            raise UserError(f"{name}: the file is empty — {NOT_A_LIST}; export the project again")
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            _run(parser, mm, size, name)
+        finally:
+            mm.close()
+    return parser.finish()
+
+
+def _run(parser: _Parser, mm: mmap.mmap, size: int, name: str) -> None:
+    buf = np.frombuffer(mm, np.uint8)
+    target = min(4 << 20, max(256 << 10, size // 32))
+    index = 0
+    freed = 0
+    page = mmap.PAGESIZE
+    progress = bar(size, desc=f"parse {Path(name).name}", unit="B")
+    try:
+        for start, end, last in element_chunks(buf, name, target):
+            tasks = _load(mm, start, end, name)
+            if not tasks and (not last or index > 0):
+                raise UserError(f"{name}: malformed JSON at byte {end}: empty list element — "
+                                "fix the file or export the project again")
+            parser.chunk(tasks, index)
+            index += len(tasks)
+            del tasks
+            upto = (end // page) * page
+            if upto > freed and hasattr(mmap, "MADV_DONTNEED"):
+                mm.madvise(mmap.MADV_DONTNEED, freed, upto - freed)
+                freed = upto
+            progress.update(end - progress.n)
+    finally:
+        del buf
+        progress.close()
+
+
+def load_export_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Flavour and size of an export, from its first task (reads only that task)."""
+    p = Path(path)
+    with open(p, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            raise UserError(f"{p}: the file is empty — {NOT_A_LIST}")
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            buf = np.frombuffer(mm, np.uint8)
+            start, end, _ = next(element_chunks(buf, str(p), 0))
+            first = _load(mm, start, end, str(p))
+            del buf
+        finally:
+            mm.close()
+    return {"flavour": _flavour(first[0]) if first else "empty", "bytes": size}
