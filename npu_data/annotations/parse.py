@@ -23,6 +23,7 @@ from npu_data.progress import bar
 Mode = Literal["default", "latest", "ground-truth", "all"]
 MIN_RESERVED = {"id", "annotator", "annotation_id", "created_at", "updated_at", "lead_time",
                 "drafts", "predictions", "meta"}
+CHUNK_MIN, CHUNK_MAX = 256 << 10, 4 << 20  # bytes of tasks handed to orjson at once
 IMAGE_PREFIXES = ("/data/", "http://", "https://", "s3://", "gs://", "azure-blob://", "file://")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 
@@ -286,6 +287,9 @@ class _Parser:
             return True
         if isinstance(val, list) and val and all(isinstance(v, dict) for v in val):
             return True
+        if self.config is None and isinstance(val, list) and val and all(
+                isinstance(v, str) for v in val):
+            return True  # TextArea; a single string stays data without a config
         return isinstance(val, dict) and R.infer_type(val) is not None
 
     def _min_results(self, key: str, val: Any) -> list[dict]:
@@ -323,8 +327,9 @@ class _Parser:
         s = entry[0]
         if s is None or (row.get("annotation_id") is None and not results):
             return
-        key = (str(row.get("updated_at") or row.get("created_at") or ""),
-               row.get("annotation_id") if isinstance(row.get("annotation_id"), int) else -1)
+        aid = row.get("annotation_id")
+        key: tuple[str, int] = (str(row.get("updated_at") or row.get("created_at") or ""),
+                                aid if isinstance(aid, int) else -1)
         if self.mode == "ground-truth":
             return
         if self.mode != "all":
@@ -333,7 +338,7 @@ class _Parser:
             if entry[2] is not None:
                 self.dead.add(entry[2])
             entry[1] = key
-        ann = int(key[1])
+        ann = key[1]
         size = self._results(results, s, ann, 0, None, ch, (0, 0))
         entry[2] = self.slot
         self.stats.annotations_used += 1
@@ -439,13 +444,16 @@ def parse_export(path: str | os.PathLike[str], *, annotations: Mode = "default",
         try:
             _run(parser, mm, size, name)
         finally:
-            mm.close()
+            try:
+                mm.close()
+            except BufferError:  # a traceback still holds a view; GC closes the map
+                pass
     return parser.finish()
 
 
 def _run(parser: _Parser, mm: mmap.mmap, size: int, name: str) -> None:
     buf = np.frombuffer(mm, np.uint8)
-    target = min(4 << 20, max(256 << 10, size // 32))
+    target = min(CHUNK_MAX, max(CHUNK_MIN, size // 32))
     index = 0
     freed = 0
     page = mmap.PAGESIZE
@@ -483,5 +491,8 @@ def load_export_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
             first = _load(mm, start, end, str(p))
             del buf
         finally:
-            mm.close()
+            try:
+                mm.close()
+            except BufferError:  # a traceback still holds a view; GC closes the map
+                pass
     return {"flavour": _flavour(first[0]) if first else "empty", "bytes": size}

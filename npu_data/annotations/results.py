@@ -92,7 +92,7 @@ def _check(ctx: Context, arr: np.ndarray, names: Sequence[str], what: str,
     for i in np.flatnonzero(bad.any(axis=1)).tolist():
         j = int(np.flatnonzero(bad[i])[0])
         it = items[int(rows_item[i]) if rows_item is not None else i]
-        ctx.reject(it[0], f"{what} result {it[5]!r}: {names[j]}={arr[i, j]!r} is outside "
+        ctx.reject(it[0], f"{what} result {it[5]!r}: {names[j]}={float(arr[i, j]):g} is outside "
                           f"{lo:g}..{hi:g} (use out_of_range='clip' to clip)")
     return arr
 
@@ -106,7 +106,7 @@ def _angle(ctx: Context, arr: np.ndarray, what: str, items: Sequence[Item]) -> n
         ctx.clipped += int(bad.sum())
         return np.where(bad, 0.0, arr)[:, None]
     for i in np.flatnonzero(bad).tolist():
-        ctx.reject(items[i][0], f"{what} result {items[i][5]!r}: rotation={arr[i]!r} is not "
+        ctx.reject(items[i][0], f"{what} result {items[i][5]!r}: rotation={float(arr[i]):g} is not "
                                 "finite (use out_of_range='clip' to set it to 0)")
     return arr[:, None]
 
