@@ -1,0 +1,1 @@
+"""Batched pixel kernels behind :mod:`npu_data.transforms.functional`."""

@@ -1,0 +1,108 @@
+"""Pillow-exact colour kernels on uint8 batches (B, 3, H, W).
+
+Pillow's ImageEnhance ops blend two 8-bit images in float32 as ``in1 + a * (in2 - in1)``
+and then clip and TRUNCATE; grayscale is ``(19595 R + 38470 G + 7471 B + 0x8000) >> 16`` in
+integers. Hue follows Pillow's ``rgb2hsv`` / ``hsv2rgb``, whose arithmetic mixes float and
+double: each step below is computed in float64 and rounded to float32 where Pillow assigns
+to a float variable. Every op is elementwise over the whole batch; factors are (B,).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _f(x: torch.Tensor) -> torch.Tensor:
+    """Round float64 values to float32 precision (a C ``float`` assignment), kept as float64."""
+    return x.to(torch.float32).to(torch.float64)
+
+
+def grayscale(images: torch.Tensor) -> torch.Tensor:
+    """Pillow's ``convert("L")`` per pixel: (B, 1, H, W) int32."""
+    x = images.to(torch.int32)
+    return (x[:, 0:1] * 19595 + x[:, 1:2] * 38470 + x[:, 2:3] * 7471 + 0x8000) >> 16
+
+
+def blend(in1: torch.Tensor, in2: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """Pillow's ``Image.blend``: float32 ``in1 + alpha * (in2 - in1)``, clipped, truncated."""
+    a = alpha.to(torch.float32).view(-1, 1, 1, 1)
+    t = in1.to(torch.float32) + a * (in2.to(torch.float32) - in1.to(torch.float32))
+    return t.clamp_(0.0, 255.0).to(torch.uint8)
+
+
+def valid_mask(sizes: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """(B, 1, H, W) bool: True inside each sample's valid (height, width)."""
+    rows = torch.arange(height, device=sizes.device).view(1, 1, height, 1)
+    cols = torch.arange(width, device=sizes.device).view(1, 1, 1, width)
+    return (rows < sizes[:, 0].view(-1, 1, 1, 1)) & (cols < sizes[:, 1].view(-1, 1, 1, 1))
+
+
+def contrast_mean(images: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """``int(mean(L) + 0.5)`` over each sample's valid region, exactly, as (B,) int32."""
+    gray = grayscale(images)
+    mask = valid_mask(sizes, images.shape[-2], images.shape[-1])
+    total = torch.where(mask, gray, 0).to(torch.int64).sum(dim=(1, 2, 3))
+    n = (sizes[:, 0].to(torch.int64) * sizes[:, 1].to(torch.int64)).clamp(min=1)
+    return torch.div(2 * total + n, 2 * n, rounding_mode="floor").to(torch.int32)
+
+
+def rgb_to_hsv(images: torch.Tensor) -> torch.Tensor:
+    """Pillow's ``convert("HSV")``: (B, 3, H, W) uint8 H, S, V."""
+    x = images.to(torch.int32)
+    r, g, b = x[:, 0], x[:, 1], x[:, 2]
+    maxc = torch.maximum(r, torch.maximum(g, b))
+    minc = torch.minimum(r, torch.minimum(g, b))
+    gray = maxc == minc
+    cr = (maxc - minc).to(torch.float32)
+    safe_cr = torch.where(gray, torch.ones_like(cr), cr)
+    s = cr / maxc.to(torch.float32).clamp(min=1.0)
+    rc = _f(((maxc - r).to(torch.float32) / safe_cr).to(torch.float64))
+    gc = _f(((maxc - g).to(torch.float32) / safe_cr).to(torch.float64))
+    bc = _f(((maxc - b).to(torch.float32) / safe_cr).to(torch.float64))
+    h = torch.where(
+        r == maxc, _f(bc - gc),
+        torch.where(g == maxc, _f(2.0 + rc - bc), _f(4.0 + gc - rc)),
+    )
+    h = _f(torch.fmod(h / 6.0 + 1.0, 1.0))
+    uh = torch.trunc(h * 255.0).clamp(0, 255)
+    us = torch.trunc(s.to(torch.float64) * 255.0).clamp(0, 255)
+    uh = torch.where(gray, torch.zeros_like(uh), uh)
+    us = torch.where(gray, torch.zeros_like(us), us)
+    return torch.stack([uh.to(torch.uint8), us.to(torch.uint8), maxc.to(torch.uint8)], dim=1)
+
+
+def _round_half_away(x: torch.Tensor) -> torch.Tensor:
+    return torch.where(x >= 0, torch.floor(x + 0.5), torch.ceil(x - 0.5))
+
+
+def hsv_to_rgb(hsv: torch.Tensor) -> torch.Tensor:
+    """Pillow's HSV to RGB conversion: (B, 3, H, W) uint8."""
+    h = hsv[:, 0].to(torch.float64)
+    s = hsv[:, 1].to(torch.float64)
+    v = hsv[:, 2].to(torch.float64)
+    hf = h * 6.0 / 255.0
+    i = torch.floor(hf)
+    f = _f(hf - i)
+    fs = _f(s / 255.0)
+    p = _round_half_away(v * (1.0 - fs)).clamp(0, 255)
+    q = _round_half_away(v * (1.0 - _f(fs * f))).clamp(0, 255)
+    t = _round_half_away(v * (1.0 - fs * (1.0 - f))).clamp(0, 255)
+    sector = (i.to(torch.int64) % 6).unsqueeze(1)  # (B, 1, H, W)
+    vv, pp, qq, tt = (c.unsqueeze(1) for c in (v, p, q, t))
+    # (r, g, b) per sector 0..5, as in Pillow's switch
+    table_r = torch.stack([vv, qq, pp, pp, tt, vv], dim=0)
+    table_g = torch.stack([tt, vv, vv, qq, pp, pp], dim=0)
+    table_b = torch.stack([pp, pp, tt, vv, vv, qq], dim=0)
+    idx = sector.unsqueeze(0)
+    r = torch.gather(table_r, 0, idx).squeeze(0)
+    g = torch.gather(table_g, 0, idx).squeeze(0)
+    b = torch.gather(table_b, 0, idx).squeeze(0)
+    rgb = torch.cat([r, g, b], dim=1)
+    grey = (hsv[:, 1:2] == 0)
+    rgb = torch.where(grey, v.unsqueeze(1), rgb)
+    return rgb.to(torch.uint8)
+
+
+def hue_shift(hue_factors: torch.Tensor) -> torch.Tensor:
+    """torchvision's ``np.array(hue * 255).astype(np.uint8)`` as (B,) int64 in 0..255."""
+    return torch.remainder(torch.trunc(hue_factors.to(torch.float64) * 255.0).to(torch.int64), 256)

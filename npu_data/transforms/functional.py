@@ -1,0 +1,182 @@
+"""Pure device kernels with explicit per-sample parameters (torchvision v2's functional layer).
+
+Every function takes a padded uint8 batch ``images (B, C, H, W)`` (any memory format; image
+content at the top-left) and ``sizes (B, 2)`` — the valid (height, width) of each sample —
+and runs wherever the tensors are (NPU, CUDA, CPU) with no host synchronisation and no Python
+loop over samples or pixels. Semantics are Pillow's (torchvision's PIL path); the CPU
+versions are in :mod:`npu_data.transforms.reference` and the agreement is checked by
+:mod:`npu_data.transforms.parity`. Padding outside ``sizes`` comes out as 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from npu_data.errors import UserError
+from npu_data.transforms._kernels import color as _color
+from npu_data.transforms._kernels.resample import resample_last
+
+__all__ = [
+    "adjust_brightness",
+    "adjust_contrast",
+    "adjust_hue",
+    "adjust_saturation",
+    "hflip",
+    "normalize",
+    "resized_crop",
+    "to_dtype",
+]
+
+
+def _check_images(images: torch.Tensor, sizes: torch.Tensor) -> None:
+    if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8:
+        kind = images.dtype if isinstance(images, torch.Tensor) else type(images).__name__
+        raise UserError(f"images must be a uint8 tensor (B, C, H, W), got {kind}: "
+                        "convert with .to(torch.uint8) or use the loaders' batches")
+    if images.ndim != 4 or images.shape[1] != 3:
+        raise UserError(f"images must have shape (B, 3, H, W), got {tuple(images.shape)}")
+    if sizes.ndim != 2 or sizes.shape != (images.shape[0], 2):
+        raise UserError(f"sizes must have shape ({images.shape[0]}, 2) (height, width), "
+                        f"got {tuple(sizes.shape)}")
+
+
+def _check_factors(factors: torch.Tensor, batch: int, name: str) -> torch.Tensor:
+    f = torch.as_tensor(factors)
+    if f.ndim == 0:
+        f = f.expand(batch)
+    if f.shape != (batch,):
+        raise UserError(f"{name} factors must have shape ({batch},), got {tuple(f.shape)}")
+    return f
+
+
+def _out_size(size: int | Sequence[int]) -> tuple[int, int]:
+    if isinstance(size, int):
+        h, w = size, size
+    else:
+        h, w = (int(s) for s in size)
+    if h <= 0 or w <= 0:
+        raise UserError(f"output size must be positive, got {size!r}")
+    return h, w
+
+
+def _mask_padding(out: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    mask = _color.valid_mask(sizes, out.shape[-2], out.shape[-1])
+    return torch.where(mask, out, torch.zeros((), dtype=out.dtype, device=out.device))
+
+
+def resized_crop(
+    images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor, size: int | Sequence[int]
+) -> torch.Tensor:
+    """Crop ``boxes (B, 4)`` = (top, left, height, width) and resize each to ``size``.
+
+    Pillow's ``Image.resize(BILINEAR)`` on the cropped region: antialiased (the filter
+    support grows with the downscale factor), 22-bit fixed-point weights, a horizontal
+    pass then a vertical pass with an 8-bit intermediate. Returns (B, C, h, w) uint8.
+    """
+    _check_images(images, sizes)
+    out_h, out_w = _out_size(size)
+    if boxes.shape != (images.shape[0], 4):
+        raise UserError(f"crop boxes must have shape ({images.shape[0]}, 4) "
+                        f"(top, left, height, width), got {tuple(boxes.shape)}")
+    b, c, height, width = images.shape
+    bx = boxes.to(device=images.device, dtype=torch.int64)
+    top, left, ch, cw = bx[:, 0], bx[:, 1], bx[:, 2].clamp(min=1), bx[:, 3].clamp(min=1)
+    # horizontal pass over every row: (B, C*H, W) -> (B, C*H, out_w)
+    rows = images.reshape(b, c * height, width) if images.is_contiguous() else \
+        images.contiguous().reshape(b, c * height, width)
+    horiz = resample_last(rows, left, cw, out_w)
+    # vertical pass: (B, C*out_w, H) -> (B, C*out_w, out_h)
+    cols = horiz.view(b, c, height, out_w).transpose(2, 3).reshape(b, c * out_w, height)
+    vert = resample_last(cols, top, ch, out_h)
+    return vert.view(b, c, out_w, out_h).transpose(2, 3).contiguous()
+
+
+def hflip(images: torch.Tensor, sizes: torch.Tensor, flip_mask: torch.Tensor) -> torch.Tensor:
+    """Mirror each flagged sample left-right within its valid width (exact)."""
+    _check_images(images, sizes)
+    width = images.shape[-1]
+    flip = flip_mask.to(device=images.device, dtype=torch.bool).view(-1, 1)
+    cols = torch.arange(width, device=images.device).view(1, width)
+    w = sizes[:, 1].to(device=images.device, dtype=torch.int64).view(-1, 1)
+    src = torch.where(flip & (cols < w), w - 1 - cols, cols)  # (B, W)
+    index = src.view(-1, 1, 1, width).expand_as(images)
+    return torch.gather(images, 3, index)
+
+
+def adjust_brightness(
+    images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
+) -> torch.Tensor:
+    """``ImageEnhance.Brightness(factor)`` per sample (blend with black; exact)."""
+    _check_images(images, sizes)
+    f = _checked_nonneg(factors, images, "brightness")
+    return _color.blend(torch.zeros_like(images), images, f)
+
+
+def adjust_contrast(
+    images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
+) -> torch.Tensor:
+    """``ImageEnhance.Contrast(factor)`` per sample: blend with the integer mean of the
+    grayscale image over its valid region (exact)."""
+    _check_images(images, sizes)
+    f = _checked_nonneg(factors, images, "contrast")
+    mean = _color.contrast_mean(images, sizes.to(images.device)).view(-1, 1, 1, 1)
+    out = _color.blend(mean.expand_as(images), images, f)
+    return _mask_padding(out, sizes.to(images.device))
+
+
+def adjust_saturation(
+    images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
+) -> torch.Tensor:
+    """``ImageEnhance.Color(factor)`` per sample: blend with each pixel's grayscale (exact)."""
+    _check_images(images, sizes)
+    f = _checked_nonneg(factors, images, "saturation")
+    gray = _color.grayscale(images).expand_as(images)
+    return _color.blend(gray, images, f)
+
+
+def adjust_hue(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
+    """torchvision's PIL ``adjust_hue``: Pillow HSV, ``H += uint8(hue * 255)`` wrapping, back."""
+    _check_images(images, sizes)
+    f = _check_factors(factors, images.shape[0], "hue").to(images.device)
+    if bool(torch.any((f < -0.5) | (f > 0.5))) if f.device.type == "cpu" else False:
+        raise UserError("hue factors must lie in [-0.5, 0.5]")
+    hsv = _color.rgb_to_hsv(images)
+    shift = _color.hue_shift(f).view(-1, 1, 1)
+    h = torch.remainder(hsv[:, 0].to(torch.int64) + shift, 256).to(torch.uint8)
+    hsv = torch.stack([h, hsv[:, 1], hsv[:, 2]], dim=1)
+    return _color.hsv_to_rgb(hsv)
+
+
+def _checked_nonneg(factors: torch.Tensor, images: torch.Tensor, name: str) -> torch.Tensor:
+    f = _check_factors(factors, images.shape[0], name).to(images.device)
+    # Validation reads the values only for CPU tensors: no host sync on accelerators.
+    if f.device.type == "cpu" and bool(torch.any(f < 0)):
+        raise UserError(f"{name} factors must be non-negative")
+    return f
+
+
+def to_dtype(images: torch.Tensor, dtype: torch.dtype = torch.float32,
+             channels_last: bool = False) -> torch.Tensor:
+    """uint8 0..255 to ``dtype`` 0..1, optionally in channels-last memory format."""
+    out = images.to(dtype).div_(255.0)
+    return out.contiguous(memory_format=torch.channels_last) if channels_last else out
+
+
+def normalize(
+    images: torch.Tensor,
+    mean: Sequence[float],
+    std: Sequence[float],
+    dtype: torch.dtype = torch.float32,
+    channels_last: bool = False,
+) -> torch.Tensor:
+    """``(images / 255 - mean) / std`` in ``dtype`` (float32 or bfloat16), the last step."""
+    if len(mean) != images.shape[1] or len(std) != images.shape[1]:
+        raise UserError(f"mean and std need {images.shape[1]} values, got {len(mean)}, {len(std)}")
+    if any(s <= 0 for s in std):
+        raise UserError(f"std values must be positive, got {list(std)}")
+    m = torch.tensor(mean, dtype=torch.float32, device=images.device).view(1, -1, 1, 1)
+    s = torch.tensor(std, dtype=torch.float32, device=images.device).view(1, -1, 1, 1)
+    out = ((images.to(torch.float32) / 255.0 - m) / s).to(dtype)
+    return out.contiguous(memory_format=torch.channels_last) if channels_last else out
