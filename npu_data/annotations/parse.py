@@ -253,33 +253,55 @@ class _Parser:
         self.slot += 1
         slot = self.slot
         counts = self.stats.results
+        kinds = R.KINDS
+        items = ch.items
+        ctrl = self.ctrl
         for r in results:
-            if not isinstance(r, dict):
-                self.ctx.unknown["<not an object>"] = self.ctx.unknown.get("<not an object>", 0) + 1
+            t = r.get("type") if r.__class__ is dict else None
+            kind = kinds.get(t) if t.__class__ is str else None
+            if kind is None or kind == "relation":
+                size = self._odd_result(r, s, slot, ann, src, pscore, ch, size)
                 continue
-            t = r.get("type")
-            val = r if t == "relation" else r.get("value")
-            if not isinstance(val, dict):
+            val = r.get("value")
+            if val.__class__ is not dict:
                 val = {}
-            if t not in R.KINDS:
-                inferred = R.infer_type(val) if t in (None, "labels") else None
-                if inferred is None or (t == "labels" and "start" in val):
-                    key = str(t)
-                    self.ctx.unknown[key] = self.ctx.unknown.get(key, 0) + 1
-                    continue
-                t = inferred
-            kind = R.KINDS[t]
-            counts[t] = counts.get(t, 0) + 1
-            c = -1 if kind == "relation" else self._control(str(r.get("from_name", "")))
+            fn = r.get("from_name", "")
+            c = ctrl.get(fn)
+            if c is None:
+                c = self._control(str(fn))
             rid = r.get("id")
-            ch.items[kind].append((s, slot, ann, src, c, "" if rid is None else str(rid), r,
-                                   val, pscore))
-            if size[0] == 0:
-                w = r.get("original_width", val.get("original_width"))
-                h = r.get("original_height", val.get("original_height"))
-                if isinstance(w, int) and isinstance(h, int) and w > 0 and h > 0:
-                    size = (w, h)
+            if rid.__class__ is not str:
+                rid = "" if rid is None else str(rid)
+            items[kind].append((s, slot, ann, src, c, rid, r, val, pscore))
+            counts[t] = counts.get(t, 0) + 1
+            if not size[0]:
+                size = _size(r, val, size)
         return size
+
+    def _odd_result(self, r: Any, s: int, slot: int, ann: int, src: int, pscore: Any,
+                    ch: _Chunk, size: tuple[int, int]) -> tuple[int, int]:
+        """A relation, an untyped/generic ``labels`` result, or something unknown."""
+        unknown = self.ctx.unknown
+        if not isinstance(r, dict):
+            unknown["<not an object>"] = unknown.get("<not an object>", 0) + 1
+            return size
+        t = r.get("type")
+        val = r if t == "relation" else r.get("value")
+        if not isinstance(val, dict):
+            val = {}
+        if t not in R.KINDS:
+            inferred = R.infer_type(val) if t in (None, "labels") else None
+            if inferred is None or (t == "labels" and "start" in val):
+                unknown[str(t)] = unknown.get(str(t), 0) + 1
+                return size
+            t = inferred
+        kind = R.KINDS[t]
+        self.stats.results[t] = self.stats.results.get(t, 0) + 1
+        c = -1 if kind == "relation" else self._control(str(r.get("from_name", "")))
+        rid = r.get("id")
+        ch.items[kind].append((s, slot, ann, src, c, "" if rid is None else str(rid), r,
+                               val, pscore))
+        return _size(r, val, size) if not size[0] else size
 
     # --- JSON_MIN -----------------------------------------------------------------------
     def _is_control(self, key: str, val: Any) -> bool:
@@ -389,6 +411,14 @@ class _Parser:
         rows.fixed["control"] = cmap[c.astype(np.int64)]  # -1 -> last entry (-1)
         if "label" in rows.fixed:
             rows.fixed["label"] = lut[rows.fixed["label"].astype(np.int64)]
+
+
+def _size(r: dict, val: dict, size: tuple[int, int]) -> tuple[int, int]:
+    w = r.get("original_width", val.get("original_width"))
+    h = r.get("original_height", val.get("original_height"))
+    if isinstance(w, int) and isinstance(h, int) and w > 0 and h > 0:
+        return (w, h)
+    return size
 
 
 def _char_to_byte(buf: bytes | bytearray, pos: int) -> int:

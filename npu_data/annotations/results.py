@@ -128,8 +128,18 @@ def _labels(ctx: Context, items: Sequence[Item], key: str) -> tuple[np.ndarray, 
     """Row -> item index, and label ids (one row per label; -1 for an item without one)."""
     src: list[int] = []
     lab: list[int] = []
+    label_id = ctx.label_id
+    single = True
     for i, it in enumerate(items):
         labs = it[7].get(key)
+        if labs.__class__ is list and len(labs) == 1 and labs[0].__class__ is str:
+            lab.append(label_id(it[4], labs[0]))
+            if not single:
+                src.append(i)
+            continue
+        if single:  # switch to explicit row indices
+            src = list(range(i))
+            single = False
         if labs is None:
             labs = it[7].get("labels")
         if isinstance(labs, str):
@@ -140,7 +150,9 @@ def _labels(ctx: Context, items: Sequence[Item], key: str) -> tuple[np.ndarray, 
             continue
         for name in labs:
             src.append(i)
-            lab.append(ctx.label_id(it[4], str(name)))
+            lab.append(label_id(it[4], str(name)))
+    if single:
+        return np.arange(len(items), dtype=np.int64), np.asarray(lab, np.int32)
     return np.asarray(src, np.int64), np.asarray(lab, np.int32)
 
 

@@ -227,3 +227,14 @@ def test_out_of_range_clip_vs_reject(tmp_path: Path) -> None:
     assert r.table.columns["task_id"].tolist() == [2]
     assert [x.task_id for x in r.rejected] == [1, 3] and "x=-5 " in r.rejected[0].reason and "x=nan" in r.rejected[1].reason
     assert r.table.columns["boxes.xywhr"][:, 0].tolist() == [30.0]
+
+
+def test_multi_label_and_unlabeled_regions(tmp_path: Path) -> None:
+    def box(rid: str, labs: list[str]) -> dict:
+        return {"id": rid, "from_name": "b", "type": "rectanglelabels",
+                "value": {"x": 1, "y": 1, "width": 1, "height": 1, "rectanglelabels": labs}}
+    res = [box("a", ["x"]), box("b", ["y", "z"]), box("c", []), box("d", ["x"])]
+    t = parse_export(_write(tmp_path, [_task(1, [_ann(1, res)])])).table
+    assert t.texts("boxes.rid") == ["a", "b", "b", "c", "d"]
+    names = [t.label_name(0, int(lb)) for lb in t.columns["boxes.label"]]
+    assert names == ["x", "y", "z", None, "x"]
