@@ -273,7 +273,7 @@ class _Parser:
             if rid.__class__ is not str:
                 rid = "" if rid is None else str(rid)
             items[kind].append((s, slot, ann, src, c, rid, r, val, pscore))
-            counts[t] = counts.get(t, 0) + 1
+            counts[t] = counts.get(t, 0) + 1  # type: ignore[index,arg-type]
             if not size[0]:
                 size = _size(r, val, size)
         return size
