@@ -32,8 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="keep complete shards already in DIR and write the rest")
     p.add_argument("--strict", action="store_true",
                    help="stop at the first bad task (exit 1) instead of rejecting it")
-    p.add_argument("--annotations", choices=("latest", "ground-truth", "all"), default="latest",
-                   help="which annotations of a task to keep (default: latest non-cancelled)")
+    p.add_argument("--annotations", choices=("default", "latest", "ground-truth", "all"),
+                   default="default",
+                   help="which annotations of a task to keep: default = latest ground truth, "
+                        "else latest; cancelled ones never count")
     p.add_argument("--with-predictions", action="store_true",
                    help="also keep model predictions (source = 1)")
     p.add_argument("--config", metavar="label_config.xml",

@@ -83,7 +83,7 @@ def load_source(source: Any, parse_options: dict[str, Any]) -> Source:
                         "(JSON) or run `npu-data pull`")
     parse = importlib.import_module("npu_data.annotations.parse")
     kwargs: dict[str, Any] = {
-        "annotations": parse_options.get("annotations", "latest"),
+        "annotations": parse_options.get("annotations", "default"),
         "with_predictions": bool(parse_options.get("with_predictions", False)),
         "out_of_range": "reject" if parse_options.get("reject_out_of_range") else "clip",
     }

@@ -56,7 +56,7 @@ class WriteOptions:
     resume: bool = False
     strict: bool = False
     images: Any = None  # npu_data.annotations.images.ImageOptions
-    annotations: str = "latest"
+    annotations: str = "default"
     with_predictions: bool = False
     config: str | None = None
     reject_out_of_range: bool = False
