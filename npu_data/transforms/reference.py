@@ -1,0 +1,155 @@
+"""The CPU versions: each op on one sample with Pillow + numpy (torchvision's PIL path).
+
+A sample is an ``HxWx3`` uint8 numpy array of its valid size; every op returns a new
+``HxWx3`` uint8 array, except :func:`normalize`, which returns float32 ``CxHxW`` (the layout of
+one sample of the device batch) or ``HxWxC`` with ``channels_last=True``. Parameters are the
+same as :mod:`npu_data.transforms.functional` takes per sample; these functions define what
+the device kernels must reproduce (see :mod:`npu_data.transforms.parity`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from PIL import Image, ImageEnhance
+
+from npu_data.errors import UserError
+
+__all__ = [
+    "adjust_brightness",
+    "adjust_contrast",
+    "adjust_hue",
+    "adjust_saturation",
+    "hflip",
+    "hue_shift",
+    "normalize",
+    "resized_crop",
+]
+
+
+def _check_image(img: np.ndarray, who: str) -> np.ndarray:
+    if not isinstance(img, np.ndarray):
+        raise UserError(f"reference.{who}: image must be a numpy array HxWx3, "
+                        f"got {type(img).__name__}")
+    if img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
+        raise UserError(f"reference.{who}: image must be HxWx3 uint8, got shape {img.shape} "
+                        f"{img.dtype} — pass one sample's valid region (transforms.sample_image)")
+    if img.shape[0] < 1 or img.shape[1] < 1:
+        raise UserError(f"reference.{who}: image is empty (shape {img.shape})")
+    return np.ascontiguousarray(img)
+
+
+def _check_factor(factor: float, who: str, low: float = 0.0, high: float = math.inf) -> float:
+    try:
+        f = float(factor)
+    except (TypeError, ValueError):
+        raise UserError(f"reference.{who}: factor must be a number, got {factor!r}") from None
+    if not math.isfinite(f) or f < low or f > high:
+        bounds = f"[{low}, {high}]" if math.isfinite(high) else f">= {low}"
+        raise UserError(f"reference.{who}: factor must be finite and {bounds}, got {factor!r}")
+    return f
+
+
+def _out_size(size: int | Sequence[int]) -> tuple[int, int]:
+    if isinstance(size, bool):
+        raise UserError(f"reference.resized_crop: size must be an int or (height, width), "
+                        f"got {size!r}")
+    if isinstance(size, int | np.integer):
+        h, w = int(size), int(size)
+    elif isinstance(size, Sequence) and len(size) == 2:
+        h, w = (int(s) for s in size)
+    else:
+        raise UserError(f"reference.resized_crop: size must be an int or (height, width), "
+                        f"got {size!r}")
+    if h <= 0 or w <= 0:
+        raise UserError(f"reference.resized_crop: size must be positive, got {size!r}")
+    return h, w
+
+
+def resized_crop(img: np.ndarray, box: Sequence[int], size: int | Sequence[int]) -> np.ndarray:
+    """Crop ``box`` = (top, left, height, width) and resize to ``size`` (int or (h, w)) with
+    ``Image.BILINEAR`` — Pillow's antialiased resize, as torchvision's PIL ``resized_crop``.
+
+    The box must lie inside the image and be at least 1x1.
+    """
+    img = _check_image(img, "resized_crop")
+    if len(box) != 4:
+        raise UserError(f"reference.resized_crop: box must be (top, left, height, width), "
+                        f"got {box!r}")
+    top, left, height, width = (int(v) for v in box)
+    ih, iw = img.shape[:2]
+    if height < 1 or width < 1 or top < 0 or left < 0 or top + height > ih or left + width > iw:
+        raise UserError(f"reference.resized_crop: box (top={top}, left={left}, height={height}, "
+                        f"width={width}) does not fit in the {ih}x{iw} image")
+    out_h, out_w = _out_size(size)
+    crop = Image.fromarray(img).crop((left, top, left + width, top + height))
+    return np.asarray(crop.resize((out_w, out_h), Image.Resampling.BILINEAR)).copy()
+
+
+def hflip(img: np.ndarray, flip: bool = True) -> np.ndarray:
+    """Mirror left-right when ``flip`` (a copy either way)."""
+    img = _check_image(img, "hflip")
+    return img[:, ::-1].copy() if bool(flip) else img.copy()
+
+
+def _enhance(img: np.ndarray, enhancer: type[ImageEnhance._Enhance], factor: float,
+             who: str) -> np.ndarray:
+    img = _check_image(img, who)
+    f = _check_factor(factor, who)
+    return np.asarray(enhancer(Image.fromarray(img)).enhance(f)).copy()  # type: ignore[call-arg]
+
+
+def adjust_brightness(img: np.ndarray, factor: float) -> np.ndarray:
+    """``ImageEnhance.Brightness(img).enhance(factor)`` (blend with black), factor >= 0."""
+    return _enhance(img, ImageEnhance.Brightness, factor, "adjust_brightness")
+
+
+def adjust_contrast(img: np.ndarray, factor: float) -> np.ndarray:
+    """``ImageEnhance.Contrast(img).enhance(factor)`` (blend with the grayscale mean)."""
+    return _enhance(img, ImageEnhance.Contrast, factor, "adjust_contrast")
+
+
+def adjust_saturation(img: np.ndarray, factor: float) -> np.ndarray:
+    """``ImageEnhance.Color(img).enhance(factor)`` (blend with per-pixel grayscale)."""
+    return _enhance(img, ImageEnhance.Color, factor, "adjust_saturation")
+
+
+def hue_shift(hue: float) -> int:
+    """torchvision's ``np.array(hue * 255).astype(np.uint8)``, made deterministic.
+
+    numpy's cast of a negative float to uint8 is undefined in C; on the platforms we run it
+    truncates toward zero and wraps modulo 256, which is what this computes for every hue.
+    """
+    return int(np.int64(np.trunc(hue * 255.0)) % 256)
+
+
+def adjust_hue(img: np.ndarray, hue: float) -> np.ndarray:
+    """torchvision's PIL ``adjust_hue``: Pillow HSV, ``H += uint8(hue * 255)`` wrapping, RGB.
+
+    ``hue`` in [-0.5, 0.5]; hue 0 still round-trips through HSV (not an exact identity).
+    """
+    img = _check_image(img, "adjust_hue")
+    h_factor = _check_factor(hue, "adjust_hue", -0.5, 0.5)
+    h, s, v = Image.fromarray(img).convert("HSV").split()
+    np_h = np.array(h, dtype=np.uint8)
+    np_h += np.uint8(hue_shift(h_factor))  # uint8 arithmetic wraps modulo 256
+    merged = Image.merge("HSV", (Image.fromarray(np_h, "L"), s, v))
+    return np.asarray(merged.convert("RGB")).copy()
+
+
+def normalize(img: np.ndarray, mean: Sequence[float], std: Sequence[float],
+              channels_last: bool = False) -> np.ndarray:
+    """``(img / 255 - mean) / std`` in float32; ``CxHxW`` (default) or ``HxWxC``."""
+    img = _check_image(img, "normalize")
+    if len(mean) != 3 or len(std) != 3:
+        raise UserError(f"reference.normalize: mean and std need 3 values, got {len(mean)} "
+                        f"and {len(std)}")
+    if any(not float(s) > 0 for s in std):
+        raise UserError(f"reference.normalize: std values must be > 0, got {list(std)}")
+    m = np.asarray(mean, dtype=np.float32)
+    s = np.asarray(std, dtype=np.float32)
+    out = (img.astype(np.float32) / np.float32(255.0) - m) / s
+    out = out.astype(np.float32)
+    return out if channels_last else np.ascontiguousarray(out.transpose(2, 0, 1))
