@@ -140,11 +140,15 @@ class Scene:
 
     def caption(self) -> str:
         """A one-sentence description of what is drawn."""
-        parts = [f"a {c} box" for c in self.rect_colours]
-        parts.append(f"a {self.disc_colour} disc")
-        parts.append(f"a {self.triangle_colour} triangle")
+        parts = [f"{_a(c)} {c} box" for c in self.rect_colours]
+        parts.append(f"{_a(self.disc_colour)} {self.disc_colour} disc")
+        parts.append(f"{_a(self.triangle_colour)} {self.triangle_colour} triangle")
         ground = "warm" if self.warm else "cool"
         return f"{', '.join(parts[:-1])} and {parts[-1]} on a {ground} textured background"
+
+
+def _a(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
 
 
 def bool_mask(a: np.ndarray) -> np.ndarray:
@@ -281,7 +285,7 @@ def _texture_with_boxes(rng: np.random.Generator, width: int, height: int
             draw.rectangle([x, y, x + w, y + h], fill=rgb, outline=_shade(rgb, 0.5), width=3)
         boxes.append((x, y, w, h))
         labels.append(label)
-    parts = [f"a {c} {lab}" for c, lab in zip(colours, labels, strict=True)]
+    parts = [f"{_a(c)} {c} {lab}" for c, lab in zip(colours, labels, strict=True)]
     ground = "warm" if warm else "cool"
     caption = (", ".join(parts[:-1]) + " and " if len(parts) > 1 else "") + parts[-1]
     return img, boxes, labels, f"{caption} on a {ground} background"
@@ -377,6 +381,7 @@ def _full_results(scene: Scene, ids: _Ids, jitter: float = 0.0) -> list[dict[str
     rng = ids.rng
     out: list[dict[str, Any]] = []
     rect_ids = []
+    region_note: dict[str, Any] = {}
     for k, rect in enumerate(scene.rects):
         x, y, bw, bh, rot = rect
         if jitter:
@@ -385,11 +390,11 @@ def _full_results(scene: Scene, ids: _Ids, jitter: float = 0.0) -> list[dict[str
         rect_ids.append(rid)
         out.append(_region(rid, "bbox", "rectanglelabels", w, h,
                            _rect_value(x, y, bw, bh, rot, w, h, "box")))
-        if k == 0:
+        if k == 0:  # a per-region note, exported after the image caption
             note = {**_rect_value(x, y, bw, bh, rot, w, h, "box"),
                     "text": [f"{scene.rect_colours[0]} box"]}
             del note["rectanglelabels"]
-            out.append(_region(rid, "note", "textarea", w, h, note))
+            region_note = _region(rid, "note", "textarea", w, h, note)
     x0, y0, x1, y1 = scene.disc_envelope()
     disc_box = ids.rid()
     out.append(_region(disc_box, "bbox", "rectanglelabels", w, h,
@@ -416,6 +421,7 @@ def _full_results(scene: Scene, ids: _Ids, jitter: float = 0.0) -> list[dict[str
     out.append(_classification(ids.rid(), "cls", "choices",
                                {"choices": ["warm" if scene.warm else "cool"]}))
     out.append(_classification(ids.rid(), "caption", "textarea", {"text": [scene.caption()]}))
+    out.append(region_note)
     out.append(_classification(ids.rid(), "tax", "taxonomy", {"taxonomy": [
         ["shapes", "angular", "box"], ["shapes", "round", "disc"]]}))
     n_obj = len(scene.rects) + 2

@@ -59,6 +59,11 @@ def test_export_covers_every_image_result_type(project) -> None:  # type: ignore
     preds = [p for t in tasks for p in t["predictions"]]
     assert preds and all(0 < r["score"] <= 1 for p in preds for r in p["result"])
     assert tasks[-1]["annotations"] == [] and tasks[-1]["total_annotations"] == 0
+    # the image caption is the first text of every labeled task (per-region notes follow)
+    for t in tasks[:-1]:
+        texts = [r for r in t["annotations"][0]["result"] if r["type"] == "textarea"]
+        assert texts[0]["from_name"] == "caption" and "background" in texts[0]["value"]["text"][0]
+        assert any(r["from_name"] == "note" for r in texts)
     # relations point at regions of the same annotation
     for t in tasks:
         for a in t["annotations"]:
