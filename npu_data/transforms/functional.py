@@ -136,17 +136,25 @@ def adjust_saturation(
     return _color.blend(gray, images, f)
 
 
-def adjust_hue(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
-    """torchvision's PIL ``adjust_hue``: Pillow HSV, ``H += uint8(hue * 255)`` wrapping, back."""
+def adjust_hue(
+    images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor, direct: bool = False
+) -> torch.Tensor:
+    """torchvision's PIL ``adjust_hue``: Pillow HSV, ``H += uint8(hue * 255)`` wrapping, back.
+
+    By default through two cached 2**24-entry tables (two gathers per pixel); ``direct=True``
+    evaluates Pillow's arithmetic per pixel instead (same values, many more passes).
+    """
     _check_images(images, sizes)
     f = _check_factors(factors, images.shape[0], "hue").to(images.device)
-    if bool(torch.any((f < -0.5) | (f > 0.5))) if f.device.type == "cpu" else False:
+    if f.device.type == "cpu" and bool(torch.any((f < -0.5) | (f > 0.5))):
         raise UserError("hue factors must lie in [-0.5, 0.5]")
-    hsv = _color.rgb_to_hsv(images)
-    shift = _color.hue_shift(f).view(-1, 1, 1)
-    h = torch.remainder(hsv[:, 0].to(torch.int64) + shift, 256).to(torch.uint8)
-    hsv = torch.stack([h, hsv[:, 1], hsv[:, 2]], dim=1)
-    return _color.hsv_to_rgb(hsv)
+    shift = _color.hue_shift(f)
+    if direct:
+        hsv = _color.rgb_to_hsv(images)
+        h = torch.remainder(hsv[:, 0].to(torch.int64) + shift.view(-1, 1, 1), 256)
+        hsv = torch.stack([h.to(torch.uint8), hsv[:, 1], hsv[:, 2]], dim=1)
+        return _color.hsv_to_rgb(hsv)
+    return _color.adjust_hue_lut(images, shift)
 
 
 def _checked_nonneg(factors: torch.Tensor, images: torch.Tensor, name: str) -> torch.Tensor:
