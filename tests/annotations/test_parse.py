@@ -10,7 +10,7 @@ import orjson
 import pytest
 from label_studio_sdk.converter.brush import decode_rle as sdk_decode
 
-from npu_data.annotations import parse_export, scan
+from npu_data.annotations import load_export_meta, parse_export, scan
 from npu_data.errors import UserError
 
 # A real export made by a Label Studio 1.23.2 server (copied from shared/reference/).
@@ -238,3 +238,33 @@ def test_multi_label_and_unlabeled_regions(tmp_path: Path) -> None:
     assert t.texts("boxes.rid") == ["a", "b", "b", "c", "d"]
     names = [t.label_name(0, int(lb)) for lb in t.columns["boxes.label"]]
     assert names == ["x", "y", "z", None, "x"]
+
+
+def test_json_min_rows_apart_across_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from npu_data.annotations import parse as parse_mod
+    monkeypatch.setattr(parse_mod, "CHUNK_MIN", 1)
+    monkeypatch.setattr(parse_mod, "CHUNK_MAX", 1)  # one row per chunk
+
+    def row(tid: int, aid: int, x: float, upd: str) -> dict:
+        return {"image": f"{tid}.jpg", "id": tid, "annotation_id": aid, "updated_at": upd,
+                "bbox": [{"x": x, "y": 1, "width": 2, "height": 3, "rectanglelabels": ["c"],
+                          "original_width": 10 * tid, "original_height": 5}]}
+    rows = [row(1, 1, 10, "2026-01-02"), row(2, 2, 20, "2026-01-01"),
+            row(1, 3, 30, "2026-01-01"), row(2, 4, 40, "2026-01-03"), row(3, 5, 150, "x")]
+    p = _write(tmp_path, rows)
+    t = parse_export(p, annotations="all").table
+    assert t.columns["task_id"].tolist() == [1, 2, 3]
+    assert t.columns["boxes.xywhr"][:, 0].tolist() == [10.0, 30.0, 20.0, 40.0, 100.0]
+    assert t.columns["width"].tolist() == [10, 20, 30]
+    t = parse_export(p).table  # latest per task
+    assert t.columns["boxes.annotation"].tolist() == [1, 4, 5]
+    r = parse_export(p, out_of_range="reject")
+    assert r.table.columns["task_id"].tolist() == [1, 2]
+    assert [(x.index, x.task_id) for x in r.rejected] == [(4, 3)]
+    assert load_export_meta(p) == {"flavour": "json-min", "bytes": p.stat().st_size}
+    late = [row(1, 1, 10, "a"), row(2, 2, 20, "b"), row(1, 3, -5, "c")]
+    r = parse_export(_write(tmp_path, late, "late.json"), annotations="all",
+                     out_of_range="reject")
+    assert r.table.columns["task_id"].tolist() == [2]
+    assert r.table.columns["boxes.xywhr"][:, 0].tolist() == [20.0]
+    assert [(x.index, x.task_id) for x in r.rejected] == [(0, 1)] and "x=-5" in r.rejected[0].reason
