@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 mode="${1:-test}"
 venv="${VENV:-.venv}"
 torch_spec="${TORCH_SPEC:-torch==2.13.0}"
+# The Label Studio server (integration tests) lives in its own venv, cached outside the checkout.
+export LABEL_STUDIO_VENV="${LABEL_STUDIO_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/npu-data/venv-labelstudio}"
 
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
