@@ -1,0 +1,59 @@
+"""Batched on-device augmentation with per-sample random parameters.
+
+Pure kernels live in :mod:`~npu_data.transforms.functional` (device) and
+:mod:`~npu_data.transforms.reference` (Pillow, per sample); geometry companions in
+:mod:`~npu_data.transforms.geometry`; the random transforms below draw per-sample parameters
+on the batch's device and apply them, geometry included. See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from npu_data.transforms import functional, geometry
+from npu_data.transforms.color import ColorJitter
+from npu_data.transforms.compose import Compose, Normalize, replay_reference, sample_image
+from npu_data.transforms.crop import CenterCrop, RandomResizedCrop, Resize, ResizeCenterCrop
+from npu_data.transforms.flip import RandomHorizontalFlip
+from npu_data.transforms.params import Transform
+from npu_data.transforms.presets import LEVELS, NpuPreprocessor
+
+_LAZY = {
+    "reference": ("npu_data.transforms.reference", None),
+    "parity": ("npu_data.transforms.parity", None),
+    "compare_tensor": ("npu_data.transforms.parity", "compare_tensor"),
+    "ParityReport": ("npu_data.transforms.parity", "ParityReport"),
+}
+
+__all__ = [
+    "LEVELS",
+    "CenterCrop",
+    "ColorJitter",
+    "Compose",
+    "Normalize",
+    "NpuPreprocessor",
+    "ParityReport",
+    "RandomHorizontalFlip",
+    "RandomResizedCrop",
+    "Resize",
+    "ResizeCenterCrop",
+    "Transform",
+    "compare_tensor",
+    "functional",
+    "geometry",
+    "parity",
+    "reference",
+    "replay_reference",
+    "sample_image",
+]
+
+
+def __getattr__(name: str) -> Any:
+    spec = _LAZY.get(name)
+    if spec is None:
+        raise AttributeError(f"module 'npu_data.transforms' has no attribute {name!r}")
+    module = importlib.import_module(spec[0])
+    value = module if spec[1] is None else getattr(module, spec[1])
+    globals()[name] = value
+    return value

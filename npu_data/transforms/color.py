@@ -1,0 +1,152 @@
+"""ColorJitter with per-sample factors and a per-sample random order of its adjustments."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from npu_data.errors import UserError
+from npu_data.transforms import functional as F
+from npu_data.transforms.params import (
+    Batch,
+    Params,
+    Transform,
+    random_permutations,
+    uniform,
+)
+
+OPS = ("brightness", "contrast", "saturation", "hue")
+_IDENTITY = (1.0, 1.0, 1.0, 0.0)
+_KERNELS = {
+    "brightness": F.adjust_brightness,
+    "contrast": F.adjust_contrast,
+    "saturation": F.adjust_saturation,
+    "hue": F.adjust_hue,
+}
+
+
+def _factor_range(
+    value: float | Sequence[float] | None, name: str, center: float, bound: tuple[float, float]
+) -> tuple[float, float] | None:
+    """torchvision's ``ColorJitter._check_input``: None when the op is disabled."""
+    who = "ColorJitter"
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if value < 0 or not math.isfinite(value):
+            raise UserError(f"{who}: {name}={value!r} must be a non-negative number")
+        lo, hi = center - float(value), center + float(value)
+        if center == 1.0:
+            lo = max(lo, 0.0)
+        if name == "hue" and value > 0.5:
+            raise UserError(f"{who}: hue={value!r} must be in [0, 0.5]")
+    elif isinstance(value, Sequence) and len(value) == 2:
+        try:
+            lo, hi = float(value[0]), float(value[1])
+        except (TypeError, ValueError):
+            raise UserError(f"{who}: {name}={value!r} must hold two numbers") from None
+        if not (bound[0] <= lo <= hi <= bound[1]):
+            raise UserError(
+                f"{who}: {name}={tuple(value)!r} must satisfy {bound[0]} <= min <= max <= {bound[1]}"
+            )
+    else:
+        raise UserError(f"{who}: {name} must be a number or a pair (min, max), got {value!r}")
+    if lo == hi == center:
+        return None
+    return lo, hi
+
+
+class ColorJitter(Transform):
+    """Random brightness, contrast, saturation and hue, drawn per sample (torchvision ranges).
+
+    ``order="random"`` (default) applies the enabled adjustments in an independent random
+    order per sample, as torchvision's per-image PIL path does; it costs one pass of every
+    enabled op per step (samples whose step is another op get the identity factor, hue is
+    selected with ``torch.where``). ``order="fixed"`` applies brightness, contrast,
+    saturation, hue in that order: one pass each.
+    """
+
+    name = "ColorJitter"
+
+    def __init__(
+        self,
+        brightness: float | Sequence[float] | None = 0,
+        contrast: float | Sequence[float] | None = 0,
+        saturation: float | Sequence[float] | None = 0,
+        hue: float | Sequence[float] | None = 0,
+        order: str = "random",
+    ) -> None:
+        inf = float("inf")
+        self.ranges = {
+            "brightness": _factor_range(brightness, "brightness", 1.0, (0.0, inf)),
+            "contrast": _factor_range(contrast, "contrast", 1.0, (0.0, inf)),
+            "saturation": _factor_range(saturation, "saturation", 1.0, (0.0, inf)),
+            "hue": _factor_range(hue, "hue", 0.0, (-0.5, 0.5)),
+        }
+        if order not in ("random", "fixed"):
+            raise UserError(f"ColorJitter: order must be 'random' or 'fixed', got {order!r}")
+        self.order = order
+        self.enabled = [i for i, op in enumerate(OPS) if self.ranges[op] is not None]
+
+    def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
+        dev = batch["image"].device
+        b = batch["image"].shape[0]
+        n = len(self.enabled)
+        if self.order == "random":
+            perm = random_permutations(b, n, dev, generator)
+        else:
+            perm = torch.arange(n, device=dev).expand(b, n)
+        ids = torch.tensor(self.enabled, dtype=torch.int64, device=dev)
+        params: Params = {"order": ids[perm]}
+        for op, ident in zip(OPS, _IDENTITY, strict=True):
+            rng = self.ranges[op]
+            if rng is None:
+                params[op] = torch.full((b,), ident, dtype=torch.float32, device=dev)
+            else:
+                params[op] = uniform((b,), rng[0], rng[1], dev, generator)
+        return params
+
+    def _apply(self, batch: Batch, params: Params) -> Batch:
+        x = batch["image"]
+        sizes = batch["sizes"]
+        order = params["order"]
+        n = order.shape[1]
+        if n == 1 or self.order == "fixed":  # the order is known: one pass per op
+            for op_id in self.enabled:
+                x = _KERNELS[OPS[op_id]](x, sizes, params[OPS[op_id]])
+        else:
+            for step in range(n):
+                op_at = order[:, step]
+                for op_id in self.enabled:
+                    op = OPS[op_id]
+                    sel = op_at == op_id
+                    if op == "hue":  # hue 0 is not an exact identity in Pillow: select
+                        hued = _KERNELS[op](x, sizes, params[op])
+                        x = torch.where(sel.view(-1, 1, 1, 1), hued, x)
+                    else:  # factor 1 leaves pixels exactly unchanged
+                        ones = torch.ones_like(params[op])
+                        x = _KERNELS[op](x, sizes, torch.where(sel, params[op], ones))
+        out = dict(batch)
+        out["image"] = x
+        return out
+
+    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+        from npu_data.transforms import reference
+
+        fns = {
+            "brightness": reference.adjust_brightness,
+            "contrast": reference.adjust_contrast,
+            "saturation": reference.adjust_saturation,
+            "hue": reference.adjust_hue,
+        }
+        for op_id in params["order"][index].tolist():
+            op = OPS[int(op_id)]
+            image = fns[op](image, float(params[op][index]))
+        return image
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{k}={v}" for k, v in self.ranges.items() if v is not None)
+        return f"{self.name}({parts}, order={self.order!r})"

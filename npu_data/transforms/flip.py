@@ -1,0 +1,42 @@
+"""RandomHorizontalFlip: each sample mirrored with probability ``p``, geometry included."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from npu_data.errors import UserError
+from npu_data.transforms import functional as F
+from npu_data.transforms import geometry
+from npu_data.transforms.params import Batch, Params, Transform, rand
+
+
+class RandomHorizontalFlip(Transform):
+    """Mirror each sample's valid image (and its boxes, polygons, keypoints, masks) with
+    probability ``p``, independently per sample."""
+
+    name = "RandomHorizontalFlip"
+
+    def __init__(self, p: float = 0.5) -> None:
+        if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
+            raise UserError(f"{self.name}: p must be a probability in [0, 1], got {p!r}")
+        self.p = float(p)
+
+    def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
+        b = batch["image"].shape[0]
+        return {"flip": rand((b,), batch["image"].device, generator) < self.p}
+
+    def _apply(self, batch: Batch, params: Params) -> Batch:
+        flip = params["flip"].to(torch.bool)
+        out = dict(batch)
+        out["image"] = F.hflip(batch["image"], batch["sizes"], flip)
+        out.update(geometry.hflip_geometry(batch, batch["sizes"][:, 1], flip))
+        return out
+
+    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+        from npu_data.transforms import reference
+
+        return reference.hflip(image) if bool(params["flip"][index]) else image
+
+    def __repr__(self) -> str:
+        return f"{self.name}(p={self.p})"

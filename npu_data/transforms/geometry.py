@@ -1,0 +1,379 @@
+"""Geometry that follows the image: boxes, rotated boxes, polygons, keypoints, masks.
+
+Batched and branch-free (no host syncs). Coordinates are continuous pixels (pixel ``(i, j)``
+covers ``[j, j+1) x [i, i+1)``). A resized crop with crop box ``(top, left, height, width)``
+and output ``(out_h, out_w)`` maps ``x' = (x - left) * out_w / width`` and
+``y' = (y - top) * out_h / height``; a horizontal flip maps ``x' = w - x`` within each
+sample's valid width ``w``. Geometry cut by a crop is clipped to the output and marked invalid
+(``<group>.valid = False``) when less than ``min_visible`` of it remains.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+Batch = dict[str, Any]
+
+_FLIP_CORNERS = [1, 0, 3, 2]  # keeps corner 0 the box's own top-left, order clockwise
+
+
+def _affine(crop_boxes: torch.Tensor, out_size: tuple[int, int]) -> tuple[torch.Tensor, ...]:
+    """Per-sample ``(top, left, scale_y, scale_x)``, each ``(B,)`` float32."""
+    boxes = crop_boxes.to(torch.float32)
+    top, left, height, width = boxes.unbind(-1)
+    return top, left, out_size[0] / height, out_size[1] / width
+
+
+def _bshape(v: torch.Tensor, ndim: int) -> torch.Tensor:
+    return v.reshape(v.shape[0], *([1] * (ndim - 1)))
+
+
+def resized_crop_points(
+    xy: torch.Tensor, crop_boxes: torch.Tensor, out_size: tuple[int, int]
+) -> torch.Tensor:
+    """Map points ``(B, ..., 2)`` (x, y) into the resized crop (no clipping)."""
+    top, left, sy, sx = _affine(crop_boxes, out_size)
+    nd = xy.ndim - 1
+    x = (xy[..., 0] - _bshape(left, nd)) * _bshape(sx, nd)
+    y = (xy[..., 1] - _bshape(top, nd)) * _bshape(sy, nd)
+    return torch.stack([x, y], dim=-1).to(xy.dtype)
+
+
+def _area(xyxy: torch.Tensor) -> torch.Tensor:
+    return (xyxy[..., 2] - xyxy[..., 0]).clamp(min=0) * (xyxy[..., 3] - xyxy[..., 1]).clamp(min=0)
+
+
+def clip_xyxy(
+    xyxy: torch.Tensor, valid: torch.Tensor, out_size: tuple[int, int], min_visible: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Clip boxes ``(B, N, 4)`` to ``[0, out_w] x [0, out_h]``; drop those mostly outside.
+
+    A box stays valid when ``area after clipping / area before >= min_visible`` (a degenerate
+    box stays valid when it lies inside the output).
+    """
+    oh, ow = out_size
+    lo = xyxy.new_zeros(4)
+    hi = xyxy.new_tensor([ow, oh, ow, oh])
+    clipped = torch.minimum(torch.maximum(xyxy, lo), hi)
+    before = _area(xyxy)
+    after = _area(clipped)
+    inside = (clipped == xyxy).all(-1)
+    frac = torch.where(before > 0, after / before.clamp(min=1e-12), inside.to(after.dtype))
+    keep = valid & (frac >= min_visible) & ((after > 0) | (before <= 0))
+    return clipped, keep
+
+
+def envelope(points: torch.Tensor, vertex_valid: torch.Tensor | None = None) -> torch.Tensor:
+    """Axis-aligned envelope ``(..., 4)`` x0, y0, x1, y1 of points ``(..., V, 2)``."""
+    if vertex_valid is None:
+        lo = points.amin(-2)
+        hi = points.amax(-2)
+    else:
+        m = vertex_valid.unsqueeze(-1)
+        lo = torch.where(m, points, math.inf).amin(-2)
+        hi = torch.where(m, points, -math.inf).amax(-2)
+        none = ~vertex_valid.any(-1, keepdim=True)
+        lo = torch.where(none, 0.0, lo)
+        hi = torch.where(none, 0.0, hi)
+    return torch.cat([lo, hi], dim=-1)
+
+
+def clipped_envelope(
+    points: torch.Tensor, vertex_valid: torch.Tensor | None, out_size: tuple[int, int]
+) -> torch.Tensor:
+    """Envelope ``(..., 4)`` of the polygon ``(..., V, 2)`` intersected with the output
+    ``[0, out_w] x [0, out_h]`` (zeros when they do not meet).
+
+    The intersection's extreme points are among: the vertices inside the output, the
+    crossings of the polygon's edges with the output's border, and the output's corners
+    inside the polygon (even-odd rule) — all found branch-free.
+    """
+    oh, ow = float(out_size[0]), float(out_size[1])
+    v = points.shape[-2]
+    vv = (
+        torch.ones(points.shape[:-1], dtype=torch.bool, device=points.device)
+        if vertex_valid is None
+        else vertex_valid
+    )
+    p = points.to(torch.float32)
+    x, y = p[..., 0], p[..., 1]
+    # next valid vertex of each vertex (padding vertices are at the end): closes the ring
+    idx = torch.arange(v, device=p.device)
+    count = vv.sum(-1, keepdim=True)
+    nxt = torch.where(idx + 1 < count, idx + 1, 0).expand(vv.shape)
+    x2, y2 = x.gather(-1, nxt), y.gather(-1, nxt)
+    eps = 1e-4
+    cand_x = [x]
+    cand_y = [y]
+    cand_ok = [vv & (x >= -eps) & (x <= ow + eps) & (y >= -eps) & (y <= oh + eps)]
+    for axis, level in ((0, 0.0), (0, ow), (1, 0.0), (1, oh)):
+        a, a2, o, o2 = (x, x2, y, y2) if axis == 0 else (y, y2, x, x2)
+        den = a2 - a
+        t = (level - a) / torch.where(den == 0, 1.0, den)
+        cross_o = o + t * (o2 - o)
+        hi = oh if axis == 0 else ow
+        ok = vv & (den != 0) & (t >= 0) & (t <= 1) & (cross_o >= -eps) & (cross_o <= hi + eps)
+        lv = torch.full_like(cross_o, level)
+        cand_x.append(lv if axis == 0 else cross_o)
+        cand_y.append(cross_o if axis == 0 else lv)
+        cand_ok.append(ok)
+    for cx, cy in ((0.0, 0.0), (ow, 0.0), (ow, oh), (0.0, oh)):
+        straddle = (y > cy) != (y2 > cy)
+        xi = x + (cy - y) * (x2 - x) / torch.where(y2 == y, 1.0, y2 - y)
+        crossings = (vv & straddle & (cx < xi)).sum(-1, keepdim=True)
+        inside = (crossings % 2 == 1).expand(vv.shape) & (idx == 0)
+        cand_x.append(torch.full_like(x, cx))
+        cand_y.append(torch.full_like(y, cy))
+        cand_ok.append(inside)
+    cxs, cys, oks = torch.cat(cand_x, -1), torch.cat(cand_y, -1), torch.cat(cand_ok, -1)
+    any_ok = oks.any(-1, keepdim=True)
+    x0 = torch.where(oks, cxs, math.inf).amin(-1, keepdim=True).clamp(0, ow)
+    x1 = torch.where(oks, cxs, -math.inf).amax(-1, keepdim=True).clamp(0, ow)
+    y0 = torch.where(oks, cys, math.inf).amin(-1, keepdim=True).clamp(0, oh)
+    y1 = torch.where(oks, cys, -math.inf).amax(-1, keepdim=True).clamp(0, oh)
+    env = torch.cat([x0, y0, x1, y1], dim=-1)
+    return torch.where(any_ok, env, torch.zeros_like(env)).to(points.dtype)
+
+
+def _visible(
+    tight: torch.Tensor, full: torch.Tensor, valid: torch.Tensor, min_visible: float
+) -> torch.Tensor:
+    before = _area(full)
+    after = _area(tight)
+    frac = torch.where(before > 0, after / before.clamp(min=1e-12), (tight != 0).any(-1).float())
+    return valid & (frac >= min_visible) & ((after > 0) | (before <= 0))
+
+
+def resized_crop_xyxy(
+    xyxy: torch.Tensor,
+    valid: torch.Tensor,
+    crop_boxes: torch.Tensor,
+    out_size: tuple[int, int],
+    min_visible: float = 0.25,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Boxes ``(B, N, 4)`` through a resized crop: mapped, clipped, validity updated."""
+    pts = resized_crop_points(xyxy.reshape(*xyxy.shape[:-1], 2, 2), crop_boxes, out_size)
+    return clip_xyxy(pts.reshape(xyxy.shape), valid, out_size, min_visible)
+
+
+def resized_crop_corners(
+    corners: torch.Tensor,
+    valid: torch.Tensor,
+    crop_boxes: torch.Tensor,
+    out_size: tuple[int, int],
+    min_visible: float = 0.25,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Rotated boxes ``(B, N, 4, 2)``: ``(corners, clipped envelope xyxy, valid)``.
+
+    Corners are mapped but not clipped (a clipped rotated box is no longer a box); ``xyxy``
+    is the envelope of the part of the box inside the output, and its area over the whole
+    envelope's is the visible fraction.
+    """
+    mapped = resized_crop_points(corners, crop_boxes, out_size)
+    xyxy = clipped_envelope(mapped, None, out_size)
+    return mapped, xyxy, _visible(xyxy, envelope(mapped), valid, min_visible)
+
+
+def resized_crop_polygons(
+    points: torch.Tensor,
+    vertex_valid: torch.Tensor,
+    valid: torch.Tensor,
+    crop_boxes: torch.Tensor,
+    out_size: tuple[int, int],
+    min_visible: float = 0.25,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Polygons ``(B, N, V, 2)``: points mapped and clamped to the output; a polygon stays
+    valid when the envelope of its part inside the output keeps ``min_visible`` of the
+    area of its whole envelope."""
+    mapped = resized_crop_points(points, crop_boxes, out_size)
+    tight = clipped_envelope(mapped, vertex_valid, out_size)
+    keep = _visible(tight, envelope(mapped, vertex_valid), valid, min_visible)
+    oh, ow = out_size
+    clamped = torch.stack(
+        [mapped[..., 0].clamp(0, ow), mapped[..., 1].clamp(0, oh)], dim=-1
+    ).to(points.dtype)
+    return clamped, keep
+
+
+def resized_crop_keypoints(
+    xy: torch.Tensor, valid: torch.Tensor, crop_boxes: torch.Tensor, out_size: tuple[int, int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Keypoints ``(B, K, 2)``: mapped; those outside ``[0, out_w] x [0, out_h]`` invalid."""
+    mapped = resized_crop_points(xy, crop_boxes, out_size)
+    oh, ow = out_size
+    x, y = mapped[..., 0], mapped[..., 1]
+    inside = (x >= 0) & (x <= ow) & (y >= 0) & (y <= oh)
+    return mapped, valid & inside
+
+
+def _nearest_index(start: torch.Tensor, length: torch.Tensor, n_out: int) -> torch.Tensor:
+    """``(B, n_out)`` source index of each output pixel centre (exact integer arithmetic)."""
+    j = torch.arange(n_out, device=start.device, dtype=torch.int64)
+    length = length.to(torch.int64)
+    src = ((2 * j + 1).unsqueeze(0) * length.unsqueeze(1)) // (2 * n_out)
+    src = torch.minimum(src, (length - 1).clamp(min=0).unsqueeze(1))
+    return src + start.to(torch.int64).unsqueeze(1)
+
+
+def resized_crop_masks(
+    masks: torch.Tensor,
+    valid: torch.Tensor,
+    crop_boxes: torch.Tensor,
+    out_size: tuple[int, int],
+    min_visible: float = 0.25,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Masks ``(B, M, H, W)`` uint8 through a nearest-neighbour resized crop.
+
+    Output pixel ``(i, j)`` takes the source pixel under its centre
+    ``(left + (j + 0.5) * width / out_w, top + (i + 0.5) * height / out_h)``. A mask stays
+    valid when ``min_visible`` of its area (measured in source pixels) remains.
+    """
+    b, m, h, w = masks.shape
+    oh, ow = out_size
+    top, left, height, width = crop_boxes.to(torch.int64).unbind(-1)
+    rows = _nearest_index(top, height, oh).clamp(0, max(h - 1, 0))
+    cols = _nearest_index(left, width, ow).clamp(0, max(w - 1, 0))
+    bi = torch.arange(b, device=masks.device).view(b, 1, 1, 1)
+    mi = torch.arange(m, device=masks.device).view(1, m, 1, 1)
+    out = masks[bi, mi, rows.view(b, 1, oh, 1), cols.view(b, 1, 1, ow)]
+    before = masks.sum(dim=(-2, -1), dtype=torch.float32)
+    scale = (height * width).to(torch.float32) / float(oh * ow)
+    after = out.sum(dim=(-2, -1), dtype=torch.float32) * scale.unsqueeze(1)
+    frac = torch.where(before > 0, after / before.clamp(min=1), 1.0)
+    return out, valid & (frac >= min_visible)
+
+
+def hflip_points(xy: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
+    """Points ``(B, ..., 2)``: ``x' = w - x`` where ``flip`` (B,) is set."""
+    nd = xy.ndim - 1
+    w = _bshape(widths.to(xy.dtype), nd)
+    x = torch.where(_bshape(flip, nd), w - xy[..., 0], xy[..., 0])
+    return torch.stack([x, xy[..., 1]], dim=-1)
+
+
+def hflip_xyxy(xyxy: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
+    """Boxes ``(B, N, 4)``: mirrored, x0/x1 swapped so that x0 <= x1 still holds."""
+    w = widths.to(xyxy.dtype).view(-1, 1)
+    flipped = torch.stack(
+        [w - xyxy[..., 2], xyxy[..., 1], w - xyxy[..., 0], xyxy[..., 3]], dim=-1
+    )
+    return torch.where(flip.view(-1, 1, 1), flipped, xyxy)
+
+
+def hflip_corners(corners: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
+    """Rotated boxes ``(B, N, 4, 2)``: mirrored and reordered ``[1, 0, 3, 2]`` so corner 0 is
+    still the box's own top-left and the order stays clockwise (rotation becomes ``-r``)."""
+    mirrored = hflip_points(corners, widths, flip)[..., _FLIP_CORNERS, :]
+    return torch.where(flip.view(-1, 1, 1, 1), mirrored, corners)
+
+
+def hflip_masks(masks: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
+    """Masks ``(B, M, H, W)``: columns mirrored within each sample's valid width."""
+    b, m, h, w = masks.shape
+    j = torch.arange(w, device=masks.device).view(1, w)
+    wv = widths.to(torch.int64).view(b, 1)
+    src = torch.where(flip.view(b, 1) & (j < wv), wv - 1 - j, j)
+    return masks.gather(-1, src.view(b, 1, 1, w).expand(b, m, h, w))
+
+
+def corners_from_xywhr(xywhr: torch.Tensor) -> torch.Tensor:
+    """Label Studio rectangles ``(..., 5)`` x, y, w, h, rotation (deg) -> corners (..., 4, 2)."""
+    x, y, w, h, r = xywhr.unbind(-1)
+    rad = torch.deg2rad(r)
+    c, s = torch.cos(rad), torch.sin(rad)
+    xs = torch.stack([x, x + w * c, x + w * c - h * s, x - h * s], dim=-1)
+    ys = torch.stack([y, y + w * s, y + w * s + h * c, y + h * c], dim=-1)
+    return torch.stack([xs, ys], dim=-1)
+
+
+def xywhr_from_corners(corners: torch.Tensor) -> torch.Tensor:
+    """Corners ``(..., 4, 2)`` -> x, y, w, h, rotation (deg) from corner 0 and its two edges
+    (exact for rectangles; after an anisotropic resize the shape is a parallelogram and w, h
+    are its edge lengths)."""
+    c0, c1, c3 = corners[..., 0, :], corners[..., 1, :], corners[..., 3, :]
+    e1 = c1 - c0
+    e3 = c3 - c0
+    w = torch.linalg.vector_norm(e1, dim=-1)
+    h = torch.linalg.vector_norm(e3, dim=-1)
+    r = torch.rad2deg(torch.atan2(e1[..., 1], e1[..., 0]))
+    return torch.stack([c0[..., 0], c0[..., 1], w, h, r], dim=-1)
+
+
+def _valid(batch: Batch, group: str, like: torch.Tensor) -> torch.Tensor:
+    v = batch.get(f"{group}.valid")
+    if v is None:
+        return torch.ones(like.shape[:2], dtype=torch.bool, device=like.device)
+    return v.to(torch.bool)
+
+
+def _box_corners(batch: Batch) -> torch.Tensor | None:
+    if "boxes.corners" in batch:
+        return batch["boxes.corners"]
+    if "boxes.xywhr" in batch:
+        return corners_from_xywhr(batch["boxes.xywhr"])
+    return None
+
+
+def resized_crop_geometry(
+    batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int], min_visible: float = 0.25
+) -> Batch:
+    """The geometry keys of ``batch`` through a resized crop (only the keys present)."""
+    out: Batch = {}
+    corners = _box_corners(batch)
+    if corners is not None:
+        valid = _valid(batch, "boxes", corners)
+        mapped, xyxy, keep = resized_crop_corners(corners, valid, crop_boxes, out_size, min_visible)
+        out["boxes.xyxy"] = xyxy
+        out["boxes.valid"] = keep
+        if "boxes.corners" in batch:
+            out["boxes.corners"] = mapped
+        if "boxes.xywhr" in batch:
+            out["boxes.xywhr"] = xywhr_from_corners(mapped)
+    elif "boxes.xyxy" in batch:
+        xyxy = batch["boxes.xyxy"]
+        out["boxes.xyxy"], out["boxes.valid"] = resized_crop_xyxy(
+            xyxy, _valid(batch, "boxes", xyxy), crop_boxes, out_size, min_visible
+        )
+    if "polygons.points" in batch:
+        pts = batch["polygons.points"]
+        vv = batch.get("polygons.vertex_valid")
+        vv = torch.ones(pts.shape[:-1], dtype=torch.bool, device=pts.device) if vv is None else vv
+        out["polygons.points"], out["polygons.valid"] = resized_crop_polygons(
+            pts, vv.to(torch.bool), _valid(batch, "polygons", pts), crop_boxes, out_size,
+            min_visible,
+        )
+    if "keypoints.xy" in batch:
+        kp = batch["keypoints.xy"]
+        out["keypoints.xy"], out["keypoints.valid"] = resized_crop_keypoints(
+            kp, _valid(batch, "keypoints", kp), crop_boxes, out_size
+        )
+    if "masks.mask" in batch:
+        mk = batch["masks.mask"]
+        out["masks.mask"], out["masks.valid"] = resized_crop_masks(
+            mk, _valid(batch, "masks", mk), crop_boxes, out_size, min_visible
+        )
+    return out
+
+
+def hflip_geometry(batch: Batch, widths: torch.Tensor, flip: torch.Tensor) -> Batch:
+    """The geometry keys of ``batch`` mirrored where ``flip`` (B,) is set."""
+    out: Batch = {}
+    if "boxes.xyxy" in batch:
+        out["boxes.xyxy"] = hflip_xyxy(batch["boxes.xyxy"], widths, flip)
+    corners = _box_corners(batch)
+    if corners is not None:
+        flipped = hflip_corners(corners, widths, flip)
+        if "boxes.corners" in batch:
+            out["boxes.corners"] = flipped
+        if "boxes.xywhr" in batch:
+            out["boxes.xywhr"] = xywhr_from_corners(flipped)
+    if "polygons.points" in batch:
+        out["polygons.points"] = hflip_points(batch["polygons.points"], widths, flip)
+    if "keypoints.xy" in batch:
+        out["keypoints.xy"] = hflip_points(batch["keypoints.xy"], widths, flip)
+    if "masks.mask" in batch:
+        out["masks.mask"] = hflip_masks(batch["masks.mask"], widths, flip)
+    return out

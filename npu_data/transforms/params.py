@@ -1,0 +1,180 @@
+"""Shared plumbing of the random transforms: batch handling, validation, parameter draws.
+
+A transform is called on a batch dict (see docs/architecture.md) or on a bare uint8 tensor
+``(B, C, H, W)`` and returns the same kind. Parameters are drawn on the batch's device in one
+vectorised call (no host syncs) and are plain tensors, so a batch can be replayed sample by
+sample through ``npu_data.transforms.reference``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from npu_data.errors import UserError
+
+Batch = dict[str, Any]
+Params = dict[str, torch.Tensor]
+
+
+def as_batch(data: Any, who: str, *, need_uint8: bool = True) -> tuple[Batch, bool]:
+    """``(batch dict, was_bare_tensor)`` for a batch dict or a bare ``(B, C, H, W)`` tensor."""
+    if isinstance(data, torch.Tensor):
+        check_image(data, who, need_uint8=need_uint8)
+        b, _, h, w = data.shape
+        sizes = torch.tensor([h, w], dtype=torch.int64, device=data.device).expand(b, 2)
+        return {"image": data, "sizes": sizes}, True
+    if isinstance(data, Mapping):
+        if "image" not in data:
+            raise UserError(
+                f"{who}: the batch has no 'image' key — pass a batch dict from the DataLoader "
+                "or a uint8 tensor (B, C, H, W)"
+            )
+        batch = dict(data)
+        image: torch.Tensor = batch["image"]
+        check_image(image, who, need_uint8=need_uint8)
+        sizes: Any = batch.get("sizes")
+        if sizes is None:
+            b, _, h, w = image.shape
+            batch["sizes"] = torch.tensor([h, w], dtype=torch.int64, device=image.device).expand(
+                b, 2
+            )
+        elif not isinstance(sizes, torch.Tensor) or sizes.shape != (image.shape[0], 2):
+            raise UserError(
+                f"{who}: batch 'sizes' must be a tensor (B, 2) of valid (height, width), got "
+                f"{getattr(sizes, 'shape', type(sizes).__name__)} — keep the collated 'sizes' key"
+            )
+        return batch, False
+    raise UserError(
+        f"{who}: expected a batch dict or a uint8 tensor (B, C, H, W), got {type(data).__name__}"
+    )
+
+
+def check_image(image: Any, who: str, *, need_uint8: bool = True) -> None:
+    """Raise UserError unless ``image`` is a ``(B, C, H, W)`` tensor (uint8 when asked)."""
+    if not isinstance(image, torch.Tensor) or image.ndim != 4:
+        shape = getattr(image, "shape", type(image).__name__)
+        raise UserError(
+            f"{who}: images must be a tensor (B, C, H, W), got {shape} — batch single images "
+            "with image.unsqueeze(0) and HWC arrays with .permute(0, 3, 1, 2)"
+        )
+    if need_uint8 and image.dtype != torch.uint8:
+        raise UserError(
+            f"{who}: images must be uint8, got {image.dtype} — apply Normalize last, after "
+            "the uint8 augmentations"
+        )
+
+
+def finish(batch: Batch, bare: bool) -> Any:
+    """Return the image tensor for bare-tensor calls, the batch dict otherwise."""
+    return batch["image"] if bare else batch
+
+
+def check_generator(generator: torch.Generator | None, device: torch.device, who: str) -> None:
+    """Refuse a generator that lives on another device than the batch."""
+    if generator is None:
+        return
+    if not isinstance(generator, torch.Generator):
+        raise UserError(f"{who}: generator must be a torch.Generator, got {type(generator)}")
+    gdev = torch.device(generator.device)
+    if gdev.type != device.type:
+        raise UserError(
+            f"{who}: the generator is on {gdev} but the batch is on {device} — create it with "
+            "npu_data.device.manual_seed(seed, device) on the batch's device"
+        )
+
+
+def rand(
+    shape: tuple[int, ...], device: torch.device, generator: torch.Generator | None
+) -> torch.Tensor:
+    """Uniform float32 in [0, 1) on ``device``."""
+    return torch.rand(shape, device=device, generator=generator, dtype=torch.float32)
+
+
+def uniform(
+    shape: tuple[int, ...],
+    low: float,
+    high: float,
+    device: torch.device,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    """Uniform float32 in [low, high) on ``device``."""
+    return rand(shape, device, generator) * (high - low) + low
+
+
+def random_permutations(
+    batch: int, n: int, device: torch.device, generator: torch.Generator | None
+) -> torch.Tensor:
+    """``(batch, n)`` int64: an independent random permutation of ``range(n)`` per row."""
+    keys = rand((batch, n), device, generator)
+    return torch.argsort(keys, dim=1)
+
+
+def pair(value: int | Sequence[int], what: str, who: str) -> tuple[int, int]:
+    """``size`` as ``(height, width)`` of positive ints."""
+    if isinstance(value, bool):
+        raise UserError(f"{who}: {what} must be an int or (height, width), got {value!r}")
+    if isinstance(value, int | np.integer):
+        out = (int(value), int(value))
+    elif isinstance(value, Sequence) and len(value) == 2:
+        if not all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in value):
+            raise UserError(f"{who}: {what} must hold ints, got {value!r}")
+        out = (int(value[0]), int(value[1]))
+    else:
+        raise UserError(f"{who}: {what} must be an int or (height, width), got {value!r}")
+    if out[0] <= 0 or out[1] <= 0:
+        raise UserError(f"{who}: {what} must be positive, got {value!r} — e.g. {what}=224")
+    return out
+
+
+def batch_index(params: Params, index: int) -> dict[str, torch.Tensor]:
+    """Sample ``index``'s parameters (each tensor's row ``index``), on the CPU."""
+    return {k: v[index].detach().cpu() for k, v in params.items()}
+
+
+class Transform:
+    """Base of the batched random transforms (torchvision-v2 style).
+
+    ``t(batch_or_images, generator=None)`` draws parameters with :meth:`get_params` and
+    applies them with :meth:`apply`; :meth:`apply_reference` replays one sample's
+    parameters on the CPU reference (Pillow semantics).
+    """
+
+    name = "Transform"
+    needs_uint8 = True
+
+    def __call__(self, data: Any, generator: torch.Generator | None = None) -> Any:
+        return self.run(data, generator)[0]
+
+    def run(self, data: Any, generator: torch.Generator | None = None) -> tuple[Any, Params]:
+        """Transform ``data`` and also return the parameters that were drawn."""
+        batch, bare = as_batch(data, self.name, need_uint8=self.needs_uint8)
+        params = self.get_params(batch, generator)
+        return finish(self._apply(batch, params), bare), params
+
+    def get_params(self, data: Any, generator: torch.Generator | None = None) -> Params:
+        """Draw per-sample parameters for ``data`` on its device (vectorised)."""
+        batch, _ = as_batch(data, self.name, need_uint8=self.needs_uint8)
+        check_generator(generator, batch["image"].device, self.name)
+        return self._draw(batch, generator)
+
+    def apply(self, data: Any, params: Params) -> Any:
+        """Apply already drawn ``params`` (deterministic)."""
+        batch, bare = as_batch(data, self.name, need_uint8=self.needs_uint8)
+        return finish(self._apply(batch, params), bare)
+
+    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+        """Sample ``index`` of a batch through the CPU reference, ``image`` HxWx3 uint8."""
+        raise NotImplementedError
+
+    def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
+        return {}
+
+    def _apply(self, batch: Batch, params: Params) -> Batch:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{self.name}()"
