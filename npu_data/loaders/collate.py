@@ -139,8 +139,9 @@ def _empty_group(first: Sample, group: str, keys: list[str], b: int, hw: tuple[i
         else:
             batch[key] = [[] for _ in range(b)]
     if group == "polygons":
-        batch["polygons.points"] = torch.zeros((b, 0, 0, 2), dtype=torch.float32)
-        batch["polygons.vertex_valid"] = torch.zeros((b, 0, 0), dtype=torch.bool)
+        # V = 1, never 0: reductions over the vertex axis stay defined downstream
+        batch["polygons.points"] = torch.zeros((b, 0, 1, 2), dtype=torch.float32)
+        batch["polygons.vertex_valid"] = torch.zeros((b, 0, 1), dtype=torch.bool)
 
 
 def _polygons(samples: Sequence[Sample], counts: np.ndarray, nmax: int, pin: bool,

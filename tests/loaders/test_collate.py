@@ -82,7 +82,7 @@ def test_groups_no_sample_uses_keep_their_shapes() -> None:
     b = collate_samples([_sample(0, 4, 4, 0, []), _sample(1, 5, 3, 0, [])])
     assert b["boxes.xyxy"].shape == (2, 0, 4) and b["boxes.corners"].shape == (2, 0, 4, 2)
     assert b["boxes.label"].dtype == torch.int64 and b["boxes.valid"].shape == (2, 0)
-    assert b["polygons.points"].shape == (2, 0, 0, 2)
-    assert b["polygons.vertex_valid"].shape == (2, 0, 0)
+    assert b["polygons.points"].shape == (2, 0, 1, 2)
+    assert b["polygons.vertex_valid"].shape == (2, 0, 1)
     assert b["boxes.rid"] == [[], []]
     assert b["masks.mask"].shape == (2, 1, 5, 4)
