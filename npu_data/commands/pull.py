@@ -48,7 +48,7 @@ def run_import(export: Path, out: Path, extra: list[str]) -> int:
     known = set(parser._option_string_actions)
     argv = [str(export)]
     defaults = {"--out": str(out / "shards"), "--ls-data-dir": str(out),
-                "--label-config": str(out / "label_config.xml")}
+                "--config": str(out / "label_config.xml")}
     for flag, value in defaults.items():
         if flag in known and flag not in extra:
             argv += [flag, value]
