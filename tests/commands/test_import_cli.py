@@ -1,0 +1,125 @@
+"""``npu-data import / verify / inspect / show`` through the real CLI, in subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.shards.export_maker import make_export
+
+ENV = {**os.environ, "NPU_DATA_QUIET": "1"}
+
+
+def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "npu_data.cli", *map(str, args)],
+                          capture_output=True, text=True, env=ENV, timeout=120)
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def _one_error(res: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert res.returncode == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
+def test_import_summary_inspect_show(tmp_path: Path) -> None:
+    export = make_export(tmp_path / "p", n=4)
+    res = cli("import", export, "--out", tmp_path / "ds", "--shard-size", "2")
+    assert res.returncode == 0, res.stderr
+    assert "imported 4 of 4 tasks" in res.stdout and "rejected 0" in res.stdout
+    res = cli("inspect", tmp_path / "ds")
+    assert res.returncode == 0
+    assert "samples                4" in res.stdout and "shards                 2" in res.stdout
+    assert "boxes                  4" in res.stdout and "samples with captions  4" in res.stdout
+    res = cli("show", tmp_path / "ds", "--index", "1", "--out", tmp_path / "prev.png")
+    assert res.returncode == 0 and (tmp_path / "prev.png").stat().st_size > 0
+    _one_error(cli("show", tmp_path / "ds", "--index", "9", "--out", tmp_path / "x.png"),
+               "out of range")
+
+
+def test_killed_import_resumes_byte_identical(tmp_path: Path) -> None:
+    export = make_export(tmp_path / "p", n=40)
+    full = cli("import", export, "--out", tmp_path / "full", "--shard-size", "1")
+    assert full.returncode == 0, full.stderr
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "npu_data.cli", "import", str(export),
+                             "--out", str(out), "--shard-size", "1", "--workers", "1"],
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if out.is_dir() and len(list(out.glob("shard-*"))) >= 3:
+            break
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "manifest.json").exists(), "import finished before it was killed"
+    _one_error(cli("verify", out), "manifest.json", "--resume")
+    res = cli("import", export, "--out", out, "--shard-size", "1", "--resume")
+    assert res.returncode == 0, res.stderr
+    assert "kept from an earlier run" in res.stdout
+    assert _files(out) == _files(tmp_path / "full")
+
+
+def test_verify_names_the_flipped_sample(tmp_path: Path) -> None:
+    export = make_export(tmp_path / "p", n=4)
+    assert cli("import", export, "--out", tmp_path / "ds", "--shard-size", "2").returncode == 0
+    ok = cli("verify", tmp_path / "ds")
+    assert ok.returncode == 0 and "ok" in ok.stdout
+    index = __import__("numpy").load(tmp_path / "ds" / "shard-00001" / "index.npy")
+    data = tmp_path / "ds" / "shard-00001" / "data.bin"
+    raw = bytearray(data.read_bytes())
+    raw[int(index["offset"][1]) + 5] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    res = cli("verify", tmp_path / "ds")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert "shard-00001 sample 1 (dataset index 3, task 103)" in res.stderr
+    assert "crc32" in res.stderr
+
+
+def test_bad_images_are_rejected_with_reasons(tmp_path: Path) -> None:
+    export = make_export(tmp_path / "p", n=5, corrupt=1, missing=3)
+    res = cli("import", export, "--out", tmp_path / "ds", "--shard-size", "2")
+    assert res.returncode == 0, res.stderr
+    assert "imported 3 of 5 tasks" in res.stdout and "rejected 2 tasks" in res.stdout
+    assert str(tmp_path / "ds" / "rejected.jsonl") in res.stdout
+    rows = [json.loads(x) for x in (tmp_path / "ds" / "rejected.jsonl").read_text().splitlines()]
+    assert [(r["index"], r["task_id"]) for r in rows] == [(1, 101), (3, 103)]
+    assert "img1.png" in rows[0]["reason"] and "img3.png" in rows[1]["reason"]
+    assert cli("verify", tmp_path / "ds").returncode == 0
+
+
+def test_strict_stops_naming_the_task_and_resume_finishes(tmp_path: Path) -> None:
+    export = make_export(tmp_path / "p", n=6, corrupt=4)
+    out = tmp_path / "ds"
+    res = cli("import", export, "--out", out, "--shard-size", "2", "--strict")
+    _one_error(res, "task 104", "#4")
+    assert (out / "shard-00000" / "complete.json").is_file()
+    assert not (out / "manifest.json").exists()
+    res = cli("import", export, "--out", out, "--shard-size", "2", "--resume")
+    assert res.returncode == 0 and "rejected 1 tasks" in res.stdout
+
+
+def test_user_errors(tmp_path: Path) -> None:
+    _one_error(cli("import", tmp_path / "none.json", "--out", tmp_path / "o"), "none.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"id": 1, "data": {"image": "a.png"}')
+    _one_error(cli("import", bad, "--out", tmp_path / "o2"), "bad.json")
+    export = make_export(tmp_path / "p", n=2)
+    assert cli("import", export, "--out", tmp_path / "o3").returncode == 0
+    _one_error(cli("import", export, "--out", tmp_path / "o3"), "not empty", "--resume")
+    _one_error(cli("import", export, "--out", tmp_path / "o4", "--reencode", "jpeg:90"),
+               "--store encoded")
+    _one_error(cli("import", export, "--out", tmp_path / "o5", "--store", "encoded",
+                   "--reencode", "png:3"), "jpeg:Q")
+    _one_error(cli("verify", tmp_path / "missing"), "npu-data import")
