@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from npu_data.device import DeviceLike, resolve_device
+from npu_data.errors import UserError
 
 __all__ = [
     "TOLERANCES",
@@ -261,6 +262,9 @@ def run_parity_suite(
     from npu_data.transforms import reference as R
     from npu_data.transforms.compose import replay_reference, sample_image
 
+    if batches < 1 or batch_size < 1:
+        raise UserError(f"run_parity_suite: batches and batch_size must be >= 1, got {batches} "
+                        f"and {batch_size}")
     dev = resolve_device(device)
     rng = np.random.default_rng(seed)
     accs = {k: _Acc(k) for k in TOLERANCES}
