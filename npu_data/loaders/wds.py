@@ -1,0 +1,124 @@
+"""Stream WebDataset tars (local paths or http URLs) as the sample dicts ShardDataset yields.
+
+Work is split over ``rank x worker``: whole tars when there are at least as many tars as
+consumers, otherwise each tar is shared by a group of consumers that take its samples
+round-robin — so no worker is left without data and nothing is read twice by one consumer.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image, ImageOps
+
+from npu_data.annotations.table import GROUP_NESTED, GROUPS
+from npu_data.shards.wds_io import WdsSample, iter_tar_samples, table_from_json
+
+
+def _rank_world(rank: int | None, world: int | None) -> tuple[int, int]:
+    if rank is not None and world is not None:
+        return rank, world
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+def assignment(num_shards: int, consumer: int, consumers: int) -> list[tuple[int, int, int]]:
+    """(shard, offset, stride) triples consumer ``consumer`` of ``consumers`` reads."""
+    if num_shards >= consumers:
+        return [(k, 0, 1) for k in range(consumer, num_shards, consumers)]
+    k = consumer % num_shards
+    group = [c for c in range(consumers) if c % num_shards == k]
+    return [(k, group.index(consumer), len(group))]
+
+
+def decode_sample(smp: WdsSample) -> dict[str, Any]:
+    """The ShardDataset sample dict of one WebDataset sample."""
+    from npu_data.shards.convert import to_pixels
+
+    ann = smp.annotations
+    with Image.open(io.BytesIO(smp.image)) as im:
+        image = np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
+    table = table_from_json([ann], [""])
+    cols = to_pixels(table, np.array([image.shape[0]]), np.array([image.shape[1]]))
+    s: dict[str, Any] = {"image": image, "index": int(ann["index"]),
+                         "task_id": int(ann["task_id"])}
+    for group, fixed in GROUPS.items():
+        for name in fixed:
+            s[f"{group}.{name}"] = cols[f"{group}.{name}"]
+        for name in ("rid", "text", "path", "from_rid", "to_rid", "labels"):
+            key = f"{group}.{name}"
+            if f"{key}.offsets" in cols:
+                s[key] = table.texts(key)
+        for values, offsets, _, _ in GROUP_NESTED.get(group, ()):
+            if group == "masks":
+                h, w = image.shape[:2]
+                bits, off = cols["masks.bits"], cols["masks.bit_offsets"]
+                m = len(off) - 1
+                mask = np.zeros((m, h, w), np.uint8)
+                for t in range(m):
+                    mask[t] = np.unpackbits(bits[off[t]:off[t + 1]], count=h * w).reshape(h, w)
+                s["masks.mask"] = mask
+            else:
+                s[f"{group}.{values}"] = cols[f"{group}.{values}"]
+                s[f"{group}.{offsets}"] = cols[f"{group}.{offsets}"]
+    s["boxes.corners"] = cols["boxes.corners"]
+    s["boxes.xyxy"] = cols["boxes.xyxy"]
+    s["caption"] = s["texts.text"][0] if s["texts.text"] else ""
+    return s
+
+
+class WebDatasetStream(torch.utils.data.IterableDataset):
+    """Streams ``urls`` (tar paths or http URLs) as ShardDataset-style sample dicts.
+
+    ``rank`` / ``world_size`` default to torch.distributed, then ``RANK`` / ``WORLD_SIZE``.
+    ``shuffle`` permutes the tar order and a ``buffer``-sample window per ``set_epoch``.
+    """
+
+    def __init__(self, urls: Sequence[str], shuffle: bool = False, seed: int = 0,
+                 buffer: int = 256, rank: int | None = None,
+                 world_size: int | None = None) -> None:
+        super().__init__()
+        self.urls = [str(u) for u in urls]
+        if not self.urls:
+            raise ValueError("WebDatasetStream needs at least one tar")
+        self.shuffle, self.seed, self.buffer = shuffle, seed, buffer
+        self.rank, self.world_size = rank, world_size
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Change the shuffle of the next pass."""
+        self.epoch = epoch
+
+    def _plan(self) -> list[tuple[int, int, int]]:
+        rank, world = _rank_world(self.rank, self.world_size)
+        info = torch.utils.data.get_worker_info()
+        wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+        plan = assignment(len(self.urls), rank * nw + wid, world * nw)
+        if self.shuffle:
+            random.Random(hash((self.seed, self.epoch, rank, wid))).shuffle(plan)
+        return plan
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        rng = random.Random(hash((self.seed, self.epoch, "buffer")))
+        pool: list[dict[str, Any]] = []
+        for k, offset, stride in self._plan():
+            for n, smp in enumerate(iter_tar_samples(self.urls[k])):
+                if n % stride != offset:
+                    continue
+                s = decode_sample(smp)
+                if not self.shuffle:
+                    yield s
+                    continue
+                pool.append(s)
+                if len(pool) >= self.buffer:
+                    yield pool.pop(rng.randrange(len(pool)))
+        rng.shuffle(pool)
+        yield from pool
