@@ -36,16 +36,16 @@ def as_batch(data: Any, who: str, *, need_uint8: bool = True) -> tuple[Batch, bo
         batch = dict(data)
         image: torch.Tensor = batch["image"]
         check_image(image, who, need_uint8=need_uint8)
-        sizes: Any = batch.get("sizes")
-        if sizes is None:
+        given: Any = batch.get("sizes")
+        if given is None:
             b, _, h, w = image.shape
             batch["sizes"] = torch.tensor([h, w], dtype=torch.int64, device=image.device).expand(
                 b, 2
             )
-        elif not isinstance(sizes, torch.Tensor) or sizes.shape != (image.shape[0], 2):
+        elif not isinstance(given, torch.Tensor) or given.shape != (image.shape[0], 2):
             raise UserError(
                 f"{who}: batch 'sizes' must be a tensor (B, 2) of valid (height, width), got "
-                f"{getattr(sizes, 'shape', type(sizes).__name__)} — keep the collated 'sizes' key"
+                f"{getattr(given, 'shape', type(given).__name__)} — keep the collated 'sizes' key"
             )
         return batch, False
     raise UserError(
