@@ -19,6 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--project", type=int, required=True, help="project id")
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--token-file", help=f"file holding the API token (default: ${TOKEN_ENV})")
+    parser.add_argument("--token", dest="token_on_cli", help=argparse.SUPPRESS)
     parser.add_argument("--snapshot", action="store_true",
                         help="use the export snapshot API (create, wait, download)")
     parser.add_argument("--with-predictions", action="store_true",
@@ -57,6 +58,9 @@ def run_import(export: Path, out: Path, extra: list[str]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.token_on_cli is not None:
+        raise UserError("--token: tokens are not taken on the command line (shell history, "
+                        f"ps) — put it in a file for --token-file or set {TOKEN_ENV}")
     if args.project < 1:
         raise UserError(f"--project {args.project}: project ids start at 1 — see the URL "
                         "of the project in Label Studio")
