@@ -1,0 +1,108 @@
+"""Per-kernel cost: device kernels on a batch vs the per-sample CPU versions (ms per image).
+
+    python -m benches.kernels [--device cpu] [--batch 64] [--repeats 3] [--out results.json]
+
+Batches of 500x375 images (resized_crop to 224; colour ops on the 224x224 crops), random
+per-sample parameters; the median of ``--repeats`` runs after one warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import orjson
+import torch
+
+from npu_data import device as dev
+from npu_data.transforms import functional as F
+from npu_data.transforms import reference as R
+
+
+def _time(fn: Callable[[], Any], repeats: int, sync: Callable[[], None]) -> float:
+    fn()
+    sync()
+    runs = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        runs.append(time.perf_counter() - t0)
+    return statistics.median(runs)
+
+
+def run(device: str = "cpu", batch: int = 64, repeats: int = 3, seed: int = 0) -> list[dict[str, Any]]:
+    """Measure every kernel; returns rows with ms/image for the batch kernel and the reference."""
+    d = dev.resolve_device(device)
+    rng = np.random.default_rng(seed)
+    big = rng.integers(0, 256, (batch, 375, 500, 3), dtype=np.uint8)
+    big[:, :, :, 1] = (big[:, :, :, 0] // 2 + np.arange(500, dtype=np.uint8)[None, None, :] // 4)
+    x = torch.from_numpy(big).to(d).permute(0, 3, 1, 2)
+    sizes = torch.tensor([[375, 500]] * batch, device=d)
+    h = rng.integers(100, 376, batch)
+    w = rng.integers(100, 501, batch)
+    boxes = np.stack([rng.integers(0, 376 - h), rng.integers(0, 501 - w), h, w], 1)
+    tboxes = torch.from_numpy(boxes).to(d)
+    crops = F.resized_crop(x, sizes, tboxes, 224)
+    csizes = torch.tensor([[224, 224]] * batch, device=d)
+    small = crops.permute(0, 2, 3, 1).cpu().numpy()
+    factors = torch.from_numpy(rng.uniform(0.6, 1.4, batch).astype(np.float32)).to(d)
+    hues = torch.from_numpy(rng.uniform(-0.1, 0.1, batch).astype(np.float32)).to(d)
+    flips = torch.from_numpy(rng.random(batch) < 0.5).to(d)
+    f_np, h_np, fl_np = factors.cpu().numpy(), hues.cpu().numpy(), flips.cpu().numpy()
+
+    def sync() -> None:
+        dev.synchronize(d)
+
+    cases: list[tuple[str, Callable[[], Any], Callable[[], Any]]] = [
+        ("resized_crop 500x375->224", lambda: F.resized_crop(x, sizes, tboxes, 224),
+         lambda: [R.resized_crop(big[i], tuple(boxes[i]), 224) for i in range(batch)]),
+        ("hflip", lambda: F.hflip(crops, csizes, flips),
+         lambda: [R.hflip(small[i], bool(fl_np[i])) for i in range(batch)]),
+        ("adjust_brightness", lambda: F.adjust_brightness(crops, csizes, factors),
+         lambda: [R.adjust_brightness(small[i], float(f_np[i])) for i in range(batch)]),
+        ("adjust_contrast", lambda: F.adjust_contrast(crops, csizes, factors),
+         lambda: [R.adjust_contrast(small[i], float(f_np[i])) for i in range(batch)]),
+        ("adjust_saturation", lambda: F.adjust_saturation(crops, csizes, factors),
+         lambda: [R.adjust_saturation(small[i], float(f_np[i])) for i in range(batch)]),
+        ("adjust_hue", lambda: F.adjust_hue(crops, csizes, hues),
+         lambda: [R.adjust_hue(small[i], float(h_np[i])) for i in range(batch)]),
+        ("normalize (float32)", lambda: F.normalize(crops, [0.485, 0.456, 0.406],
+                                                    [0.229, 0.224, 0.225]), lambda: None),
+    ]
+    rows = []
+    for name, kernel, ref in cases:
+        k = _time(kernel, repeats, sync) / batch * 1e3
+        r = _time(ref, repeats, lambda: None) / batch * 1e3 if name != "normalize (float32)" else float("nan")
+        rows.append({"kernel": name, "device": str(d), "batch_ms_per_image": k,
+                     "reference_ms_per_image": r, "speedup": r / k if k > 0 else float("nan")})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry: print a Markdown table, optionally write JSON."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--out", default=None, help="write the rows as JSON here")
+    a = p.parse_args(argv)
+    rows = run(a.device, a.batch, a.repeats)
+    print(f"torch threads: {torch.get_num_threads()}, device: {dev.describe(dev.resolve_device(a.device))}")
+    print("| kernel | batch kernel ms/img | per-sample CPU version ms/img | ratio |")
+    print("|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['kernel']} | {r['batch_ms_per_image']:.3f} | {r['reference_ms_per_image']:.3f} | "
+              f"{r['speedup']:.2f}x |")
+    if a.out:
+        with open(a.out, "wb") as fh:
+            fh.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
