@@ -52,10 +52,10 @@ class JpegReference(torch.utils.data.Dataset):
             img = np.asarray(im.convert("RGB"))
         g = torch.Generator().manual_seed(i)
         for t in self.augment.transforms:
-            one = {"image": torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1)[None],
+            one = {"image": torch.from_numpy(np.array(img)).permute(2, 0, 1)[None],
                    "sizes": torch.tensor([img.shape[:2]])}
             img = t.apply_reference(img, t.get_params(one, g), 0)
-        return torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1)
+        return torch.from_numpy(np.array(img)).permute(2, 0, 1)
 
 
 class DecodedMemmap:
