@@ -1,4 +1,4 @@
-"""A real Label Studio server (session scope), started from .ci/labelstudio-server.sh's venv."""
+"""A real Label Studio server (module scope: stopped as soon as its tests end), started from .ci/labelstudio-server.sh's venv."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def labelstudio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     venv = Path(os.environ.get("LABEL_STUDIO_VENV", ROOT / ".venv-labelstudio"))
     if not (venv / "bin" / "label-studio").exists():
