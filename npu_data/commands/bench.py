@@ -1,0 +1,72 @@
+"""``npu-data bench``: the throughput suite (benches/suite.py) and the parse/import benches."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import tempfile
+from pathlib import Path
+
+from npu_data.errors import UserError
+
+NAME = "bench"
+HELP = ("Measure images/s of npu-data against a per-sample Pillow baseline (interleaved "
+        "epochs); writes results.json, results.md and chart.png. `bench parse|import ...` "
+        "runs the parse or import benchmark.")
+
+_SUB = {"parse": "benches.parse", "import": "benches.import_bench"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of ``npu-data bench``."""
+    p.add_argument("suite", nargs="?", choices=("run", *_SUB), default="run",
+                   help="run (default): the pipeline suite; parse / import: those benches "
+                        "(their own arguments follow)")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.add_argument("--out", default="bench-results", metavar="DIR",
+                   help="where results.json, results.md and chart.png go (default: %(default)s)")
+    p.add_argument("--data-dir", metavar="DIR",
+                   default=os.path.join(tempfile.gettempdir(), "npu-data-bench"),
+                   help="generated dataset cache, reused when it matches (default: %(default)s)")
+    p.add_argument("--quick", action="store_true",
+                   help="a small smoke run (under a minute): 16 images 128x96, crop 64, batch 8")
+    p.add_argument("--images", type=int, metavar="N", help="images (default 2000)")
+    p.add_argument("--width", type=int, metavar="W", help="image width (default 500)")
+    p.add_argument("--height", type=int, metavar="H", help="image height (default 375)")
+    p.add_argument("--crop", type=int, metavar="S", help="RandomResizedCrop size (default 224)")
+    p.add_argument("--batch-size", type=int, metavar="B", help="batch size (default 64)")
+    p.add_argument("--workers", type=int, metavar="N", help="workers per pipeline (default 2)")
+    p.add_argument("--epochs", type=int, metavar="E", help="measured epochs (default 3)")
+    p.add_argument("--device", default="auto", metavar="auto|cpu|cuda|npu")
+    p.add_argument("--sweep", action="store_true",
+                   help="also sweep workers (0,1,2), batch size and crop size")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the suite (or a sub-bench) and write the report files."""
+    if args.suite != "run":
+        try:
+            mod = importlib.import_module(_SUB[args.suite])
+        except ModuleNotFoundError as exc:
+            raise UserError(f"bench {args.suite}: {exc.name} is not available in this "
+                            "installation — install npu-data from a source checkout") from None
+        return int(mod.main(list(args.rest)) or 0)
+    if args.rest:
+        raise UserError(f"bench: unexpected arguments {' '.join(args.rest)}")
+    from benches import report, suite
+
+    over = {"images": args.images, "width": args.width, "height": args.height,
+            "crop": args.crop, "batch_size": args.batch_size, "workers": args.workers,
+            "epochs": args.epochs, "device": args.device}
+    for key in ("images", "width", "height", "crop", "batch_size", "epochs"):
+        if over[key] is not None and over[key] < 1:
+            raise UserError(f"bench: --{key.replace('_', '-')} must be at least 1")
+    if args.workers is not None and args.workers < 0:
+        raise UserError("bench: --workers must be 0 or more")
+    cfg = (suite.BenchConfig.quick(**over) if args.quick else suite.BenchConfig(
+        **{k: v for k, v in over.items() if v is not None}))
+    results = suite.run(cfg, Path(args.data_dir), sweep=args.sweep)
+    paths = report.write_all(results, args.out)
+    print(f"wrote {paths['json']}, {paths['md']} and {paths['chart']}")
+    return 0
