@@ -35,7 +35,7 @@ case "$mode" in
     fi
     echo "== parity (cpu)"; NPU_DATA_QUIET=1 npu-data parity --device cpu
     echo "== bench --quick"; NPU_DATA_QUIET=1 npu-data bench --quick --out "${TMPDIR:-/tmp}/npu-data-bench-quick"
-    echo "== pytest"; python -m pytest
+    echo "== pytest"; python -m pytest -o addopts="" -q -p no:cacheprovider
     ;;
   *)
     echo "usage: bash scripts/dev.sh demo|test" >&2
