@@ -42,8 +42,12 @@ def markdown(results: dict[str, Any]) -> str:
             f"{_fmt(p['max_img_s'])} | {_fmt(p.get('ratio_to_baseline'), 2)} | "
             f"{_fmt(mem.get('total'))} ({_fmt(mem.get('main'))} + {_fmt(mem.get('workers'))})"
             f" | {p.get('bound_by') or '—'} |")
-    lines += ["", "Stage cost, milliseconds per image, measured in one process over "
-              f"{cfg['stage_samples']} samples (worker stages run in parallel across workers):",
+    lines += ["", "Peak memory: resident set of the main process and of all worker processes "
+              "alive during that pipeline's epochs (every pipeline keeps its persistent workers, "
+              "so the worker column includes the other pipelines' idle workers; shared pages "
+              "count once per process).", "",
+              "Stage cost, milliseconds per image, measured in one process over "
+              f"{min(cfg['stage_samples'], cfg['images'])} samples (worker stages run in parallel across workers):",
               "", "| pipeline | " + " | ".join(STAGES) + " |",
               "|---|" + "---:|" * len(STAGES)]
     for p in results["pipelines"]:
