@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from npu_data.annotations.table import AnnotationTable
+from npu_data.errors import UserError
 from npu_data.shards.source import image_options
 from npu_data.shards.writer import WriteOptions, write_dataset
 
@@ -14,7 +17,9 @@ HELP = "Import a Label Studio export (JSON) and its images into memory-mapped sh
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``npu-data import``."""
-    p.add_argument("export", metavar="EXPORT", help="Label Studio JSON / JSON_MIN export file")
+    p.add_argument("export", metavar="EXPORT", nargs="+",
+                   help="Label Studio JSON / JSON_MIN export file, or WebDataset .tar shards "
+                        "(local paths or http(s) URLs, e.g. from `npu-data export-wds`)")
     p.add_argument("--out", required=True, metavar="DIR", help="dataset folder to write")
     p.add_argument("--store", choices=("raw", "encoded"), default="raw",
                    help="raw: decoded HWC RGB pixels (fastest to read); encoded: the original "
@@ -51,9 +56,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="reject tasks with coordinates outside 0-100%% instead of clipping")
 
 
+def _is_tar(source: str) -> bool:
+    return source.split("?", 1)[0].endswith(".tar")
+
+
+def _source(args: argparse.Namespace) -> tuple[str, str | AnnotationTable]:
+    """(path that anchors relative image paths, what write_dataset reads)."""
+    sources: list[str] = list(args.export)
+    tars = [s for s in sources if _is_tar(s)]
+    if not tars:
+        if len(sources) != 1:
+            raise UserError(f"import takes one Label Studio export, got {len(sources)}: "
+                            "pass a single JSON file (or WebDataset .tar shards only)")
+        return sources[0], sources[0]
+    if len(tars) != len(sources):
+        raise UserError("import takes either one Label Studio export or WebDataset .tar shards, "
+                        "not both: run two imports into separate folders")
+    from npu_data.shards.wds_io import wds_to_table
+
+    out = Path(args.out)
+    media = out.parent / f"{out.name}.wds-media"  # images unpacked from the tars, kept for resume
+    return str(media), wds_to_table(tars, media)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the import and print a summary."""
-    images = image_options(args.export, images_root=args.images_root,
+    anchor, source = _source(args)
+    images = image_options(anchor, images_root=args.images_root,
                            ls_data_dir=args.ls_data_dir, local_files_root=args.local_files_root,
                            allow_download=args.allow_download or None)
     opts = WriteOptions(store=args.store, max_side=args.max_side, reencode=args.reencode,
@@ -61,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                         strict=args.strict, images=images, annotations=args.annotations,
                         with_predictions=args.with_predictions, config=args.config,
                         reject_out_of_range=args.reject_out_of_range)
-    s = write_dataset(args.export, args.out, opts)
+    s = write_dataset(source, args.out, opts)
     resumed = f" ({s.resumed_shards} kept from an earlier run)" if s.resumed_shards else ""
     print(f"imported {s.samples} of {s.tasks} tasks into {s.out_dir} "
           f"({s.shards} shards{resumed}, {s.bytes / 1e6:.1f} MB, store {opts.store})")

@@ -19,6 +19,12 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes | memoryview) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
     target = Path(path)
@@ -27,6 +33,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes | memoryview) -
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+            os.fchmod(fh.fileno(), 0o666 & ~_umask())  # mkstemp's 0600 is not what users expect
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)

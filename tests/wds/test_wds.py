@@ -167,3 +167,21 @@ def test_errors_name_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         list(read_wds_samples([str(bad)]))
     assert main(["export-wds", str(tmp_path), "--out", str(tmp_path / "x.tar")]) == 1
     assert "shard number" in capsys.readouterr().err
+
+
+def test_import_cli_reads_webdataset_tars(exported: tuple[Path, list[str]], tmp_path: Path) -> None:
+    ds_path, tars = exported
+    out = tmp_path / "from-tars"
+    assert main(["import", *tars, "--out", str(out), "--store", "encoded", "--shard-size", "4"]) == 0
+    a, b = ShardDataset(ds_path), ShardDataset(out)
+    assert len(a) == len(b)
+    for i in range(len(a)):
+        assert_same_sample(a[i], b[i])
+
+
+def test_import_cli_refuses_mixed_sources(exported: tuple[Path, list[str]], tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    _, tars = exported
+    assert main(["import", tars[0], str(tmp_path / "export.json"), "--out",
+                 str(tmp_path / "x")]) == 1
+    assert "not both" in capsys.readouterr().err
