@@ -209,6 +209,42 @@ def resized_crop_keypoints(
     return mapped, valid & inside
 
 
+def resized_crop_ellipses(
+    params: torch.Tensor, valid: torch.Tensor, crop_boxes: torch.Tensor, out_size: tuple[int, int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ellipses ``(B, E, 5)`` cx, cy, rx, ry, rotation (degrees, clockwise with y down).
+
+    Exact under the per-axis scale: the shape matrix ``S R diag(rx², ry²) Rᵀ S`` is
+    re-diagonalised, so a rotated ellipse stretched unevenly gets its new axes and angle.
+    Those whose centre leaves ``[0, out_w] x [0, out_h]`` become invalid.
+    """
+    _, _, sy, sx = _affine(crop_boxes, out_size)
+    p = params.to(torch.float64)
+    centre = resized_crop_points(p[..., :2], crop_boxes, out_size)
+    th = torch.deg2rad(p[..., 4])
+    c, s = torch.cos(th), torch.sin(th)
+    rx2, ry2 = p[..., 2] ** 2, p[..., 3] ** 2
+    fx, fy = _bshape(sx.to(torch.float64), 2), _bshape(sy.to(torch.float64), 2)
+    a = (c * c * rx2 + s * s * ry2) * fx * fx
+    b = (c * s * (rx2 - ry2)) * fx * fy
+    d = (s * s * rx2 + c * c * ry2) * fy * fy
+    angle = 0.5 * torch.atan2(2 * b, a - d)
+    half, root = (a + d) / 2, torch.sqrt(((a - d) / 2) ** 2 + b * b)
+    rx, ry = torch.sqrt((half + root).clamp(min=0)), torch.sqrt((half - root).clamp(min=0))
+    out = torch.stack([centre[..., 0], centre[..., 1], rx, ry, torch.rad2deg(angle)], dim=-1)
+    oh, ow = out_size
+    x, y = out[..., 0], out[..., 1]
+    inside = (x >= 0) & (x <= ow) & (y >= 0) & (y <= oh)
+    return out.to(params.dtype), valid & inside
+
+
+def hflip_ellipses(params: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
+    """Ellipses mirrored where ``flip`` (B,) is set: ``cx' = w - cx``, rotation negated."""
+    centre = hflip_points(params[..., :2], widths, flip)
+    rot = torch.where(_bshape(flip, 2), -params[..., 4], params[..., 4])
+    return torch.cat([centre, params[..., 2:4], rot.unsqueeze(-1)], dim=-1)
+
+
 def _nearest_index(start: torch.Tensor, length: torch.Tensor, n_out: int) -> torch.Tensor:
     """``(B, n_out)`` source index of each output pixel centre (exact integer arithmetic)."""
     j = torch.arange(n_out, device=start.device, dtype=torch.int64)
@@ -350,6 +386,11 @@ def resized_crop_geometry(
         out["keypoints.xy"], out["keypoints.valid"] = resized_crop_keypoints(
             kp, _valid(batch, "keypoints", kp), crop_boxes, out_size
         )
+    if "ellipses.params" in batch:
+        el = batch["ellipses.params"]
+        out["ellipses.params"], out["ellipses.valid"] = resized_crop_ellipses(
+            el, _valid(batch, "ellipses", el), crop_boxes, out_size
+        )
     if "masks.mask" in batch:
         mk = batch["masks.mask"]
         out["masks.mask"], out["masks.valid"] = resized_crop_masks(
@@ -374,6 +415,8 @@ def hflip_geometry(batch: Batch, widths: torch.Tensor, flip: torch.Tensor) -> Ba
         out["polygons.points"] = hflip_points(batch["polygons.points"], widths, flip)
     if "keypoints.xy" in batch:
         out["keypoints.xy"] = hflip_points(batch["keypoints.xy"], widths, flip)
+    if "ellipses.params" in batch:
+        out["ellipses.params"] = hflip_ellipses(batch["ellipses.params"], widths, flip)
     if "masks.mask" in batch:
         out["masks.mask"] = hflip_masks(batch["masks.mask"], widths, flip)
     return out
