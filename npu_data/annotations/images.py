@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import tempfile
 import urllib.request
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from npu_data.errors import UserError
+from npu_data.shards.atomic import atomic_write_bytes
 
 CLOUD_SCHEMES = ("s3://", "gs://", "azure-blob://")
 
@@ -91,16 +91,7 @@ def _download(url: str, options: ImageOptions) -> Path:
             body = resp.read()
     except (OSError, ValueError) as e:
         raise ImageError(f"{url}: download failed ({e})") from None
-    fd, tmp = tempfile.mkstemp(dir=cache, prefix=".part-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(target, body)
     return target
 
 
