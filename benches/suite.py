@@ -1,10 +1,11 @@
 """The throughput suite behind ``npu-data bench``: interleaved epochs, side by side.
 
-Pipelines (same images, same augmentation, same batch size and worker count):
-baseline (torch DataLoader, JPEG files, Pillow decode, per-sample CPU reference transforms),
-npu-data from raw shards, npu-data from encoded shards, and a WebDataset tar pipeline
-feeding the device transforms when ``npu_data.loaders.wds`` is present. Kornia, DALI and
-FFCV are reported as skipped unless installed.
+Pipelines (same images, same augmentation, boxes carried along, same batch size and worker
+count): baseline (torch DataLoader, JPEG files, Pillow decode, per-sample CPU reference
+transforms moving the boxes), npu-data from raw shards, npu-data from encoded shards, and
+WebDataset tars (``npu-data export-wds`` of the same JPEGs) streamed by
+``npu_data.loaders.wds.WebDatasetStream`` into our DataLoader and device transforms. Kornia,
+DALI and FFCV are listed as "not installed" unless importable.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import platform
 import statistics
 import threading
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +26,10 @@ import numpy as np
 import psutil
 import torch
 
-from benches import baseline
+from benches import baseline, stages
 from benches.datasets import BenchData, ensure
 from npu_data import device as dev
+from npu_data.loaders.wds import WebDatasetStream
 
 
 @dataclass
@@ -44,6 +47,7 @@ class BenchConfig:
     stage_samples: int = 128
     device: str = "auto"
     seed: int = 0
+    threads: int | None = None  # torch intra-op threads of the main process (None: torch's)
 
     @classmethod
     def quick(cls, **over: Any) -> BenchConfig:
@@ -55,10 +59,10 @@ class BenchConfig:
 
 
 class _Peak:
-    """Peak resident memory of this process and its children, sampled in a thread."""
+    """Peak resident memory of this process and of its children not in ``exclude``."""
 
-    def __init__(self, period: float = 0.05) -> None:
-        self.period, self.main, self.workers = period, 0, 0
+    def __init__(self, exclude: set[int], period: float = 0.05) -> None:
+        self.exclude, self.period, self.main, self.workers = exclude, period, 0, 0
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
@@ -67,7 +71,8 @@ class _Peak:
         while not self._stop.is_set():
             try:
                 main = me.memory_info().rss
-                kids = sum(c.memory_info().rss for c in me.children(recursive=True))
+                kids = sum(c.memory_info().rss for c in me.children(recursive=True)
+                           if c.pid not in self.exclude)
             except psutil.Error:
                 continue
             self.main, self.workers = max(self.main, main), max(self.workers, kids)
@@ -82,106 +87,93 @@ class _Peak:
         self._t.join()
 
 
+def _children() -> set[int]:
+    try:
+        return {c.pid for c in psutil.Process().children(recursive=True)}
+    except psutil.Error:
+        return set()
+
+
 @dataclass
 class Pipeline:
-    """A named loader factory plus its stage probe."""
+    """A named loader factory plus its stage plan."""
 
     name: str
     label: str
     make: Callable[[], Any]
-    stages: Callable[[], dict[str, float]]
-    worker_stages: tuple[str, ...]
+    plan: Callable[[], stages.StagePlan]
+    move: bool = False  # batches arrive on the host: copy them to the device in the loop
 
 
-def _count(b: Any) -> int:
-    return int((b["image"] if isinstance(b, dict) else b).shape[0])
+class SizedStream(WebDatasetStream):
+    """A WebDatasetStream that knows its sample count (torch asks ``len()`` of a loader)."""
+
+    def __init__(self, urls: Sequence[str], samples: int, **kwargs: Any) -> None:
+        super().__init__(urls, **kwargs)
+        self.samples = samples
+
+    def __len__(self) -> int:
+        return self.samples
 
 
-def _epoch(loader: Any, device: torch.device) -> float:
+def _epoch(loader: Any, device: torch.device, move: bool) -> float:
+    from npu_data.loaders.dataloader import to_device
+
     t, n = time.perf_counter(), 0
-    for b in loader:
-        n += _count(b)
+    with warnings.catch_warnings():  # streams: workers' last batches are partial
+        warnings.filterwarnings("ignore", message="Length of IterableDataset")
+        for b in loader:
+            if move:
+                b = to_device(b, device, non_blocking=True)
+            n += int(b["image"].shape[0])
     dev.synchronize(device)
     return n / (time.perf_counter() - t)
 
 
-def _ours_stages(path: Path, cfg: BenchConfig, device: torch.device) -> dict[str, float]:
-    from npu_data.loaders import collate_samples
-    from npu_data.loaders.dataloader import to_device
-    from npu_data.shards.reader import ShardDataset
-
-    ds = ShardDataset(path)
-    n = min(len(ds), cfg.stage_samples)
-    augment = baseline.augmentation(cfg.crop)
-    t = time.perf_counter()
-    samples = [ds[i] for i in range(n)]
-    read = time.perf_counter() - t
-    t = time.perf_counter()
-    batches = [collate_samples(samples[a:a + cfg.batch_size], pin=dev.is_accelerator(device))
-               for a in range(0, n, cfg.batch_size)]
-    coll = time.perf_counter() - t
-    t = time.perf_counter()
-    moved = [to_device(b, device, non_blocking=True) for b in batches]
-    dev.synchronize(device)
-    h2d = time.perf_counter() - t
-    gen = dev.manual_seed(0, device)
-    augment(moved[0], generator=gen)
-    dev.synchronize(device)
-    t = time.perf_counter()
-    for b in moved:
-        augment(b, generator=gen)
-    dev.synchronize(device)
-    aug = time.perf_counter() - t
-    k = 1000 / n
-    key = "read" if ds.store == "raw" else "decode"  # encoded: ds[i] reads and decodes
-    return {key: read * k, "collate": coll * k, "h2d": h2d * k, "augment": aug * k}
-
-
-def _baseline_stages(files: list[Path], cfg: BenchConfig) -> dict[str, float]:
-    import io
-
-    from PIL import Image
-
-    n = min(len(files), cfg.stage_samples)
-    t = time.perf_counter()
-    blobs = [f.read_bytes() for f in files[:n]]
-    read = time.perf_counter() - t
-    t = time.perf_counter()
-    for b in blobs:
-        with Image.open(io.BytesIO(b)) as im:
-            im.convert("RGB")
-    decode = time.perf_counter() - t
-    ds = baseline.JpegReference(files[:n], cfg.crop)
-    t = time.perf_counter()
-    items = [ds[i] for i in range(n)]
-    total = time.perf_counter() - t
-    t = time.perf_counter()
-    for a in range(0, n, cfg.batch_size):
-        torch.stack(items[a:a + cfg.batch_size])
-    coll = time.perf_counter() - t
-    k = 1000 / n
-    return {"read": read * k, "decode": decode * k,
-            "augment_cpu": max(0.0, total - read - decode) * k, "collate": coll * k}
-
-
-def _ours(path: Path, cfg: BenchConfig, device: torch.device) -> Any:
+def _ours(dataset: Any, cfg: BenchConfig, device: torch.device, shuffle: bool = True) -> Any:
     from npu_data.loaders import DataLoader
-    from npu_data.shards.reader import ShardDataset
 
-    return DataLoader(ShardDataset(path), batch_size=cfg.batch_size, shuffle=True,
+    return DataLoader(dataset, batch_size=cfg.batch_size, shuffle=shuffle,
                       num_workers=cfg.workers, pin_memory=True,
                       persistent_workers=cfg.workers > 0,
                       prefetch_factor=4 if cfg.workers else None, device=device,
                       transform=baseline.augmentation(cfg.crop), seed=cfg.seed)
 
 
+def _shards(path: Path, cfg: BenchConfig, device: torch.device) -> Any:
+    from npu_data.shards.reader import ShardDataset
+
+    return _ours(ShardDataset(path), cfg, device)
+
+
+def _wds(tars: list[Path], cfg: BenchConfig, device: torch.device) -> Any:
+    stream = SizedStream([str(t) for t in tars], cfg.images, shuffle=True, seed=cfg.seed,
+                         buffer=cfg.batch_size)
+    return _ours(stream, cfg, device, shuffle=False)
+
+
+def _extras() -> list[dict[str, Any]]:
+    out = []
+    for mod, label in (("kornia", "Kornia"), ("nvidia.dali", "NVIDIA DALI"), ("ffcv", "FFCV")):
+        try:
+            found = importlib.util.find_spec(mod) is not None
+        except ModuleNotFoundError:
+            found = False
+        out.append({"name": mod.split(".")[-1], "label": label,
+                    "reason": "installed, but this suite has no pipeline for it yet" if found
+                    else "not installed"})
+    return out
+
+
 def pipelines(data: BenchData, cfg: BenchConfig, device: torch.device
               ) -> tuple[list[Pipeline], list[dict[str, Any]]]:
     """The runnable pipelines and the skipped ones (with the reason)."""
+    accel = dev.is_accelerator(device)
     runs = [Pipeline("baseline", "baseline: JPEG + Pillow per sample (CPU)",
-                     lambda: baseline.loader(data.files, cfg.batch_size, cfg.workers, cfg.crop),
-                     lambda: _baseline_stages(data.files, cfg),
-                     ("read", "decode", "augment_cpu", "collate"))]
+                     lambda: baseline.loader(data.files, cfg.batch_size, cfg.workers, cfg.crop,
+                                             data.export, pin_memory=accel),
+                     lambda: stages.baseline_plan(data.files, data.export, cfg.crop, device),
+                     move=True)]
     skipped: list[dict[str, Any]] = []
     for store, path in (("raw", data.raw), ("encoded", data.encoded)):
         name = f"npu_data_{store}"
@@ -189,68 +181,89 @@ def pipelines(data: BenchData, cfg: BenchConfig, device: torch.device
         if path is None:
             skipped.append({"name": name, "label": label, "reason": data.import_error})
             continue
-        runs.append(Pipeline(name, label, functools.partial(_ours, path, cfg, device),
-                             functools.partial(_ours_stages, path, cfg, device),
-                             ("read", "decode", "collate")))
-    skipped.append({"name": "webdataset", "label": "WebDataset tar + device transforms",
-                    "reason": "npu_data.loaders.wds not available"
-                    if importlib.util.find_spec("npu_data.loaders.wds") is None
-                    else "not wired into this suite yet"})
-    for mod, label in (("kornia", "Kornia"), ("nvidia.dali", "NVIDIA DALI"), ("ffcv", "FFCV")):
-        try:
-            found = importlib.util.find_spec(mod) is not None
-        except ModuleNotFoundError:
-            found = False
-        skipped.append({"name": mod.split(".")[-1], "label": label,
-                        "reason": "installed but not wired into this suite yet" if found
-                        else "not installed"})
-    return runs, skipped
-
-
-def _bound(stages: dict[str, float], worker_stages: tuple[str, ...], workers: int) -> str:
-    eff = {k: v / workers if workers and k in worker_stages else v for k, v in stages.items()}
-    return max(eff, key=lambda k: eff[k]) if eff else ""
+        runs.append(Pipeline(name, label, functools.partial(_shards, path, cfg, device),
+                             functools.partial(stages.shard_plan, path, cfg.crop, device)))
+    label = f"WebDataset tars, batched on {device.type}"
+    if data.tars:
+        runs.append(Pipeline("webdataset", label, functools.partial(_wds, data.tars, cfg, device),
+                             functools.partial(stages.wds_plan, data.tars, cfg.crop, device)))
+    else:
+        skipped.append({"name": "webdataset", "label": label, "reason": data.wds_error})
+    return runs, skipped + _extras()
 
 
 def measure(runs: list[Pipeline], cfg: BenchConfig, device: torch.device,
-            stages: bool = True) -> list[dict[str, Any]]:
+            with_stages: bool = True) -> list[dict[str, Any]]:
     """Interleaved epochs of every pipeline; one result dict per pipeline."""
     loaders = [p.make() for p in runs]
     rates: list[list[float]] = [[] for _ in runs]
     peaks = [(0, 0)] * len(runs)
+    owned: list[set[int]] = [set() for _ in runs]  # each loader's (persistent) worker pids
     for e in range(cfg.warmup + cfg.epochs):
         for k, (p, loader) in enumerate(zip(runs, loaders, strict=True)):
             if hasattr(loader, "set_epoch"):
                 loader.set_epoch(e)
-            with _Peak() as peak:
-                r = _epoch(loader, device if p.name != "baseline" else torch.device("cpu"))
+            others = set().union(*(o for j, o in enumerate(owned) if j != k))
+            before = _children()
+            with _Peak(others) as peak:
+                r = _epoch(loader, device, p.move)
+            owned[k] |= _children() - before - others
             if e >= cfg.warmup:
                 rates[k].append(r)
                 peaks[k] = (max(peaks[k][0], peak.main), max(peaks[k][1], peak.workers))
     del loaders
     out: list[dict[str, Any]] = []
+    mib = 1 << 20
     for p, rate, (pm, pw) in zip(runs, rates, peaks, strict=True):
-        st = p.stages() if stages else {}
-        mib = 1 << 20
+        n = min(cfg.stage_samples, cfg.images)
+        st = stages.time_stages(p.plan(), n, cfg.batch_size, device) if with_stages else {}
         out.append({"name": p.name, "label": p.label, "status": "ok", "epochs_img_s": rate,
                     "median_img_s": statistics.median(rate), "min_img_s": min(rate),
                     "max_img_s": max(rate), "peak_memory_mib": {
                         "main": pm / mib, "workers": pw / mib, "total": (pm + pw) / mib},
-                    "stages_ms_per_img": st,
-                    "bound_by": _bound(st, p.worker_stages, cfg.workers) if st else None})
+                    "stages_ms_per_img": st, **stages.bound(st, cfg.workers)})
     base = next((x for x in out if x["name"] == "baseline"), None)
     for x in out:
         x["ratio_to_baseline"] = x["median_img_s"] / base["median_img_s"] if base else None
     return out
 
 
-SWEEPS = {"workers": (0, 1, 2), "batch_size": (16, 32, 64), "crop": (128, 224, 320)}
+SWEEP_PIPELINES = ("baseline", "npu_data_raw", "webdataset")
 
 
-def run(cfg: BenchConfig, data_dir: Path, sweep: bool = False,
+def default_sweeps(quick: bool = False) -> dict[str, tuple[int, ...]]:
+    """Values swept: workers 0, 1, 2, 4, ... up to the CPU count; batch size; crop size."""
+    if quick:
+        return {"workers": (0, 1), "batch_size": (4, 8), "crop": (32, 64)}
+    cpus = max(2, psutil.cpu_count() or 1)
+    workers = (0, 1, *(w for w in (2, 4, 8, 16, 32) if w <= cpus))
+    return {"workers": workers, "batch_size": (16, 32, 64, 128), "crop": (128, 224, 320)}
+
+
+def sweep(data: BenchData, cfg: BenchConfig, device: torch.device,
+          values: Mapping[str, Sequence[int]], log: Callable[[str], None] = print
+          ) -> dict[str, list[dict[str, Any]]]:
+    """Throughput of SWEEP_PIPELINES at each value of each swept setting (others fixed)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for key, vals in values.items():
+        rows: list[dict[str, Any]] = []
+        for v in vals:
+            c = BenchConfig(**{**asdict(cfg), key: v, "warmup": 1, "epochs": min(2, cfg.epochs)})
+            sub = [p for p in pipelines(data, c, device)[0] if p.name in SWEEP_PIPELINES]
+            got = measure(sub, c, device, with_stages=False)
+            rows.append({"value": v, "img_s": {x["name"]: x["median_img_s"] for x in got}})
+            log(f"  sweep {key}={v}: " + ", ".join(
+                f"{n} {r:.0f}" for n, r in rows[-1]["img_s"].items()))
+        out[key] = rows
+    return out
+
+
+def run(cfg: BenchConfig, data_dir: Path, sweeps: Mapping[str, Sequence[int]] | None = None,
         log: Callable[[str], None] = print) -> dict[str, Any]:
     """Make or reuse the dataset, measure every pipeline, optionally sweep; the results."""
     device = dev.resolve_device(cfg.device)
+    if cfg.threads is not None:
+        torch.set_num_threads(cfg.threads)
     data = ensure(data_dir, cfg.images, cfg.width, cfg.height, cfg.seed)
     runs, skipped = pipelines(data, cfg, device)
     log(f"bench: {cfg.images} images {cfg.width}x{cfg.height}, crop {cfg.crop}, batch "
@@ -259,25 +272,14 @@ def run(cfg: BenchConfig, data_dir: Path, sweep: bool = False,
     results = measure(runs, cfg, device)
     for x in results:
         log(f"  {x['label']:<45} {x['median_img_s']:8.1f} img/s "
-            f"({x['ratio_to_baseline']:.2f}x), bound by {x['bound_by']}")
-    sweeps: dict[str, list[dict[str, Any]]] = {}
-    if sweep:
-        for key, values in SWEEPS.items():
-            rows: list[dict[str, Any]] = []
-            for v in values:
-                c = BenchConfig(**{**asdict(cfg), key: v, "warmup": 1, "epochs": 1})
-                sub = [p for p in pipelines(data, c, device)[0]
-                       if p.name in ("baseline", "npu_data_raw")]
-                got = measure(sub, c, device, stages=False)
-                rows.append({"value": v, "img_s": {x["name"]: x["median_img_s"] for x in got}})
-                log(f"  sweep {key}={v}: " + ", ".join(
-                    f"{n} {r:.0f}" for n, r in rows[-1]["img_s"].items()))
-            sweeps[key] = rows
+            f"({x['ratio_to_baseline']:.2f}x), bound by {x['bound_by']} ({x['bound_kind']})")
     return {
         "config": {**asdict(cfg), "device": str(device)},
         "machine": {"cpus": psutil.cpu_count(), "device": dev.describe(device),
+                    "torch_threads": torch.get_num_threads(),
                     "torch": torch.__version__, "numpy": np.__version__,
                     "python": platform.python_version(), "platform": platform.platform()},
         "pipelines": results + [{**s, "status": "skipped"} for s in skipped],
-        "sweeps": sweeps,
+        "sweeps": sweep(data, cfg, device, sweeps, log) if sweeps else {},
+        "sweep_pipelines": list(SWEEP_PIPELINES) if sweeps else [],
     }

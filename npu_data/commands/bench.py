@@ -11,9 +11,10 @@ from pathlib import Path
 from npu_data.errors import UserError
 
 NAME = "bench"
-HELP = ("Measure images/s of npu-data against a per-sample Pillow baseline (interleaved "
-        "epochs); writes results.json, results.md and chart.png. `bench parse|import ...` "
-        "runs the parse or import benchmark.")
+HELP = ("Measure images/s of npu-data (raw shards, encoded shards, WebDataset tars) against a "
+        "per-sample Pillow baseline (interleaved epochs, boxes carried along); writes "
+        "results.json, results.md and chart.png. `bench parse|import ...` runs the parse or "
+        "import benchmark.")
 
 _SUB = {"parse": "benches.parse", "import": "benches.import_bench"}
 
@@ -39,8 +40,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, metavar="N", help="workers per pipeline (default 2)")
     p.add_argument("--epochs", type=int, metavar="E", help="measured epochs (default 3)")
     p.add_argument("--device", default="auto", metavar="auto|cpu|cuda|npu")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="torch threads of the main process (default: torch's; 1 avoids "
+                        "oversubscribing a small, busy machine)")
     p.add_argument("--sweep", action="store_true",
-                   help="also sweep workers (0,1,2), batch size and crop size")
+                   help="also sweep workers (0, 1, 2, 4, ... up to the CPU count), batch size "
+                        "and crop size for the baseline, raw shards and WebDataset")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,15 +63,16 @@ def run(args: argparse.Namespace) -> int:
 
     over = {"images": args.images, "width": args.width, "height": args.height,
             "crop": args.crop, "batch_size": args.batch_size, "workers": args.workers,
-            "epochs": args.epochs, "device": args.device}
-    for key in ("images", "width", "height", "crop", "batch_size", "epochs"):
+            "epochs": args.epochs, "device": args.device, "threads": args.threads}
+    for key in ("images", "width", "height", "crop", "batch_size", "epochs", "threads"):
         if over[key] is not None and over[key] < 1:
             raise UserError(f"bench: --{key.replace('_', '-')} must be at least 1")
     if args.workers is not None and args.workers < 0:
         raise UserError("bench: --workers must be 0 or more")
     cfg = (suite.BenchConfig.quick(**over) if args.quick else suite.BenchConfig(
         **{k: v for k, v in over.items() if v is not None}))
-    results = suite.run(cfg, Path(args.data_dir), sweep=args.sweep)
+    sweeps = suite.default_sweeps(quick=args.quick) if args.sweep else None
+    results = suite.run(cfg, Path(args.data_dir), sweeps=sweeps)
     paths = report.write_all(results, args.out)
     print(f"wrote {paths['json']}, {paths['md']} and {paths['chart']}")
     return 0

@@ -1,42 +1,150 @@
-"""`npu-data bench` writes well-formed results (not a speed test)."""
+"""`npu-data bench` writes well-formed results (not a speed test); its pipelines carry boxes."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 from PIL import Image
 
+from benches import baseline, datasets, stages, suite
 from npu_data.cli import main
+from npu_data.transforms import geometry
+
+PIPELINES = {"baseline", "npu_data_raw", "npu_data_encoded", "webdataset"}
 
 
 def test_bench_writes_well_formed_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                         ) -> None:
     out = tmp_path / "out"
-    rc = main(["bench", "--quick", "--images", "8", "--width", "64", "--height", "48",
+    rc = main(["bench", "--quick", "--sweep", "--images", "8", "--width", "64", "--height", "48",
                "--crop", "32", "--batch-size", "8", "--epochs", "1", "--device", "cpu",
-               "--out", str(out), "--data-dir", str(tmp_path / "data")])
+               "--threads", "1", "--out", str(out), "--data-dir", str(tmp_path / "data")])
     assert rc == 0
     res = json.loads((out / "results.json").read_text())
     assert res["config"]["images"] == 8 and res["config"]["crop"] == 32
+    assert res["machine"]["torch_threads"] == 1
     ok = {p["name"]: p for p in res["pipelines"] if p["status"] == "ok"}
-    assert {"baseline", "npu_data_raw", "npu_data_encoded"} <= set(ok)
+    assert set(ok) == PIPELINES
     for p in ok.values():
         assert len(p["epochs_img_s"]) == 1 and p["median_img_s"] > 0
         assert p["min_img_s"] <= p["median_img_s"] <= p["max_img_s"]
         assert p["peak_memory_mib"]["total"] >= p["peak_memory_mib"]["main"] > 10
-        assert p["bound_by"] in p["stages_ms_per_img"]
-        assert all(v >= 0 for v in p["stages_ms_per_img"].values())
+        st = p["stages_ms_per_img"]
+        assert {"read", "collate", "h2d"} <= set(st) <= set(stages.STAGES)
+        assert p["bound_by"] in st and p["bound_kind"] in {"IO", "memory", "compute"}
+        assert all(v >= 0 for v in st.values()) and p["stage_img_s"] > 0
+    assert {"decode", "augment_cpu"} <= set(ok["baseline"]["stages_ms_per_img"])
+    for name in PIPELINES - {"baseline"}:
+        assert "augment" in ok[name]["stages_ms_per_img"]
     assert ok["baseline"]["ratio_to_baseline"] == 1.0
     assert all(p["reason"] for p in res["pipelines"] if p["status"] == "skipped")
+    sweeps = res["sweeps"]
+    assert set(sweeps) == {"workers", "batch_size", "crop"}
+    assert [r["value"] for r in sweeps["workers"]] == [0, 1]
+    for rows in sweeps.values():
+        for row in rows:
+            assert set(row["img_s"]) == set(res["sweep_pipelines"]) == set(suite.SWEEP_PIPELINES)
+            assert all(v > 0 for v in row["img_s"].values())
     md = (out / "results.md").read_text()
-    assert md.count("\n| ") >= 3 + len(res["pipelines"]) and "vs baseline" in md
+    assert "vs baseline" in md and "WebDataset tars" in md
+    assert all(md.count(f"\n| {p['label']} |") == 2 for p in ok.values())  # main, stages
+    assert md.count("| Kornia | skipped: ") == 1
+    assert all(f"Sweep over {k}" in md for k in sweeps)
     with Image.open(out / "chart.png") as im:
-        assert im.format == "PNG" and im.width >= 600
-    # the generated dataset is reused on the next run
+        assert im.format == "PNG" and im.width >= 600 and im.height > suite_chart_bars(len(ok))
+    # the generated dataset (JPEGs, shards, tars) is reused on the next run
     stamp = tmp_path / "data" / "bench_8_64x48_s0" / "bench-dataset.json"
     assert stamp.is_file()
+    data = datasets.ensure(tmp_path / "data", 8, 64, 48)
+    assert data.tars and data.tars[0].name == "bench-0000.tar"
+    before = [t.stat().st_mtime_ns for t in data.tars]
+    assert [t.stat().st_mtime_ns for t in datasets.ensure(tmp_path / "data", 8, 64, 48).tars
+            ] == before
+    assert len(data.tars) == min(8, datasets.TARS)
+
+
+def suite_chart_bars(rows: int) -> int:
+    """Height of the chart without sweep panels (the sweeps add a panel row below)."""
+    return 70 + rows * 50 + 50
+
+
+def test_every_pipeline_carries_boxes(tmp_path: Path) -> None:
+    cfg = suite.BenchConfig.quick(images=8, width=64, height=48, crop=32, batch_size=4)
+    data = datasets.ensure(tmp_path, cfg.images, cfg.width, cfg.height)
+    runs, skipped = suite.pipelines(data, cfg, torch.device("cpu"))
+    assert {p.name for p in runs} == PIPELINES
+    for p in runs:
+        b = next(iter(p.make()))
+        assert tuple(b["image"].shape) == (4, 3, 32, 32), p.name
+        xyxy, valid = b["boxes.xyxy"], b["boxes.valid"]
+        assert xyxy.shape[:2] == valid.shape and xyxy.shape[0] == 4, p.name
+        kept = xyxy[valid]
+        assert len(kept) > 0 and bool(((kept >= 0) & (kept <= 32)).all()), p.name
+        assert bool((kept[:, 2:] >= kept[:, :2]).all()), p.name
+
+
+def test_baseline_boxes_follow_the_crop_and_flip_like_the_device_geometry() -> None:
+    rng = np.random.default_rng(0)
+    xy = rng.uniform(0, 400, (6, 2)).astype(np.float32)
+    xyxy = np.concatenate([xy, xy + rng.uniform(1, 120, (6, 2)).astype(np.float32)], 1)
+    t = baseline.Target(xyxy, np.arange(6))
+    crop = [40, 25, 200, 260]  # top, left, height, width
+    got = baseline.crop_boxes(t, crop, (64, 96), 0.25)
+    want, keep = geometry.resized_crop_xyxy(torch.from_numpy(xyxy)[None],
+                                            torch.ones(1, 6, dtype=torch.bool),
+                                            torch.tensor([crop]), (64, 96), 0.25)
+    assert 0 < int(keep.sum()) < 6  # some boxes dropped, some kept: both paths exercised
+    np.testing.assert_allclose(got.xyxy, want[0][keep[0]].numpy(), rtol=1e-5, atol=1e-4)
+    assert got.label.tolist() == torch.arange(6)[keep[0]].tolist()
+    flipped = baseline.flip_boxes(got, 96)
+    ref = geometry.hflip_xyxy(torch.from_numpy(got.xyxy)[None], torch.tensor([96]),
+                              torch.tensor([True]))
+    np.testing.assert_allclose(flipped.xyxy, ref[0].numpy(), rtol=1e-6)
+
+
+def test_baseline_reads_boxes_from_the_export(tmp_path: Path) -> None:
+    data = datasets.ensure(tmp_path, 3, 64, 48)
+    got = baseline.targets(data.export, data.files)
+    tasks = json.loads(data.export.read_text())
+    rects = [[r for r in t["annotations"][0]["result"] if r["type"] == "rectanglelabels"]
+             for t in tasks]
+    assert [len(g.label) for g in got] == [len(r) for r in rects]
+    v = rects[0][0]["value"]
+    np.testing.assert_allclose(got[0].xyxy[0], [v["x"] * 0.64, v["y"] * 0.48,
+                                                (v["x"] + v["width"]) * 0.64,
+                                                (v["y"] + v["height"]) * 0.48], rtol=1e-5)
+
+
+def test_optional_frameworks_say_whether_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+
+    def absent(name: str, *args: object) -> object:
+        if "." in name and name.split(".")[0] == "nvidia":
+            raise ModuleNotFoundError(name)  # what find_spec does when the parent is missing
+        if name in {"kornia", "ffcv"}:
+            return None
+        return real(name, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(suite.importlib.util, "find_spec", absent)
+    assert {x["name"]: x["reason"] for x in suite._extras()} == {
+        "kornia": "not installed", "dali": "not installed", "ffcv": "not installed"}
+    monkeypatch.setattr(suite.importlib.util, "find_spec", lambda name, *a: object())
+    assert all("installed, but" in x["reason"] for x in suite._extras())
+
+
+def test_bound_stage_weighs_worker_stages_by_the_worker_count() -> None:
+    st = {"read": 1.0, "decode": 3.0, "collate": 1.0, "h2d": 0.5, "augment": 2.0}
+    assert stages.bound(st, 0)["bound_by"] == "decode"  # one process: the costliest stage
+    assert stages.bound(st, 0)["stage_img_s"] == pytest.approx(1000 / 7.5)
+    two = stages.bound(st, 2)  # workers: (1+3+1)/2 = 2.5 ms vs main 2.5 ms -> workers
+    assert two["bound_by"] == "decode" and two["bound_kind"] == "compute"
+    four = stages.bound(st, 4)  # 1.25 ms in workers vs 2.5 ms on the main process
+    assert four["bound_by"] == "augment" and four["stage_img_s"] == pytest.approx(400)
 
 
 def test_bench_rejects_bad_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

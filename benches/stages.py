@@ -1,0 +1,152 @@
+"""Stage breakdown of a pipeline: each stage timed alone, in one process, ms per image.
+
+A ``StagePlan`` is the pipeline's own work split into steps — the same functions its loader
+runs: ``read`` (n sample numbers -> items), per-sample steps (``decode``, ``augment_cpu``),
+``collate``, then per-batch steps on the main process (``h2d``, ``augment``). Steps up to and
+including collate run in the loader's workers when there are any, so the bound side is
+``max(sum(worker stages) / workers, sum(main stages))`` and the bound stage is the costliest
+one on that side. Used by ``benches.suite`` and ``benches.pipeline``.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from npu_data import device as dev
+
+STAGES = ("read", "decode", "augment_cpu", "collate", "h2d", "augment")
+KIND = {"read": "IO", "decode": "compute", "augment_cpu": "compute", "collate": "memory",
+        "h2d": "memory", "augment": "compute"}
+MAIN = frozenset({"h2d", "augment"})  # run on the main process whatever the worker count
+
+Step = Callable[[Any], Any]
+
+
+@dataclass
+class StagePlan:
+    """One pipeline's work, stage by stage (see the module doc)."""
+
+    read: Callable[[int], list[Any]]
+    per_sample: list[tuple[str, Step]]
+    collate: Callable[[list[Any]], Any]
+    per_batch: list[tuple[str, Step]]
+
+
+def _timed(fn: Callable[[], Any], device: torch.device) -> tuple[Any, float]:
+    t = time.perf_counter()
+    out = fn()
+    dev.synchronize(device)
+    return out, time.perf_counter() - t
+
+
+def _each(step: Step, items: list[Any]) -> list[Any]:
+    return [step(x) for x in items]
+
+
+def time_stages(plan: StagePlan, n: int, batch_size: int, device: torch.device
+                ) -> dict[str, float]:
+    """Milliseconds per image of each stage over ``n`` samples (each step warmed up once)."""
+    seconds: dict[str, float] = {}
+    plan.read(n)  # opens files and maps, warms the page cache like the epochs before
+    items, seconds["read"] = _timed(lambda: plan.read(n), device)
+    n = len(items)
+    for name, step in plan.per_sample:
+        step(items[0])
+        items, seconds[name] = _timed(functools.partial(_each, step, items), device)
+    batches, seconds["collate"] = _timed(functools.partial(_each, plan.collate, [
+        items[a:a + batch_size] for a in range(0, n, batch_size)]), device)
+    for name, step in plan.per_batch:
+        step(batches[0])
+        dev.synchronize(device)
+        batches, seconds[name] = _timed(functools.partial(_each, step, batches), device)
+    return {k: v * 1000 / n for k, v in seconds.items()}
+
+
+def bound(stages: dict[str, float], workers: int) -> dict[str, Any]:
+    """The bound stage, its kind (IO / memory / compute), and the img/s the stages allow."""
+    if not stages:
+        return {"bound_by": None, "bound_kind": None, "stage_img_s": None}
+    if workers:
+        side = {k: v for k, v in stages.items() if k not in MAIN}
+        main = {k: v for k, v in stages.items() if k in MAIN}
+        worker_ms, main_ms = sum(side.values()) / workers, sum(main.values())
+        pick, ms = (side, worker_ms) if worker_ms >= main_ms or not main else (main, main_ms)
+    else:
+        pick, ms = stages, sum(stages.values())
+    name = max(pick, key=lambda k: pick[k])
+    return {"bound_by": name, "bound_kind": KIND.get(name, "compute"),
+            "stage_img_s": 1000 / ms if ms > 0 else None}
+
+
+def _augment_step(crop: int, device: torch.device) -> Step:
+    from benches.baseline import augmentation
+
+    augment = augmentation(crop)
+    gen = dev.manual_seed(0, device)
+    return lambda b: augment(b, generator=gen)
+
+
+def _h2d_step(device: torch.device) -> Step:
+    from npu_data.loaders.dataloader import to_device
+
+    return lambda b: to_device(b, device, non_blocking=True)
+
+
+def baseline_plan(files: list[Path], export: Path, crop: int, device: torch.device) -> StagePlan:
+    """The baseline's own read / decode / per-sample augment / collate (+ the copy to
+    ``device`` a training loop does)."""
+    from benches import baseline
+
+    ds = baseline.JpegReference(files, baseline.targets(export, files), crop)
+    return StagePlan(lambda n: [ds.read(i) for i in range(min(n, len(ds)))],
+                     [("decode", ds.decode), ("augment_cpu", ds.augment)], baseline.collate,
+                     [("h2d", _h2d_step(device))])
+
+
+def shard_plan(path: Path, crop: int, device: torch.device) -> StagePlan:
+    """npu-data over shards: ``ds[i]`` (raw: the read; encoded: bytes read, then ``ds[i]``
+    decodes), collate in the workers, H2D copy and the batched augmentation on ``device``."""
+    from npu_data.loaders import collate_samples
+    from npu_data.shards.reader import ShardDataset
+
+    ds = ShardDataset(path)
+    pin = dev.is_accelerator(device)
+    tail = [("h2d", _h2d_step(device)), ("augment", _augment_step(crop, device))]
+    coll = lambda s: collate_samples(s, pin=pin)  # noqa: E731
+    if ds.store == "raw":
+        return StagePlan(lambda n: [ds[i] for i in range(min(n, len(ds)))], [], coll, tail)
+
+    def read(n: int) -> list[Any]:
+        out = []
+        for i in range(min(n, len(ds))):
+            k, j = ds.locate(i)
+            sh = ds.shard(k)
+            off, size = int(sh.index[j]["offset"]), int(sh.index[j]["length"])
+            out.append((i, sh.data[off:off + size].tobytes()))
+        return out
+
+    return StagePlan(read, [("decode", lambda item: ds[item[0]])], coll, tail)
+
+
+def wds_plan(tars: list[Path], crop: int, device: torch.device) -> StagePlan:
+    """WebDataset tars: tar members read, decoded into sample dicts, then as ``shard_plan``."""
+    from npu_data.loaders import collate_samples
+    from npu_data.loaders.wds import decode_sample
+    from npu_data.shards.wds_io import iter_tar_samples
+
+    def read(n: int) -> list[Any]:
+        members = itertools.chain.from_iterable(iter_tar_samples(str(t)) for t in tars)
+        return list(itertools.islice(members, n))
+
+    pin = dev.is_accelerator(device)
+    return StagePlan(read, [("decode", decode_sample)],
+                     lambda s: collate_samples(s, pin=pin),
+                     [("h2d", _h2d_step(device)), ("augment", _augment_step(crop, device))])
