@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from npu_data.errors import UserError
+from npu_data.transforms import _native
 from npu_data.transforms import functional as F
 from npu_data.transforms._kernels import color as K
 from npu_data.transforms.params import (
@@ -132,7 +133,10 @@ class ColorJitter(Transform):
         sizes = batch["sizes"]
         order = params["order"]
         n = order.shape[1]
-        if n == 1 or self.order == "fixed":  # the order is known: one pass per op
+        if _native.for_tensor(x) is not None:  # compiled CPU kernels: every op in one call
+            factors = torch.stack([params[op] for op in OPS[:3]], dim=1)
+            x = F.color_sequence(x, sizes, order, factors, K.hue_shift(params["hue"]))
+        elif n == 1 or self.order == "fixed":  # the order is known: one pass per op
             for op_id in self.enabled:
                 x = _KERNELS[OPS[op_id]](x, sizes, params[OPS[op_id]])
         else:

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 import torch
 
 from npu_data.errors import UserError
+from npu_data.transforms import _native
 from npu_data.transforms._kernels import color as _color
-from npu_data.transforms._kernels.resample import resample_last
+from npu_data.transforms._kernels.resample import resample_last, vertical_first_rule
 
 __all__ = [
     "adjust_brightness",
@@ -73,15 +74,48 @@ def resized_crop(
 
     Pillow's ``Image.resize(BILINEAR)`` on the cropped region: antialiased (the filter
     support grows with the downscale factor), 22-bit fixed-point weights, a horizontal
-    pass then a vertical pass with an 8-bit intermediate. Returns (B, C, h, w) uint8.
+    pass then a vertical pass with an 8-bit intermediate (Pillow >= 13: vertical first when
+    the height shrinks more than twice as much as the width). Exact on the CPU kernels and
+    the torch kernels alike. Returns (B, C, h, w) uint8.
     """
     _check_images(images, sizes)
     out_h, out_w = _out_size(size)
     if boxes.shape != (images.shape[0], 4):
         raise UserError(f"crop boxes must have shape ({images.shape[0]}, 4) "
                         f"(top, left, height, width), got {tuple(boxes.shape)}")
-    b, c, height, width = images.shape
     bx = boxes.to(device=images.device, dtype=torch.int64)
+    native = _native.for_tensor(images)
+    if native is not None:
+        _check_boxes_inside(bx, images)
+        return native.resized_crop(images, bx, out_h, out_w, vertical_first_rule())
+    out = _resized_crop_hv(images, bx, out_h, out_w)
+    if not vertical_first_rule():
+        return out
+    # Pillow >= 13 runs the vertical pass first when the height shrinks more than twice as
+    # much as the width: the same passes on the transposed images, chosen per sample.
+    top, left, ch, cw = bx.unbind(1)
+    v_first = ((ch - out_h) > 0) & ((ch - out_h) > 2 * (cw - out_w))
+    if images.device.type == "cpu" and not bool(v_first.any()):
+        return out
+    swapped = torch.stack([left, top, cw, ch], dim=1)
+    vh = _resized_crop_hv(images.transpose(2, 3), swapped, out_w, out_h).transpose(2, 3)
+    return torch.where(v_first.view(-1, 1, 1, 1), vh, out).contiguous()
+
+
+def _check_boxes_inside(bx: torch.Tensor, images: torch.Tensor) -> None:
+    height, width = images.shape[-2:]
+    inside = (bx[:, 0] >= 0) & (bx[:, 1] >= 0) & (bx[:, 2] >= 1) & (bx[:, 3] >= 1) & \
+        (bx[:, 0] + bx[:, 2] <= height) & (bx[:, 1] + bx[:, 3] <= width)
+    if not bool(inside.all()):
+        i = int(torch.nonzero(~inside)[0, 0])
+        raise UserError(f"crop box {bx[i].tolist()} of sample {i} (top, left, height, width) "
+                        f"lies outside the {height}x{width} batch: clip it to the image")
+
+
+def _resized_crop_hv(images: torch.Tensor, bx: torch.Tensor, out_h: int, out_w: int
+                     ) -> torch.Tensor:
+    """Horizontal pass, then vertical pass, as batched banded matmuls (any device)."""
+    b, c, height, width = images.shape
     top, left, ch, cw = bx[:, 0], bx[:, 1], bx[:, 2].clamp(min=1), bx[:, 3].clamp(min=1)
     # horizontal pass over every row: (B, C*H, W) -> (B, C*H, out_w)
     rows = images.reshape(b, c * height, width) if images.is_contiguous() else \
@@ -111,6 +145,10 @@ def adjust_brightness(
     """``ImageEnhance.Brightness(factor)`` per sample (blend with black; exact)."""
     _check_images(images, sizes)
     f = _checked_nonneg(factors, images, "brightness")
+    native = _native.for_tensor(images)
+    if native is not None:
+        return color_sequence(images, sizes, torch.zeros_like(f, dtype=torch.int64).view(-1, 1),
+                              torch.stack([f, f, f], 1), torch.zeros_like(f, dtype=torch.int64))
     return _color.blend(torch.zeros_like(images), images, f)
 
 
@@ -121,6 +159,10 @@ def adjust_contrast(
     grayscale image over its valid region (exact)."""
     _check_images(images, sizes)
     f = _checked_nonneg(factors, images, "contrast")
+    native = _native.for_tensor(images)
+    if native is not None:
+        return color_sequence(images, sizes, torch.ones_like(f, dtype=torch.int64).view(-1, 1),
+                              torch.stack([f, f, f], 1), torch.zeros_like(f, dtype=torch.int64))
     mean = _color.contrast_mean(images, sizes.to(images.device)).view(-1, 1, 1, 1)
     out = _color.blend(mean.expand_as(images), images, f)
     return _mask_padding(out, sizes.to(images.device))
@@ -132,6 +174,10 @@ def adjust_saturation(
     """``ImageEnhance.Color(factor)`` per sample: blend with each pixel's grayscale (exact)."""
     _check_images(images, sizes)
     f = _checked_nonneg(factors, images, "saturation")
+    native = _native.for_tensor(images)
+    if native is not None:
+        return color_sequence(images, sizes, torch.full_like(f, 2, dtype=torch.int64).view(-1, 1),
+                              torch.stack([f, f, f], 1), torch.zeros_like(f, dtype=torch.int64))
     gray = _color.grayscale(images).expand_as(images)
     return _color.blend(gray, images, f)
 
@@ -149,12 +195,31 @@ def adjust_hue(
     if f.device.type == "cpu" and bool(torch.any((f < -0.5) | (f > 0.5))):
         raise UserError("hue factors must lie in [-0.5, 0.5]")
     shift = _color.hue_shift(f)
+    native = _native.for_tensor(images)
+    if native is not None and not direct:
+        ones = torch.ones(f.shape[0], 3, dtype=torch.float32)
+        return color_sequence(images, sizes, torch.full_like(shift, 3).view(-1, 1), ones, shift)
     if direct:
         hsv = _color.rgb_to_hsv(images)
         h = torch.remainder(hsv[:, 0].to(torch.int64) + shift.view(-1, 1, 1), 256)
         hsv = torch.stack([h.to(torch.uint8), hsv[:, 1], hsv[:, 2]], dim=1)
         return _color.hsv_to_rgb(hsv)
     return _color.adjust_hue_lut(images, shift)
+
+
+def color_sequence(images: torch.Tensor, sizes: torch.Tensor, order: torch.Tensor,
+                   factors: torch.Tensor, shifts: torch.Tensor) -> torch.Tensor:
+    """Several colour ops per sample in one pass over the batch (compiled CPU kernels only).
+
+    ``order (B, n)``: op ids applied left to right (0 brightness, 1 contrast, 2 saturation,
+    3 hue; -1 skips); ``factors (B, 3)``: brightness, contrast and saturation factors;
+    ``shifts (B,)``: hue shifts in levels (:func:`npu_data.transforms._kernels.color.hue_shift`).
+    """
+    native = _native.for_tensor(images)
+    if native is None:
+        raise UserError("color_sequence needs the compiled CPU kernels on CPU tensors")
+    return native.color_ops(images, sizes.to(torch.int64), order.to(torch.int64),
+                            factors.to(torch.float32), shifts.to(torch.int64))
 
 
 def _checked_nonneg(factors: torch.Tensor, images: torch.Tensor, name: str) -> torch.Tensor:

@@ -256,16 +256,33 @@ def run_parity_suite(
     device: DeviceLike = "auto", seed: int = 0, batches: int = 2, batch_size: int = 8
 ) -> list[ParityRow]:
     """Run every kernel on ``batches`` random padded batches on ``device`` and compare each
-    sample with the Pillow reference; one :class:`ParityRow` per kernel (plus "pipeline")."""
-    from npu_data.device import manual_seed
-    from npu_data.transforms import functional as F
-    from npu_data.transforms import reference as R
-    from npu_data.transforms.compose import replay_reference, sample_image
+    sample with the Pillow reference; one :class:`ParityRow` per kernel (plus "pipeline").
+
+    On the CPU with the compiled kernels available, the pure-torch kernels (the ones that run
+    on CUDA and NPU) are checked too, as rows named ``"<kernel> (torch)"``.
+    """
+    from dataclasses import replace
+
+    from npu_data.transforms import _native
 
     if batches < 1 or batch_size < 1:
         raise UserError(f"run_parity_suite: batches and batch_size must be >= 1, got {batches} "
                         f"and {batch_size}")
     dev = resolve_device(device)
+    rows = _run_suite(dev, seed, batches, batch_size)
+    if _native.for_tensor(torch.empty(0, device=dev)) is not None:
+        with _native.disabled():
+            rows += [replace(r, kernel=f"{r.kernel} (torch)")
+                     for r in _run_suite(dev, seed, batches, batch_size)]
+    return rows
+
+
+def _run_suite(dev: torch.device, seed: int, batches: int, batch_size: int) -> list[ParityRow]:
+    from npu_data.device import manual_seed
+    from npu_data.transforms import functional as F
+    from npu_data.transforms import reference as R
+    from npu_data.transforms.compose import replay_reference, sample_image
+
     rng = np.random.default_rng(seed)
     accs = {k: _Acc(k) for k in TOLERANCES}
     color: dict[str, tuple[Callable[..., torch.Tensor], Callable[..., np.ndarray], float, float]]

@@ -78,12 +78,16 @@ def test_within_applies_max_and_mean_bounds() -> None:
 
 def test_suite_passes_on_cpu_for_every_kernel() -> None:
     rows = run_parity_suite("cpu", seed=0, batches=1, batch_size=5)
-    assert [r.kernel for r in rows] == list(TOLERANCES)
+    # the compiled CPU kernels, then the pure-torch kernels that run on CUDA and NPU
+    assert [r.kernel for r in rows] == list(TOLERANCES) + [f"{k} (torch)" for k in TOLERANCES]
     bad = [r for r in rows if not r.passed]
     assert not bad, bad
     for r in rows:
-        assert r.samples >= 5 and r.max <= TOLERANCES[r.kernel][0]
-        assert within(r.kernel, r.max, r.mean)
+        base = r.kernel.removesuffix(" (torch)")
+        assert r.samples >= 5 and r.max <= TOLERANCES[base][0]
+        assert within(base, r.max, r.mean)
+        if base != "normalize":  # Pillow's rules reproduced exactly, pass order included
+            assert r.max == 0, r
 
 
 def test_suite_detects_a_kernel_one_level_off(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -126,3 +126,21 @@ def _shift_rows(mat: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
     ok = (src >= 0).unsqueeze(-1)
     picked = torch.gather(mat, 2, src.clamp(min=0).unsqueeze(-1).expand_as(mat))
     return torch.where(ok, picked, torch.zeros((), dtype=mat.dtype, device=mat.device))
+
+
+def vertical_first_rule() -> bool:
+    """Whether the installed Pillow (13 and later) may run the vertical pass first: when the
+    height shrinks by more than twice as many pixels as the width."""
+    return _PILLOW_13
+
+
+def _pillow_at_least_13() -> bool:
+    import PIL
+
+    try:
+        return int(PIL.__version__.split(".")[0]) >= 13
+    except ValueError:
+        return True
+
+
+_PILLOW_13 = _pillow_at_least_13()

@@ -1,0 +1,110 @@
+"""Compiled CPU kernels (Pillow-exact resize and colour ops), built on first use.
+
+The C++ source next to this file is compiled once per machine with torch's extension
+builder into ``$NPU_DATA_CACHE/native/<key>`` (default ``~/.cache/npu-data``; the key covers
+the source, torch's version and the CPU), then registered as ``torch.ops.npu_data.*``.
+When no compiler is available, or ``NPU_DATA_NATIVE=0``, :func:`ops` returns ``None`` and the
+transforms use their pure-torch kernels (the same values, slower on the CPU).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import platform
+import threading
+from pathlib import Path
+from typing import Any
+
+import torch
+
+_SOURCE = Path(__file__).with_name("kernels.cpp")
+_FLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
+          "-fopenmp-simd"]
+_LOCK = threading.Lock()
+_STATE: dict[str, Any] = {}
+log = logging.getLogger(__name__)
+
+
+def _cpu_signature() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            lines = [ln for ln in f if ln.startswith(("model name", "flags"))][:2]
+        return "".join(lines)
+    except OSError:
+        return platform.processor()
+
+
+def build_key() -> str:
+    """Hash of everything the compiled library depends on."""
+    h = hashlib.sha256()
+    for part in (_SOURCE.read_bytes(), torch.__version__.encode(), " ".join(_FLAGS).encode(),
+                 platform.machine().encode(), _cpu_signature().encode()):
+        h.update(part)
+    return h.hexdigest()[:16]
+
+
+def _build_dir() -> Path:
+    root = os.environ.get("NPU_DATA_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "npu-data")
+    return Path(root) / "native" / build_key()
+
+
+def _load() -> Any:
+    from torch.utils.cpp_extension import load
+
+    build = _build_dir()
+    build.mkdir(parents=True, exist_ok=True)
+    lib = build / "npu_data_native.so"
+    if lib.exists():
+        torch.ops.load_library(str(lib))
+    else:
+        load(name="npu_data_native", sources=[str(_SOURCE)], extra_cflags=_FLAGS,
+             build_directory=str(build), is_python_module=False, verbose=False)
+    return torch.ops.npu_data
+
+
+def ops() -> Any | None:
+    """``torch.ops.npu_data`` with the compiled kernels, or ``None`` when unavailable."""
+    if "ops" in _STATE:
+        return _STATE["ops"]
+    with _LOCK:
+        if "ops" not in _STATE:
+            result = None
+            if os.environ.get("NPU_DATA_NATIVE", "1") != "0":
+                try:
+                    result = _load()
+                except Exception as exc:  # no compiler, no headers, read-only cache, ...
+                    log.warning("npu-data: compiled CPU kernels unavailable (%s); using the "
+                                "pure-torch kernels (same values, slower). Install a C++ "
+                                "compiler to enable them.", str(exc).splitlines()[0][:200])
+            _STATE["ops"] = result
+    return _STATE["ops"]
+
+
+def available() -> bool:
+    """Whether the compiled CPU kernels load on this machine."""
+    return ops() is not None
+
+
+_DISABLED = threading.local()
+
+
+def for_tensor(t: torch.Tensor) -> Any | None:
+    """The compiled ops when ``t`` lives on the CPU and they are enabled, else ``None``."""
+    if t.device.type != "cpu" or getattr(_DISABLED, "on", False):
+        return None
+    return ops()
+
+
+class disabled:
+    """Context manager: use the pure-torch kernels on the CPU too (parity checks them)."""
+
+    def __enter__(self) -> disabled:
+        self._before = getattr(_DISABLED, "on", False)
+        _DISABLED.on = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _DISABLED.on = self._before

@@ -1,0 +1,123 @@
+"""The compiled CPU kernels: exact against Pillow, equal to the pure-torch kernels."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from npu_data.errors import UserError
+from npu_data.transforms import ColorJitter, Compose, RandomHorizontalFlip, RandomResizedCrop
+from npu_data.transforms import _native
+from npu_data.transforms import functional as F
+from npu_data.transforms import reference as R
+
+
+
+def test_compiled_kernels_load_here() -> None:
+    # CI machines have a compiler: a silent fallback would hide a 10x slowdown
+    assert _native.available()
+
+
+@pytest.mark.parametrize("hue", [0.1, -0.37, 0.5])
+def test_hue_is_exact_for_every_rgb_value(hue: float) -> None:
+    codes = np.arange(1 << 24, dtype=np.uint32)
+    rgb = np.stack([(codes >> 16) & 255, (codes >> 8) & 255, codes & 255], -1)
+    img = rgb.astype(np.uint8).reshape(4096, 4096, 3)
+    batch = torch.from_numpy(img).permute(2, 0, 1)[None].contiguous()
+    out = F.adjust_hue(batch, torch.tensor([[4096, 4096]]), torch.tensor([hue]))
+    expected = R.adjust_hue(img, hue)
+    got = out[0].permute(1, 2, 0).numpy()
+    assert np.array_equal(got, expected), int((got != expected).any(-1).sum())
+
+
+def _crop_cases(rng: np.random.Generator, n: int) -> list[tuple[int, int, int, int, int, int]]:
+    cases = []
+    for _ in range(n):
+        h, w = (int(v) for v in rng.integers(1, 260, 2))
+        ch, cw = int(rng.integers(1, h + 1)), int(rng.integers(1, w + 1))
+        oh, ow = (int(v) for v in rng.integers(1, 240, 2))
+        cases.append((h, w, ch, cw, oh, ow))
+    return cases
+
+
+def test_resized_crop_matches_pillow_in_both_pass_orders() -> None:
+    rng = np.random.default_rng(7)
+    orders = set()
+    for h, w, ch, cw, oh, ow in _crop_cases(rng, 150):
+        img = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        top, left = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
+        box = [top, left, ch, cw]
+        batch = torch.from_numpy(img).permute(2, 0, 1)[None].contiguous()
+        out = F.resized_crop(batch, torch.tensor([[h, w]]), torch.tensor([box]), (oh, ow))
+        expected = R.resized_crop(img, box, (oh, ow))
+        assert np.array_equal(out[0].permute(1, 2, 0).numpy(), expected), (h, w, box, oh, ow)
+        orders.add((ch - oh) > 0 and (ch - oh) > 2 * (cw - ow))
+    assert orders == {True, False}  # both of Pillow 13's pass orders were exercised
+
+
+def test_reference_is_pillow_crop_then_resize() -> None:
+    rng = np.random.default_rng(3)
+    img = rng.integers(0, 256, (120, 90, 3), dtype=np.uint8)
+    expected = np.asarray(Image.fromarray(img).crop((5, 7, 85, 107)).resize((30, 20),
+                                                                               Image.BILINEAR))
+    assert np.array_equal(R.resized_crop(img, [7, 5, 100, 80], (20, 30)), expected)
+
+
+def _padded_batch(rng: np.random.Generator, n: int) -> dict[str, torch.Tensor]:
+    sizes = [(int(rng.integers(1, 200)), int(rng.integers(1, 200))) for _ in range(n)]
+    hmax, wmax = max(s[0] for s in sizes), max(s[1] for s in sizes)
+    images = torch.zeros(n, 3, hmax, wmax, dtype=torch.uint8)
+    for i, (h, w) in enumerate(sizes):
+        images[i, :, :h, :w] = torch.from_numpy(rng.integers(0, 256, (3, h, w), dtype=np.uint8))
+    return {"image": images, "sizes": torch.tensor(sizes)}
+
+
+@pytest.mark.parametrize("order", ["random", "fixed"])
+def test_compiled_and_torch_kernels_give_the_same_batches(order: str) -> None:
+    pipe = Compose([RandomResizedCrop((96, 80)), ColorJitter(0.4, 0.4, 0.4, 0.1, order=order),
+                    RandomHorizontalFlip()])
+    batch = _padded_batch(np.random.default_rng(11), 12)
+    native, _ = pipe.run(batch, torch.Generator().manual_seed(5))
+    with _native.disabled():
+        assert _native.for_tensor(batch["image"]) is None
+        torch_path, _ = pipe.run(batch, torch.Generator().manual_seed(5))
+    assert torch.equal(native["image"], torch_path["image"])
+
+
+def test_each_colour_op_equals_the_torch_kernel_including_padding() -> None:
+    batch = _padded_batch(np.random.default_rng(2), 6)
+    x, sizes = batch["image"], batch["sizes"]
+    factors = torch.tensor([0.0, 0.5, 1.0, 1.3, 2.0, 0.9])
+    for fn, f in ((F.adjust_brightness, factors), (F.adjust_contrast, factors),
+                  (F.adjust_saturation, factors), (F.adjust_hue, factors / 4 - 0.2)):
+        fast = fn(x, sizes, f)
+        with _native.disabled():
+            slow = fn(x, sizes, f)
+        assert torch.equal(fast, slow), fn.__name__
+
+
+def test_box_outside_the_batch_is_a_one_line_error() -> None:
+    images = torch.zeros(2, 3, 10, 12, dtype=torch.uint8)
+    sizes = torch.tensor([[10, 12], [10, 12]])
+    with pytest.raises(UserError, match=r"sample 1 .* outside the 10x12 batch"):
+        F.resized_crop(images, sizes, torch.tensor([[0, 0, 5, 5], [6, 0, 5, 5]]), 4)
+
+
+def test_disabled_by_environment_falls_back_to_torch_kernels() -> None:
+    code = ("import torch; from npu_data.transforms import _native, functional as F; "
+            "assert not _native.available(); "
+            "x = torch.arange(2*3*8*8, dtype=torch.int64).remainder(256).to(torch.uint8)"
+            ".view(2, 3, 8, 8); "
+            "out = F.resized_crop(x, torch.tensor([[8, 8]] * 2), torch.tensor([[0, 0, 8, 8]] * 2), 5); "
+            "print(tuple(out.shape))")
+    env = {**os.environ, "NPU_DATA_NATIVE": "0"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "(2, 3, 5, 5)"
