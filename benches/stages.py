@@ -94,6 +94,12 @@ def _augment_step(crop: int, device: torch.device) -> Step:
     return lambda b: augment(b, generator=gen)
 
 
+def _kornia_step(crop: int) -> Step:
+    from benches.extras import kornia_augmentation
+
+    return kornia_augmentation(crop)
+
+
 def _h2d_step(device: torch.device) -> Step:
     from npu_data.loaders.dataloader import to_device
 
@@ -111,15 +117,18 @@ def baseline_plan(files: list[Path], export: Path, crop: int, device: torch.devi
                      [("h2d", _h2d_step(device))])
 
 
-def shard_plan(path: Path, crop: int, device: torch.device) -> StagePlan:
+def shard_plan(path: Path, crop: int, device: torch.device, kornia: bool = False
+               ) -> StagePlan:
     """npu-data over shards: ``ds[i]`` (raw: the read; encoded: bytes read, then ``ds[i]``
-    decodes), collate in the workers, H2D copy and the batched augmentation on ``device``."""
+    decodes), collate in the workers, H2D copy and the batched augmentation on ``device``
+    (``kornia``: Kornia's, ``benches.extras``)."""
     from npu_data.loaders import collate_samples
     from npu_data.shards.reader import ShardDataset
 
     ds = ShardDataset(path)
     pin = dev.is_accelerator(device)
-    tail = [("h2d", _h2d_step(device)), ("augment", _augment_step(crop, device))]
+    augment = _kornia_step(crop) if kornia else _augment_step(crop, device)
+    tail = [("h2d", _h2d_step(device)), ("augment", augment)]
     coll = lambda s: collate_samples(s, pin=pin)  # noqa: E731
     if ds.store == "raw":
         return StagePlan(lambda n: [ds[i] for i in range(min(n, len(ds)))], [], coll, tail)

@@ -4,14 +4,14 @@ Pipelines (same images, same augmentation, boxes carried along, same batch size 
 count): baseline (torch DataLoader, JPEG files, Pillow decode, per-sample CPU reference
 transforms moving the boxes), npu-data from raw shards, npu-data from encoded shards, and
 WebDataset tars (``npu-data export-wds`` of the same JPEGs) streamed by
-``npu_data.loaders.wds.WebDatasetStream`` into our DataLoader and device transforms. Kornia,
-DALI and FFCV are listed as "not installed" unless importable.
+``npu_data.loaders.wds.WebDatasetStream`` into our DataLoader and device transforms; Kornia's
+augmentation on our raw-shard batches when Kornia is installed (``benches.extras``). DALI and
+FFCV are listed, "not installed" unless importable.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.util
 import platform
 import statistics
 import threading
@@ -26,7 +26,7 @@ import numpy as np
 import psutil
 import torch
 
-from benches import baseline, stages
+from benches import baseline, extras, stages
 from benches.datasets import BenchData, ensure
 from npu_data import device as dev
 from npu_data.loaders.wds import WebDatasetStream
@@ -130,39 +130,28 @@ def _epoch(loader: Any, device: torch.device, move: bool) -> float:
     return n / (time.perf_counter() - t)
 
 
-def _ours(dataset: Any, cfg: BenchConfig, device: torch.device, shuffle: bool = True) -> Any:
+def _ours(dataset: Any, cfg: BenchConfig, device: torch.device, shuffle: bool = True,
+          transform: Any = None) -> Any:
     from npu_data.loaders import DataLoader
 
     return DataLoader(dataset, batch_size=cfg.batch_size, shuffle=shuffle,
                       num_workers=cfg.workers, pin_memory=True,
                       persistent_workers=cfg.workers > 0,
                       prefetch_factor=4 if cfg.workers else None, device=device,
-                      transform=baseline.augmentation(cfg.crop), seed=cfg.seed)
+                      transform=transform or baseline.augmentation(cfg.crop), seed=cfg.seed)
 
 
-def _shards(path: Path, cfg: BenchConfig, device: torch.device) -> Any:
+def _shards(path: Path, cfg: BenchConfig, device: torch.device, kornia: bool = False) -> Any:
     from npu_data.shards.reader import ShardDataset
 
-    return _ours(ShardDataset(path), cfg, device)
+    aug = extras.kornia_augmentation(cfg.crop) if kornia else None
+    return _ours(ShardDataset(path), cfg, device, transform=aug)
 
 
 def _wds(tars: list[Path], cfg: BenchConfig, device: torch.device) -> Any:
     stream = SizedStream([str(t) for t in tars], cfg.images, shuffle=True, seed=cfg.seed,
                          buffer=cfg.batch_size)
     return _ours(stream, cfg, device, shuffle=False)
-
-
-def _extras() -> list[dict[str, Any]]:
-    out = []
-    for mod, label in (("kornia", "Kornia"), ("nvidia.dali", "NVIDIA DALI"), ("ffcv", "FFCV")):
-        try:
-            found = importlib.util.find_spec(mod) is not None
-        except ModuleNotFoundError:
-            found = False
-        out.append({"name": mod.split(".")[-1], "label": label,
-                    "reason": "installed, but this suite has no pipeline for it yet" if found
-                    else "not installed"})
-    return out
 
 
 def pipelines(data: BenchData, cfg: BenchConfig, device: torch.device
@@ -189,7 +178,16 @@ def pipelines(data: BenchData, cfg: BenchConfig, device: torch.device
                              functools.partial(stages.wds_plan, data.tars, cfg.crop, device)))
     else:
         skipped.append({"name": "webdataset", "label": label, "reason": data.wds_error})
-    return runs, skipped + _extras()
+    for x in extras.status():
+        if x["reason"] is None and data.raw is not None:  # Kornia: on our raw-shard batches
+            label = f"Kornia augmentation on raw-shard batches, on {device.type}"
+            runs.append(Pipeline(x["name"], label,
+                                 functools.partial(_shards, data.raw, cfg, device, True),
+                                 functools.partial(stages.shard_plan, data.raw, cfg.crop,
+                                                   device, kornia=True)))
+        else:
+            skipped.append({k: x[k] for k in ("name", "label", "reason")})
+    return runs, skipped
 
 
 def measure(runs: list[Pipeline], cfg: BenchConfig, device: torch.device,
