@@ -16,6 +16,7 @@ import torch
 from torch.utils.data import get_worker_info
 
 from npu_data import device as dev
+from npu_data.shards.batch_read import BatchColumns, SampleBatch
 
 Sample = dict[str, Any]
 Batch = dict[str, Any]
@@ -56,16 +57,16 @@ def _tdtype(dtype: np.dtype) -> torch.dtype:
     return _TORCH_DTYPE.get(np.dtype(dtype), torch.float32)
 
 
-def _images(samples: Sequence[Sample], pin: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    b = len(samples)
-    hs = np.fromiter((s["image"].shape[0] for s in samples), dtype=np.int64, count=b)
-    ws = np.fromiter((s["image"].shape[1] for s in samples), dtype=np.int64, count=b)
+def _images(images: Sequence[np.ndarray], pin: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    b = len(images)
+    hs = np.fromiter((im.shape[0] for im in images), dtype=np.int64, count=b)
+    ws = np.fromiter((im.shape[1] for im in images), dtype=np.int64, count=b)
     hmax, wmax = (int(hs.max()), int(ws.max())) if b else (0, 0)
     buf = _empty((b, hmax, wmax, 3), torch.uint8, pin)
     out = buf.numpy()
-    for i, s in enumerate(samples):
+    for i, im in enumerate(images):
         h, w = int(hs[i]), int(ws[i])
-        out[i, :h, :w] = s["image"]
+        out[i, :h, :w] = im
         if h < hmax:
             out[i, h:] = 0
         if w < wmax:
@@ -191,11 +192,13 @@ def collate_samples(samples: Sequence[Sample], pin: bool = False) -> Batch:
     if not samples:
         raise ValueError("collate_samples needs at least one sample")
     pin = pin and dev.pin_memory_supported(dev.best_device_type())
+    if isinstance(samples, SampleBatch):  # ShardDataset.__getitems__: one shot, same batch
+        return _collate_columns(samples.columns(), pin)
     batch: Batch = {}
     keys = list(samples[0].keys())
     hw = (0, 0)
     if "image" in samples[0]:
-        batch["image"], batch["sizes"] = _images(samples, pin)
+        batch["image"], batch["sizes"] = _images([s["image"] for s in samples], pin)
         hw = (batch["image"].shape[2], batch["image"].shape[3])
     groups: dict[str, list[str]] = {}
     for key in keys:
@@ -220,3 +223,144 @@ def collate_samples(samples: Sequence[Sample], pin: bool = False) -> Batch:
     for group, gkeys in groups.items():
         _group(samples, group, gkeys, pin, batch, hw)
     return batch
+
+
+# --- the same batch from BatchColumns (ShardDataset batches), vectorised ------------------
+def _collate_columns(cols: BatchColumns, pin: bool) -> Batch:
+    """``collate_samples`` of the batch's sample dicts, built from its columns."""
+    b = len(cols)
+    batch: Batch = {}
+    batch["image"], batch["sizes"] = _images(cols.images, pin)
+    hw = (batch["image"].shape[2], batch["image"].shape[3])
+    groups: dict[str, list[str]] = {}
+    for key in cols.keys:
+        if key == "image":
+            continue
+        group = key.split(".", 1)[0] if "." in key else None
+        if group is not None and group in _ROW_KEY:
+            groups.setdefault(group, []).append(key)
+        elif key in cols.ints:
+            batch[key] = torch.from_numpy(cols.ints[key].astype(np.int64))
+        elif key in cols.strings:
+            batch[key] = list(cols.strings[key])
+        elif key in cols.texts:
+            batch[key] = [list(t) for t in cols.texts[key]]
+        else:  # row columns of texts/taxonomy/relations: stacked when every count matches
+            counts = cols.counts[str(group)]
+            rows = cols.rows[key]
+            if b and bool((counts == counts[0]).all()):
+                stacked = np.array(rows.reshape(b, int(counts[0]), *rows.shape[1:]))
+                batch[key] = torch.from_numpy(stacked)  # a copy, like np.stack
+            else:
+                batch[key] = np.split(rows, np.cumsum(counts)[:-1])
+    for group, gkeys in groups.items():
+        _group_columns(cols, group, gkeys, batch, hw)
+    _pack(batch, pin)
+    return batch
+
+
+def _pack(batch: Batch, pin: bool) -> None:
+    """Move every non-empty tensor but the image into one shared (worker) or pinned buffer:
+    one storage to send to the main process or page-lock instead of one per tensor."""
+    if not pin and get_worker_info() is None:
+        return
+    keys = [k for k, v in batch.items()
+            if k != "image" and isinstance(v, torch.Tensor) and v.numel()]
+    starts, total = [], 0
+    for k in keys:
+        starts.append(total)
+        total += -(-batch[k].numel() * batch[k].element_size() // 64) * 64
+    if not keys:
+        return
+    storage = _empty((total,), torch.uint8, pin).untyped_storage()
+    for k, start in zip(keys, starts, strict=True):
+        t = batch[k]
+        nbytes = t.numel() * t.element_size()
+        view = torch.empty(0, dtype=torch.uint8).set_(storage, start, (nbytes,), (1,))
+        view = view.view(t.dtype).view(t.shape)
+        view.copy_(t)
+        batch[k] = view
+
+
+def _slots(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sample, slot) of every row of a group whose samples hold ``counts`` rows."""
+    sample = np.repeat(np.arange(len(counts)), counts)
+    starts = np.cumsum(counts) - counts
+    return sample, np.arange(len(sample)) - np.repeat(starts, counts)
+
+
+def _group_columns(cols: BatchColumns, group: str, keys: list[str], batch: Batch,
+                   hw: tuple[int, int]) -> None:
+    b = len(cols)
+    counts = cols.counts[group]
+    nmax = int(counts.max()) if b else 0
+    batch[f"{group}.valid"] = torch.from_numpy(np.arange(nmax)[None, :] < counts[:, None])
+    if nmax == 0:
+        for key in keys:
+            name = key.split(".", 1)[1]
+            if group == "polygons" and name in ("points", "point_offsets"):
+                continue
+            if key == "masks.mask":
+                batch[key] = torch.zeros((b, 0, hw[0], hw[1]), dtype=torch.uint8)
+            elif key in cols.texts:
+                batch[key] = [[] for _ in range(b)]
+            else:
+                rows = cols.rows[key]
+                batch[key] = torch.zeros((b, 0, *rows.shape[1:]), dtype=_pad_dtype(rows, name))
+        if group == "polygons":
+            batch["polygons.points"] = torch.zeros((b, 0, 1, 2), dtype=torch.float32)
+            batch["polygons.vertex_valid"] = torch.zeros((b, 0, 1), dtype=torch.bool)
+        return
+    sample, slot = _slots(counts)
+    if group == "polygons":
+        _polygon_columns(cols, sample, slot, (b, nmax), batch)
+    for key in keys:
+        name = key.split(".", 1)[1]
+        if group == "polygons" and name in ("points", "point_offsets"):
+            continue
+        if key in cols.texts:
+            batch[key] = [list(t) for t in cols.texts[key]]
+        elif key == "masks.mask":
+            batch[key] = _mask_columns(cols, sample, slot, (b, nmax, *hw))
+        else:
+            rows = cols.rows[key]
+            out = torch.full((b, nmax, *rows.shape[1:]), -1 if name == "label" else 0,
+                             dtype=_pad_dtype(rows, name))
+            out.numpy()[sample, slot] = rows
+            batch[key] = out
+
+
+def _pad_dtype(rows: np.ndarray, name: str) -> torch.dtype:
+    dtype = _tdtype(rows.dtype)
+    if name == "label" and dtype in (torch.int8, torch.int16, torch.int32):
+        return torch.int64  # labels: long, -1 pads (as _pad_rows)
+    return dtype
+
+
+def _polygon_columns(cols: BatchColumns, sample: np.ndarray, slot: np.ndarray,
+                     bn: tuple[int, int], batch: Batch) -> None:
+    lens = cols.vertex_counts
+    vmax = int(lens.max()) if len(lens) else 0
+    points = torch.zeros((*bn, vmax, 2), dtype=torch.float32)
+    vvalid = np.zeros((*bn, vmax), dtype=bool)
+    poly = np.repeat(np.arange(len(lens)), lens)
+    vert = np.arange(len(poly)) - np.repeat(np.cumsum(lens) - lens, lens)
+    pts = np.asarray(cols.rows["polygons.points"], dtype=np.float32)
+    points.numpy()[sample[poly], slot[poly], vert] = pts
+    vvalid[sample[poly], slot[poly], vert] = True
+    batch["polygons.points"] = points
+    batch["polygons.vertex_valid"] = torch.from_numpy(vvalid)
+
+
+def _mask_columns(cols: BatchColumns, sample: np.ndarray, slot: np.ndarray,
+                  shape: tuple[int, int, int, int]) -> torch.Tensor:
+    out = torch.zeros(shape, dtype=torch.uint8)
+    view = out.numpy()
+    ends = np.cumsum(cols.mask_bit_counts).tolist()
+    start = 0
+    for r, (i, t) in enumerate(zip(sample.tolist(), slot.tolist(), strict=True)):
+        h, w = cols.images[i].shape[:2]
+        bits = np.unpackbits(cols.mask_bits[start:ends[r]], count=h * w)
+        view[i, t, :h, :w] = bits.reshape(h, w)
+        start = ends[r]
+    return out

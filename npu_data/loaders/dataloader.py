@@ -6,6 +6,8 @@ with ``non_blocking`` copies on a side stream, the consuming stream waits on tha
 every tensor is ``record_stream``'d; the device transform then runs on whole batches with a
 generator seeded from (seed, epoch, rank, batch number), so results do not depend on
 ``num_workers`` or the prefetch depth. On the CPU the same path runs without streams.
+Datasets with ``__getitems__`` (``ShardDataset``) are read a batch at a time and collated in
+one shot by the default collate; a user ``collate_fn`` still gets the list of sample dicts.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from npu_data import device as dev
 from npu_data.errors import UserError
 from npu_data.loaders.collate import collate_samples
 from npu_data.loaders.sampler import NpuDistributedSampler
+from npu_data.shards.batch_read import SampleBatch
 
 Transform = Callable[..., Any]
 _MASK = (1 << 63) - 1
@@ -100,6 +103,8 @@ class DataLoader:
         pin = bool(pin_memory) and accel
         if collate_fn is None and (batch_size is not None or batch_sampler is not None):
             collate_fn = functools.partial(collate_samples, pin=pin and num_workers == 0)
+        elif collate_fn is not None and not _is_collate_samples(collate_fn):
+            collate_fn = functools.partial(_listed, collate_fn)
         if multiprocessing_context is None and num_workers > 0:
             multiprocessing_context = dev.start_method(self.device)
         self._loader = TorchDataLoader(
@@ -229,6 +234,17 @@ class DataLoader:
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self._loader, name)
+
+
+def _is_collate_samples(fn: Any) -> bool:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn is collate_samples
+
+
+def _listed(collate_fn: Callable[[list[Any]], Any], samples: Any) -> Any:
+    """Give a user ``collate_fn`` the plain list of sample dicts, not a lazy SampleBatch."""
+    return collate_fn(list(samples) if isinstance(samples, SampleBatch) else samples)
 
 
 def num_batches(samples: int, batch_size: int, drop_last: bool) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from PIL import Image, ImageOps
 
 from npu_data.annotations.table import GROUP_NESTED, GROUP_TEXT, GROUPS
 from npu_data.errors import DataCorruption, UserError
+from npu_data.shards.batch_read import SampleBatch
 from npu_data.shards.format import (
     DATA,
     ENC_RAW,
@@ -63,7 +65,9 @@ class ShardDataset:
     """A dataset folder written by ``npu-data import`` (see docs/format.md).
 
     Opening reads only ``manifest.json``; each shard's files are memory-mapped on first use.
-    ``ds[i]`` returns the sample dict of docs/architecture.md.
+    ``ds[i]`` returns the sample dict of docs/architecture.md; ``ds.__getitems__(indices)``
+    (called by torch's DataLoader) a ``SampleBatch`` that ``collate_samples`` reads
+    column-wise into the same batch as collating the ``ds[i]`` dicts.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -132,6 +136,10 @@ class ShardDataset:
             raise DataCorruption(f"{self.path / self._names[k]}: sample {j} (dataset index "
                                  f"{int(i) % len(self)}) unreadable: {exc} — run `npu-data "
                                  f"verify {self.path}`") from None
+
+    def __getitems__(self, indices: Sequence[int]) -> SampleBatch:
+        """Samples ``indices`` as one lazy ``SampleBatch`` (read in one shot by collate)."""
+        return SampleBatch(self, indices)
 
     def image(self, k: int, j: int) -> np.ndarray:
         """The (H, W, 3) uint8 image of sample ``j`` of shard ``k``."""

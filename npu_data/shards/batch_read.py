@@ -1,0 +1,253 @@
+"""Batched reads of a ShardDataset: a whole batch's columns with a few numpy ops per shard.
+
+``ShardDataset.__getitems__`` returns a ``SampleBatch``: a lazy sequence of the batch's sample
+dicts that ``collate_samples`` recognises and collates from ``read_columns`` in one shot (no
+per-sample dict, no per-sample array). ``read_columns`` groups the indices by shard, gathers
+every annotation column with one fancy index per shard (``ranges_index`` over the samples'
+rows), skips groups empty for the whole batch, and keeps the images as zero-copy views (raw)
+or decoded arrays (encoded) for collate to copy once into the padded buffer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, overload
+
+import numpy as np
+
+from npu_data.annotations.table import GROUP_NESTED, GROUP_TEXT, GROUPS, ranges_index
+from npu_data.errors import UserError
+from npu_data.shards.format import ENC_RAW
+
+if TYPE_CHECKING:
+    from npu_data.shards.reader import ShardDataset
+
+Sample = dict[str, Any]
+BOX_EXTRA = ("boxes.corners", "boxes.xyxy")  # pixel columns the writer adds to the boxes
+
+
+def sample_keys() -> list[str]:
+    """The keys of a ``ShardDataset`` sample dict, in the order ``ds[i]`` inserts them."""
+    keys = ["image", "index", "task_id"]
+    for group, fixed in GROUPS.items():
+        keys += [f"{group}.{name}" for name in fixed]
+        keys += [f"{group}.{name}" for name in GROUP_TEXT[group]]
+        for values, offsets, _, _ in GROUP_NESTED.get(group, ()):
+            keys += ["masks.mask"] if group == "masks" else [f"{group}.{values}",
+                                                              f"{group}.{offsets}"]
+    return [*keys, *BOX_EXTRA, "caption"]
+
+
+@dataclass
+class BatchColumns:
+    """One batch read column-wise; rows of every group are concatenated in batch order."""
+
+    keys: list[str]                     # the sample dict's keys, in order
+    images: list[np.ndarray]            # (H, W, 3) uint8 per sample (raw: memmap views)
+    ints: dict[str, np.ndarray]         # "index", "task_id": (B,) int64
+    strings: dict[str, list[str]]       # "caption": one string per sample
+    counts: dict[str, np.ndarray] = field(default_factory=dict)  # group -> (B,) rows
+    rows: dict[str, np.ndarray] = field(default_factory=dict)    # column -> (rows, ...)
+    texts: dict[str, list[list[str]]] = field(default_factory=dict)  # text column per sample
+    # polygons: "polygons.points" in rows, vertices per polygon here; masks: packed bits
+    vertex_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    mask_bits: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    mask_bit_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+
+class SampleBatch(Sequence[Sample]):
+    """The samples ``indices`` of ``dataset``: indexing gives ``dataset[i]`` dicts (cached);
+    ``columns()`` reads the whole batch at once for ``collate_samples``."""
+
+    def __init__(self, dataset: ShardDataset, indices: Sequence[int]) -> None:
+        self.dataset = dataset
+        self.indices = [int(i) for i in indices]
+        self._samples: list[Sample | None] = [None] * len(self.indices)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    @overload
+    def __getitem__(self, i: int) -> Sample: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Sample]: ...
+
+    def __getitem__(self, i: int | slice) -> Sample | list[Sample]:
+        if isinstance(i, slice):
+            return [self[t] for t in range(len(self))[i]]
+        s = self._samples[i]
+        if s is None:
+            s = self._samples[i] = self.dataset[self.indices[i]]
+        return s
+
+    def __iter__(self) -> Iterator[Sample]:
+        return (self[t] for t in range(len(self)))
+
+    def columns(self) -> BatchColumns:
+        """The batch read column-wise (``read_columns``)."""
+        return read_columns(self.dataset, self.indices)
+
+
+class _Part:
+    """The batch's samples that live in one shard: their batch positions and shard indices."""
+
+    def __init__(self, ds: ShardDataset, k: int, pos: np.ndarray, local: np.ndarray) -> None:
+        self.k, self.pos, self.local = k, pos, local
+        self.shard = ds.shard(k)
+        self.rec = self.shard.index[local]
+
+
+def read_columns(ds: ShardDataset, indices: Sequence[int]) -> BatchColumns:
+    """Read samples ``indices`` of ``ds`` column-wise (the values ``ds[i]`` would hold)."""
+    idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+    n = len(ds)
+    bad = np.flatnonzero((idx < -n) | (idx >= n))
+    if len(bad):
+        raise IndexError(f"sample {int(idx[bad[0]])} out of range for {n} samples in {ds.path}")
+    gi = idx % n if n else idx
+    try:
+        return _read(ds, gi)
+    except UserError:
+        raise
+    except Exception:
+        for i in gi.tolist():  # name the sample: ds[i] raises the per-sample error
+            ds[i]
+        raise
+
+
+def _read(ds: ShardDataset, gi: np.ndarray) -> BatchColumns:
+    b = len(gi)
+    shard_of = np.searchsorted(ds._starts, gi, side="right") - 1
+    local = gi - ds._starts[shard_of]
+    parts = []
+    for k in np.unique(shard_of).tolist():
+        pos = np.flatnonzero(shard_of == k)
+        parts.append(_Part(ds, k, pos, local[pos]))
+    order = np.concatenate([p.pos for p in parts]) if parts else np.zeros(0, np.int64)
+    task_id = np.zeros(b, np.int64)
+    images: list[np.ndarray] = [np.zeros((0, 0, 3), np.uint8)] * b
+    for p in parts:
+        task_id[p.pos] = p.rec["task_id"]
+        _part_images(ds, p, images)
+    cols = BatchColumns(keys=sample_keys(), images=images,
+                        ints={"index": gi.astype(np.int64), "task_id": task_id}, strings={})
+    for group in GROUPS:
+        _read_group(group, parts, order, b, cols)
+    cols.strings["caption"] = [t[0] if t else "" for t in cols.texts["texts.text"]]
+    return cols
+
+
+def _part_images(ds: ShardDataset, p: _Part, images: list[np.ndarray]) -> None:
+    data = p.shard.data.view(np.ndarray)
+    rec = p.rec
+    offs, lens = rec["offset"].tolist(), rec["length"].tolist()
+    hs, ws, cs = rec["height"].tolist(), rec["width"].tolist(), rec["channels"].tolist()
+    raw = (rec["encoding"] == ENC_RAW).tolist()
+    for t, i in enumerate(p.pos.tolist()):
+        if raw[t]:
+            images[i] = data[offs[t]:offs[t] + lens[t]].reshape(hs[t], ws[t], cs[t])
+        else:
+            images[i] = ds.image(p.k, int(p.local[t]))
+
+
+def _to_batch_order(counts: np.ndarray, order: np.ndarray) -> np.ndarray | None:
+    """Permutation from rows in part order (shard by shard) to rows in batch order."""
+    if len(order) == 0 or np.all(order[1:] > order[:-1]):
+        return None  # one shard, or shards already in batch order
+    inv = np.empty_like(order)
+    inv[order] = np.arange(len(order))
+    part_starts = np.zeros(len(order), np.int64)
+    np.cumsum(counts[order][:-1], out=part_starts[1:])
+    return ranges_index(part_starts[inv], counts)
+
+
+def _gather(parts: list[_Part], name: str, rows: list[np.ndarray],
+            perm: np.ndarray | None) -> np.ndarray:
+    got = [np.asarray(p.shard.col(name)[r]) for p, r in zip(parts, rows, strict=True)]
+    out = got[0] if len(got) == 1 else np.concatenate(got)
+    return out if perm is None else out[perm]
+
+
+def _gather_texts(parts: list[_Part], name: str, rows: list[np.ndarray],
+                  perm: np.ndarray | None) -> list[str]:
+    out: list[str] = []
+    for p, r in zip(parts, rows, strict=True):
+        off = p.shard.col(f"{name}.offsets")
+        a, e = np.asarray(off[r]), np.asarray(off[r + 1])
+        raw = np.asarray(p.shard.col(f"{name}.bytes")[ranges_index(a, e - a)]).tobytes()
+        cut = _bounds(e - a)
+        out += [raw[s:t].decode("utf-8") for s, t in zip(cut[:-1], cut[1:], strict=True)]
+    return out if perm is None else [out[t] for t in perm.tolist()]
+
+
+def _bounds(counts: np.ndarray) -> list[int]:
+    """[0, c0, c0 + c1, ...]: where each of ``counts`` consecutive runs starts and ends."""
+    return [0, *np.cumsum(counts).tolist()]
+
+
+def _split(values: list[str], counts: np.ndarray) -> list[list[str]]:
+    cut = _bounds(counts)
+    return [values[s:t] for s, t in zip(cut[:-1], cut[1:], strict=True)]
+
+
+def _read_group(group: str, parts: list[_Part], order: np.ndarray, b: int,
+                cols: BatchColumns) -> None:
+    counts = np.zeros(b, np.int64)
+    starts = []
+    for p in parts:
+        off = np.asarray(p.shard.col(f"{group}.offsets")[np.concatenate([p.local, p.local + 1])])
+        a, e = off[:len(p.local)], off[len(p.local):]
+        counts[p.pos] = e - a
+        starts.append(a)
+    cols.counts[group] = counts
+    names = [*GROUPS[group], *([] if group != "boxes" else [k.split(".", 1)[1]
+                                                            for k in BOX_EXTRA])]
+    nested = GROUP_NESTED.get(group, ())
+    if not counts.any():  # empty for the whole batch: typed empty columns, nothing read
+        first = parts[0].shard if parts else None
+        for name in names:
+            cols.rows[f"{group}.{name}"] = _empty_col(first, f"{group}.{name}")
+        for name in GROUP_TEXT[group]:
+            cols.texts[f"{group}.{name}"] = [[] for _ in range(b)]
+        if group == "polygons":
+            cols.rows["polygons.points"] = _empty_col(first, "polygons.points")
+        return
+    rows = [ranges_index(a, counts[p.pos]) for p, a in zip(parts, starts, strict=True)]
+    perm = _to_batch_order(counts, order)
+    for name in names:
+        cols.rows[f"{group}.{name}"] = _gather(parts, f"{group}.{name}", rows, perm)
+    for name in GROUP_TEXT[group]:
+        key = f"{group}.{name}"
+        cols.texts[key] = _split(_gather_texts(parts, key, rows, perm), counts)
+    for values, offsets, _, _ in nested:
+        _read_nested(group, values, offsets, parts, rows, perm, cols)
+
+
+def _empty_col(shard: Any, name: str) -> np.ndarray:
+    return np.asarray(shard.col(name)[:0]) if shard is not None else np.zeros(0, np.float32)
+
+
+def _read_nested(group: str, values: str, offsets: str, parts: list[_Part],
+                 rows: list[np.ndarray], perm: np.ndarray | None, cols: BatchColumns) -> None:
+    """Variable-length values of each row (polygon points, mask bits), in batch row order."""
+    counts, got = [], []
+    for p, r in zip(parts, rows, strict=True):
+        off = p.shard.col(f"{group}.{offsets}")
+        a, e = np.asarray(off[r]), np.asarray(off[r + 1])
+        counts.append(e - a)
+        got.append(np.asarray(p.shard.col(f"{group}.{values}")[ranges_index(a, e - a)]))
+    per_row = counts[0] if len(counts) == 1 else np.concatenate(counts)
+    vals = got[0] if len(got) == 1 else np.concatenate(got)
+    if perm is not None:
+        starts = np.zeros(len(per_row), np.int64)
+        np.cumsum(per_row[:-1], out=starts[1:])
+        vals = vals[ranges_index(starts[perm], per_row[perm])]
+        per_row = per_row[perm]
+    if group == "masks":
+        cols.mask_bits, cols.mask_bit_counts = vals, per_row
+    else:
+        cols.rows[f"{group}.{values}"], cols.vertex_counts = vals, per_row
