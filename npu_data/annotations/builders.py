@@ -18,6 +18,10 @@ from npu_data.annotations.table import (
 
 def encode_texts(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """UTF-8 bytes and lengths of ``values``."""
+    joined = "".join(values)
+    if joined.isascii():  # one byte per character: encode all at once
+        return (np.frombuffer(joined.encode("ascii"), dtype=np.uint8),
+                np.fromiter(map(len, values), dtype=np.int64, count=len(values)))
     enc = [s.encode("utf-8", "surrogatepass") for s in values]
     data = np.frombuffer(b"".join(enc), dtype=np.uint8)
     return data, np.fromiter(map(len, enc), dtype=np.int64, count=len(enc))

@@ -3,6 +3,7 @@ AnnotationTable, chunk by chunk from a memory map (see scan.py), with orjson."""
 
 from __future__ import annotations
 
+import gc
 import json
 import mmap
 import os
@@ -15,7 +16,8 @@ import orjson
 
 from npu_data.annotations import results as R
 from npu_data.annotations.builders import GroupBuilder, Rows, SampleBuilder, build_table
-from npu_data.annotations.scan import NOT_A_LIST, element_chunks
+from npu_data.annotations.collect import Calls, group, value_of
+from npu_data.annotations.scan import NOT_A_LIST, element_chunks, fast_chunks
 from npu_data.annotations.table import GROUPS, AnnotationTable
 from npu_data.errors import UserError
 from npu_data.progress import bar
@@ -96,7 +98,7 @@ def _flavour(task: Any) -> str:
 
 class _Chunk:
     def __init__(self) -> None:
-        self.items: dict[str, list[R.Item]] = {k: [] for k in R.EXTRACT}
+        self.calls = Calls()
         self.task_id: list[int] = []
         self.task_index: list[int] = []
         self.width: list[int] = []
@@ -114,7 +116,7 @@ class _Parser:
         self.name, self.mode, self.with_predictions = name, mode, with_predictions
         self.config = labels
         self.image_key = image_key
-        self.ctx = R.Context(self._label_id, clip)
+        self.ctx = R.Context(self._label_id, self._label_ids, clip)
         self.ctrl: dict[str, int] = {}
         self.gid: dict[tuple[int, str], int] = {}
         self.samples = SampleBuilder()
@@ -142,6 +144,17 @@ class _Parser:
             g = self.gid[key] = len(self.gid)
         return g
 
+    def _label_ids(self, controls: list[int], labels: list[str]) -> list[int]:
+        gid = self.gid
+        pairs = list(zip(controls, labels, strict=True))
+        try:
+            return list(map(gid.__getitem__, pairs))
+        except KeyError:
+            for key in pairs:
+                if key not in gid:
+                    gid[key] = len(gid)
+            return list(map(gid.__getitem__, pairs))
+
     # --- tasks --------------------------------------------------------------------------
     def chunk(self, tasks: list, first_index: int) -> None:
         ch = _Chunk()
@@ -160,7 +173,9 @@ class _Parser:
             else:
                 self._full_task(task, idx, ch, base)
         ctx = self.ctx
-        pieces = {k: R.EXTRACT[k](ctx, v) for k, v in ch.items.items() if v}
+        batches = group(ch.calls, self._control, self.stats.results, ctx.unknown)
+        pieces = {k: R.EXTRACT[k](ctx, b) for k, b in batches.items()}
+        del batches
         n_new = len(ch.task_id)
         keep = np.ones(n_new, bool)
         for s, reason in ctx.bad.items():
@@ -250,58 +265,22 @@ class _Parser:
 
     def _results(self, results: list, s: int, ann: int, src: int, pscore: Any, ch: _Chunk,
                  size: tuple[int, int]) -> tuple[int, int]:
+        """Queue one result list for the chunk; returns ``size`` or, while it is unknown, the
+        image size of the first result that gives one."""
         self.slot += 1
-        slot = self.slot
-        counts = self.stats.results
-        kinds = R.KINDS
-        items = ch.items
-        ctrl = self.ctrl
-        for r in results:
-            t = r.get("type") if r.__class__ is dict else None
-            kind = kinds.get(t) if t.__class__ is str else None
-            if kind is None or kind == "relation":
-                size = self._odd_result(r, s, slot, ann, src, pscore, ch, size)
-                continue
-            val = r.get("value")
-            if val.__class__ is not dict:
-                val = {}
-            fn = r.get("from_name", "")
-            c = ctrl.get(fn)
-            if c is None:
-                c = self._control(str(fn))
-            rid = r.get("id")
-            if rid.__class__ is not str:
-                rid = "" if rid is None else str(rid)
-            items[kind].append((s, slot, ann, src, c, rid, r, val, pscore))
-            counts[t] = counts.get(t, 0) + 1  # type: ignore[index,arg-type]
-            if not size[0]:
-                size = _size(r, val, size)
-        return size
-
-    def _odd_result(self, r: Any, s: int, slot: int, ann: int, src: int, pscore: Any,
-                    ch: _Chunk, size: tuple[int, int]) -> tuple[int, int]:
-        """A relation, an untyped/generic ``labels`` result, or something unknown."""
-        unknown = self.ctx.unknown
-        if not isinstance(r, dict):
-            unknown["<not an object>"] = unknown.get("<not an object>", 0) + 1
+        if results.__class__ is not list:
+            results = list(results)
+        ch.calls.add(results, s, self.slot, ann, src, pscore)
+        if size[0]:
             return size
-        t = r.get("type")
-        val = r if t == "relation" else r.get("value")
-        if not isinstance(val, dict):
-            val = {}
-        if t not in R.KINDS:
-            inferred = R.infer_type(val) if t in (None, "labels") else None
-            if inferred is None or (t == "labels" and "start" in val):
-                unknown[str(t)] = unknown.get(str(t), 0) + 1
-                return size
-            t = inferred
-        kind = R.KINDS[t]
-        self.stats.results[t] = self.stats.results.get(t, 0) + 1
-        c = -1 if kind == "relation" else self._control(str(r.get("from_name", "")))
-        rid = r.get("id")
-        ch.items[kind].append((s, slot, ann, src, c, "" if rid is None else str(rid), r,
-                               val, pscore))
-        return _size(r, val, size) if not size[0] else size
+        for r in results:
+            if r.__class__ is dict:
+                val = value_of(r)
+                if val is not None:
+                    size = _size(r, val, size)
+                    if size[0]:
+                        break
+        return size
 
     # --- JSON_MIN -----------------------------------------------------------------------
     def _is_control(self, key: str, val: Any) -> bool:
@@ -427,10 +406,23 @@ def _char_to_byte(buf: bytes | bytearray, pos: int) -> int:
     return int(starts[pos]) if pos < starts.size else len(buf)
 
 
-def _load(mm: mmap.mmap, start: int, end: int, name: str) -> list:
+def _wrapped(mm: mmap.mmap, start: int, end: int) -> bytearray:
     buf = bytearray(end - start + 2)
     buf[0], buf[-1] = 0x5B, 0x5D
     buf[1:-1] = mm[start:end]
+    return buf
+
+
+def _try_load(mm: mmap.mmap, start: int, end: int) -> list | None:
+    """The elements in ``mm[start:end]``, or None where that is not a valid JSON list body."""
+    try:
+        return orjson.loads(_wrapped(mm, start, end))  # type: ignore[no-any-return]
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _load(mm: mmap.mmap, start: int, end: int, name: str) -> list:
+    buf = _wrapped(mm, start, end)
     try:
         out = orjson.loads(buf)
     except orjson.JSONDecodeError as e:
@@ -471,14 +463,18 @@ def parse_export(path: str | os.PathLike[str], *, annotations: Mode = "default",
         if size == 0:
             raise UserError(f"{name}: the file is empty — {NOT_A_LIST}; export the project again")
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        collect = gc.isenabled()
+        gc.disable()  # millions of acyclic JSON objects: collections would only cost time
         try:
             _run(parser, mm, size, name)
+            return parser.finish()
         finally:
+            if collect:
+                gc.enable()
             try:
                 mm.close()
             except BufferError:  # a traceback still holds a view; GC closes the map
                 pass
-    return parser.finish()
 
 
 def _run(parser: _Parser, mm: mmap.mmap, size: int, name: str) -> None:
@@ -488,9 +484,11 @@ def _run(parser: _Parser, mm: mmap.mmap, size: int, name: str) -> None:
     freed = 0
     page = mmap.PAGESIZE
     progress = bar(size, desc=f"parse {Path(name).name}", unit="B")
+    chunks = fast_chunks(buf, name, target, lambda s, e: _try_load(mm, s, e))
     try:
-        for start, end, last in element_chunks(buf, name, target):
-            tasks = _load(mm, start, end, name)
+        for start, end, last, loaded in chunks:
+            tasks = _load(mm, start, end, name) if loaded is None else loaded
+            del loaded
             if not tasks and (not last or index > 0):
                 raise UserError(f"{name}: malformed JSON at byte {end}: empty list element — "
                                 "fix the file or export the project again")
@@ -503,7 +501,8 @@ def _run(parser: _Parser, mm: mmap.mmap, size: int, name: str) -> None:
                 freed = upto
             progress.update(end - progress.n)
     finally:
-        del buf
+        chunks.close()
+        del chunks, buf
         progress.close()
 
 

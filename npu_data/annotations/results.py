@@ -1,8 +1,16 @@
-"""Vectorised extraction of one chunk's result items, per kind, into group rows."""
+"""Vectorised extraction of one chunk's results, per kind, into group rows.
+
+Each kind's results arrive as a ``Batch`` (columns in export order). Values are read with
+C-level ``map`` passes; the per-result Python loops remain as the generic path, taken when a
+column holds anything but the common shapes (or when ``FAST`` is off, to test one against the
+other).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import chain, repeat
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -26,9 +34,31 @@ GROUP_OF = {"box": "boxes", "polygon": "polygons", "keypoint": "keypoints",
 LABEL_KEYS = {"box": "rectanglelabels", "polygon": "polygonlabels", "keypoint": "keypointlabels",
               "ellipse": "ellipselabels", "mask": "brushlabels"}
 NAN = float("nan")
+FAST = True  # column-wise fast paths (tests switch them off to compare with the generic path)
 
-# One item: (sample, slot, annotation, source, control, rid, result, value, prediction score)
-Item = tuple[int, int, int, int, int, str, dict, dict, Any]
+
+class Batch:
+    """The results of one kind in one chunk, column by column, in export order."""
+
+    __slots__ = ("sample", "slot", "ann", "src", "control", "rid", "res", "val", "pscore")
+
+    def __init__(self, sample: np.ndarray, slot: np.ndarray, ann: np.ndarray, src: np.ndarray,
+                 control: np.ndarray, rid: list[str], res: list[dict], val: list[dict],
+                 pscore: list[Any]) -> None:
+        self.sample, self.slot, self.ann, self.src = sample, slot, ann, src  # int64, uint8
+        self.control = control  # int16 control ids (-1 for relations)
+        self.rid, self.res, self.val, self.pscore = rid, res, val, pscore
+
+    def __len__(self) -> int:
+        return len(self.res)
+
+    def take(self, rows: list[int]) -> Batch:
+        """The batch of ``rows`` (in that order)."""
+        idx = np.asarray(rows, np.int64)
+        return Batch(self.sample[idx], self.slot[idx], self.ann[idx], self.src[idx],
+                     self.control[idx], [self.rid[i] for i in rows],
+                     [self.res[i] for i in rows], [self.val[i] for i in rows],
+                     [self.pscore[i] for i in rows])
 
 
 def infer_type(value: dict) -> str | None:
@@ -53,8 +83,10 @@ def infer_type(value: dict) -> str | None:
 class Context:
     """What extraction needs from the parser: label ids, rejection, clipping policy."""
 
-    def __init__(self, label_id: Callable[[int, str], int], clip: bool) -> None:
+    def __init__(self, label_id: Callable[[int, str], int],
+                 label_ids: Callable[[list[int], list[str]], list[int]], clip: bool) -> None:
         self.label_id = label_id
+        self.label_ids = label_ids  # many at once
         self.clip = clip
         self.clipped = 0
         self.bad: dict[int, str] = {}  # sample -> first reason
@@ -65,7 +97,7 @@ class Context:
 
 
 def _floats(dicts: Sequence[dict], key: str, default: float = NAN) -> np.ndarray:
-    vals = [d.get(key, default) for d in dicts]
+    vals = list(map(dict.get, dicts, repeat(key), repeat(default)))
     try:
         return np.asarray(vals, dtype=np.float64).reshape(len(vals))
     except (TypeError, ValueError):
@@ -79,9 +111,9 @@ def _to_float(v: Any) -> float:
         return NAN
 
 
-def _check(ctx: Context, arr: np.ndarray, names: Sequence[str], what: str,
-           items: Sequence[Item], rows_item: np.ndarray | None = None,
-           lo: float = 0.0, hi: float = 100.0) -> np.ndarray:
+def _check(ctx: Context, arr: np.ndarray, names: Sequence[str], what: str, b: Batch,
+           rows_item: np.ndarray | None = None, lo: float = 0.0, hi: float = 100.0
+           ) -> np.ndarray:
     """Clip (and count) or reject values of ``arr`` (n, k) outside [lo, hi] or not finite."""
     bad = ~(np.isfinite(arr) & (arr >= lo) & (arr <= hi))
     if not bad.any():
@@ -91,13 +123,14 @@ def _check(ctx: Context, arr: np.ndarray, names: Sequence[str], what: str,
         return np.clip(np.nan_to_num(arr, nan=lo, posinf=hi, neginf=lo), lo, hi)
     for i in np.flatnonzero(bad.any(axis=1)).tolist():
         j = int(np.flatnonzero(bad[i])[0])
-        it = items[int(rows_item[i]) if rows_item is not None else i]
-        ctx.reject(it[0], f"{what} result {it[5]!r}: {names[j]}={float(arr[i, j]):g} is outside "
-                          f"{lo:g}..{hi:g} (use out_of_range='clip' to clip)")
+        k = int(rows_item[i]) if rows_item is not None else i
+        ctx.reject(int(b.sample[k]), f"{what} result {b.rid[k]!r}: {names[j]}="
+                   f"{float(arr[i, j]):g} is outside {lo:g}..{hi:g} "
+                   "(use out_of_range='clip' to clip)")
     return arr
 
 
-def _angle(ctx: Context, arr: np.ndarray, what: str, items: Sequence[Item]) -> np.ndarray:
+def _angle(ctx: Context, arr: np.ndarray, what: str, b: Batch) -> np.ndarray:
     """Rotation in degrees: a non-finite value becomes 0 (counted) or rejects the task."""
     bad = ~np.isfinite(arr)
     if not bad.any():
@@ -106,34 +139,47 @@ def _angle(ctx: Context, arr: np.ndarray, what: str, items: Sequence[Item]) -> n
         ctx.clipped += int(bad.sum())
         return np.where(bad, 0.0, arr)[:, None]
     for i in np.flatnonzero(bad).tolist():
-        ctx.reject(items[i][0], f"{what} result {items[i][5]!r}: rotation={float(arr[i]):g} is not "
-                                "finite (use out_of_range='clip' to set it to 0)")
+        ctx.reject(int(b.sample[i]), f"{what} result {b.rid[i]!r}: rotation={float(arr[i]):g} "
+                                     "is not finite (use out_of_range='clip' to set it to 0)")
     return arr[:, None]
 
 
-def _common(group: str, items: Sequence[Item], src: np.ndarray) -> Rows:
+def _common(group: str, b: Batch, src: np.ndarray | None) -> Rows:
+    """Rows of ``group`` for batch rows ``src`` (None: every row once, in order)."""
     rows = Rows(group)
-    cols = list(zip(*items, strict=True)) if items else [()] * 9
-    rows.sample = np.asarray(cols[0], np.int64)[src]
-    rows.slot = np.asarray(cols[1], np.int64)[src]
-    rows.fixed["annotation"] = np.asarray(cols[2], np.int64)[src]
-    rows.fixed["source"] = np.asarray(cols[3], np.uint8)[src]
-    rows.fixed["control"] = np.asarray(cols[4], np.int16)[src]
-    rids = list(cols[5])
-    rows.text["rid"] = encode_texts([rids[i] for i in src.tolist()])
+    if src is None:
+        rows.sample, rows.slot = b.sample, b.slot
+        rows.fixed["annotation"], rows.fixed["source"] = b.ann, b.src
+        rows.fixed["control"] = b.control
+        rows.text["rid"] = encode_texts(b.rid)
+        return rows
+    rows.sample, rows.slot = b.sample[src], b.slot[src]
+    rows.fixed["annotation"], rows.fixed["source"] = b.ann[src], b.src[src]
+    rows.fixed["control"] = b.control[src]
+    rid = b.rid
+    rows.text["rid"] = encode_texts([rid[i] for i in src.tolist()])
     return rows
 
 
-def _labels(ctx: Context, items: Sequence[Item], key: str) -> tuple[np.ndarray, np.ndarray]:
-    """Row -> item index, and label ids (one row per label; -1 for an item without one)."""
+def _labels(ctx: Context, b: Batch, key: str) -> tuple[np.ndarray | None, np.ndarray]:
+    """Row -> batch row (None: one row each, in order), and label ids (one row per label; -1
+    for a result without one)."""
+    vals = b.val
+    if FAST:
+        got: list[Any] = list(map(dict.get, vals, repeat(key)))
+        if got and _all(got, list) and list(map(len, got)).count(1) == len(got):
+            firsts = list(map(itemgetter(0), got))
+            if _all(firsts, str):
+                return None, np.asarray(ctx.label_ids(b.control.tolist(), firsts), np.int32)
     src: list[int] = []
     lab: list[int] = []
     label_id = ctx.label_id
+    controls = b.control.tolist()
     single = True
-    for i, it in enumerate(items):
-        labs = it[7].get(key)
+    for i, v in enumerate(vals):
+        labs = v.get(key)
         if labs.__class__ is list and len(labs) == 1 and labs[0].__class__ is str:
-            lab.append(label_id(it[4], labs[0]))
+            lab.append(label_id(controls[i], labs[0]))
             if not single:
                 src.append(i)
             continue
@@ -141,7 +187,7 @@ def _labels(ctx: Context, items: Sequence[Item], key: str) -> tuple[np.ndarray, 
             src = list(range(i))
             single = False
         if labs is None:
-            labs = it[7].get("labels")
+            labs = v.get("labels")
         if isinstance(labs, str):
             labs = [labs]
         if not labs or not isinstance(labs, list):
@@ -150,50 +196,62 @@ def _labels(ctx: Context, items: Sequence[Item], key: str) -> tuple[np.ndarray, 
             continue
         for name in labs:
             src.append(i)
-            lab.append(label_id(it[4], str(name)))
+            lab.append(label_id(controls[i], str(name)))
     if single:
-        return np.arange(len(items), dtype=np.int64), np.asarray(lab, np.int32)
+        return None, np.asarray(lab, np.int32)
     return np.asarray(src, np.int64), np.asarray(lab, np.int32)
 
 
-def _scores(items: Sequence[Item]) -> np.ndarray:
-    return np.asarray([_to_float(it[6].get("score", it[8])) if it[6].get("score", it[8])
-                       is not None else NAN for it in items], np.float32)
+def _all(values: list, cls: type) -> bool:
+    """Whether every value is exactly of class ``cls`` (True for none)."""
+    return not values or set(map(type, values)) == {cls}
 
 
-def boxes(ctx: Context, items: Sequence[Item]) -> Rows:
-    vals = [it[7] for it in items]
+def _pick(arr: np.ndarray, src: np.ndarray | None) -> np.ndarray:
+    return arr if src is None else arr[src]
+
+
+def _scores(b: Batch) -> np.ndarray:
+    raw = list(map(dict.get, b.res, repeat("score"), b.pscore))
+    if raw.count(None) == len(raw):
+        return np.full(len(raw), NAN, np.float32)
+    return np.asarray([_to_float(x) if x is not None else NAN for x in raw], np.float32)
+
+
+def boxes(ctx: Context, b: Batch) -> Rows:
+    vals = b.val
     xywh = np.stack([_floats(vals, k) for k in ("x", "y", "width", "height")], axis=1)
-    xywh = _check(ctx, xywh, ("x", "y", "width", "height"), "rectangle", items)
-    rot = _angle(ctx, _floats(vals, "rotation", 0.0), "rectangle", items)
-    src, lab = _labels(ctx, items, "rectanglelabels")
-    rows = _common("boxes", items, src)
-    rows.fixed["xywhr"] = np.concatenate([xywh, rot], axis=1)[src]
+    xywh = _check(ctx, xywh, ("x", "y", "width", "height"), "rectangle", b)
+    rot = _angle(ctx, _floats(vals, "rotation", 0.0), "rectangle", b)
+    src, lab = _labels(ctx, b, "rectanglelabels")
+    rows = _common("boxes", b, src)
+    rows.fixed["xywhr"] = _pick(np.concatenate([xywh, rot], axis=1), src)
     rows.fixed["label"] = lab
-    rows.fixed["score"] = _scores(items)[src]
+    rows.fixed["score"] = _pick(_scores(b), src)
     return rows
 
 
-def keypoints(ctx: Context, items: Sequence[Item]) -> Rows:
-    vals = [it[7] for it in items]
+def keypoints(ctx: Context, b: Batch) -> Rows:
+    vals = b.val
     xys = np.stack([_floats(vals, "x"), _floats(vals, "y"), _floats(vals, "width", 0.0)], 1)
-    xys = _check(ctx, xys, ("x", "y", "width"), "keypoint", items)
-    src, lab = _labels(ctx, items, "keypointlabels")
-    rows = _common("keypoints", items, src)
-    rows.fixed["xy"] = xys[src, :2]
-    rows.fixed["size"] = xys[src, 2]
+    xys = _check(ctx, xys, ("x", "y", "width"), "keypoint", b)
+    src, lab = _labels(ctx, b, "keypointlabels")
+    rows = _common("keypoints", b, src)
+    xys = _pick(xys, src)
+    rows.fixed["xy"] = xys[:, :2]
+    rows.fixed["size"] = xys[:, 2]
     rows.fixed["label"] = lab
     return rows
 
 
-def ellipses(ctx: Context, items: Sequence[Item]) -> Rows:
-    vals = [it[7] for it in items]
+def ellipses(ctx: Context, b: Batch) -> Rows:
+    vals = b.val
     p = np.stack([_floats(vals, k) for k in ("x", "y", "radiusX", "radiusY")], axis=1)
-    p = _check(ctx, p, ("x", "y", "radiusX", "radiusY"), "ellipse", items)
-    rot = _angle(ctx, _floats(vals, "rotation", 0.0), "ellipse", items)
-    src, lab = _labels(ctx, items, "ellipselabels")
-    rows = _common("ellipses", items, src)
-    rows.fixed["params"] = np.concatenate([p, rot], axis=1)[src]
+    p = _check(ctx, p, ("x", "y", "radiusX", "radiusY"), "ellipse", b)
+    rot = _angle(ctx, _floats(vals, "rotation", 0.0), "ellipse", b)
+    src, lab = _labels(ctx, b, "ellipselabels")
+    rows = _common("ellipses", b, src)
+    rows.fixed["params"] = _pick(np.concatenate([p, rot], axis=1), src)
     rows.fixed["label"] = lab
     return rows
 
@@ -204,33 +262,38 @@ def _point(p: Any) -> tuple[float, float]:
     return NAN, NAN
 
 
-def polygons(ctx: Context, items: Sequence[Item]) -> Rows:
-    plists = [it[7].get("points") or [] for it in items]
-    plists = [p if isinstance(p, list) else [] for p in plists]
-    lens = np.fromiter(map(len, plists), np.int64, count=len(plists))
-    flat = [p for pl in plists for p in pl]
+def polygons(ctx: Context, b: Batch) -> Rows:
+    n = len(b)
+    plists: list[Any] = list(map(dict.get, b.val, repeat("points")))
+    if not (FAST and _all(plists, list)):
+        plists = [p if isinstance(p, list) else [] for p in (p or [] for p in plists)]
+    lens = np.fromiter(map(len, plists), np.int64, count=n)
+    flat = list(chain.from_iterable(plists))
     try:
         pts = np.asarray(flat, np.float64).reshape(len(flat), 2)
     except (TypeError, ValueError):
         pts = np.asarray([_point(p) for p in flat], np.float64).reshape(len(flat), 2)
-    owner = np.repeat(np.arange(len(items)), lens)
-    pts = _check(ctx, pts, ("x", "y"), "polygon", items, rows_item=owner)
-    src, lab = _labels(ctx, items, "polygonlabels")
-    rows = _common("polygons", items, src)
-    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
-    rows.nested["points"] = (pts[ranges_index(starts[src], lens[src])], lens[src])
-    closed = [bool(it[7].get("closed", True)) for it in items]
-    rows.fixed["closed"] = np.asarray(closed, np.uint8)[src]
+    owner = np.repeat(np.arange(n), lens)
+    pts = _check(ctx, pts, ("x", "y"), "polygon", b, rows_item=owner)
+    src, lab = _labels(ctx, b, "polygonlabels")
+    rows = _common("polygons", b, src)
+    if src is None:
+        rows.nested["points"] = (pts, lens)
+    else:
+        starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+        rows.nested["points"] = (pts[ranges_index(starts[src], lens[src])], lens[src])
+    closed = np.fromiter(map(bool, map(dict.get, b.val, repeat("closed"), repeat(True))),
+                         np.uint8, count=n)
+    rows.fixed["closed"] = _pick(closed, src)
     rows.fixed["label"] = lab
     return rows
 
 
-def masks(ctx: Context, items: Sequence[Item]) -> Rows:
-    kept: list[Item] = []
+def masks(ctx: Context, b: Batch) -> Rows:
+    kept: list[int] = []
     bits: list[np.ndarray] = []
     hw: list[tuple[int, int]] = []
-    for it in items:
-        res, val = it[6], it[7]
+    for i, (res, val) in enumerate(zip(b.res, b.val, strict=True)):
         fmt = val.get("format", "rle")
         if fmt != "rle":
             ctx.unknown[f"brushlabels(format={fmt})"] = ctx.unknown.get(
@@ -239,23 +302,25 @@ def masks(ctx: Context, items: Sequence[Item]) -> Rows:
         h = res.get("original_height", val.get("original_height"))
         w = res.get("original_width", val.get("original_width"))
         if not isinstance(h, int) or not isinstance(w, int) or h <= 0 or w <= 0:
-            ctx.reject(it[0], f"brush result {it[5]!r} has no original_width/original_height")
+            ctx.reject(int(b.sample[i]), f"brush result {b.rid[i]!r} has no "
+                                         "original_width/original_height")
             continue
         try:
             mask = rle_to_mask(val.get("rle") or [], h, w)
         except (RLEError, TypeError, ValueError) as e:
-            ctx.reject(it[0], f"brush result {it[5]!r}: {e}")
+            ctx.reject(int(b.sample[i]), f"brush result {b.rid[i]!r}: {e}")
             continue
-        kept.append(it)
+        kept.append(i)
         bits.append(np.packbits(mask.ravel()))
         hw.append((h, w))
-    src, lab = _labels(ctx, kept, "brushlabels")
-    rows = _common("masks", kept, src)
-    sel = src.tolist()
+    b = b.take(kept)
+    src, lab = _labels(ctx, b, "brushlabels")
+    rows = _common("masks", b, src)
+    sel = range(len(b)) if src is None else src.tolist()
     chosen = [bits[i] for i in sel]
     rows.nested["bits"] = (np.concatenate(chosen) if chosen else np.zeros(0, np.uint8),
-                           np.fromiter((b.size for b in chosen), np.int64, count=len(chosen)))
-    hwa = np.asarray(hw, np.int32).reshape(len(hw), 2)[src]
+                           np.fromiter((c.size for c in chosen), np.int64, count=len(chosen)))
+    hwa = _pick(np.asarray(hw, np.int32).reshape(len(hw), 2), src)
     rows.fixed["height"], rows.fixed["width"] = hwa[:, 0], hwa[:, 1]
     rows.fixed["label"] = lab
     return rows
@@ -271,54 +336,72 @@ def _text(v: Any) -> str:
     return v if isinstance(v, str) else orjson.dumps(v).decode()
 
 
-def choices(ctx: Context, items: Sequence[Item]) -> Rows:
+def _strings(lists: list) -> list | None:
+    """``lists`` flattened when every entry is a list of strings (fast path), else None."""
+    if not (FAST and _all(lists, list)):
+        return None
+    flat = list(chain.from_iterable(lists))
+    return flat if _all(flat, str) else None
+
+
+def _listed_rows(b: Batch, key: str) -> tuple[np.ndarray, list]:
+    """Batch row of every entry of ``value[key]`` (a list, a single value or none), and the
+    entries."""
+    raw: list[Any] = list(map(dict.get, b.val, repeat(key)))
+    flat = _strings(raw)
+    if flat is not None:
+        lens = np.fromiter(map(len, raw), np.int64, count=len(raw))
+        return np.repeat(np.arange(len(raw), dtype=np.int64), lens), flat
     src: list[int] = []
-    lab: list[int] = []
-    for i, it in enumerate(items):
-        for c in _listed(it[7].get("choices")):
+    out: list = []
+    for i, v in enumerate(raw):
+        for c in _listed(v):
             src.append(i)
-            lab.append(ctx.label_id(it[4], _text(c)))
-    rows = _common("choices", items, np.asarray(src, np.int64))
-    rows.fixed["label"] = np.asarray(lab, np.int32)
+            out.append(_text(c))
+    return np.asarray(src, np.int64), out
+
+
+def choices(ctx: Context, b: Batch) -> Rows:
+    src, names = _listed_rows(b, "choices")
+    rows = _common("choices", b, src)
+    rows.fixed["label"] = np.asarray(ctx.label_ids(rows.fixed["control"].tolist(), names),
+                                     np.int32)
     return rows
 
 
-def texts(ctx: Context, items: Sequence[Item]) -> Rows:
-    src: list[int] = []
-    out: list[str] = []
-    for i, it in enumerate(items):
-        for t in _listed(it[7].get("text")):
-            src.append(i)
-            out.append(_text(t))
-    rows = _common("texts", items, np.asarray(src, np.int64))
+def texts(ctx: Context, b: Batch) -> Rows:
+    src, out = _listed_rows(b, "text")
+    rows = _common("texts", b, src)
     rows.text["text"] = encode_texts(out)
     return rows
 
 
-def taxonomy(ctx: Context, items: Sequence[Item]) -> Rows:
+def taxonomy(ctx: Context, b: Batch) -> Rows:
     src: list[int] = []
     out: list[str] = []
-    for i, it in enumerate(items):
-        for path in _listed(it[7].get("taxonomy")):
+    for i, v in enumerate(b.val):
+        for path in _listed(v.get("taxonomy")):
             src.append(i)
             out.append(orjson.dumps([_text(p) for p in _listed(path)]).decode())
-    rows = _common("taxonomy", items, np.asarray(src, np.int64))
+    rows = _common("taxonomy", b, np.asarray(src, np.int64))
     rows.text["path"] = encode_texts(out)
     return rows
 
 
-def scalars(ctx: Context, items: Sequence[Item]) -> Rows:
-    kinds = [0 if it[6].get("type") == "rating" or "rating" in it[7] else 1 for it in items]
-    vals = [_to_float(it[7].get("rating" if k == 0 else "number")) for it, k in zip(items, kinds, strict=True)]
-    rows = _common("scalars", items, np.arange(len(items)))
+def scalars(ctx: Context, b: Batch) -> Rows:
+    kinds = [0 if r.get("type") == "rating" or "rating" in v else 1
+             for r, v in zip(b.res, b.val, strict=True)]
+    vals = [_to_float(v.get("rating" if k == 0 else "number"))
+            for v, k in zip(b.val, kinds, strict=True)]
+    rows = _common("scalars", b, None)
     rows.fixed["kind"] = np.asarray(kinds, np.uint8)
     rows.fixed["value"] = np.asarray(vals, np.float64)
     return rows
 
 
-def relations(ctx: Context, items: Sequence[Item]) -> Rows:
-    rows = _common("relations", items, np.arange(len(items)))
-    rel = [it[6] for it in items]
+def relations(ctx: Context, b: Batch) -> Rows:
+    rows = _common("relations", b, None)
+    rel = b.res
     dirs = [RELATION_DIRECTIONS.index(d) if (d := r.get("direction", "right"))
             in RELATION_DIRECTIONS else 0 for r in rel]
     rows.fixed["direction"] = np.asarray(dirs, np.uint8)
@@ -329,7 +412,7 @@ def relations(ctx: Context, items: Sequence[Item]) -> Rows:
     return rows
 
 
-EXTRACT: dict[str, Callable[[Context, Sequence[Item]], Rows]] = {
+EXTRACT: dict[str, Callable[[Context, Batch], Rows]] = {
     "box": boxes, "polygon": polygons, "keypoint": keypoints, "ellipse": ellipses,
     "mask": masks, "choice": choices, "text": texts, "taxonomy": taxonomy,
     "scalar": scalars, "relation": relations,

@@ -8,7 +8,8 @@ depth, a trailing run of backslashes) carries from one block to the next.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Generator, Iterator
 
 import numpy as np
 
@@ -53,18 +54,19 @@ def array_start(buf: np.ndarray, name: str) -> int:
 
 
 def element_chunks(
-    buf: np.ndarray, name: str, target: int
+    buf: np.ndarray, name: str, target: int, resume: int | None = None
 ) -> Iterator[tuple[int, int, bool]]:
     """Yield ``(start, end, last)``: byte ranges of whole top-level elements, about ``target``
     bytes each, separated by depth-1 commas; ``last`` marks the final range (which ends at the
-    closing ``]``, or at the end of a truncated file)."""
+    closing ``]``, or at the end of a truncated file). ``resume``: start at this known element
+    boundary (just after a depth-1 comma) instead of the opening ``[``."""
     n = len(buf)
-    top = array_start(buf, name)
-    depth = 0
+    top = array_start(buf, name) if resume is None else -1
+    depth = 0 if resume is None else 1
     in_str = False
     bs_carry = 0
-    chunk_start = top + 1
-    pos = top
+    chunk_start = top + 1 if resume is None else resume
+    pos = top if resume is None else resume
     while pos < n:
         b = buf[pos : pos + BLOCK]
         quotes = np.flatnonzero(b == 34)
@@ -118,3 +120,57 @@ def element_chunks(
             return
         pos += b.size
     yield chunk_start, n, True
+
+
+_WSP = rb"[ \t\n\r]*"
+_SCALAR = rb'(?:"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*|true|false|null)'
+_HEAD = re.compile(rb"\{" + _WSP + rb'"([^"\\]*)"' + _WSP + b":" + _WSP + _SCALAR + _WSP + b","
+                   + _WSP + rb'"([^"\\]*)"' + _WSP + b":")
+MAX_MISSES = 3
+
+
+def separator_pattern(buf: memoryview, first: int) -> re.Pattern[bytes] | None:
+    """A regex for a comma followed by an element that opens like the one at ``first`` (same
+    first two keys, a scalar first value), or None when it does not open that way."""
+    m = _HEAD.match(buf[first : first + 4096])
+    if m is None:
+        return None
+    k1, k2 = (re.escape(k) for k in m.groups())
+    return re.compile(b"," + _WSP + rb"\{" + _WSP + b'"' + k1 + b'"' + _WSP + b":" + _WSP
+                      + _SCALAR + _WSP + b"," + _WSP + b'"' + k2 + b'"' + _WSP + b":")
+
+
+def fast_chunks(
+    buf: np.ndarray, name: str, target: int, try_load: Callable[[int, int], list | None]
+) -> Generator[tuple[int, int, bool, list | None], None, None]:
+    """``element_chunks`` plus the loaded elements, skipping the byte scan where it can.
+
+    After ``target`` bytes, the next comma that looks like a separator (``separator_pattern``
+    of the first element) ends the chunk if ``try_load(start, end)`` parses it: a strict JSON
+    parser accepts ``[`` + bytes + ``]`` from a known boundary only when ``end`` lies outside
+    strings at depth 1, so a wrong guess is never accepted. Otherwise that chunk comes from the
+    exact scan (and ``None`` stands for its elements); after ``MAX_MISSES`` misses in a row the
+    rest does.
+    """
+    top = array_start(buf, name)
+    first = _first_non_ws(buf, top + 1)
+    view = memoryview(buf).cast("B")  # type: ignore[arg-type]
+    pattern = separator_pattern(view, first) if first < len(buf) else None
+    start, misses = top + 1, 0
+    while pattern is not None and misses < MAX_MISSES:
+        m = pattern.search(view, start + target, min(len(buf), start + 4 * target))
+        tasks = try_load(start, m.start()) if m is not None else None
+        if m is not None and tasks:
+            misses = 0
+            yield start, m.start(), False, tasks
+            del tasks  # the caller holds them as long as it needs
+            start = m.start() + 1
+            continue
+        misses += 1
+        s, e, last = next(element_chunks(buf, name, target, resume=start))
+        yield s, e, last, None
+        if last:
+            return
+        start = e + 1
+    for s, e, last in element_chunks(buf, name, target, resume=start if pattern else None):
+        yield s, e, last, None

@@ -1,0 +1,148 @@
+"""Sort one chunk's results into per-kind Batches with C-level passes over all of them.
+
+The parser hands over every result list it chose (one per annotation or prediction) with that
+list's sample, slot, annotation id, source and prediction score. Types, values, control names
+and region ids are read with ``map`` over the whole chunk; only odd results (relations,
+untyped or generic ``labels`` results, unknown types, non-objects) take a Python step each.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from itertools import chain, compress, repeat
+from typing import Any
+
+import numpy as np
+
+from npu_data.annotations.results import EXTRACT, KINDS, Batch, infer_type
+
+KIND_ORDER = list(EXTRACT)  # extraction order (rejection reasons depend on it)
+KIND_INDEX = {k: i for i, k in enumerate(KIND_ORDER)}
+TYPED = {t: KIND_INDEX[k] for t, k in KINDS.items() if k != "relation"}
+NOT_AN_OBJECT = "<not an object>"
+
+
+def resolve(r: Any) -> tuple[str, str, dict] | str:
+    """``(type, kind, value)`` of a relation, untyped or generic ``labels`` result, or the name
+    it counts under in the unknown types."""
+    if r.__class__ is not dict:
+        return NOT_AN_OBJECT
+    t = r.get("type")
+    val = r if t == "relation" else r.get("value")
+    if val.__class__ is not dict:
+        val = {}
+    if t.__class__ is not str or t not in KINDS:
+        inferred = infer_type(val) if t in (None, "labels") else None
+        if inferred is None or (t == "labels" and "start" in val):
+            return str(t)
+        t = inferred
+    return t, KINDS[t], val
+
+
+def value_of(r: dict) -> dict | None:
+    """The value dict a result counts with (None: the result is skipped)."""
+    t = r.get("type")
+    if t.__class__ is str and t in TYPED:
+        val = r.get("value")
+        return val if val.__class__ is dict else {}
+    got = resolve(r)
+    return None if got.__class__ is str else got[2]  # type: ignore[return-value]
+
+
+class Calls:
+    """The result lists of one chunk and, per list, where its rows go."""
+
+    def __init__(self) -> None:
+        self.results: list[list] = []
+        self.sample: list[int] = []
+        self.slot: list[int] = []
+        self.ann: list[int] = []
+        self.src: list[int] = []
+        self.pscore: list[Any] = []
+
+    def add(self, results: list, sample: int, slot: int, ann: int, src: int,
+            pscore: Any) -> None:
+        self.results.append(results)
+        self.sample.append(sample)
+        self.slot.append(slot)
+        self.ann.append(ann)
+        self.src.append(src)
+        self.pscore.append(pscore)
+
+
+def _all(values: list, cls: type) -> bool:
+    return not values or set(map(type, values)) == {cls}
+
+
+def group(calls: Calls, control_of: Callable[[str], int], counts: dict[str, int],
+          unknown: dict[str, int]) -> dict[str, Batch]:
+    """Per-kind batches (in ``KIND_ORDER``) of every result in ``calls``; counts result types
+    into ``counts`` and skipped results into ``unknown``."""
+    flat = list(chain.from_iterable(calls.results))
+    if not flat:
+        return {}
+    try:
+        types: list[Any] = list(map(dict.get, flat, repeat("type")))
+    except TypeError:  # a result that is not an object
+        types = [r.get("type") if r.__class__ is dict else None for r in flat]
+    try:
+        codes = list(map(TYPED.get, types, repeat(-1)))
+    except TypeError:  # an unhashable type
+        codes = [TYPED.get(t, -1) if t.__class__ is str else -1 for t in types]
+    kinds = np.asarray(codes, np.int64)
+    odd = np.flatnonzero(kinds < 0).tolist()
+    for i in odd:
+        got = resolve(flat[i])
+        if isinstance(got, str):
+            unknown[got] = unknown.get(got, 0) + 1
+            continue
+        types[i] = got[0]
+        kinds[i] = KIND_INDEX[got[1]]
+    counted = types if not odd else list(compress(types, (kinds >= 0).tolist()))
+    for t, c in Counter(counted).items():
+        counts[t] = counts.get(t, 0) + c
+    call_of = np.repeat(np.arange(len(calls.results)), list(map(len, calls.results)))
+    cols: list[np.ndarray] = [np.asarray(c, np.int64)[call_of]
+                              for c in (calls.sample, calls.slot, calls.ann)]
+    cols.append(np.asarray(calls.src, np.uint8)[call_of])
+    per_kind = np.bincount(kinds + 1, minlength=len(KIND_ORDER) + 1)
+    order = np.argsort(kinds, kind="stable") if per_kind.max() < len(flat) else None
+    ends = np.cumsum(per_kind)
+    out: dict[str, Batch] = {}
+    for k, kind in enumerate(KIND_ORDER):
+        if not per_kind[k + 1]:
+            continue
+        idx = None if order is None else order[ends[k]:ends[k + 1]]
+        out[kind] = _batch(kind, flat, idx, cols, call_of, calls.pscore, control_of)
+    return out
+
+
+def _batch(kind: str, flat: list, idx: np.ndarray | None, cols: list[np.ndarray],
+           call_of: np.ndarray, pscores: list, control_of: Callable[[str], int]) -> Batch:
+    if idx is None:
+        res = flat
+        sample, slot, ann, src = cols
+    else:
+        res = list(map(flat.__getitem__, idx.tolist()))
+        sample, slot, ann, src = (c[idx] for c in cols)
+        call_of = call_of[idx]
+    n = len(res)
+    control: np.ndarray
+    if kind == "relation":
+        val = res
+        control = np.full(n, -1, np.int16)
+    else:
+        val = list(map(dict.get, res, repeat("value")))
+        if not _all(val, dict):
+            val = [v if v.__class__ is dict else {} for v in val]
+        names = list(map(dict.get, res, repeat("from_name"), repeat("")))
+        if not _all(names, str):
+            names = [f if f.__class__ is str else str(f) for f in names]
+        ids = {f: control_of(f) for f in set(names)}
+        control = np.fromiter(map(ids.__getitem__, names), np.int16, count=n)
+    rid: list[Any] = list(map(dict.get, res, repeat("id")))
+    if not _all(rid, str):
+        rid = [x if x.__class__ is str else ("" if x is None else str(x)) for x in rid]
+    pscore = list(map(pscores.__getitem__, call_of.tolist()))
+    return Batch(sample, slot, ann, src, control, rid, res, val, pscore)
