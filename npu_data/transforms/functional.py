@@ -130,6 +130,9 @@ def _resized_crop_hv(images: torch.Tensor, bx: torch.Tensor, out_h: int, out_w: 
 def hflip(images: torch.Tensor, sizes: torch.Tensor, flip_mask: torch.Tensor) -> torch.Tensor:
     """Mirror each flagged sample left-right within its valid width (exact)."""
     _check_images(images, sizes)
+    native = _native.for_tensor(images)
+    if native is not None:
+        return native.hflip(images, sizes, flip_mask.to(torch.bool))
     width = images.shape[-1]
     flip = flip_mask.to(device=images.device, dtype=torch.bool).view(-1, 1)
     cols = torch.arange(width, device=images.device).view(1, width)

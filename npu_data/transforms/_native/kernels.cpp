@@ -101,13 +101,16 @@ void vertical(const uint8_t* src, int64_t src_stride, int width, const Coeffs& c
     const int32_t* k = &c.weight[static_cast<size_t>(yy) * c.ksize];
     const int n = c.count[yy];
     for (int y = 0; y < n; ++y) {
-      const uint8_t* row = src + (c.start[yy] + y) * src_stride;
+      const uint8_t* __restrict__ row = src + (c.start[yy] + y) * src_stride;
       const int32_t w = k[y];
-      int32_t* a = acc.data();
+      int32_t* __restrict__ a = acc.data();
+#pragma omp simd
       for (int x = 0; x < width; ++x) a[x] += static_cast<int32_t>(row[x]) * w;
     }
-    uint8_t* out = dst + yy * dst_stride;
-    for (int x = 0; x < width; ++x) out[x] = clip8_fixed(acc[x]);
+    uint8_t* __restrict__ out = dst + yy * dst_stride;
+    const int32_t* __restrict__ a = acc.data();
+#pragma omp simd
+    for (int x = 0; x < width; ++x) out[x] = clip8_fixed(a[x]);
   }
 }
 
@@ -175,11 +178,10 @@ inline int32_t gray_of(int32_t r, int32_t g, int32_t b) {
 }
 
 // Pillow's blend: float32 in1 + a * (in2 - in1), clipped, truncated.
+// (clamping first gives the same bytes as Pillow's "<= 0 -> 0, >= 255 -> 255, else (UINT8)t")
 inline uint8_t blend_value(float in1, float in2, float a) {
   const float t = in1 + a * (in2 - in1);
-  if (t <= 0.0f) return 0;
-  if (t >= 255.0f) return 255;
-  return static_cast<uint8_t>(t);
+  return static_cast<uint8_t>(static_cast<int>(std::min(std::max(t, 0.0f), 255.0f)));
 }
 
 
@@ -252,16 +254,19 @@ struct Planes {
 void brightness(Planes& p, float f) {
   for (int64_t y = 0; y < p.rows; ++y) {
     uint8_t* ch[3] = {p.r + y * p.stride, p.g + y * p.stride, p.b + y * p.stride};
-    for (auto* row : ch)
+    for (uint8_t* __restrict__ row : ch) {
+#pragma omp simd
       for (int64_t x = 0; x < p.cols; ++x) row[x] = blend_value(0.0f, static_cast<float>(row[x]), f);
+    }
   }
 }
 
 void saturation(Planes& p, float f) {
   for (int64_t y = 0; y < p.rows; ++y) {
-    uint8_t* r = p.r + y * p.stride;
-    uint8_t* g = p.g + y * p.stride;
-    uint8_t* b = p.b + y * p.stride;
+    uint8_t* __restrict__ r = p.r + y * p.stride;
+    uint8_t* __restrict__ g = p.g + y * p.stride;
+    uint8_t* __restrict__ b = p.b + y * p.stride;
+#pragma omp simd
     for (int64_t x = 0; x < p.cols; ++x) {
       const float l = static_cast<float>(gray_of(r[x], g[x], b[x]));
       r[x] = blend_value(l, static_cast<float>(r[x]), f);
@@ -278,6 +283,7 @@ void contrast(Planes& p, float f) {
     const uint8_t* g = p.g + y * p.stride;
     const uint8_t* b = p.b + y * p.stride;
     int64_t row_total = 0;
+#pragma omp simd reduction(+ : row_total)
     for (int64_t x = 0; x < p.vw; ++x) row_total += gray_of(r[x], g[x], b[x]);
     total += row_total;
   }
@@ -285,11 +291,12 @@ void contrast(Planes& p, float f) {
   const float mean = static_cast<float>((2 * total + n) / (2 * n));
   for (int64_t y = 0; y < p.rows; ++y) {
     uint8_t* ch[3] = {p.r + y * p.stride, p.g + y * p.stride, p.b + y * p.stride};
-    for (auto* row : ch) {
+    for (uint8_t* __restrict__ row : ch) {
       if (y >= p.vh) {
         std::memset(row, 0, p.cols);
         continue;
       }
+#pragma omp simd
       for (int64_t x = 0; x < p.vw; ++x) row[x] = blend_value(mean, static_cast<float>(row[x]), f);
       if (p.vw < p.cols) std::memset(row + p.vw, 0, p.cols - p.vw);
     }
@@ -347,14 +354,52 @@ at::Tensor color_ops(const at::Tensor& images_in, const at::Tensor& sizes_in,
   return out;
 }
 
+// Mirror each flagged sample left-right within its valid width; the padding stays put.
+at::Tensor hflip(const at::Tensor& images_in, const at::Tensor& sizes_in, const at::Tensor& flip_in) {
+  TORCH_CHECK(images_in.dim() == 4 && images_in.scalar_type() == at::kByte,
+              "images must be uint8 (B, C, H, W)");
+  const at::Tensor images = images_in.contiguous();
+  const at::Tensor sizes = sizes_in.to(at::kLong).contiguous();
+  const at::Tensor flip = flip_in.to(at::kBool).contiguous();
+  const int64_t B = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
+  TORCH_CHECK(sizes.size(0) == B && flip.numel() == B, "sizes and flip_mask need B rows");
+  at::Tensor out = at::empty_like(images);
+  const uint8_t* in_p = images.data_ptr<uint8_t>();
+  uint8_t* out_p = out.data_ptr<uint8_t>();
+  const int64_t* sz = sizes.data_ptr<int64_t>();
+  const bool* fl = flip.data_ptr<bool>();
+  at::parallel_for(0, B * C, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t b = p / C;
+      const uint8_t* src = in_p + p * H * W;
+      uint8_t* dst = out_p + p * H * W;
+      const int64_t w = std::clamp<int64_t>(sz[b * 2 + 1], 0, W);
+      if (!fl[b] || w <= 1) {
+        std::memcpy(dst, src, static_cast<size_t>(H * W));
+        continue;
+      }
+      for (int64_t y = 0; y < H; ++y) {
+        const uint8_t* __restrict__ s = src + y * W;
+        uint8_t* __restrict__ d = dst + y * W;
+#pragma omp simd
+        for (int64_t x = 0; x < w; ++x) d[x] = s[w - 1 - x];
+        if (w < W) std::memcpy(d + w, s + w, static_cast<size_t>(W - w));
+      }
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY(npu_data, m) {
   m.def("resized_crop(Tensor images, Tensor boxes, int out_h, int out_w, bool vertical_first_rule) -> Tensor");
+  m.def("hflip(Tensor images, Tensor sizes, Tensor flip_mask) -> Tensor");
   m.def("color_ops(Tensor images, Tensor sizes, Tensor order, Tensor factors, Tensor shifts) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(npu_data, CPU, m) {
   m.impl("resized_crop", &resized_crop);
   m.impl("color_ops", &color_ops);
+  m.impl("hflip", &hflip);
 }
