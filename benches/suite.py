@@ -149,6 +149,7 @@ def _shards(path: Path, cfg: BenchConfig, device: torch.device, kornia: bool = F
 
 
 def _wds(tars: list[Path], cfg: BenchConfig, device: torch.device) -> Any:
+    """Shuffled like a WebDataset job: tar order per worker, then a one-batch sample window."""
     stream = SizedStream([str(t) for t in tars], cfg.images, shuffle=True, seed=cfg.seed,
                          buffer=cfg.batch_size)
     return _ours(stream, cfg, device, shuffle=False)
@@ -186,7 +187,8 @@ def pipelines(data: BenchData, cfg: BenchConfig, device: torch.device
                                  functools.partial(stages.shard_plan, data.raw, cfg.crop,
                                                    device, kornia=True)))
         else:
-            skipped.append({k: x[k] for k in ("name", "label", "reason")})
+            reason = x["reason"] or f"needs the raw shards ({data.import_error})"
+            skipped.append({"name": x["name"], "label": x["label"], "reason": reason})
     return runs, skipped
 
 
