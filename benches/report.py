@@ -55,7 +55,7 @@ def markdown(results: dict[str, Any]) -> str:
               "worker processes during its measured epochs (shared pages count once per "
               "process; the main process holds every pipeline's loader).", "",
               "Stage cost, milliseconds per image, each stage timed alone in one process over "
-              f"{min(cfg['stage_samples'], cfg['images'])} samples (read, decode, augment_cpu "
+              f"{min(cfg['stage_samples'], cfg['images'])} samples (median of 3 passes; read, decode, augment_cpu "
               "and collate run in the workers when there are any; h2d and augment on the main "
               "process). \"bound by\" is the costliest stage of the slower side "
               "(sum of worker stages / workers vs. main stages); \"stages allow\" is the img/s "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,33 +41,41 @@ class StagePlan:
     per_batch: list[tuple[str, Step]]
 
 
-def _timed(fn: Callable[[], Any], device: torch.device) -> tuple[Any, float]:
-    t = time.perf_counter()
-    out = fn()
-    dev.synchronize(device)
-    return out, time.perf_counter() - t
+def _timed(fn: Callable[[], Any], device: torch.device, repeats: int) -> tuple[Any, float]:
+    """``fn()``'s result and its median time over ``repeats`` calls (a busy machine's
+    stalls hit single passes)."""
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn()
+        dev.synchronize(device)
+        times.append(time.perf_counter() - t)
+    return out, statistics.median(times)
 
 
 def _each(step: Step, items: list[Any]) -> list[Any]:
     return [step(x) for x in items]
 
 
-def time_stages(plan: StagePlan, n: int, batch_size: int, device: torch.device
-                ) -> dict[str, float]:
-    """Milliseconds per image of each stage over ``n`` samples (each step warmed up once)."""
+def time_stages(plan: StagePlan, n: int, batch_size: int, device: torch.device,
+                repeats: int = 3) -> dict[str, float]:
+    """Milliseconds per image of each stage over ``n`` samples: each step warmed up once,
+    then the median of ``repeats`` passes."""
     seconds: dict[str, float] = {}
     plan.read(n)  # opens files and maps, warms the page cache like the epochs before
-    items, seconds["read"] = _timed(lambda: plan.read(n), device)
+    items, seconds["read"] = _timed(lambda: plan.read(n), device, repeats)
     n = len(items)
     for name, step in plan.per_sample:
         step(items[0])
-        items, seconds[name] = _timed(functools.partial(_each, step, items), device)
-    batches, seconds["collate"] = _timed(functools.partial(_each, plan.collate, [
-        items[a:a + batch_size] for a in range(0, n, batch_size)]), device)
+        items, seconds[name] = _timed(functools.partial(_each, step, items), device, repeats)
+    groups = [items[a:a + batch_size] for a in range(0, n, batch_size)]
+    batches, seconds["collate"] = _timed(functools.partial(_each, plan.collate, groups),
+                                         device, repeats)
     for name, step in plan.per_batch:
         step(batches[0])
         dev.synchronize(device)
-        batches, seconds[name] = _timed(functools.partial(_each, step, batches), device)
+        batches, seconds[name] = _timed(functools.partial(_each, step, batches), device,
+                                        repeats)
     return {k: v * 1000 / n for k, v in seconds.items()}
 
 
