@@ -121,3 +121,16 @@ def test_disabled_by_environment_falls_back_to_torch_kernels() -> None:
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "(2, 3, 5, 5)"
+
+
+def test_resized_crop_reads_channels_last_and_strided_batches_directly() -> None:
+    rng = np.random.default_rng(5)
+    hwc = torch.from_numpy(rng.integers(0, 256, (4, 90, 70, 3), dtype=np.uint8))
+    nchw = hwc.permute(0, 3, 1, 2).contiguous()
+    sizes = torch.tensor([[90, 70]] * 4)
+    boxes = torch.tensor([[0, 0, 90, 70], [10, 5, 41, 60], [3, 2, 80, 7], [50, 60, 1, 1]])
+    expected = F.resized_crop(nchw, sizes, boxes, (33, 47))
+    for layout in (hwc.permute(0, 3, 1, 2),  # channels-last, as the loaders collate
+                   nchw.contiguous(memory_format=torch.channels_last),
+                   torch.cat([nchw, nchw], dim=3)[..., :70]):  # rows with a wider stride
+        assert torch.equal(F.resized_crop(layout, sizes, boxes, (33, 47)), expected)

@@ -158,14 +158,42 @@ void horizontal(const uint8_t* src, int64_t src_stride, int rows, int in_w, cons
   transpose(s.t2.data(), rows, out_w, rows, dst, dst_stride);
 }
 
+// The crop of an interleaved (H, W, C) sample as C planes of rows x cols.
+void deinterleave(const uint8_t* src, int64_t row_stride, int rows, int cols, int64_t C,
+                  uint8_t* dst) {
+  const size_t plane = static_cast<size_t>(rows) * cols;
+  for (int y = 0; y < rows; ++y) {
+    const uint8_t* __restrict__ s = src + y * row_stride;
+    if (C == 3) {
+      uint8_t* __restrict__ r = dst + static_cast<size_t>(y) * cols;
+      uint8_t* __restrict__ g = r + plane;
+      uint8_t* __restrict__ b = g + plane;
+#pragma omp simd
+      for (int x = 0; x < cols; ++x) {
+        r[x] = s[3 * x];
+        g[x] = s[3 * x + 1];
+        b[x] = s[3 * x + 2];
+      }
+    } else {
+      for (int64_t c = 0; c < C; ++c)
+        for (int x = 0; x < cols; ++x) dst[c * plane + static_cast<size_t>(y) * cols + x] = s[x * C + c];
+    }
+  }
+}
+
 at::Tensor resized_crop(const at::Tensor& images_in, const at::Tensor& boxes_in, int64_t out_h,
                         int64_t out_w, bool vertical_first_rule) {
   TORCH_CHECK(images_in.dim() == 4 && images_in.scalar_type() == at::kByte,
               "images must be uint8 (B, C, H, W)");
   TORCH_CHECK(out_h > 0 && out_w > 0, "output size must be positive");
-  const at::Tensor images = images_in.contiguous();
+  // Rows must be contiguous (NCHW) or pixels interleaved (channels-last, as the loaders
+  // collate): anything else is copied to NCHW first.
+  const bool interleaved = images_in.stride(3) == images_in.size(1) && images_in.stride(1) == 1;
+  const at::Tensor images =
+      interleaved || images_in.stride(3) == 1 ? images_in : images_in.contiguous();
   const at::Tensor boxes = boxes_in.to(at::kLong).contiguous();
   const int64_t B = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
+  const int64_t sB = images.stride(0), sC = images.stride(1), sH = images.stride(2);
   TORCH_CHECK(boxes.dim() == 2 && boxes.size(0) == B && boxes.size(1) == 4,
               "boxes must be (B, 4) top, left, height, width");
   at::Tensor out = at::empty({B, C, out_h, out_w}, images.options());
@@ -177,6 +205,7 @@ at::Tensor resized_crop(const at::Tensor& images_in, const at::Tensor& boxes_in,
     Scratch scratch;
     std::vector<uint8_t>& tmp = scratch.tmp;
     std::vector<int32_t>& acc = scratch.acc;
+    std::vector<uint8_t> planes;  // the crop, one plane per channel, for interleaved input
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t* bx = box_p + b * 4;
       const int64_t top = std::clamp<int64_t>(bx[0], 0, H - 1);
@@ -187,25 +216,33 @@ at::Tensor resized_crop(const at::Tensor& images_in, const at::Tensor& boxes_in,
       const bool v_first = vertical_first_rule && (ch - oh) > 0 && (ch - oh) > 2 * (cw - ow);
       const Coeffs hc = need_h ? coefficients(cw, ow) : Coeffs();
       Coeffs vc = need_v ? coefficients(ch, oh) : Coeffs();
+      int64_t stride = sH;  // row stride of the planes read below
+      if (interleaved) {
+        planes.resize(static_cast<size_t>(C) * ch * cw);
+        deinterleave(in_p + b * sB + top * sH + left * C, sH, ch, cw, C, planes.data());
+        stride = cw;
+      }
       for (int64_t c = 0; c < C; ++c) {
-        const uint8_t* plane = in_p + ((b * C + c) * H + top) * W + left;  // crop origin
+        const uint8_t* plane = interleaved  // crop origin of this channel
+            ? planes.data() + static_cast<size_t>(c) * ch * cw
+            : in_p + b * sB + c * sC + top * sH + left;
         uint8_t* dst = out_p + (b * C + c) * out_h * out_w;
         if (!need_h && !need_v) {
-          for (int y = 0; y < oh; ++y) std::memcpy(dst + y * ow, plane + y * W, ow);
+          for (int y = 0; y < oh; ++y) std::memcpy(dst + y * ow, plane + y * stride, ow);
         } else if (!need_h) {
-          vertical(plane, W, ow, vc, oh, dst, ow, acc);
+          vertical(plane, stride, ow, vc, oh, dst, ow, acc);
         } else if (!need_v) {
-          horizontal(plane, W, oh, cw, hc, ow, dst, ow, scratch);
+          horizontal(plane, stride, oh, cw, hc, ow, dst, ow, scratch);
         } else if (v_first) {
           tmp.resize(static_cast<size_t>(oh) * cw);
-          vertical(plane, W, cw, vc, oh, tmp.data(), cw, acc);
+          vertical(plane, stride, cw, vc, oh, tmp.data(), cw, acc);
           horizontal(tmp.data(), cw, oh, cw, hc, ow, dst, ow, scratch);
         } else {
           // horizontal pass over the rows the vertical pass reads
           const int first = vc.start[0];
           const int last = vc.start[oh - 1] + vc.count[oh - 1];
           tmp.resize(static_cast<size_t>(last - first) * ow);
-          horizontal(plane + static_cast<int64_t>(first) * W, W, last - first, cw, hc, ow,
+          horizontal(plane + first * stride, stride, last - first, cw, hc, ow,
                      tmp.data(), ow, scratch);
           Coeffs shifted = vc;
           for (auto& s : shifted.start) s -= first;
