@@ -58,12 +58,29 @@ def _tdtype(dtype: np.dtype) -> torch.dtype:
 
 
 def _images(images: Sequence[np.ndarray], pin: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    hs, ws = _image_sizes(images)
+    hmax, wmax = (int(hs.max()), int(ws.max())) if len(images) else (0, 0)
+    buf = _empty((len(images), hmax, wmax, 3), torch.uint8, pin)
+    _copy_images(images, hs, ws, buf.numpy())
+    return buf.permute(0, 3, 1, 2), _sizes(hs, ws)
+
+
+def _image_sizes(images: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     b = len(images)
     hs = np.fromiter((im.shape[0] for im in images), dtype=np.int64, count=b)
     ws = np.fromiter((im.shape[1] for im in images), dtype=np.int64, count=b)
-    hmax, wmax = (int(hs.max()), int(ws.max())) if b else (0, 0)
-    buf = _empty((b, hmax, wmax, 3), torch.uint8, pin)
-    out = buf.numpy()
+    return hs, ws
+
+
+def _sizes(hs: np.ndarray, ws: np.ndarray) -> torch.Tensor:
+    return (torch.from_numpy(np.stack([hs, ws], axis=1)) if len(hs)
+            else torch.zeros(0, 2, dtype=torch.int64))
+
+
+def _copy_images(images: Sequence[np.ndarray], hs: np.ndarray, ws: np.ndarray,
+                 out: np.ndarray) -> None:
+    """Each image at the top-left of ``out[i]`` (B, Hmax, Wmax, 3); only padding zeroed."""
+    hmax, wmax = out.shape[1:3]
     for i, im in enumerate(images):
         h, w = int(hs[i]), int(ws[i])
         out[i, :h, :w] = im
@@ -71,8 +88,6 @@ def _images(images: Sequence[np.ndarray], pin: bool) -> tuple[torch.Tensor, torc
             out[i, h:] = 0
         if w < wmax:
             out[i, :h, w:] = 0
-    sizes = torch.from_numpy(np.stack([hs, ws], axis=1)) if b else torch.zeros(0, 2, dtype=torch.int64)
-    return buf.permute(0, 3, 1, 2), sizes
 
 
 def _pad_rows(arrays: Sequence[np.ndarray | None], counts: np.ndarray, nmax: int, pin: bool,
@@ -229,9 +244,9 @@ def collate_samples(samples: Sequence[Sample], pin: bool = False) -> Batch:
 def _collate_columns(cols: BatchColumns, pin: bool) -> Batch:
     """``collate_samples`` of the batch's sample dicts, built from its columns."""
     b = len(cols)
-    batch: Batch = {}
-    batch["image"], batch["sizes"] = _images(cols.images, pin)
-    hw = (batch["image"].shape[2], batch["image"].shape[3])
+    hs, ws = _image_sizes(cols.images)
+    hw = (int(hs.max()), int(ws.max())) if b else (0, 0)
+    batch: Batch = {"image": None, "sizes": _sizes(hs, ws)}
     groups: dict[str, list[str]] = {}
     for key in cols.keys:
         if key == "image":
@@ -255,23 +270,24 @@ def _collate_columns(cols: BatchColumns, pin: bool) -> Batch:
                 batch[key] = np.split(rows, np.cumsum(counts)[:-1])
     for group, gkeys in groups.items():
         _group_columns(cols, group, gkeys, batch, hw)
-    _pack(batch, pin)
+    image = _pack(batch, pin, (b, *hw, 3))
+    _copy_images(cols.images, hs, ws, image.numpy())
+    batch["image"] = image.permute(0, 3, 1, 2)
     return batch
 
 
-def _pack(batch: Batch, pin: bool) -> None:
-    """Move every non-empty tensor but the image into one shared (worker) or pinned buffer:
-    one storage to send to the main process or page-lock instead of one per tensor."""
+def _pack(batch: Batch, pin: bool, image_shape: tuple[int, ...]) -> torch.Tensor:
+    """The (B, H, W, 3) image buffer; in a worker (shared memory) or with ``pin`` the
+    batch's other non-empty tensors move into the same buffer, after the image: one storage
+    to send to the main process or to page-lock instead of one per tensor."""
+    image_bytes = int(np.prod(image_shape))
     if not pin and get_worker_info() is None:
-        return
-    keys = [k for k, v in batch.items()
-            if k != "image" and isinstance(v, torch.Tensor) and v.numel()]
-    starts, total = [], 0
+        return torch.empty(image_shape, dtype=torch.uint8)
+    keys = [k for k, v in batch.items() if isinstance(v, torch.Tensor) and v.numel()]
+    starts, total = [], -(-image_bytes // 64) * 64
     for k in keys:
         starts.append(total)
         total += -(-batch[k].numel() * batch[k].element_size() // 64) * 64
-    if not keys:
-        return
     storage = _empty((total,), torch.uint8, pin).untyped_storage()
     for k, start in zip(keys, starts, strict=True):
         t = batch[k]
@@ -280,6 +296,8 @@ def _pack(batch: Batch, pin: bool) -> None:
         view = view.view(t.dtype).view(t.shape)
         view.copy_(t)
         batch[k] = view
+    flat = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (image_bytes,), (1,))
+    return flat.view(image_shape)
 
 
 def _slots(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

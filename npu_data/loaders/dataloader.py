@@ -13,6 +13,7 @@ one shot by the default collate; a user ``collate_fn`` still gets the list of sa
 from __future__ import annotations
 
 import functools
+import gc
 import math
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -111,7 +112,8 @@ class DataLoader:
             dataset, batch_size=batch_size, shuffle=torch_shuffle, sampler=sampler,
             batch_sampler=batch_sampler, num_workers=num_workers, collate_fn=collate_fn,
             pin_memory=pin and num_workers > 0, drop_last=drop_last, timeout=timeout,
-            worker_init_fn=worker_init_fn, multiprocessing_context=multiprocessing_context,
+            worker_init_fn=functools.partial(_worker_init, worker_init_fn),
+            multiprocessing_context=multiprocessing_context,
             generator=generator, prefetch_factor=prefetch_factor,
             persistent_workers=persistent_workers,
         )
@@ -234,6 +236,14 @@ class DataLoader:
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self._loader, name)
+
+
+def _worker_init(user_init: Callable[[int], None] | None, worker_id: int) -> None:
+    """Freeze what the worker inherited: the garbage collector never scans (nor dirties,
+    copy-on-write) those objects again, so batches cost less and worker memory stays flat."""
+    gc.freeze()
+    if user_init is not None:
+        user_init(worker_id)
 
 
 def _is_collate_samples(fn: Any) -> bool:

@@ -139,3 +139,28 @@ def test_worker_private_memory_does_not_grow() -> None:
     assert len(uss) == 2
     for series in uss.values():
         assert series[-1] - series[0] < 8 << 20, series  # no per-sample copy-on-write growth
+
+
+_INIT: list[int] = []
+
+
+def _record_init(worker_id: int) -> None:
+    _INIT.append(100 + worker_id)
+
+
+class _WorkerState(ArrayDataset):
+    """Samples that report the worker's init calls and frozen object count."""
+
+    def __getitem__(self, i: int) -> dict:
+        import gc
+
+        return {**super().__getitem__(i), "init": list(_INIT), "frozen": gc.get_freeze_count()}
+
+
+def test_workers_freeze_inherited_objects_and_run_the_user_init() -> None:
+    loader = DataLoader(_WorkerState(8), batch_size=2, num_workers=2, device="cpu",
+                        worker_init_fn=_record_init)
+    batches = _run(loader)
+    assert {tuple(i) for b in batches for i in b["init"]} == {(100,), (101,)}
+    assert all(int(f) > 0 for b in batches for f in b["frozen"])
+    assert _INIT == []  # the main process neither ran it nor froze anything for it
