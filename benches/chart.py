@@ -11,6 +11,8 @@ COLOURS = [(41, 98, 255), (0, 150, 110), (230, 120, 0), (170, 60, 200), (200, 40
 GREY = (150, 150, 150)
 WIDTH = 1000
 PANEL_H = 300
+SWEEP_TITLES = {"workers": "workers", "batch_size": "batch size", "crop": "crop (output) size",
+                "image": "input image size"}
 
 
 def _font(size: int) -> Font:
@@ -56,7 +58,8 @@ def _panel(draw: ImageDraw.ImageDraw, name: str, sweep: list[dict[str, Any]],
            colour: dict[str, tuple[int, int, int]], box: tuple[int, int, int, int]) -> None:
     x0, y0, x1, y1 = box
     small = _font(13)
-    draw.text((x0, y0), f"img/s vs {name}", fill="black", font=_font(15))
+    draw.text((x0, y0), f"img/s vs {SWEEP_TITLES.get(name, name)}", fill="black",
+              font=_font(15))
     px0, py0, px1, py1 = x0 + 45, y0 + 28, x1 - 10, y1 - 30
     top_v = max([v for row in sweep for v in row["img_s"].values()] + [1.0])
     draw.line([px0, py0, px0, py1, px1, py1], fill="black", width=1)

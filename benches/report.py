@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benches.chart import chart
+from benches.chart import SWEEP_TITLES, chart
 from benches.stages import STAGES
 from npu_data.shards.atomic import atomic_write_bytes
 
@@ -72,7 +72,9 @@ def markdown(results: dict[str, Any]) -> str:
     for name, sweep in results.get("sweeps", {}).items():
         keys = list(dict.fromkeys(k for row in sweep for k in row["img_s"]))
         fixed = ", ".join(f"{k} {cfg[k]}" for k in ("workers", "batch_size", "crop") if k != name)
-        lines += ["", f"Sweep over {name} ({fixed}; img/s, 1 warm-up + "
+        if name == "image":
+            fixed += f", {sweep[0].get('images', cfg['images'])} images per size"
+        lines += ["", f"Sweep over {SWEEP_TITLES.get(name, name)} ({fixed}; img/s, 1 warm-up + "
                   f"{min(2, cfg['epochs'])} epoch(s), median):", "",
                   f"| {name} | " + " | ".join(names.get(k, k) for k in keys) + " |",
                   "|---|" + "---:|" * len(keys)]

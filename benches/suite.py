@@ -231,34 +231,56 @@ def measure(runs: list[Pipeline], cfg: BenchConfig, device: torch.device,
 SWEEP_PIPELINES = ("baseline", "npu_data_raw", "webdataset")
 
 
-def default_sweeps(quick: bool = False) -> dict[str, tuple[int, ...]]:
-    """Values swept: workers 0, 1, 2, 4, ... up to the CPU count; batch size; crop size."""
+IMAGE_SWEEP_MAX = 512  # images per dataset in the image-size sweep (one dataset per size)
+Value = int | str
+
+
+def default_sweeps(quick: bool = False) -> dict[str, tuple[Value, ...]]:
+    """Values swept: workers 0, 1, 2, 4, ... up to the CPU count; batch size; crop (output)
+    size; input image size ("WxH", a generated dataset each)."""
     if quick:
-        return {"workers": (0, 1), "batch_size": (4, 8), "crop": (32, 64)}
+        return {"workers": (0, 1), "batch_size": (4, 8), "crop": (32, 64),
+                "image": ("64x48", "128x96")}
     cpus = max(2, psutil.cpu_count() or 1)
     workers = (0, 1, *(w for w in (2, 4, 8, 16, 32) if w <= cpus))
-    return {"workers": workers, "batch_size": (16, 32, 64, 128), "crop": (128, 224, 320)}
+    return {"workers": workers, "batch_size": (16, 32, 64, 128), "crop": (128, 224, 320),
+            "image": ("250x188", "500x375", "750x563")}
+
+
+def _swept(data: BenchData, cfg: BenchConfig, key: str, v: Value
+           ) -> tuple[BenchData, BenchConfig]:
+    over: dict[str, Any] = {"warmup": 1, "epochs": min(2, cfg.epochs)}
+    if key != "image":
+        return data, BenchConfig(**{**asdict(cfg), **over, key: v})
+    try:
+        w, h = (int(x) for x in str(v).split("x"))
+    except ValueError:
+        raise ValueError(f"image size sweep value {v!r}: expected WxH, e.g. 500x375") from None
+    n = min(cfg.images, IMAGE_SWEEP_MAX)
+    c = BenchConfig(**{**asdict(cfg), **over, "width": w, "height": h, "images": n})
+    return ensure(data.root.parent, n, w, h, cfg.seed), c
 
 
 def sweep(data: BenchData, cfg: BenchConfig, device: torch.device,
-          values: Mapping[str, Sequence[int]], log: Callable[[str], None] = print
+          values: Mapping[str, Sequence[Value]], log: Callable[[str], None] = print
           ) -> dict[str, list[dict[str, Any]]]:
     """Throughput of SWEEP_PIPELINES at each value of each swept setting (others fixed)."""
     out: dict[str, list[dict[str, Any]]] = {}
     for key, vals in values.items():
         rows: list[dict[str, Any]] = []
         for v in vals:
-            c = BenchConfig(**{**asdict(cfg), key: v, "warmup": 1, "epochs": min(2, cfg.epochs)})
-            sub = [p for p in pipelines(data, c, device)[0] if p.name in SWEEP_PIPELINES]
+            d, c = _swept(data, cfg, key, v)
+            sub = [p for p in pipelines(d, c, device)[0] if p.name in SWEEP_PIPELINES]
             got = measure(sub, c, device, with_stages=False)
-            rows.append({"value": v, "img_s": {x["name"]: x["median_img_s"] for x in got}})
+            rows.append({"value": v, "images": c.images,
+                         "img_s": {x["name"]: x["median_img_s"] for x in got}})
             log(f"  sweep {key}={v}: " + ", ".join(
                 f"{n} {r:.0f}" for n, r in rows[-1]["img_s"].items()))
         out[key] = rows
     return out
 
 
-def run(cfg: BenchConfig, data_dir: Path, sweeps: Mapping[str, Sequence[int]] | None = None,
+def run(cfg: BenchConfig, data_dir: Path, sweeps: Mapping[str, Sequence[Value]] | None = None,
         log: Callable[[str], None] = print) -> dict[str, Any]:
     """Make or reuse the dataset, measure every pipeline, optionally sweep; the results."""
     device = dev.resolve_device(cfg.device)

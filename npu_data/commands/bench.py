@@ -44,8 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="torch threads of the main process (default: torch's; 1 avoids "
                         "oversubscribing a small, busy machine)")
     p.add_argument("--sweep", action="store_true",
-                   help="also sweep workers (0, 1, 2, 4, ... up to the CPU count), batch size "
-                        "and crop size for the baseline, raw shards and WebDataset")
+                   help="also sweep workers (0, 1, 2, 4, ... up to the CPU count), batch size, "
+                        "crop size and input image size for the baseline, raw shards and "
+                        "WebDataset")
 
 
 def run(args: argparse.Namespace) -> int:

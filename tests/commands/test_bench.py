@@ -11,7 +11,7 @@ import pytest
 import torch
 from PIL import Image
 
-from benches import baseline, datasets, extras, stages, suite
+from benches import baseline, chart, datasets, extras, stages, suite
 from npu_data.cli import main
 from npu_data.transforms import geometry
 
@@ -44,8 +44,10 @@ def test_bench_writes_well_formed_files(tmp_path: Path, capsys: pytest.CaptureFi
     assert ok["baseline"]["ratio_to_baseline"] == 1.0
     assert all(p["reason"] for p in res["pipelines"] if p["status"] == "skipped")
     sweeps = res["sweeps"]
-    assert set(sweeps) == {"workers", "batch_size", "crop"}
+    assert set(sweeps) == {"workers", "batch_size", "crop", "image"}
     assert [r["value"] for r in sweeps["workers"]] == [0, 1]
+    assert [r["value"] for r in sweeps["image"]] == ["64x48", "128x96"]
+    assert (tmp_path / "data" / "bench_8_128x96_s0" / "wds" / "tars.json").is_file()
     for rows in sweeps.values():
         for row in rows:
             assert set(row["img_s"]) == set(res["sweep_pipelines"]) == set(suite.SWEEP_PIPELINES)
@@ -55,7 +57,7 @@ def test_bench_writes_well_formed_files(tmp_path: Path, capsys: pytest.CaptureFi
     assert all(md.count(f"\n| {p['label']} |") == 2 for p in ok.values())  # main, stages
     skipped = [p for p in res["pipelines"] if p["status"] == "skipped"]
     assert all(md.count(f"| {p['label']} | skipped: {p['reason']} |") == 1 for p in skipped)
-    assert all(f"Sweep over {k}" in md for k in sweeps)
+    assert all(f"Sweep over {chart.SWEEP_TITLES[k]} (" in md for k in sweeps)
     with Image.open(out / "chart.png") as im:
         assert im.format == "PNG" and im.width >= 600 and im.height > suite_chart_bars(len(ok))
     # the generated dataset (JPEGs, shards, tars) is reused on the next run
