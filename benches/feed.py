@@ -1,11 +1,13 @@
 """Feed benchmark: raw 256-px shards → pinned host batches (no augmentation), img/s.
 
     python -m benches.feed [--images 4096] [--batch 128] [--workers 2] [--epochs 3]
-                           [--source shards|memmap] [--locality-block K] [--cold]
+                           [--source shards|memmap] [--read batched|per-sample]
+                           [--locality-block K] [--cold]
 
 ``--source shards`` imports a generated project into raw shards (npu_data's writer) and reads
-them through ShardDataset; ``--source memmap`` reads the same pixels from one flat memory map
-(the loader alone, without the shard reader). ``--cold`` drops the page cache before each
+them through ShardDataset, a batch at a time (``__getitems__``; ``--read per-sample`` hides it
+so every sample is read alone, as before the batched read); ``--source memmap`` reads the same
+pixels from one flat memory map (the loader alone, without the shard reader). ``--cold`` drops the page cache before each
 epoch (``/proc/sys/vm/drop_caches``; needs root, reported when it fails) to show when
 ``--locality-block`` helps. Prints one line per epoch and the median.
 """
@@ -43,6 +45,19 @@ class MemmapImages:
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_mm": None}
+
+
+class PerSample:
+    """``dataset`` without ``__getitems__``: torch's DataLoader reads one sample at a time."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return self.dataset[i]
 
 
 def make_memmap(root: Path, n: int, side: int) -> MemmapImages:
@@ -88,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--source", choices=("shards", "memmap"), default="shards")
+    p.add_argument("--read", choices=("batched", "per-sample"), default="batched")
     p.add_argument("--locality-block", type=int, default=None)
     p.add_argument("--cold", action="store_true")
     p.add_argument("--work-dir", default=os.path.join(tempfile.gettempdir(), "npu-data-bench"))
@@ -96,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     ds = (make_shards(root, a.images, a.side) if a.source == "shards"
           else make_memmap(root, a.images, a.side))
+    if a.read == "per-sample":
+        ds = PerSample(ds)
     sampler = NpuDistributedSampler(ds, num_replicas=1, rank=0, seed=0,
                                     locality_block=a.locality_block)
     loader = DataLoader(ds, batch_size=a.batch, sampler=sampler, num_workers=a.workers,
@@ -103,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                         # pages mapped by live workers survive drop_caches: restart them cold
                         persistent_workers=not a.cold,
                         device="cpu", device_prefetch=0)
-    print(f"feed: {len(ds)} images {a.side}px from {a.source}, batch {a.batch}, "
+    print(f"feed: {len(ds)} images {a.side}px from {a.source} ({a.read}), batch {a.batch}, "
           f"{a.workers} workers, locality_block={a.locality_block}, pinned "
           f"{dev.pin_memory_supported(dev.best_device_type())}, cold={a.cold}")
     rates = []

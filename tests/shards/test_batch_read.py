@@ -159,3 +159,27 @@ def test_corrupt_sample_names_the_sample(datasets: dict[str, ShardDataset],
         return re.sub(r"0x[0-9a-f]+", "0x", str(exc.value))  # PIL names its BytesIO object
 
     assert text(batched) == text(per_sample) and "dataset index 3" in text(batched)
+
+
+def test_pinned_batch_is_one_buffer(datasets: dict[str, ShardDataset],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from npu_data import device as dev
+
+    allocations: list[tuple[int, ...]] = []
+
+    def fake_pinned(shape: tuple[int, ...], dtype: torch.dtype, device: Any) -> torch.Tensor:
+        allocations.append(tuple(shape))
+        return torch.empty(shape, dtype=dtype)
+
+    monkeypatch.setattr(dev, "pin_memory_supported", lambda device: True)
+    monkeypatch.setattr(dev, "empty_pinned", fake_pinned)
+    ds = datasets["all"]
+    indices = [8, 0, 5, 3, 4]
+    expected = collate_samples([ds[i] for i in indices], pin=True)
+    allocations.clear()
+    got = collate_samples(ds.__getitems__(indices), pin=True)
+    _same_batch(expected, got)
+    assert len(allocations) == 1
+    ptrs = {v.untyped_storage().data_ptr() for v in got.values()
+            if isinstance(v, torch.Tensor) and v.numel()}
+    assert len(ptrs) == 1
