@@ -87,10 +87,10 @@ def group(calls: Calls, control_of: Callable[[str], int], counts: dict[str, int]
     except TypeError:  # a result that is not an object
         types = [r.get("type") if r.__class__ is dict else None for r in flat]
     try:
-        codes = list(map(TYPED.get, types, repeat(-1)))
+        kinds = np.fromiter(map(TYPED.get, types, repeat(-1)), np.int64, count=len(types))
     except TypeError:  # an unhashable type
-        codes = [TYPED.get(t, -1) if t.__class__ is str else -1 for t in types]
-    kinds = np.asarray(codes, np.int64)
+        kinds = np.asarray([TYPED.get(t, -1) if t.__class__ is str else -1 for t in types],
+                           np.int64)
     odd = np.flatnonzero(kinds < 0).tolist()
     for i in odd:
         got = resolve(flat[i])
@@ -137,9 +137,14 @@ def _batch(kind: str, flat: list, idx: np.ndarray | None, cols: list[np.ndarray]
         if not _all(val, dict):
             val = [v if v.__class__ is dict else {} for v in val]
         names = list(map(dict.get, res, repeat("from_name"), repeat("")))
-        if not _all(names, str):
+        try:
+            uniq = set(names)
+        except TypeError:  # an unhashable name
+            uniq = {0}
+        if not all(u.__class__ is str for u in uniq):
             names = [f if f.__class__ is str else str(f) for f in names]
-        ids = {f: control_of(f) for f in set(names)}
+            uniq = set(names)
+        ids = {f: control_of(f) for f in uniq}
         control = np.fromiter(map(ids.__getitem__, names), np.int16, count=n)
     rid: list[Any] = list(map(dict.get, res, repeat("id")))
     if not _all(rid, str):

@@ -16,7 +16,7 @@ import orjson
 
 from npu_data.annotations import results as R
 from npu_data.annotations.builders import GroupBuilder, Rows, SampleBuilder, build_table
-from npu_data.annotations.collect import Calls, group, value_of
+from npu_data.annotations.collect import TYPED, Calls, group, value_of
 from npu_data.annotations.scan import NOT_A_LIST, element_chunks, fast_chunks
 from npu_data.annotations.table import GROUPS, AnnotationTable
 from npu_data.errors import UserError
@@ -119,6 +119,7 @@ class _Parser:
         self.ctx = R.Context(self._label_id, self._label_ids, clip)
         self.ctrl: dict[str, int] = {}
         self.gid: dict[tuple[int, str], int] = {}
+        self.gid_of: dict[int, dict[str, int]] = {}  # the same ids, by control
         self.samples = SampleBuilder()
         self.groups = {g: GroupBuilder(g) for g in GROUPS}
         self.stats = ParseStats()
@@ -142,36 +143,42 @@ class _Parser:
         g = self.gid.get(key)
         if g is None:
             g = self.gid[key] = len(self.gid)
+            self.gid_of.setdefault(control, {})[label] = g
         return g
 
-    def _label_ids(self, controls: list[int], labels: list[str]) -> list[int]:
-        gid = self.gid
-        pairs = list(zip(controls, labels, strict=True))
-        try:
-            return list(map(gid.__getitem__, pairs))
-        except KeyError:
-            for key in pairs:
-                if key not in gid:
-                    gid[key] = len(gid)
-            return list(map(gid.__getitem__, pairs))
+    def _label_ids(self, controls: np.ndarray, labels: list[str]) -> list[int]:
+        if len(controls) and controls.min() == controls.max():  # one control: its own dict
+            c = int(controls[0])
+            ids = self.gid_of.setdefault(c, {})
+            for name in set(labels).difference(ids):
+                self._label_id(c, name)
+            return list(map(ids.__getitem__, labels))
+        pairs = list(zip(controls.tolist(), labels, strict=True))
+        for key in set(pairs).difference(self.gid):
+            self._label_id(*key)
+        return list(map(self.gid.__getitem__, pairs))
 
     # --- tasks --------------------------------------------------------------------------
     def chunk(self, tasks: list, first_index: int) -> None:
         ch = _Chunk()
         base = self.samples.count
         self.ctx.bad = {}
-        for k, task in enumerate(tasks):
-            idx = first_index + k
-            fl = _flavour(task)
-            st = self.stats
-            st.flavour = fl if st.flavour in ("empty", fl) else "mixed"
-            st.tasks += 1
-            if not isinstance(task, dict):
+        st = self.stats
+        st.tasks += len(tasks)
+        full_task = self._full_task
+        seen = st.flavour
+        for idx, task in enumerate(tasks, first_index):
+            fl = "json" if task.__class__ is dict and "annotations" in task else _flavour(task)
+            if fl != seen:
+                seen = st.flavour = fl if st.flavour in ("empty", fl) else "mixed"
+            if fl == "json" and task.__class__ is dict:
+                full_task(task, idx, ch, base)
+            elif not isinstance(task, dict):
                 self.rejected.append(Rejection(idx, None, "task is not a JSON object"))
             elif fl == "json-min":
                 self._min_row(task, idx, ch, base)
             else:
-                self._full_task(task, idx, ch, base)
+                full_task(task, idx, ch, base)
         ctx = self.ctx
         batches = group(ch.calls, self._control, self.stats.results, ctx.unknown)
         pieces = {k: R.EXTRACT[k](ctx, b) for k, b in batches.items()}
@@ -220,34 +227,47 @@ class _Parser:
         tid_raw = task.get("id")
         tid = tid_raw if isinstance(tid_raw, int) else idx
         data = task.get("data")
-        if not isinstance(data, dict):
+        if data.__class__ is not dict:
             self.rejected.append(Rejection(idx, tid_raw, "task has no 'data' object"))
             return
-        ref = image_ref(data, self.image_key)
+        ref = image_ref(data, self.image_key)  # type: ignore[arg-type]
         if ref is None:
             self.rejected.append(Rejection(idx, tid_raw, "no image reference in task data "
-                                           f"(keys: {sorted(data)})"))
+                                           f"(keys: {sorted(data)})"))  # type: ignore[arg-type]
             return
-        s = self._new_sample(ch, base, idx, tid, data, ref)
+        s = self._new_sample(ch, base, idx, tid, data, ref)  # type: ignore[arg-type]
         anns = task.get("annotations")
         if anns is None:
             anns = task.get("completions") or []
         size = (0, 0)
-        for a in self._choose(anns if isinstance(anns, list) else []):
+        stats = self.stats
+        if anns.__class__ is list and len(anns) == 1 and anns[0].__class__ is dict:
+            a = anns[0]  # the common case: one annotation, chosen unless cancelled / not GT
+            if a.get("was_cancelled"):
+                stats.cancelled_skipped += 1
+                chosen = []
+            else:
+                chosen = [a] if self.mode != "ground-truth" or a.get("ground_truth") else []
+        else:
+            chosen = self._choose(anns if isinstance(anns, list) else [])
+        for a in chosen:
             aid = a.get("id")
             size = self._results(a.get("result") or [], s, aid if isinstance(aid, int) else -1,
                                  0, None, ch, size)
-            self.stats.annotations_used += 1
-        for p in task.get("predictions") or []:
-            if not isinstance(p, dict):
-                self.stats.prediction_ids_ignored += 1
-            elif self.with_predictions:
-                pid = p.get("id")
-                size = self._results(p.get("result") or [], s,
-                                     pid if isinstance(pid, int) else -1, 1, p.get("score"),
-                                     ch, size)
-                self.stats.predictions_used += 1
-        ch.width[s - base], ch.height[s - base] = size
+            stats.annotations_used += 1
+        preds = task.get("predictions")
+        if preds:
+            for p in preds:
+                if not isinstance(p, dict):
+                    stats.prediction_ids_ignored += 1
+                elif self.with_predictions:
+                    pid = p.get("id")
+                    size = self._results(p.get("result") or [], s,
+                                         pid if isinstance(pid, int) else -1, 1,
+                                         p.get("score"), ch, size)
+                    stats.predictions_used += 1
+        if size[0]:
+            ch.width[s - base], ch.height[s - base] = size
 
     def _choose(self, anns: list) -> list[dict]:
         valid = []
@@ -275,6 +295,11 @@ class _Parser:
             return size
         for r in results:
             if r.__class__ is dict:
+                w, t = r.get("original_width"), r.get("type")
+                if w.__class__ is int and w > 0 and t.__class__ is str and t in TYPED:
+                    h = r.get("original_height")  # the common case, _size() otherwise
+                    if h.__class__ is int and h > 0:
+                        return (w, h)
                 val = value_of(r)
                 if val is not None:
                     size = _size(r, val, size)

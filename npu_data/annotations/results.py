@@ -84,7 +84,7 @@ class Context:
     """What extraction needs from the parser: label ids, rejection, clipping policy."""
 
     def __init__(self, label_id: Callable[[int, str], int],
-                 label_ids: Callable[[list[int], list[str]], list[int]], clip: bool) -> None:
+                 label_ids: Callable[[np.ndarray, list[str]], list[int]], clip: bool) -> None:
         self.label_id = label_id
         self.label_ids = label_ids  # many at once
         self.clip = clip
@@ -102,6 +102,18 @@ def _floats(dicts: Sequence[dict], key: str, default: float = NAN) -> np.ndarray
         return np.asarray(vals, dtype=np.float64).reshape(len(vals))
     except (TypeError, ValueError):
         return np.asarray([_to_float(v) for v in vals], dtype=np.float64)
+
+
+def _float_cols(dicts: Sequence[dict], keys: tuple[str, ...], defaults: tuple[float, ...]
+                ) -> np.ndarray:
+    """``(n, len(keys))`` float64 of ``keys`` (>= 2), each as ``_floats`` reads it."""
+    if FAST:  # one pass when every key is there and every value converts
+        try:
+            return np.fromiter(chain.from_iterable(map(itemgetter(*keys), dicts)), np.float64,
+                               count=len(dicts) * len(keys)).reshape(len(dicts), len(keys))
+        except (KeyError, TypeError, ValueError):
+            pass
+    return np.stack([_floats(dicts, k, d) for k, d in zip(keys, defaults, strict=True)], 1)
 
 
 def _to_float(v: Any) -> float:
@@ -170,7 +182,7 @@ def _labels(ctx: Context, b: Batch, key: str) -> tuple[np.ndarray | None, np.nda
         if got and _all(got, list) and list(map(len, got)).count(1) == len(got):
             firsts = list(map(itemgetter(0), got))
             if _all(firsts, str):
-                return None, np.asarray(ctx.label_ids(b.control.tolist(), firsts), np.int32)
+                return None, np.asarray(ctx.label_ids(b.control, firsts), np.int32)
     src: list[int] = []
     lab: list[int] = []
     label_id = ctx.label_id
@@ -219,10 +231,9 @@ def _scores(b: Batch) -> np.ndarray:
 
 
 def boxes(ctx: Context, b: Batch) -> Rows:
-    vals = b.val
-    xywh = np.stack([_floats(vals, k) for k in ("x", "y", "width", "height")], axis=1)
-    xywh = _check(ctx, xywh, ("x", "y", "width", "height"), "rectangle", b)
-    rot = _angle(ctx, _floats(vals, "rotation", 0.0), "rectangle", b)
+    xywhr = _float_cols(b.val, ("x", "y", "width", "height", "rotation"), (NAN,) * 4 + (0.0,))
+    xywh = _check(ctx, xywhr[:, :4], ("x", "y", "width", "height"), "rectangle", b)
+    rot = _angle(ctx, xywhr[:, 4], "rectangle", b)
     src, lab = _labels(ctx, b, "rectanglelabels")
     rows = _common("boxes", b, src)
     rows.fixed["xywhr"] = _pick(np.concatenate([xywh, rot], axis=1), src)
@@ -232,8 +243,7 @@ def boxes(ctx: Context, b: Batch) -> Rows:
 
 
 def keypoints(ctx: Context, b: Batch) -> Rows:
-    vals = b.val
-    xys = np.stack([_floats(vals, "x"), _floats(vals, "y"), _floats(vals, "width", 0.0)], 1)
+    xys = _float_cols(b.val, ("x", "y", "width"), (NAN, NAN, 0.0))
     xys = _check(ctx, xys, ("x", "y", "width"), "keypoint", b)
     src, lab = _labels(ctx, b, "keypointlabels")
     rows = _common("keypoints", b, src)
@@ -245,10 +255,9 @@ def keypoints(ctx: Context, b: Batch) -> Rows:
 
 
 def ellipses(ctx: Context, b: Batch) -> Rows:
-    vals = b.val
-    p = np.stack([_floats(vals, k) for k in ("x", "y", "radiusX", "radiusY")], axis=1)
-    p = _check(ctx, p, ("x", "y", "radiusX", "radiusY"), "ellipse", b)
-    rot = _angle(ctx, _floats(vals, "rotation", 0.0), "ellipse", b)
+    pr = _float_cols(b.val, ("x", "y", "radiusX", "radiusY", "rotation"), (NAN,) * 4 + (0.0,))
+    p = _check(ctx, pr[:, :4], ("x", "y", "radiusX", "radiusY"), "ellipse", b)
+    rot = _angle(ctx, pr[:, 4], "ellipse", b)
     src, lab = _labels(ctx, b, "ellipselabels")
     rows = _common("ellipses", b, src)
     rows.fixed["params"] = _pick(np.concatenate([p, rot], axis=1), src)
@@ -364,8 +373,7 @@ def _listed_rows(b: Batch, key: str) -> tuple[np.ndarray, list]:
 def choices(ctx: Context, b: Batch) -> Rows:
     src, names = _listed_rows(b, "choices")
     rows = _common("choices", b, src)
-    rows.fixed["label"] = np.asarray(ctx.label_ids(rows.fixed["control"].tolist(), names),
-                                     np.int32)
+    rows.fixed["label"] = np.asarray(ctx.label_ids(rows.fixed["control"], names), np.int32)
     return rows
 
 
