@@ -7,7 +7,9 @@ round-robin — so no worker is left without data and nothing is read twice by o
 
 from __future__ import annotations
 
+import hashlib
 import io
+import multiprocessing
 import os
 import random
 from collections.abc import Iterator, Sequence
@@ -75,6 +77,12 @@ def decode_sample(smp: WdsSample) -> dict[str, Any]:
     return s
 
 
+def _stable_seed(*parts: object) -> int:
+    """A seed from ``parts`` that is the same in every process (``hash`` of a str is salted)."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
 class WebDatasetStream(torch.utils.data.IterableDataset):
     """Streams ``urls`` (tar paths or http URLs) as ShardDataset-style sample dicts.
 
@@ -91,11 +99,17 @@ class WebDatasetStream(torch.utils.data.IterableDataset):
             raise ValueError("WebDatasetStream needs at least one tar")
         self.shuffle, self.seed, self.buffer = shuffle, seed, buffer
         self.rank, self.world_size = rank, world_size
-        self.epoch = 0
+        # shared memory: persistent DataLoader workers see set_epoch of the main process
+        self._epoch = multiprocessing.RawValue("q", 0)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch whose shuffle the next pass uses."""
+        return int(self._epoch.value)
 
     def set_epoch(self, epoch: int) -> None:
-        """Change the shuffle of the next pass."""
-        self.epoch = epoch
+        """Change the shuffle of the next pass (also in workers already started)."""
+        self._epoch.value = int(epoch)
 
     def _plan(self) -> list[tuple[int, int, int]]:
         rank, world = _rank_world(self.rank, self.world_size)
@@ -103,11 +117,14 @@ class WebDatasetStream(torch.utils.data.IterableDataset):
         wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
         plan = assignment(len(self.urls), rank * nw + wid, world * nw)
         if self.shuffle:
-            random.Random(hash((self.seed, self.epoch, rank, wid))).shuffle(plan)
+            random.Random(_stable_seed(self.seed, self.epoch, rank, wid)).shuffle(plan)
         return plan
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        rng = random.Random(hash((self.seed, self.epoch, "buffer")))
+        info = torch.utils.data.get_worker_info()
+        rank, _ = _rank_world(self.rank, self.world_size)
+        rng = random.Random(_stable_seed(self.seed, self.epoch, rank,
+                                         info.id if info is not None else 0, "buffer"))
         pool: list[dict[str, Any]] = []
         for k, offset, stride in self._plan():
             for n, smp in enumerate(iter_tar_samples(self.urls[k])):

@@ -185,3 +185,31 @@ def test_import_cli_refuses_mixed_sources(exported: tuple[Path, list[str]], tmp_
     assert main(["import", tars[0], str(tmp_path / "export.json"), "--out",
                  str(tmp_path / "x")]) == 1
     assert "not both" in capsys.readouterr().err
+
+
+def test_shuffle_is_the_same_in_every_process_and_follows_set_epoch_in_persistent_workers(
+        exported: tuple[Path, list[str]]) -> None:
+    import os
+    import subprocess
+    import sys
+
+    _, tars = exported
+    code = ("import sys; from npu_data.loaders.wds import WebDatasetStream; "
+            "s = WebDatasetStream(sys.argv[1:], shuffle=True, seed=3, buffer=5); s.set_epoch(2); "
+            "print([x['task_id'] for x in s])")
+    runs = {subprocess.run([sys.executable, "-c", code, *map(str, tars)], capture_output=True,
+                           text=True, timeout=120, env={**os.environ, "PYTHONHASHSEED": seed}
+                           ).stdout for seed in ("1", "2")}
+    assert len(runs) == 1 and runs.pop().strip() != ""  # str hashes differ, the order does not
+
+    stream = WebDatasetStream([str(t) for t in tars], shuffle=True, seed=3, buffer=5)
+    loader = torch.utils.data.DataLoader(stream, batch_size=None, num_workers=1,
+                                         persistent_workers=True)
+    orders = []
+    for epoch in range(3):
+        stream.set_epoch(epoch)
+        orders.append([int(s["task_id"]) for s in loader])
+    assert len({tuple(o) for o in orders}) == 3  # the started worker saw every new epoch
+    fresh = WebDatasetStream([str(t) for t in tars], shuffle=True, seed=3, buffer=5)
+    fresh.set_epoch(2)
+    assert orders[2] == [int(s["task_id"]) for s in fresh]
