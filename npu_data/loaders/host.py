@@ -1,0 +1,85 @@
+"""Host batch buffers shared by both collates: shared memory in workers, pinned on request."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import get_worker_info
+
+from npu_data import device as dev
+
+# group -> the key whose first dimension counts the group's rows in a sample
+ROW_KEY = {
+    "boxes": "xyxy", "keypoints": "xy", "ellipses": "params", "masks": "mask",
+    "choices": "label", "scalars": "value", "polygons": "label",
+}
+TORCH_DTYPE = {
+    np.dtype(np.uint8): torch.uint8, np.dtype(np.int8): torch.int8,
+    np.dtype(np.int16): torch.int16, np.dtype(np.int32): torch.int32,
+    np.dtype(np.int64): torch.int64, np.dtype(np.float16): torch.float16,
+    np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
+    np.dtype(np.bool_): torch.bool,
+}
+
+
+def empty_host(shape: tuple[int, ...], dtype: torch.dtype, pin: bool) -> torch.Tensor:
+    """An uninitialised host tensor: shared memory in a worker, pinned when asked."""
+    if pin:
+        return dev.empty_pinned(shape, dtype, dev.best_device_type())
+    if get_worker_info() is not None:
+        numel = int(np.prod(shape)) if shape else 1
+        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+        storage = torch.UntypedStorage._new_shared(nbytes)
+        return torch.empty(0, dtype=dtype).set_(storage).view(shape)
+    return torch.empty(shape, dtype=dtype)
+
+
+def zeros_host(shape: tuple[int, ...], dtype: torch.dtype, pin: bool,
+               fill: float = 0) -> torch.Tensor:
+    """``empty_host`` filled with ``fill``."""
+    out = empty_host(shape, dtype, pin)
+    out.fill_(fill)
+    return out
+
+
+def torch_dtype(dtype: np.dtype) -> torch.dtype:
+    """The torch dtype of a numpy dtype (float32 for any other)."""
+    return TORCH_DTYPE.get(np.dtype(dtype), torch.float32)
+
+
+def images_tensor(images: Sequence[np.ndarray], pin: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, 3, Hmax, Wmax) channels-last uint8 view of the padded images, and their sizes."""
+    hs, ws = image_sizes(images)
+    hmax, wmax = (int(hs.max()), int(ws.max())) if len(images) else (0, 0)
+    buf = empty_host((len(images), hmax, wmax, 3), torch.uint8, pin)
+    copy_images(images, hs, ws, buf.numpy())
+    return buf.permute(0, 3, 1, 2), sizes_tensor(hs, ws)
+
+
+def image_sizes(images: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(heights, widths) int64 of the images."""
+    b = len(images)
+    hs = np.fromiter((im.shape[0] for im in images), dtype=np.int64, count=b)
+    ws = np.fromiter((im.shape[1] for im in images), dtype=np.int64, count=b)
+    return hs, ws
+
+
+def sizes_tensor(hs: np.ndarray, ws: np.ndarray) -> torch.Tensor:
+    """(B, 2) int64 (height, width)."""
+    return (torch.from_numpy(np.stack([hs, ws], axis=1)) if len(hs)
+            else torch.zeros(0, 2, dtype=torch.int64))
+
+
+def copy_images(images: Sequence[np.ndarray], hs: np.ndarray, ws: np.ndarray,
+                out: np.ndarray) -> None:
+    """Each image at the top-left of ``out[i]`` (B, Hmax, Wmax, 3); only padding zeroed."""
+    hmax, wmax = out.shape[1:3]
+    for i, im in enumerate(images):
+        h, w = int(hs[i]), int(ws[i])
+        out[i, :h, :w] = im
+        if h < hmax:
+            out[i, h:] = 0
+        if w < wmax:
+            out[i, :h, w:] = 0
