@@ -9,7 +9,7 @@ untyped or generic ``labels`` results, unknown types, non-objects) take a Python
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import chain, compress, repeat
 from typing import Any
 
@@ -51,24 +51,12 @@ def value_of(r: dict) -> dict | None:
 
 
 class Calls:
-    """The result lists of one chunk and, per list, where its rows go."""
+    """The result lists of one chunk and, per list, where its rows go: ``(sample, slot,
+    annotation id, source, prediction score)``."""
 
     def __init__(self) -> None:
         self.results: list[list] = []
-        self.sample: list[int] = []
-        self.slot: list[int] = []
-        self.ann: list[int] = []
-        self.src: list[int] = []
-        self.pscore: list[Any] = []
-
-    def add(self, results: list, sample: int, slot: int, ann: int, src: int,
-            pscore: Any) -> None:
-        self.results.append(results)
-        self.sample.append(sample)
-        self.slot.append(slot)
-        self.ann.append(ann)
-        self.src.append(src)
-        self.pscore.append(pscore)
+        self.meta: list[tuple[int, int, int, int, Any]] = []
 
 
 def _all(values: list, cls: type) -> bool:
@@ -103,9 +91,9 @@ def group(calls: Calls, control_of: Callable[[str], int], counts: dict[str, int]
     for t, c in Counter(counted).items():
         counts[t] = counts.get(t, 0) + c
     call_of = np.repeat(np.arange(len(calls.results)), list(map(len, calls.results)))
-    cols: list[np.ndarray] = [np.asarray(c, np.int64)[call_of]
-                              for c in (calls.sample, calls.slot, calls.ann)]
-    cols.append(np.asarray(calls.src, np.uint8)[call_of])
+    c_sample, c_slot, c_ann, c_src, c_pscore = zip(*calls.meta, strict=True)
+    cols: list[np.ndarray] = [np.asarray(c, np.int64)[call_of] for c in (c_sample, c_slot, c_ann)]
+    cols.append(np.asarray(c_src, np.uint8)[call_of])
     per_kind = np.bincount(kinds + 1, minlength=len(KIND_ORDER) + 1)
     order = np.argsort(kinds, kind="stable") if per_kind.max() < len(flat) else None
     ends = np.cumsum(per_kind)
@@ -114,12 +102,13 @@ def group(calls: Calls, control_of: Callable[[str], int], counts: dict[str, int]
         if not per_kind[k + 1]:
             continue
         idx = None if order is None else order[ends[k]:ends[k + 1]]
-        out[kind] = _batch(kind, flat, idx, cols, call_of, calls.pscore, control_of)
+        out[kind] = _batch(kind, flat, idx, cols, call_of, c_pscore, control_of)
     return out
 
 
 def _batch(kind: str, flat: list, idx: np.ndarray | None, cols: list[np.ndarray],
-           call_of: np.ndarray, pscores: list, control_of: Callable[[str], int]) -> Batch:
+           call_of: np.ndarray, pscores: Sequence[Any], control_of: Callable[[str], int]
+           ) -> Batch:
     if idx is None:
         res = flat
         sample, slot, ann, src = cols

@@ -100,12 +100,9 @@ def _flavour(task: Any) -> str:
 class _Chunk:
     def __init__(self) -> None:
         self.calls = Calls()
-        self.task_id: list[int] = []
-        self.task_index: list[int] = []
-        self.width: list[int] = []
-        self.height: list[int] = []
-        self.refs: list[str] = []
-        self.data: list[bytes] = []
+        self.rows: list[tuple[int, int, str, bytes]] = []  # task id, index, image ref, data
+        self.sizes: dict[int, tuple[int, int]] = {}  # row -> image size, where known
+        self.min_new: list[list[Any]] = []  # JSON_MIN index entries made in this chunk
 
 
 class _Parser:
@@ -184,12 +181,14 @@ class _Parser:
         batches = group(ch.calls, self._control, self.stats.results, ctx.unknown)
         pieces = {k: R.EXTRACT[k](ctx, b) for k, b in batches.items()}
         del batches
-        n_new = len(ch.task_id)
+        task_id, task_index, refs, datas = (list(c) for c in zip(*ch.rows, strict=True)) \
+            if ch.rows else ([], [], [], [])
+        n_new = len(ch.rows)
         keep = np.ones(n_new, bool)
         for s, reason in ctx.bad.items():
             if s >= base:
                 keep[s - base] = False
-                self.rejected.append(Rejection(ch.task_index[s - base], ch.task_id[s - base],
+                self.rejected.append(Rejection(task_index[s - base], task_id[s - base],
                                                reason))
             else:
                 self.late_bad.setdefault(s, reason)
@@ -204,25 +203,22 @@ class _Parser:
             new = rows.sample >= base
             rows.sample[new] = remap[rows.sample[new] - base]
             self.groups[R.GROUP_OF[kind]].add(rows)
-        for entry in self.min_index.values():
-            if entry[0] is not None and entry[0] >= base and entry[3]:
-                entry[0] = None if remap[entry[0] - base] < 0 else int(remap[entry[0] - base])
-                entry[3] = False
-        sel = np.flatnonzero(keep).tolist()
-        self.task_index.append(np.asarray([ch.task_index[j] for j in sel], np.int64))
-        self.samples.add([ch.task_id[j] for j in sel], [ch.width[j] for j in sel],
-                         [ch.height[j] for j in sel], [ch.refs[j] for j in sel],
-                         [ch.data[j] for j in sel])
+        for entry in ch.min_new:  # JSON_MIN tasks first seen in this chunk
+            entry[0] = None if remap[entry[0] - base] < 0 else int(remap[entry[0] - base])
+        width, height = [0] * n_new, [0] * n_new
+        for j, (w, h) in ch.sizes.items():
+            width[j], height[j] = w, h
+        if not keep.all():
+            sel = np.flatnonzero(keep).tolist()
+            task_id, task_index, width, height, refs, datas = (
+                [c[j] for j in sel] for c in (task_id, task_index, width, height, refs, datas))
+        self.task_index.append(np.asarray(task_index, np.int64))
+        self.samples.add(task_id, width, height, refs, datas)
 
     def _new_sample(self, ch: _Chunk, base: int, idx: int, tid: int, data: dict,
                     ref: str) -> int:
-        ch.task_id.append(tid)
-        ch.task_index.append(idx)
-        ch.width.append(0)
-        ch.height.append(0)
-        ch.refs.append(ref)
-        ch.data.append(orjson.dumps(data))
-        return base + len(ch.task_id) - 1
+        ch.rows.append((tid, idx, ref, orjson.dumps(data)))
+        return base + len(ch.rows) - 1
 
     def _full_task(self, task: dict, idx: int, ch: _Chunk, base: int) -> None:
         tid_raw = task.get("id")
@@ -268,7 +264,7 @@ class _Parser:
                                          p.get("score"), ch, size)
                     stats.predictions_used += 1
         if size[0]:
-            ch.width[s - base], ch.height[s - base] = size
+            ch.sizes[s - base] = size
 
     def _choose(self, anns: list) -> list[dict]:
         valid = []
@@ -291,7 +287,8 @@ class _Parser:
         self.slot += 1
         if results.__class__ is not list:
             results = list(results)
-        ch.calls.add(results, s, self.slot, ann, src, pscore)
+        ch.calls.results.append(results)
+        ch.calls.meta.append((s, self.slot, ann, src, pscore))
         if size[0]:
             return size
         for r in results:
@@ -346,11 +343,12 @@ class _Parser:
             if ref is None:
                 self.rejected.append(Rejection(idx, tid_raw if isinstance(tid_raw, int) else None,
                                                f"no image reference in row (keys: {sorted(data)})"))
-                self.min_index[tid_raw] = [None, None, None, False]
+                self.min_index[tid_raw] = [None, None, None]
                 return
             tid = tid_raw if isinstance(tid_raw, int) else idx
             s = self._new_sample(ch, base, idx, tid, data, ref)
-            entry = self.min_index[tid_raw] = [s, None, None, True]
+            entry = self.min_index[tid_raw] = [s, None, None]
+            ch.min_new.append(entry)
         s = entry[0]
         if s is None or (row.get("annotation_id") is None and not results):
             return
@@ -370,8 +368,8 @@ class _Parser:
         entry[2] = self.slot
         self.stats.annotations_used += 1
         if size[0]:
-            if s >= base and ch.width[s - base] == 0:
-                ch.width[s - base], ch.height[s - base] = size
+            if s >= base:
+                ch.sizes.setdefault(s - base, size)
             elif s < base:
                 self.late_sizes.setdefault(s, size)
 
@@ -435,7 +433,8 @@ def _char_to_byte(buf: bytes | bytearray, pos: int) -> int:
 def _wrapped(mm: mmap.mmap, start: int, end: int) -> bytearray:
     buf = bytearray(end - start + 2)
     buf[0], buf[-1] = 0x5B, 0x5D
-    buf[1:-1] = mm[start:end]
+    with memoryview(mm) as view:
+        buf[1:-1] = view[start:end]  # one copy
     return buf
 
 

@@ -29,12 +29,14 @@ def _first_non_ws(buf: np.ndarray, start: int) -> int:
     """Index of the first non-whitespace byte at or after ``start`` (len(buf) if none)."""
     n = len(buf)
     pos = start
+    step = 256  # usually a few bytes away: look near first
     while pos < n:
-        block = buf[pos : pos + BLOCK]
+        block = buf[pos : pos + step]
         hit = np.flatnonzero(~_WS[block])
         if hit.size:
             return pos + int(hit[0])
-        pos += BLOCK
+        pos += step
+        step = min(step * 16, BLOCK)
     return n
 
 
