@@ -155,3 +155,18 @@ def test_bound_stage_weighs_worker_stages_by_the_worker_count() -> None:
 def test_bench_rejects_bad_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--images", "0", "--out", str(tmp_path)]) == 1
     assert "--images must be at least 1" in capsys.readouterr().err
+
+
+def test_kernel_bench_rows_cover_every_kernel_and_both_cpu_implementations() -> None:
+    import math
+
+    from benches import kernels
+
+    rows = kernels.run("cpu", batch=2, repeats=1)
+    names = [r["kernel"] for r in rows]
+    assert names[0].startswith("resized_crop") and "adjust_hue" in names
+    assert names[-1].startswith("Compose") and any(n.startswith("ColorJitter") for n in names)
+    for r in rows:
+        assert r["batch_ms_per_image"] > 0 and r["torch_kernels_ms_per_image"] > 0, r
+        if not r["kernel"].startswith("normalize"):
+            assert math.isfinite(r["reference_ms_per_image"]) and r["speedup"] > 0, r
