@@ -139,10 +139,14 @@ class DataLoader:
         return int(getattr(self.sampler, "epoch", self._epoch))
 
     def set_epoch(self, epoch: int) -> None:
-        """Set the epoch of the loader and of its sampler (torch's ``set_epoch``)."""
+        """Set the epoch of the loader, of its sampler and of an iterable dataset that has
+        ``set_epoch`` (e.g. WebDatasetStream)."""
         self._epoch = int(epoch)
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(int(epoch))
+        if isinstance(self.dataset, torch.utils.data.IterableDataset) and hasattr(
+                self.dataset, "set_epoch"):
+            self.dataset.set_epoch(int(epoch))
 
     def __len__(self) -> int:
         if self._pass_len is not None:
@@ -167,7 +171,7 @@ class DataLoader:
         if self._resume_batches is not None and self._resume_batches[0] == epoch:
             base = self._resume_batches[1]
         self._resume_batches = None
-        self._pass_len = len(self._loader)
+        self._pass_len = _length(self._loader)  # None for an IterableDataset without len()
         self._pass_epoch, self._pass_base, self._pass_batches = epoch, base, 0
         source = iter(self._loader)
         stream = dev.new_stream(self.device) if self.device_prefetch > 0 else None
@@ -255,6 +259,13 @@ def _is_collate_samples(fn: Any) -> bool:
 def _listed(collate_fn: Callable[[list[Any]], Any], samples: Any) -> Any:
     """Give a user ``collate_fn`` the plain list of sample dicts, not a lazy SampleBatch."""
     return collate_fn(list(samples) if isinstance(samples, SampleBatch) else samples)
+
+
+def _length(loader: Any) -> int | None:
+    try:
+        return len(loader)
+    except TypeError:
+        return None
 
 
 def num_batches(samples: int, batch_size: int, drop_last: bool) -> int:

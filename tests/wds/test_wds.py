@@ -213,3 +213,20 @@ def test_shuffle_is_the_same_in_every_process_and_follows_set_epoch_in_persisten
     fresh = WebDatasetStream([str(t) for t in tars], shuffle=True, seed=3, buffer=5)
     fresh.set_epoch(2)
     assert orders[2] == [int(s["task_id"]) for s in fresh]
+
+
+def test_npu_data_loader_streams_tars_and_passes_set_epoch_to_the_stream(
+        exported: tuple[Path, list[str]]) -> None:
+    from npu_data.loaders import DataLoader
+
+    _, tars = exported
+    stream = WebDatasetStream(tars, shuffle=True, seed=1, buffer=4, rank=0, world_size=1)
+    loader = DataLoader(stream, batch_size=4, num_workers=2, persistent_workers=True,
+                        device="cpu")
+    seen = []
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        ids = [int(t) for batch in loader for t in batch["task_id"]]
+        assert sorted(ids) == sorted(int(s["task_id"]) for s in ShardDataset(exported[0]))
+        seen.append(ids)
+    assert stream.epoch == 1 and seen[0] != seen[1]
