@@ -250,3 +250,61 @@ def test_fast_equals_generic_clean_large(tmp_path: Path, monkeypatch: pytest.Mon
         fast, slow = _parse_both(path, monkeypatch, annotations="all", with_predictions=preds)
         _assert_same(fast, slow)
         assert fast.table.count("boxes") > 1000 and fast.table.count("polygons") > 1000
+
+
+def _box_task(i: int, caption: str = "") -> dict:
+    res = [{"id": f"r{i}", "from_name": "bbox", "to_name": "image", "type": "rectanglelabels",
+            "original_width": 64, "original_height": 48,
+            "value": {"x": i % 90, "y": 1, "width": 2, "height": 3, "rotation": 0,
+                      "rectanglelabels": ["cat"]}},
+           {"id": f"t{i}", "from_name": "cap", "type": "textarea",
+            "value": {"text": [caption or f"caption {i}"]}}]
+    return {"id": i, "annotations": [{"id": i, "result": res}], "data": {"image": f"{i}.jpg"}}
+
+
+def test_guessed_chunk_ends_match_the_byte_scan(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from npu_data.annotations import scan
+    monkeypatch.setattr(parse_mod, "CHUNK_MIN", 3000)
+    monkeypatch.setattr(parse_mod, "CHUNK_MAX", 3000)
+    p = tmp_path / "e.json"
+    raw = json.dumps([_box_task(i) for i in range(400)], indent=1).encode()
+    p.write_bytes(raw)
+    buf = np.frombuffer(raw, np.uint8)
+    fast = list(scan.fast_chunks(buf, "e", 3000, lambda s, e: orjson.loads(
+        b"[" + raw[s:e] + b"]")))
+    assert all(x[3] is not None for x in fast[:-1])  # every chunk but the last guessed
+    assert [x[:3] for x in fast] == list(scan.element_chunks(buf, "e", 3000))
+    whole = parse_export(p).table
+    # Nested objects that open like a task (a guess inside a task is refused) and a caption
+    # holding one (a quote inside a string is escaped: never a guess).
+    fake = [{"id": k, "annotations": [], "data": {}} for k in range(30)]
+    tasks = [{**_box_task(i, str(fake)), "meta": {"history": fake}} for i in range(400)]
+    p.write_bytes(orjson.dumps(tasks))
+    tricky = parse_export(p).table
+    assert tricky.num_samples == 400 and tricky.texts("texts.text")[5] == str(fake)
+    np.testing.assert_array_equal(tricky.columns["boxes.xywhr"], whole.columns["boxes.xywhr"])
+    np.testing.assert_array_equal(tricky.columns["task_id"], np.arange(400))
+
+
+def test_guessed_chunks_keep_error_offsets(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from npu_data.errors import UserError
+    monkeypatch.setattr(parse_mod, "CHUNK_MIN", 3000)
+    monkeypatch.setattr(parse_mod, "CHUNK_MAX", 3000)
+    good = orjson.dumps([_box_task(i) for i in range(400)])
+    bad = good.replace(b'"id":250,', b'"id":250x,', 1)
+    p = tmp_path / "bad.json"
+    p.write_bytes(bad)
+    with pytest.raises(UserError, match=f"malformed JSON at byte {bad.index(b'250x') + 3} "):
+        parse_export(p)
+    p.write_bytes(good[: len(good) // 2])
+    with pytest.raises(UserError, match="malformed JSON at byte"):
+        parse_export(p)
+    p.write_bytes(good + b' {"id": 1}')
+    with pytest.raises(UserError, match="data after the top-level list"):
+        parse_export(p)
+    cut = good.index(b'{"id":300,')
+    p.write_bytes(good[:cut] + good[cut:].replace(b"]", b"", 1))
+    with pytest.raises(UserError, match="malformed JSON"):
+        parse_export(p)
