@@ -142,7 +142,7 @@ def _read(ds: ShardDataset, gi: np.ndarray) -> BatchColumns:
 
 
 def _part_images(ds: ShardDataset, p: _Part, images: list[np.ndarray]) -> None:
-    data = p.shard.data.view(np.ndarray)
+    data = p.shard.data
     rec = p.rec
     offs, lens = rec["offset"].tolist(), rec["length"].tolist()
     hs, ws, cs = rec["height"].tolist(), rec["width"].tolist(), rec["channels"].tolist()

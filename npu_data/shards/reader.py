@@ -24,7 +24,8 @@ from npu_data.shards.format import (
 
 
 class _Shard:
-    """Lazily opened arrays of one shard."""
+    """Lazily opened arrays of one shard: read-only memory maps, held as plain ndarray views
+    (slicing an ``np.memmap`` costs a subclass round trip per call)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -35,7 +36,7 @@ class _Shard:
     def _load(self, fname: str) -> np.ndarray:
         path = self.root / fname
         try:
-            return np.load(path, mmap_mode="r", allow_pickle=False)
+            return np.load(path, mmap_mode="r", allow_pickle=False).view(np.ndarray)
         except FileNotFoundError:
             raise DataCorruption(f"{path}: missing — run `npu-data verify "
                                  f"{self.root.parent}` and import again") from None
@@ -50,7 +51,7 @@ class _Shard:
             if not path.is_file():
                 raise DataCorruption(f"{path}: missing — import the dataset again")
             size = path.stat().st_size
-            self._data = (np.memmap(path, dtype=np.uint8, mode="r") if size
+            self._data = (np.memmap(path, dtype=np.uint8, mode="r").view(np.ndarray) if size
                           else np.zeros(0, np.uint8))
         return self._data
 
