@@ -16,7 +16,6 @@ import platform
 import statistics
 import threading
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -105,27 +104,14 @@ class Pipeline:
     move: bool = False  # batches arrive on the host: copy them to the device in the loop
 
 
-class SizedStream(WebDatasetStream):
-    """A WebDatasetStream that knows its sample count (torch asks ``len()`` of a loader)."""
-
-    def __init__(self, urls: Sequence[str], samples: int, **kwargs: Any) -> None:
-        super().__init__(urls, **kwargs)
-        self.samples = samples
-
-    def __len__(self) -> int:
-        return self.samples
-
-
 def _epoch(loader: Any, device: torch.device, move: bool) -> float:
     from npu_data.loaders.dataloader import to_device
 
     t, n = time.perf_counter(), 0
-    with warnings.catch_warnings():  # streams: workers' last batches are partial
-        warnings.filterwarnings("ignore", message="Length of IterableDataset")
-        for b in loader:
-            if move:
-                b = to_device(b, device, non_blocking=True)
-            n += int(b["image"].shape[0])
+    for b in loader:
+        if move:
+            b = to_device(b, device, non_blocking=True)
+        n += int(b["image"].shape[0])
     dev.synchronize(device)
     return n / (time.perf_counter() - t)
 
@@ -150,8 +136,8 @@ def _shards(path: Path, cfg: BenchConfig, device: torch.device, kornia: bool = F
 
 def _wds(tars: list[Path], cfg: BenchConfig, device: torch.device) -> Any:
     """Shuffled like a WebDataset job: tar order per worker, then a one-batch sample window."""
-    stream = SizedStream([str(t) for t in tars], cfg.images, shuffle=True, seed=cfg.seed,
-                         buffer=cfg.batch_size)
+    stream = WebDatasetStream([str(t) for t in tars], shuffle=True, seed=cfg.seed,
+                              buffer=cfg.batch_size)
     return _ours(stream, cfg, device, shuffle=False)
 
 
