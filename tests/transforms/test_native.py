@@ -134,3 +134,19 @@ def test_resized_crop_reads_channels_last_and_strided_batches_directly() -> None
                    nchw.contiguous(memory_format=torch.channels_last),
                    torch.cat([nchw, nchw], dim=3)[..., :70]):  # rows with a wider stride
         assert torch.equal(F.resized_crop(layout, sizes, boxes, (33, 47)), expected)
+
+
+def test_two_processes_building_into_an_empty_cache_both_get_the_kernels(tmp_path) -> None:
+    code = ("import torch; from npu_data.transforms import _native, functional as F; "
+            "assert _native.available(); "
+            "x = torch.full((1, 3, 9, 9), 7, dtype=torch.uint8); "
+            "print(int(F.resized_crop(x, torch.tensor([[9, 9]]), torch.tensor([[0, 0, 9, 9]]), 4)"
+            ".sum()))")
+    env = {**os.environ, "NPU_DATA_CACHE": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err[-2000:]
+        assert out.strip() == str(7 * 3 * 4 * 4)
+    assert list((tmp_path / "native").glob("*/built"))

@@ -56,12 +56,15 @@ def _load() -> Any:
 
     build = _build_dir()
     build.mkdir(parents=True, exist_ok=True)
-    lib = build / "npu_data_native.so"
-    if lib.exists():
+    lib, done = build / "npu_data_native.so", build / "built"
+    if done.exists() and lib.exists():  # a finished build: load it without asking ninja
         torch.ops.load_library(str(lib))
-    else:
+    else:  # builds, or waits for another process building into the same folder (a lock)
         load(name="npu_data_native", sources=[str(_SOURCE)], extra_cflags=_FLAGS,
              build_directory=str(build), is_python_module=False, verbose=False)
+        from npu_data.shards.atomic import atomic_write_bytes
+
+        atomic_write_bytes(done, b"ok\n")
     return torch.ops.npu_data
 
 
