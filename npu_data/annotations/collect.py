@@ -9,7 +9,7 @@ untyped or generic ``labels`` results, unknown types, non-objects) take a Python
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from itertools import chain, compress, repeat
 from typing import Any
 
@@ -107,7 +107,7 @@ def group(calls: Calls, control_of: Callable[[str], int], counts: dict[str, int]
 
 
 def _batch(kind: str, flat: list, idx: np.ndarray | None, cols: list[np.ndarray],
-           call_of: np.ndarray, pscores: Sequence[Any], control_of: Callable[[str], int]
+           call_of: np.ndarray, pscores: tuple[Any, ...], control_of: Callable[[str], int]
            ) -> Batch:
     if idx is None:
         res = flat
@@ -138,5 +138,8 @@ def _batch(kind: str, flat: list, idx: np.ndarray | None, cols: list[np.ndarray]
     rid: list[Any] = list(map(dict.get, res, repeat("id")))
     if not _all(rid, str):
         rid = [x if x.__class__ is str else ("" if x is None else str(x)) for x in rid]
-    pscore = list(map(pscores.__getitem__, call_of.tolist()))
+    if pscores.count(None) == len(pscores):  # no prediction scores in the chunk
+        pscore: list[Any] = [None] * n
+    else:
+        pscore = list(map(pscores.__getitem__, call_of.tolist()))
     return Batch(sample, slot, ann, src, control, rid, res, val, pscore)

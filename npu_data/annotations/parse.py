@@ -227,12 +227,15 @@ class _Parser:
         if data.__class__ is not dict:
             self.rejected.append(Rejection(idx, tid_raw, "task has no 'data' object"))
             return
-        ref = image_ref(data, self.image_key)  # type: ignore[arg-type]
-        if ref is None:
-            self.rejected.append(Rejection(idx, tid_raw, "no image reference in task data "
-                                           f"(keys: {sorted(data)})"))  # type: ignore[arg-type]
-            return
-        s = self._new_sample(ch, base, idx, tid, data, ref)  # type: ignore[arg-type]
+        ref = data.get("image")  # type: ignore[attr-defined]
+        if ref.__class__ is not str or not ref or self.image_key is not None:
+            ref = image_ref(data, self.image_key)  # type: ignore[arg-type]
+            if ref is None:
+                self.rejected.append(Rejection(idx, tid_raw, "no image reference in task data "
+                                               f"(keys: {sorted(data)})"))  # type: ignore[arg-type]
+                return
+        ch.rows.append((tid, idx, ref, orjson.dumps(data)))
+        s = base + len(ch.rows) - 1
         anns = task.get("annotations")
         if anns is None:
             anns = task.get("completions") or []
