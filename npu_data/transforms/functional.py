@@ -254,5 +254,9 @@ def normalize(
         raise UserError(f"std values must be positive, got {list(std)}")
     m = torch.tensor(mean, dtype=torch.float32, device=images.device).view(1, -1, 1, 1)
     s = torch.tensor(std, dtype=torch.float32, device=images.device).view(1, -1, 1, 1)
+    native = _native.for_tensor(images)
+    if native is not None and images.dtype == torch.uint8:
+        out = native.normalize(images, m.flatten(), s.flatten(), channels_last)
+        return out if dtype == torch.float32 else out.to(dtype)
     out = ((images.to(torch.float32) / 255.0 - m) / s).to(dtype)
     return out.contiguous(memory_format=torch.channels_last) if channels_last else out

@@ -150,3 +150,16 @@ def test_two_processes_building_into_an_empty_cache_both_get_the_kernels(tmp_pat
         assert p.returncode == 0, err[-2000:]
         assert out.strip() == str(7 * 3 * 4 * 4)
     assert list((tmp_path / "native").glob("*/built"))
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_normalize_equals_the_torch_kernel_bit_for_bit(channels_last: bool,
+                                                       dtype: torch.dtype) -> None:
+    x = torch.from_numpy(np.random.default_rng(4).integers(0, 256, (3, 3, 17, 29), np.uint8))
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    fast = F.normalize(x, mean, std, dtype=dtype, channels_last=channels_last)
+    with _native.disabled():
+        slow = F.normalize(x, mean, std, dtype=dtype, channels_last=channels_last)
+    assert fast.dtype == slow.dtype == dtype and fast.stride() == slow.stride()
+    assert torch.equal(fast, slow)

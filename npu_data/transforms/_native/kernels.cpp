@@ -473,10 +473,48 @@ at::Tensor hflip(const at::Tensor& images_in, const at::Tensor& sizes_in, const 
   return out;
 }
 
+// (x / 255 - mean[c]) / std[c] in float32, each step rounded like torch's elementwise ops;
+// NCHW contiguous output, or channels-last when asked (written directly, no second copy).
+at::Tensor normalize(const at::Tensor& images_in, const at::Tensor& mean_in,
+                     const at::Tensor& std_in, bool channels_last) {
+  TORCH_CHECK(images_in.dim() == 4 && images_in.scalar_type() == at::kByte,
+              "images must be uint8 (B, C, H, W)");
+  const at::Tensor images = images_in.contiguous();
+  const at::Tensor mean = mean_in.to(at::kFloat).contiguous();
+  const at::Tensor stdv = std_in.to(at::kFloat).contiguous();
+  const int64_t B = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
+  TORCH_CHECK(mean.numel() == C && stdv.numel() == C, "mean and std need one value per channel");
+  at::Tensor out = channels_last
+      ? at::empty({B, C, H, W}, images.options().dtype(at::kFloat).memory_format(at::MemoryFormat::ChannelsLast))
+      : at::empty({B, C, H, W}, images.options().dtype(at::kFloat));
+  const uint8_t* in_p = images.data_ptr<uint8_t>();
+  float* out_p = out.data_ptr<float>();
+  const float* m = mean.data_ptr<float>();
+  const float* sd = stdv.data_ptr<float>();
+  const int64_t plane = H * W;
+  at::parallel_for(0, B * C, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t b = p / C, c = p % C;
+      const uint8_t* __restrict__ src = in_p + p * plane;
+      const float mc = m[c], sc = sd[c];
+      if (!channels_last) {
+        float* __restrict__ dst = out_p + p * plane;
+#pragma omp simd
+        for (int64_t i = 0; i < plane; ++i) dst[i] = (static_cast<float>(src[i]) / 255.0f - mc) / sc;
+      } else {
+        float* __restrict__ dst = out_p + b * plane * C + c;
+        for (int64_t i = 0; i < plane; ++i) dst[i * C] = (static_cast<float>(src[i]) / 255.0f - mc) / sc;
+      }
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY(npu_data, m) {
   m.def("resized_crop(Tensor images, Tensor boxes, int out_h, int out_w, bool vertical_first_rule) -> Tensor");
+  m.def("normalize(Tensor images, Tensor mean, Tensor std, bool channels_last) -> Tensor");
   m.def("hflip(Tensor images, Tensor sizes, Tensor flip_mask) -> Tensor");
   m.def("color_ops(Tensor images, Tensor sizes, Tensor order, Tensor factors, Tensor shifts) -> Tensor");
 }
@@ -485,4 +523,5 @@ TORCH_LIBRARY_IMPL(npu_data, CPU, m) {
   m.impl("resized_crop", &resized_crop);
   m.impl("color_ops", &color_ops);
   m.impl("hflip", &hflip);
+  m.impl("normalize", &normalize);
 }
