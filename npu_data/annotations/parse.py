@@ -224,15 +224,15 @@ class _Parser:
         tid_raw = task.get("id")
         tid = tid_raw if isinstance(tid_raw, int) else idx
         data = task.get("data")
-        if data.__class__ is not dict:
+        if not isinstance(data, dict):
             self.rejected.append(Rejection(idx, tid_raw, "task has no 'data' object"))
             return
-        ref = data.get("image")  # type: ignore[attr-defined]
+        ref = data.get("image")
         if ref.__class__ is not str or not ref or self.image_key is not None:
-            ref = image_ref(data, self.image_key)  # type: ignore[arg-type]
+            ref = image_ref(data, self.image_key)
             if ref is None:
                 self.rejected.append(Rejection(idx, tid_raw, "no image reference in task data "
-                                               f"(keys: {sorted(data)})"))  # type: ignore[arg-type]
+                                               f"(keys: {sorted(data)})"))
                 return
         ch.rows.append((tid, idx, ref, orjson.dumps(data)))
         s = base + len(ch.rows) - 1
@@ -373,7 +373,7 @@ class _Parser:
         if size[0]:
             if s >= base:
                 ch.sizes.setdefault(s - base, size)
-            elif s < base:
+            else:
                 self.late_sizes.setdefault(s, size)
 
     # --- finish -------------------------------------------------------------------------
