@@ -126,20 +126,28 @@ def element_chunks(
 
 _WSP = rb"[ \t\n\r]*"
 _SCALAR = rb'(?:"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*|true|false|null)'
-_HEAD = re.compile(rb"\{" + _WSP + rb'"([^"\\]*)"' + _WSP + b":" + _WSP + _SCALAR + _WSP + b","
-                   + _WSP + rb'"([^"\\]*)"' + _WSP + b":")
+_KEY = rb'"([^"\\]*)"' + _WSP + b":" + _WSP
+_HEAD = re.compile(rb"\{" + _WSP + _KEY + _SCALAR + _WSP + b"," + _WSP + _KEY)
+_HEAD1 = re.compile(rb"\{" + _WSP + _KEY + rb"([\[{])")  # first value a list or an object
 MAX_MISSES = 3
 
 
 def separator_pattern(buf: memoryview, first: int) -> re.Pattern[bytes] | None:
     """A regex for a comma followed by an element that opens like the one at ``first`` (same
-    first two keys, a scalar first value), or None when it does not open that way."""
-    m = _HEAD.match(buf[first : first + 4096])
-    if m is None:
-        return None
-    k1, k2 = (re.escape(k) for k in m.groups())
-    return re.compile(b"," + _WSP + rb"\{" + _WSP + b'"' + k1 + b'"' + _WSP + b":" + _WSP
-                      + _SCALAR + _WSP + b"," + _WSP + b'"' + k2 + b'"' + _WSP + b":")
+    first two keys after a scalar value, or same first key and bracket), or None when it opens
+    otherwise."""
+    head = buf[first : first + 4096]
+    m = _HEAD.match(head)
+    if m is not None:
+        k1, k2 = (re.escape(k) for k in m.groups())
+        return re.compile(b"," + _WSP + rb"\{" + _WSP + b'"' + k1 + b'"' + _WSP + b":" + _WSP
+                          + _SCALAR + _WSP + b"," + _WSP + b'"' + k2 + b'"' + _WSP + b":")
+    m = _HEAD1.match(head)
+    if m is not None:
+        k1, bracket = (re.escape(k) for k in m.groups())
+        return re.compile(b"," + _WSP + rb"\{" + _WSP + b'"' + k1 + b'"' + _WSP + b":" + _WSP
+                          + bracket)
+    return None
 
 
 def fast_chunks(

@@ -276,6 +276,16 @@ def test_guessed_chunk_ends_match_the_byte_scan(tmp_path: Path,
     assert all(x[3] is not None for x in fast[:-1])  # every chunk but the last guessed
     assert [x[:3] for x in fast] == list(scan.element_chunks(buf, "e", 3000))
     whole = parse_export(p).table
+    data_first = [{"data": t["data"], **t} for t in (_box_task(i) for i in range(400))]
+    raw = orjson.dumps(data_first)  # opens with an object: the first key and brace are guessed
+    buf = np.frombuffer(raw, np.uint8)
+    fast = list(scan.fast_chunks(buf, "e", 3000, lambda s, e: orjson.loads(
+        b"[" + raw[s:e] + b"]")))
+    assert all(x[3] is not None for x in fast[:-1])
+    assert [x[:3] for x in fast] == list(scan.element_chunks(buf, "e", 3000))
+    p.write_bytes(raw)
+    np.testing.assert_array_equal(parse_export(p).table.columns["boxes.xywhr"],
+                                  whole.columns["boxes.xywhr"])
     # Nested objects that open like a task (a guess inside a task is refused) and a caption
     # holding one (a quote inside a string is escaped: never a guess).
     fake = [{"id": k, "annotations": [], "data": {}} for k in range(30)]
