@@ -133,8 +133,11 @@ def _batch(kind: str, flat: list, idx: np.ndarray | None, cols: list[np.ndarray]
         if not all(u.__class__ is str for u in uniq):
             names = [f if f.__class__ is str else str(f) for f in names]
             uniq = set(names)
-        ids = {f: control_of(f) for f in uniq}
-        control = np.fromiter(map(ids.__getitem__, names), np.int16, count=n)
+        if len(uniq) == 1:
+            control = np.full(n, control_of(uniq.pop()), np.int16)
+        else:
+            ids = {f: control_of(f) for f in uniq}
+            control = np.fromiter(map(ids.__getitem__, names), np.int16, count=n)
     rid: list[Any] = list(map(dict.get, res, repeat("id")))
     if not _all(rid, str):
         rid = [x if x.__class__ is str else ("" if x is None else str(x)) for x in rid]
