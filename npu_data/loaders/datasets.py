@@ -112,6 +112,10 @@ class LabelStudioDataset:
     def __getitem__(self, i: int) -> dict[str, Any]:
         return self.dataset[i]
 
+    def __getitems__(self, indices: list[int]) -> Any:
+        """A whole batch read column-wise (what torch's DataLoader asks a worker for)."""
+        return self.dataset.__getitems__(indices)
+
     def __getstate__(self) -> dict[str, Any]:
         self.dataset  # noqa: B018 - import in the parent, never in each worker
         return dict(self.__dict__)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from npu_data.loaders import DataLoader, LabelStudioDataset
 from npu_data.sample_data import make_sample_project
@@ -68,3 +69,19 @@ def test_loader_uses_the_dataset_transform(project, tmp_path: Path) -> None:
     batches = list(DataLoader(ds, batch_size=4, num_workers=1, device="cpu"))
     assert sum(calls) == len(ds) == sum(int(b["image"].shape[0]) for b in batches)
     assert os.path.isdir(ds.path)
+
+
+def test_batches_are_read_column_wise_like_the_shards(project, tmp_path: Path) -> None:
+    from npu_data.loaders.collate import collate_samples
+    from npu_data.shards.batch_read import SampleBatch
+
+    ds = LabelStudioDataset(project.export_path, cache_dir=tmp_path)
+    got = ds.__getitems__([3, 0, 2])
+    assert isinstance(got, SampleBatch)
+    fast, slow = collate_samples(got), collate_samples([ds[3], ds[0], ds[2]])
+    assert fast.keys() == slow.keys()
+    for k in fast:
+        if hasattr(fast[k], "shape"):
+            torch.testing.assert_close(fast[k], slow[k], rtol=0, atol=0, equal_nan=True, msg=k)
+        else:
+            assert fast[k] == slow[k], k
