@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from npu_data.annotations.results import EXTRACT, KINDS, Batch, infer_type
+from npu_data.annotations.results import EXTRACT, KINDS, Batch, _all, infer_type
 
 KIND_ORDER = list(EXTRACT)  # extraction order (rejection reasons depend on it)
 KIND_INDEX = {k: i for i, k in enumerate(KIND_ORDER)}
@@ -47,7 +47,7 @@ def value_of(r: dict) -> dict | None:
         val = r.get("value")
         return val if val.__class__ is dict else {}
     got = resolve(r)
-    return None if got.__class__ is str else got[2]  # type: ignore[return-value]
+    return None if isinstance(got, str) else got[2]
 
 
 class Calls:
@@ -57,10 +57,6 @@ class Calls:
     def __init__(self) -> None:
         self.results: list[list] = []
         self.meta: list[tuple[int, int, int, int, Any]] = []
-
-
-def _all(values: list, cls: type) -> bool:
-    return not values or set(map(type, values)) == {cls}
 
 
 def group(calls: Calls, control_of: Callable[[str], int], counts: dict[str, int],
