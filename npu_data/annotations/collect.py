@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from npu_data.annotations.results import EXTRACT, KINDS, Batch, _all, infer_type
+from npu_data.annotations.results import EXTRACT, KINDS, Batch, all_of_class, infer_type
 
 KIND_ORDER = list(EXTRACT)  # extraction order (rejection reasons depend on it)
 KIND_INDEX = {k: i for i, k in enumerate(KIND_ORDER)}
@@ -119,7 +119,7 @@ def _batch(kind: str, flat: list, idx: np.ndarray | None, cols: list[np.ndarray]
         control = np.full(n, -1, np.int16)
     else:
         val = list(map(dict.get, res, repeat("value")))
-        if not _all(val, dict):
+        if not all_of_class(val, dict):
             val = [v if v.__class__ is dict else {} for v in val]
         names = list(map(dict.get, res, repeat("from_name"), repeat("")))
         try:
@@ -135,7 +135,7 @@ def _batch(kind: str, flat: list, idx: np.ndarray | None, cols: list[np.ndarray]
             ids = {f: control_of(f) for f in uniq}
             control = np.fromiter(map(ids.__getitem__, names), np.int16, count=n)
     rid: list[Any] = list(map(dict.get, res, repeat("id")))
-    if not _all(rid, str):
+    if not all_of_class(rid, str):
         rid = [x if x.__class__ is str else ("" if x is None else str(x)) for x in rid]
     if pscores.count(None) == len(pscores):  # no prediction scores in the chunk
         pscore: list[Any] = [None] * n

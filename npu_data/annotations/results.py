@@ -179,9 +179,9 @@ def _labels(ctx: Context, b: Batch, key: str) -> tuple[np.ndarray | None, np.nda
     vals = b.val
     if FAST:
         got: list[Any] = list(map(dict.get, vals, repeat(key)))
-        if got and _all(got, list) and list(map(len, got)).count(1) == len(got):
+        if got and all_of_class(got, list) and list(map(len, got)).count(1) == len(got):
             firsts = list(map(itemgetter(0), got))
-            if _all(firsts, str):
+            if all_of_class(firsts, str):
                 return None, np.asarray(ctx.label_ids(b.control, firsts), np.int32)
     src: list[int] = []
     lab: list[int] = []
@@ -214,7 +214,7 @@ def _labels(ctx: Context, b: Batch, key: str) -> tuple[np.ndarray | None, np.nda
     return np.asarray(src, np.int64), np.asarray(lab, np.int32)
 
 
-def _all(values: list, cls: type) -> bool:
+def all_of_class(values: list, cls: type) -> bool:
     """Whether every value is exactly of class ``cls`` (True for none)."""
     return not values or set(map(type, values)) == {cls}
 
@@ -274,7 +274,7 @@ def _point(p: Any) -> tuple[float, float]:
 def polygons(ctx: Context, b: Batch) -> Rows:
     n = len(b)
     plists: list[Any] = list(map(dict.get, b.val, repeat("points")))
-    if not (FAST and _all(plists, list)):
+    if not (FAST and all_of_class(plists, list)):
         plists = [p if isinstance(p, list) else [] for p in (p or [] for p in plists)]
     lens = np.fromiter(map(len, plists), np.int64, count=n)
     flat = list(chain.from_iterable(plists))
@@ -347,10 +347,10 @@ def _text(v: Any) -> str:
 
 def _strings(lists: list) -> list | None:
     """``lists`` flattened when every entry is a list of strings (fast path), else None."""
-    if not (FAST and _all(lists, list)):
+    if not (FAST and all_of_class(lists, list)):
         return None
     flat = list(chain.from_iterable(lists))
-    return flat if _all(flat, str) else None
+    return flat if all_of_class(flat, str) else None
 
 
 def _listed_rows(b: Batch, key: str) -> tuple[np.ndarray, list]:
