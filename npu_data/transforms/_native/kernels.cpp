@@ -1,7 +1,7 @@
 // CPU kernels for npu_data's batched augmentation: Pillow-exact, one sample per task.
 //
 // Registered as torch operators (namespace npu_data) so the Python layer calls them like any
-// other op. Every sample of a batch is processed independently (at::parallel_for over the
+// other op. Every sample of a batch is processed independently (parallel_for_samples over the
 // batch); inside a sample the loops run over contiguous rows so the compiler vectorises them.
 // Arithmetic follows Pillow 13 exactly: 22-bit fixed-point resampling weights computed in
 // double, an 8-bit intermediate between the two passes, float32 blends that truncate, and
@@ -17,6 +17,8 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -25,6 +27,27 @@
 namespace {
 
 constexpr int kPrecisionBits = 22;
+
+// body(b0, b1) over [0, n), one index at a time (crops differ in cost), on up to
+// at::get_num_threads() threads. Unlike torch's OpenMP pool, idle threads block instead of
+// spinning: DataLoader workers sharing the cores keep their CPU time.
+template <typename F>
+void parallel_for_samples(int64_t n, const F& body) {
+  const int64_t threads = std::min<int64_t>(std::max(1, at::get_num_threads()), n);
+  if (threads <= 1) {
+    body(0, n);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  auto run = [&]() {
+    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) body(i, i + 1);
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(threads - 1));
+  for (int64_t t = 1; t < threads; ++t) pool.emplace_back(run);
+  run();
+  for (auto& t : pool) t.join();
+}
 
 inline uint8_t clip8_fixed(int32_t acc) {
   int32_t v = acc >> kPrecisionBits;
@@ -201,11 +224,11 @@ at::Tensor resized_crop(const at::Tensor& images_in, const at::Tensor& boxes_in,
   const int64_t* box_p = boxes.data_ptr<int64_t>();
   uint8_t* out_p = out.data_ptr<uint8_t>();
   const int oh = static_cast<int>(out_h), ow = static_cast<int>(out_w);
-  at::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
-    Scratch scratch;
+  parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
+    thread_local Scratch scratch;  // reused by every sample a thread takes
     std::vector<uint8_t>& tmp = scratch.tmp;
     std::vector<int32_t>& acc = scratch.acc;
-    std::vector<uint8_t> planes;  // the crop, one plane per channel, for interleaved input
+    thread_local std::vector<uint8_t> planes;  // the crop as planes, for interleaved input
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t* bx = box_p + b * 4;
       const int64_t top = std::clamp<int64_t>(bx[0], 0, H - 1);
@@ -404,12 +427,15 @@ at::Tensor color_ops(const at::Tensor& images_in, const at::Tensor& sizes_in,
   TORCH_CHECK(images_in.dim() == 4 && images_in.size(1) == 3 &&
                   images_in.scalar_type() == at::kByte,
               "images must be uint8 (B, 3, H, W)");
-  at::Tensor out = images_in.contiguous().clone();
+  // copied sample by sample inside the parallel loop: a torch copy would wake its OpenMP pool
+  const at::Tensor images = images_in.contiguous();
+  at::Tensor out = at::empty_like(images);
   const at::Tensor sizes = sizes_in.to(at::kLong).contiguous();
   const at::Tensor order = order_in.to(at::kLong).contiguous();
   const at::Tensor factors = factors_in.to(at::kFloat).contiguous();
   const at::Tensor shifts = shifts_in.to(at::kLong).contiguous();
   const int64_t B = out.size(0), H = out.size(2), W = out.size(3), n = order.size(1);
+  const uint8_t* in_p = images.data_ptr<uint8_t>();
   TORCH_CHECK(sizes.size(0) == B && order.size(0) == B && factors.size(0) == B &&
                   factors.size(1) == 3 && shifts.size(0) == B,
               "per-sample parameters must have B rows");
@@ -418,9 +444,10 @@ at::Tensor color_ops(const at::Tensor& images_in, const at::Tensor& sizes_in,
   const int64_t* ord = order.data_ptr<int64_t>();
   const float* fac = factors.data_ptr<float>();
   const int64_t* sh = shifts.data_ptr<int64_t>();
-  at::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
+  parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       uint8_t* s = base + b * 3 * H * W;
+      std::memcpy(s, in_p + b * 3 * H * W, static_cast<size_t>(3 * H * W));
       Planes p{s, s + H * W, s + 2 * H * W, W, H, W,
                std::clamp<int64_t>(sz[b * 2], 0, H), std::clamp<int64_t>(sz[b * 2 + 1], 0, W)};
       for (int64_t k = 0; k < n; ++k) {
@@ -451,7 +478,7 @@ at::Tensor hflip(const at::Tensor& images_in, const at::Tensor& sizes_in, const 
   uint8_t* out_p = out.data_ptr<uint8_t>();
   const int64_t* sz = sizes.data_ptr<int64_t>();
   const bool* fl = flip.data_ptr<bool>();
-  at::parallel_for(0, B * C, 1, [&](int64_t p0, int64_t p1) {
+  parallel_for_samples(B * C, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t b = p / C;
       const uint8_t* src = in_p + p * H * W;
@@ -492,7 +519,7 @@ at::Tensor normalize(const at::Tensor& images_in, const at::Tensor& mean_in,
   const float* m = mean.data_ptr<float>();
   const float* sd = stdv.data_ptr<float>();
   const int64_t plane = H * W;
-  at::parallel_for(0, B * C, 1, [&](int64_t p0, int64_t p1) {
+  parallel_for_samples(B * C, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t b = p / C, c = p % C;
       const uint8_t* __restrict__ src = in_p + p * plane;
