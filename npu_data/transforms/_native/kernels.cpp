@@ -18,7 +18,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <thread>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -28,9 +31,28 @@ namespace {
 
 constexpr int kPrecisionBits = 22;
 
-// body(b0, b1) over [0, n), one index at a time (crops differ in cost), on up to
-// at::get_num_threads() threads. Unlike torch's OpenMP pool, idle threads block instead of
-// spinning: DataLoader workers sharing the cores keep their CPU time.
+// body(b0, b1) over [0, n), one index at a time (crops differ in cost), on the calling
+// thread plus up to at::get_num_threads() - 1 tasks of torch's inter-op pool (persistent
+// threads that sleep when idle, unlike an OpenMP team spinning beside DataLoader workers).
+// The caller processes indices too and waits only for indices already taken, so a task the
+// pool starts late (or never) finds nothing left and cannot block it.
+struct SampleQueue {
+  std::atomic<int64_t> next{0};
+  int64_t n = 0;
+  int64_t done = 0;  // guarded by lock
+  std::mutex lock;
+  std::condition_variable finished;
+  const std::function<void(int64_t)>* body = nullptr;  // valid while done < n
+
+  void drain() {
+    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+      (*body)(i);
+      std::lock_guard<std::mutex> g(lock);
+      if (++done == n) finished.notify_all();
+    }
+  }
+};
+
 template <typename F>
 void parallel_for_samples(int64_t n, const F& body) {
   const int64_t threads = std::min<int64_t>(std::max(1, at::get_num_threads()), n);
@@ -38,15 +60,14 @@ void parallel_for_samples(int64_t n, const F& body) {
     body(0, n);
     return;
   }
-  std::atomic<int64_t> next{0};
-  auto run = [&]() {
-    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) body(i, i + 1);
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<size_t>(threads - 1));
-  for (int64_t t = 1; t < threads; ++t) pool.emplace_back(run);
-  run();
-  for (auto& t : pool) t.join();
+  const std::function<void(int64_t)> one = [&body](int64_t i) { body(i, i + 1); };
+  auto q = std::make_shared<SampleQueue>();
+  q->n = n;
+  q->body = &one;
+  for (int64_t t = 1; t < threads; ++t) at::launch([q]() { q->drain(); });
+  q->drain();
+  std::unique_lock<std::mutex> g(q->lock);
+  q->finished.wait(g, [&q]() { return q->done == q->n; });
 }
 
 inline uint8_t clip8_fixed(int32_t acc) {
