@@ -136,13 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     print("| kernel | batch kernel ms/img | torch kernels ms/img | per-sample Pillow ms/img | "
           "Pillow / batch kernel |")
     print("|---|---:|---:|---:|---:|")
-    def cell(v: float, fmt: str) -> str:
-        return "—" if v != v else format(v, fmt)  # NaN: not measured
+    def cell(v: float, fmt: str, unit: str = "") -> str:
+        return "—" if v != v else format(v, fmt) + unit  # NaN: not measured
 
     for r in rows:
         print(f"| {r['kernel']} | {r['batch_ms_per_image']:.3f} | "
               f"{cell(r['torch_kernels_ms_per_image'], '.3f')} | "
-              f"{cell(r['reference_ms_per_image'], '.3f')} | {cell(r['speedup'], '.2f')}x |")
+              f"{cell(r['reference_ms_per_image'], '.3f')} | {cell(r['speedup'], '.2f', 'x')} |")
     if a.out:
         with open(a.out, "wb") as fh:
             fh.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
