@@ -148,10 +148,9 @@ def adjust_brightness(
     """``ImageEnhance.Brightness(factor)`` per sample (blend with black; exact)."""
     _check_images(images, sizes)
     f = _checked_nonneg(factors, images, "brightness")
-    native = _native.for_tensor(images)
-    if native is not None:
-        return color_sequence(images, sizes, torch.zeros_like(f, dtype=torch.int64).view(-1, 1),
-                              torch.stack([f, f, f], 1), torch.zeros_like(f, dtype=torch.int64))
+    fast = _compiled_colour_op(images, sizes, 0, f)
+    if fast is not None:
+        return fast
     return _color.blend(torch.zeros_like(images), images, f)
 
 
@@ -162,10 +161,9 @@ def adjust_contrast(
     grayscale image over its valid region (exact)."""
     _check_images(images, sizes)
     f = _checked_nonneg(factors, images, "contrast")
-    native = _native.for_tensor(images)
-    if native is not None:
-        return color_sequence(images, sizes, torch.ones_like(f, dtype=torch.int64).view(-1, 1),
-                              torch.stack([f, f, f], 1), torch.zeros_like(f, dtype=torch.int64))
+    fast = _compiled_colour_op(images, sizes, 1, f)
+    if fast is not None:
+        return fast
     mean = _color.contrast_mean(images, sizes.to(images.device)).view(-1, 1, 1, 1)
     out = _color.blend(mean.expand_as(images), images, f)
     return _mask_padding(out, sizes.to(images.device))
@@ -177,10 +175,9 @@ def adjust_saturation(
     """``ImageEnhance.Color(factor)`` per sample: blend with each pixel's grayscale (exact)."""
     _check_images(images, sizes)
     f = _checked_nonneg(factors, images, "saturation")
-    native = _native.for_tensor(images)
-    if native is not None:
-        return color_sequence(images, sizes, torch.full_like(f, 2, dtype=torch.int64).view(-1, 1),
-                              torch.stack([f, f, f], 1), torch.zeros_like(f, dtype=torch.int64))
+    fast = _compiled_colour_op(images, sizes, 2, f)
+    if fast is not None:
+        return fast
     gray = _color.grayscale(images).expand_as(images)
     return _color.blend(gray, images, f)
 
@@ -198,16 +195,28 @@ def adjust_hue(
     if f.device.type == "cpu" and bool(torch.any((f < -0.5) | (f > 0.5))):
         raise UserError("hue factors must lie in [-0.5, 0.5]")
     shift = _color.hue_shift(f)
-    native = _native.for_tensor(images)
-    if native is not None and not direct:
-        ones = torch.ones(f.shape[0], 3, dtype=torch.float32)
-        return color_sequence(images, sizes, torch.full_like(shift, 3).view(-1, 1), ones, shift)
+    fast = None if direct else _compiled_colour_op(images, sizes, 3, torch.ones_like(f), shift)
+    if fast is not None:
+        return fast
     if direct:
         hsv = _color.rgb_to_hsv(images)
         h = torch.remainder(hsv[:, 0].to(torch.int64) + shift.view(-1, 1, 1), 256)
         hsv = torch.stack([h.to(torch.uint8), hsv[:, 1], hsv[:, 2]], dim=1)
         return _color.hsv_to_rgb(hsv)
     return _color.adjust_hue_lut(images, shift)
+
+
+def _compiled_colour_op(images: torch.Tensor, sizes: torch.Tensor, op: int,
+                        factors: torch.Tensor, shifts: torch.Tensor | None = None
+                        ) -> torch.Tensor | None:
+    """One colour op (``color_sequence`` id ``op``) through the compiled CPU kernels, or
+    ``None`` when they do not apply to these tensors."""
+    if _native.for_tensor(images) is None:
+        return None
+    b = images.shape[0]
+    order = torch.full((b, 1), op, dtype=torch.int64)
+    shift = shifts if shifts is not None else torch.zeros(b, dtype=torch.int64)
+    return color_sequence(images, sizes, order, factors.view(-1, 1).expand(b, 3), shift)
 
 
 def color_sequence(images: torch.Tensor, sizes: torch.Tensor, order: torch.Tensor,
