@@ -380,10 +380,14 @@ struct Planes {
 
 void brightness(Planes& p, float f) {
   for (int64_t y = 0; y < p.rows; ++y) {
-    uint8_t* ch[3] = {p.r + y * p.stride, p.g + y * p.stride, p.b + y * p.stride};
-    for (uint8_t* __restrict__ row : ch) {
+    uint8_t* __restrict__ r = p.r + y * p.stride;
+    uint8_t* __restrict__ g = p.g + y * p.stride;
+    uint8_t* __restrict__ b = p.b + y * p.stride;
 #pragma omp simd
-      for (int64_t x = 0; x < p.cols; ++x) row[x] = blend_value(0.0f, static_cast<float>(row[x]), f);
+    for (int64_t x = 0; x < p.cols; ++x) {
+      r[x] = blend_value(0.0f, static_cast<float>(r[x]), f);
+      g[x] = blend_value(0.0f, static_cast<float>(g[x]), f);
+      b[x] = blend_value(0.0f, static_cast<float>(b[x]), f);
     }
   }
 }
