@@ -1,6 +1,7 @@
 """Compiled CPU kernels (Pillow-exact resize and colour ops), built on first use.
 
-The C++ source next to this file is compiled once per machine with torch's extension
+The C++ sources next to this file (``ops.cpp`` registers ``resample.cpp``, ``color.cpp`` and
+``layout.cpp``) are compiled once per machine with torch's extension
 builder into ``$NPU_DATA_CACHE/native/<key>`` (default ``~/.cache/npu-data``; the key covers
 the source, torch's version and the CPU), then registered as ``torch.ops.npu_data.*``.
 When no compiler is available, or ``NPU_DATA_NATIVE=0``, :func:`ops` returns ``None`` and the
@@ -19,7 +20,9 @@ from typing import Any
 
 import torch
 
-_SOURCE = Path(__file__).with_name("kernels.cpp")
+_HERE = Path(__file__).parent
+_SOURCES = [_HERE / n for n in ("ops.cpp", "resample.cpp", "color.cpp", "layout.cpp")]
+_HEADERS = [_HERE / n for n in ("kernels.h", "parallel.h")]
 _FLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
           "-fopenmp-simd"]
 _LOCK = threading.Lock()
@@ -39,7 +42,8 @@ def _cpu_signature() -> str:
 def build_key() -> str:
     """Hash of everything the compiled library depends on."""
     h = hashlib.sha256()
-    for part in (_SOURCE.read_bytes(), torch.__version__.encode(), " ".join(_FLAGS).encode(),
+    sources = b"".join(p.read_bytes() for p in _SOURCES + _HEADERS)
+    for part in (sources, torch.__version__.encode(), " ".join(_FLAGS).encode(),
                  platform.machine().encode(), _cpu_signature().encode()):
         h.update(part)
     return h.hexdigest()[:16]
@@ -60,7 +64,8 @@ def _load() -> Any:
     if done.exists() and lib.exists():  # a finished build: load it without asking ninja
         torch.ops.load_library(str(lib))
     else:  # builds, or waits for another process building into the same folder (a lock)
-        load(name="npu_data_native", sources=[str(_SOURCE)], extra_cflags=_FLAGS,
+        load(name="npu_data_native", sources=[str(p) for p in _SOURCES], extra_cflags=_FLAGS,
+             extra_include_paths=[str(_HERE)],
              build_directory=str(build), is_python_module=False, verbose=False)
         from npu_data.shards.atomic import atomic_write_bytes
 

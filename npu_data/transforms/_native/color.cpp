@@ -1,0 +1,210 @@
+// Pillow-exact colour adjustments, a sample's whole sequence per call (npu_data::color_ops).
+//
+// Blends are float32 in1 + a * (in2 - in1), clipped and truncated; grayscale is Pillow's
+// integer L; hue goes through Pillow's rgb2hsv / hsv2rgb with their float/double mix. Build
+// with -ffp-contract=off: a fused multiply-add would round differently from Pillow.
+
+#include "kernels.h"
+#include "parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace npu_data_native {
+namespace {
+
+inline int32_t gray_of(int32_t r, int32_t g, int32_t b) {
+  return (r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16;
+}
+
+// Pillow's blend: float32 in1 + a * (in2 - in1), clipped, truncated.
+// (clamping first gives the same bytes as Pillow's "<= 0 -> 0, >= 255 -> 255, else (UINT8)t")
+inline uint8_t blend_value(float in1, float in2, float a) {
+  const float t = in1 + a * (in2 - in1);
+  return static_cast<uint8_t>(static_cast<int>(std::min(std::max(t, 0.0f), 255.0f)));
+}
+
+
+// Pillow's rgb2hsv / hsv2rgb with a hue shift, written without branches so the row loop
+// vectorises. Each expression keeps Pillow's types: float variables, double literals.
+// Non-negative values make trunc == floor and round(x) == floor(x) + (frac >= 0.5).
+inline void hue_pixel(uint8_t& r8, uint8_t& g8, uint8_t& b8, int shift) {
+  // Selections are written as arithmetic (x * 0/1 and sums with 0 are exact) so that the
+  // compiler can if-convert and vectorise the loop.
+  const int r = r8, g = g8, b = b8;
+  const int maxc = std::max(r, std::max(g, b));
+  const int minc = std::min(r, std::min(g, b));
+  const int d = maxc - minc;
+  const int grey = d == 0;
+  const float cr = static_cast<float>(d + grey);  // grey pixels: any non-zero divisor
+  const float s = cr / static_cast<float>(maxc + (maxc == 0));
+  const float rc = static_cast<float>(maxc - r) / cr;
+  const float gc = static_cast<float>(maxc - g) / cr;
+  const float bc = static_cast<float>(maxc - b) / cr;
+  const float h_r = bc - gc;
+  const float h_g = static_cast<float>(2.0 + rc - bc);
+  const float h_b = static_cast<float>(4.0 + gc - rc);
+  const int is_r = r == maxc;
+  const int is_g = (1 - is_r) & (g == maxc);
+  const int is_b = 1 - is_r - is_g;
+  const float h0 = h_r * static_cast<float>(is_r) + h_g * static_cast<float>(is_g) +
+                   h_b * static_cast<float>(is_b);
+  const double wrapped = h0 / 6.0 + 1.0;  // in [5/6, 11/6): fmod(x, 1) is x or x - 1, exactly
+  const float h = static_cast<float>(wrapped - static_cast<double>(wrapped >= 1.0));
+  const int uh = std::min(std::max(static_cast<int>(h * 255.0), 0), 255) * (1 - grey);
+  const int us = std::min(std::max(static_cast<int>(s * 255.0), 0), 255) * (1 - grey);
+  const int hh = (uh + shift) & 255;
+  // back to RGB
+  const double hf = static_cast<float>(hh) * 6.0 / 255.0;
+  int i = static_cast<int>(hf);
+  const float f = static_cast<float>(hf - static_cast<float>(i));
+  const float fs = static_cast<float>(static_cast<float>(us) / 255.0);
+  const double v = static_cast<float>(maxc);
+  const double xp = v * (1.0 - fs);
+  const double xq = v * (1.0 - fs * f);
+  const double xt = v * (1.0 - fs * (1.0 - f));
+  const int ip = static_cast<int>(xp), iq = static_cast<int>(xq), it = static_cast<int>(xt);
+  const int p = std::min(ip + static_cast<int>(xp - ip >= 0.5), 255);
+  const int q = std::min(iq + static_cast<int>(xq - iq >= 0.5), 255);
+  const int t = std::min(it + static_cast<int>(xt - it >= 0.5), 255);
+  i -= 6 * (i == 6);
+  const int s0 = i == 0, s1 = i == 1, s2 = i == 2, s3 = i == 3, s4 = i == 4, s5 = i == 5;
+  const int vi = maxc;
+  const int ro = (s0 + s5) * vi + s1 * q + (s2 + s3) * p + s4 * t;
+  const int go = s0 * t + (s1 + s2) * vi + s3 * q + (s4 + s5) * p;
+  const int bo = (s0 + s1) * p + s2 * t + (s3 + s4) * vi + s5 * q;
+  const int flat = us == 0;
+  r8 = static_cast<uint8_t>(ro + flat * (vi - ro));
+  g8 = static_cast<uint8_t>(go + flat * (vi - go));
+  b8 = static_cast<uint8_t>(bo + flat * (vi - bo));
+}
+
+// One sample, planes r/g/b of `plane` values each (row stride W, valid h x w).
+struct Planes {
+  uint8_t* r;
+  uint8_t* g;
+  uint8_t* b;
+  int64_t stride;
+  int64_t rows;   // padded height
+  int64_t cols;   // padded width
+  int64_t vh;     // valid height
+  int64_t vw;     // valid width
+};
+
+void brightness(Planes& p, float f) {
+  for (int64_t y = 0; y < p.rows; ++y) {
+    uint8_t* __restrict__ r = p.r + y * p.stride;
+    uint8_t* __restrict__ g = p.g + y * p.stride;
+    uint8_t* __restrict__ b = p.b + y * p.stride;
+#pragma omp simd
+    for (int64_t x = 0; x < p.cols; ++x) {
+      r[x] = blend_value(0.0f, static_cast<float>(r[x]), f);
+      g[x] = blend_value(0.0f, static_cast<float>(g[x]), f);
+      b[x] = blend_value(0.0f, static_cast<float>(b[x]), f);
+    }
+  }
+}
+
+void saturation(Planes& p, float f) {
+  for (int64_t y = 0; y < p.rows; ++y) {
+    uint8_t* __restrict__ r = p.r + y * p.stride;
+    uint8_t* __restrict__ g = p.g + y * p.stride;
+    uint8_t* __restrict__ b = p.b + y * p.stride;
+#pragma omp simd
+    for (int64_t x = 0; x < p.cols; ++x) {
+      const float l = static_cast<float>(gray_of(r[x], g[x], b[x]));
+      r[x] = blend_value(l, static_cast<float>(r[x]), f);
+      g[x] = blend_value(l, static_cast<float>(g[x]), f);
+      b[x] = blend_value(l, static_cast<float>(b[x]), f);
+    }
+  }
+}
+
+void contrast(Planes& p, float f) {
+  int64_t total = 0;
+  for (int64_t y = 0; y < p.vh; ++y) {
+    const uint8_t* r = p.r + y * p.stride;
+    const uint8_t* g = p.g + y * p.stride;
+    const uint8_t* b = p.b + y * p.stride;
+    int64_t row_total = 0;
+#pragma omp simd reduction(+ : row_total)
+    for (int64_t x = 0; x < p.vw; ++x) row_total += gray_of(r[x], g[x], b[x]);
+    total += row_total;
+  }
+  const int64_t n = std::max<int64_t>(p.vh * p.vw, 1);
+  const float mean = static_cast<float>((2 * total + n) / (2 * n));
+  for (int64_t y = 0; y < p.rows; ++y) {
+    uint8_t* ch[3] = {p.r + y * p.stride, p.g + y * p.stride, p.b + y * p.stride};
+    for (uint8_t* __restrict__ row : ch) {
+      if (y >= p.vh) {
+        std::memset(row, 0, p.cols);
+        continue;
+      }
+#pragma omp simd
+      for (int64_t x = 0; x < p.vw; ++x) row[x] = blend_value(mean, static_cast<float>(row[x]), f);
+      if (p.vw < p.cols) std::memset(row + p.vw, 0, p.cols - p.vw);
+    }
+  }
+}
+
+void hue(Planes& p, int shift) {
+  for (int64_t y = 0; y < p.rows; ++y) {
+    uint8_t* __restrict__ r = p.r + y * p.stride;
+    uint8_t* __restrict__ g = p.g + y * p.stride;
+    uint8_t* __restrict__ b = p.b + y * p.stride;
+#pragma omp simd
+    for (int64_t x = 0; x < p.cols; ++x) hue_pixel(r[x], g[x], b[x], shift);
+  }
+}
+
+}  // namespace
+
+// order (B, n) int64 op ids (0 brightness, 1 contrast, 2 saturation, 3 hue; -1 skips);
+// factors (B, 3) float32 blend factors; shifts (B,) int64 hue shift in levels.
+at::Tensor color_ops(const at::Tensor& images_in, const at::Tensor& sizes_in,
+                     const at::Tensor& order_in, const at::Tensor& factors_in,
+                     const at::Tensor& shifts_in) {
+  TORCH_CHECK(images_in.dim() == 4 && images_in.size(1) == 3 &&
+                  images_in.scalar_type() == at::kByte,
+              "images must be uint8 (B, 3, H, W)");
+  // copied sample by sample inside the parallel loop: a torch copy would wake its OpenMP pool
+  const at::Tensor images = images_in.contiguous();
+  at::Tensor out = at::empty_like(images);
+  const at::Tensor sizes = sizes_in.to(at::kLong).contiguous();
+  const at::Tensor order = order_in.to(at::kLong).contiguous();
+  const at::Tensor factors = factors_in.to(at::kFloat).contiguous();
+  const at::Tensor shifts = shifts_in.to(at::kLong).contiguous();
+  const int64_t B = out.size(0), H = out.size(2), W = out.size(3), n = order.size(1);
+  const uint8_t* in_p = images.data_ptr<uint8_t>();
+  TORCH_CHECK(sizes.size(0) == B && order.size(0) == B && factors.size(0) == B &&
+                  factors.size(1) == 3 && shifts.size(0) == B,
+              "per-sample parameters must have B rows");
+  uint8_t* base = out.data_ptr<uint8_t>();
+  const int64_t* sz = sizes.data_ptr<int64_t>();
+  const int64_t* ord = order.data_ptr<int64_t>();
+  const float* fac = factors.data_ptr<float>();
+  const int64_t* sh = shifts.data_ptr<int64_t>();
+  parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      uint8_t* s = base + b * 3 * H * W;
+      std::memcpy(s, in_p + b * 3 * H * W, static_cast<size_t>(3 * H * W));
+      Planes p{s, s + H * W, s + 2 * H * W, W, H, W,
+               std::clamp<int64_t>(sz[b * 2], 0, H), std::clamp<int64_t>(sz[b * 2 + 1], 0, W)};
+      for (int64_t k = 0; k < n; ++k) {
+        switch (ord[b * n + k]) {
+          case 0: brightness(p, fac[b * 3 + 0]); break;
+          case 1: contrast(p, fac[b * 3 + 1]); break;
+          case 2: saturation(p, fac[b * 3 + 2]); break;
+          case 3: hue(p, static_cast<int>(((sh[b] % 256) + 256) % 256)); break;
+          default: break;
+        }
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace npu_data_native

@@ -1,0 +1,20 @@
+// The operators of npu_data's compiled CPU kernels (registered in ops.cpp).
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace npu_data_native {
+
+// Crop boxes (B, 4) = top, left, height, width of each sample, resized to out_h x out_w with
+// Pillow's BILINEAR rules (resample.cpp).
+at::Tensor resized_crop(const at::Tensor& images, const at::Tensor& boxes, int64_t out_h,
+                        int64_t out_w, bool vertical_first_rule);
+// Each sample's sequence of colour ops (color.cpp).
+at::Tensor color_ops(const at::Tensor& images, const at::Tensor& sizes, const at::Tensor& order,
+                     const at::Tensor& factors, const at::Tensor& shifts);
+// Left-right mirror within the valid width; normalisation to float32 (layout.cpp).
+at::Tensor hflip(const at::Tensor& images, const at::Tensor& sizes, const at::Tensor& flip_mask);
+at::Tensor normalize(const at::Tensor& images, const at::Tensor& mean, const at::Tensor& std,
+                     bool channels_last);
+
+}  // namespace npu_data_native

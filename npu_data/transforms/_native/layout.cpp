@@ -1,0 +1,87 @@
+// Layout kernels: per-sample left-right flip and the final normalisation to float32.
+
+#include "kernels.h"
+#include "parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace npu_data_native {
+
+// Mirror each flagged sample left-right within its valid width; the padding stays put.
+at::Tensor hflip(const at::Tensor& images_in, const at::Tensor& sizes_in, const at::Tensor& flip_in) {
+  TORCH_CHECK(images_in.dim() == 4 && images_in.scalar_type() == at::kByte,
+              "images must be uint8 (B, C, H, W)");
+  const at::Tensor images = images_in.contiguous();
+  const at::Tensor sizes = sizes_in.to(at::kLong).contiguous();
+  const at::Tensor flip = flip_in.to(at::kBool).contiguous();
+  const int64_t B = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
+  TORCH_CHECK(sizes.size(0) == B && flip.numel() == B, "sizes and flip_mask need B rows");
+  at::Tensor out = at::empty_like(images);
+  const uint8_t* in_p = images.data_ptr<uint8_t>();
+  uint8_t* out_p = out.data_ptr<uint8_t>();
+  const int64_t* sz = sizes.data_ptr<int64_t>();
+  const bool* fl = flip.data_ptr<bool>();
+  parallel_for_samples(B * C, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t b = p / C;
+      const uint8_t* src = in_p + p * H * W;
+      uint8_t* dst = out_p + p * H * W;
+      const int64_t w = std::clamp<int64_t>(sz[b * 2 + 1], 0, W);
+      if (!fl[b] || w <= 1) {
+        std::memcpy(dst, src, static_cast<size_t>(H * W));
+        continue;
+      }
+      for (int64_t y = 0; y < H; ++y) {
+        const uint8_t* __restrict__ s = src + y * W;
+        uint8_t* __restrict__ d = dst + y * W;
+#pragma omp simd
+        for (int64_t x = 0; x < w; ++x) d[x] = s[w - 1 - x];
+        if (w < W) std::memcpy(d + w, s + w, static_cast<size_t>(W - w));
+      }
+    }
+  });
+  return out;
+}
+
+// (x / 255 - mean[c]) / std[c] in float32, each step rounded like torch's elementwise ops;
+// NCHW contiguous output, or channels-last when asked (written directly, no second copy).
+at::Tensor normalize(const at::Tensor& images_in, const at::Tensor& mean_in,
+                     const at::Tensor& std_in, bool channels_last) {
+  TORCH_CHECK(images_in.dim() == 4 && images_in.scalar_type() == at::kByte,
+              "images must be uint8 (B, C, H, W)");
+  const at::Tensor images = images_in.contiguous();
+  const at::Tensor mean = mean_in.to(at::kFloat).contiguous();
+  const at::Tensor stdv = std_in.to(at::kFloat).contiguous();
+  const int64_t B = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
+  TORCH_CHECK(mean.numel() == C && stdv.numel() == C, "mean and std need one value per channel");
+  at::Tensor out = channels_last
+      ? at::empty({B, C, H, W}, images.options().dtype(at::kFloat).memory_format(at::MemoryFormat::ChannelsLast))
+      : at::empty({B, C, H, W}, images.options().dtype(at::kFloat));
+  const uint8_t* in_p = images.data_ptr<uint8_t>();
+  float* out_p = out.data_ptr<float>();
+  const float* m = mean.data_ptr<float>();
+  const float* sd = stdv.data_ptr<float>();
+  const int64_t plane = H * W;
+  parallel_for_samples(B * C, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t b = p / C, c = p % C;
+      const uint8_t* __restrict__ src = in_p + p * plane;
+      const float mc = m[c], sc = sd[c];
+      if (!channels_last) {
+        float* __restrict__ dst = out_p + p * plane;
+#pragma omp simd
+        for (int64_t i = 0; i < plane; ++i) dst[i] = (static_cast<float>(src[i]) / 255.0f - mc) / sc;
+      } else {
+        float* __restrict__ dst = out_p + b * plane * C + c;
+        for (int64_t i = 0; i < plane; ++i) dst[i * C] = (static_cast<float>(src[i]) / 255.0f - mc) / sc;
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace npu_data_native

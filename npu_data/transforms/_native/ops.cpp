@@ -1,0 +1,22 @@
+// npu_data's compiled CPU kernels as torch operators: torch.ops.npu_data.*.
+//
+// One sample per task over the batch (parallel.h); the arithmetic of each op follows Pillow
+// 13 exactly, so the CPU versions in npu_data/transforms/reference.py match to the bit.
+
+#include <torch/library.h>
+
+#include "kernels.h"
+
+TORCH_LIBRARY(npu_data, m) {
+  m.def("resized_crop(Tensor images, Tensor boxes, int out_h, int out_w, bool vertical_first_rule) -> Tensor");
+  m.def("normalize(Tensor images, Tensor mean, Tensor std, bool channels_last) -> Tensor");
+  m.def("hflip(Tensor images, Tensor sizes, Tensor flip_mask) -> Tensor");
+  m.def("color_ops(Tensor images, Tensor sizes, Tensor order, Tensor factors, Tensor shifts) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(npu_data, CPU, m) {
+  m.impl("resized_crop", &npu_data_native::resized_crop);
+  m.impl("color_ops", &npu_data_native::color_ops);
+  m.impl("hflip", &npu_data_native::hflip);
+  m.impl("normalize", &npu_data_native::normalize);
+}

@@ -1,0 +1,55 @@
+// Spreading a batch's samples over threads, for npu_data's compiled CPU kernels.
+#pragma once
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+namespace npu_data_native {
+
+// body(b0, b1) over [0, n), one index at a time (crops differ in cost), on the calling
+// thread plus up to at::get_num_threads() - 1 tasks of torch's inter-op pool (persistent
+// threads that sleep when idle, unlike an OpenMP team spinning beside DataLoader workers).
+// The caller processes indices too and waits only for indices already taken, so a task the
+// pool starts late (or never) finds nothing left and cannot block it.
+struct SampleQueue {
+  std::atomic<int64_t> next{0};
+  int64_t n = 0;
+  int64_t done = 0;  // guarded by lock
+  std::mutex lock;
+  std::condition_variable finished;
+  const std::function<void(int64_t)>* body = nullptr;  // valid while done < n
+
+  void drain() {
+    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+      (*body)(i);
+      std::lock_guard<std::mutex> g(lock);
+      if (++done == n) finished.notify_all();
+    }
+  }
+};
+
+template <typename F>
+void parallel_for_samples(int64_t n, const F& body) {
+  const int64_t threads = std::min<int64_t>(std::max(1, at::get_num_threads()), n);
+  if (threads <= 1) {
+    body(0, n);
+    return;
+  }
+  const std::function<void(int64_t)> one = [&body](int64_t i) { body(i, i + 1); };
+  auto q = std::make_shared<SampleQueue>();
+  q->n = n;
+  q->body = &one;
+  for (int64_t t = 1; t < threads; ++t) at::launch([q]() { q->drain(); });
+  q->drain();
+  std::unique_lock<std::mutex> g(q->lock);
+  q->finished.wait(g, [&q]() { return q->done == q->n; });
+}
+
+}  // namespace npu_data_native

@@ -1,0 +1,256 @@
+// Pillow-exact BILINEAR resampling of per-sample crops (npu_data::resized_crop).
+//
+// Pillow 13's rules: 22-bit fixed-point weights computed in double, an 8-bit intermediate
+// between the passes, and the vertical pass first when the height shrinks by more than twice
+// as many pixels as the width. The horizontal pass runs as transpose + vertical pass +
+// transpose so that every inner loop walks contiguous memory.
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "kernels.h"
+#include "parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace npu_data_native {
+namespace {
+
+constexpr int kPrecisionBits = 22;
+
+inline uint8_t clip8_fixed(int32_t acc) {
+  int32_t v = acc >> kPrecisionBits;
+  return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
+}
+
+// Pillow's precompute_coeffs (bilinear filter, box [0, in_size)) + normalize_coeffs_8bpc.
+struct Coeffs {
+  int ksize = 0;
+  std::vector<int32_t> start;   // first input index of each output
+  std::vector<int32_t> count;   // taps used by each output
+  std::vector<int32_t> weight;  // out_size * ksize fixed-point weights
+};
+
+Coeffs coefficients(int in_size, int out_size) {
+  Coeffs c;
+  const double scale = static_cast<double>(in_size) / out_size;
+  const double filterscale = scale < 1.0 ? 1.0 : scale;
+  const double support = filterscale * 1.0;
+  c.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
+  c.start.resize(out_size);
+  c.count.resize(out_size);
+  c.weight.assign(static_cast<size_t>(out_size) * c.ksize, 0);
+  std::vector<double> k(c.ksize);
+  const double ss = 1.0 / filterscale;
+  for (int xx = 0; xx < out_size; ++xx) {
+    const double center = 0.0 + (xx + 0.5) * scale;
+    int xmin = static_cast<int>(center - support + 0.5);
+    if (xmin < 0) xmin = 0;
+    int xmax = static_cast<int>(center + support + 0.5);
+    if (xmax > in_size) xmax = in_size;
+    xmax -= xmin;
+    double ww = 0.0;
+    for (int x = 0; x < xmax; ++x) {
+      double t = (x + xmin - center + 0.5) * ss;
+      if (t < 0.0) t = -t;
+      const double w = t < 1.0 ? 1.0 - t : 0.0;
+      k[x] = w;
+      ww += w;
+    }
+    int32_t* out = &c.weight[static_cast<size_t>(xx) * c.ksize];
+    for (int x = 0; x < xmax; ++x) {
+      const double v = ww != 0.0 ? k[x] / ww : k[x];
+      out[x] = v < 0 ? static_cast<int32_t>(-0.5 + v * (1 << kPrecisionBits))
+                     : static_cast<int32_t>(0.5 + v * (1 << kPrecisionBits));
+    }
+    c.start[xx] = xmin;
+    c.count[xx] = xmax;
+  }
+  return c;
+}
+
+// Vertical pass: `src` rows (stride `src_stride`, `width` values used per row) -> `out_h`
+// rows of `dst`. Accumulates whole rows at a time (vectorisable).
+void vertical(const uint8_t* src, int64_t src_stride, int width, const Coeffs& c, int out_h,
+              uint8_t* dst, int64_t dst_stride, std::vector<int32_t>& acc) {
+  acc.resize(width);
+  for (int yy = 0; yy < out_h; ++yy) {
+    std::fill(acc.begin(), acc.end(), 1 << (kPrecisionBits - 1));
+    const int32_t* k = &c.weight[static_cast<size_t>(yy) * c.ksize];
+    const int n = c.count[yy];
+    for (int y = 0; y < n; ++y) {
+      const uint8_t* __restrict__ row = src + (c.start[yy] + y) * src_stride;
+      const int32_t w = k[y];
+      int32_t* __restrict__ a = acc.data();
+#pragma omp simd
+      for (int x = 0; x < width; ++x) a[x] += static_cast<int32_t>(row[x]) * w;
+    }
+    uint8_t* __restrict__ out = dst + yy * dst_stride;
+    const int32_t* __restrict__ a = acc.data();
+#pragma omp simd
+    for (int x = 0; x < width; ++x) out[x] = clip8_fixed(a[x]);
+  }
+}
+
+// dst[x * dst_stride + y] = src[y * src_stride + x] for a rows x cols block.
+void transpose(const uint8_t* src, int64_t src_stride, int rows, int cols, uint8_t* dst,
+               int64_t dst_stride) {
+  int y0 = 0;
+#if defined(__SSE2__)
+  // 16 x 16 tiles: four rounds of interleaving (bytes, then 16-, 32- and 64-bit lanes)
+  for (; y0 + 16 <= rows; y0 += 16) {
+    int x0 = 0;
+    for (; x0 + 16 <= cols; x0 += 16) {
+      __m128i r[16], a[16], b[16], c[16];
+      for (int i = 0; i < 16; ++i)
+        r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + (y0 + i) * src_stride + x0));
+      for (int q = 0; q < 8; ++q) {  // a[h*8+q]: rows 2q, 2q+1; columns h*8 .. h*8+7
+        a[q] = _mm_unpacklo_epi8(r[2 * q], r[2 * q + 1]);
+        a[8 + q] = _mm_unpackhi_epi8(r[2 * q], r[2 * q + 1]);
+      }
+      for (int h = 0; h < 2; ++h)
+        for (int q = 0; q < 4; ++q) {  // b[h*8+g*4+q]: rows 4q..4q+3; columns h*8+g*4 ..+3
+          b[h * 8 + q] = _mm_unpacklo_epi16(a[h * 8 + 2 * q], a[h * 8 + 2 * q + 1]);
+          b[h * 8 + 4 + q] = _mm_unpackhi_epi16(a[h * 8 + 2 * q], a[h * 8 + 2 * q + 1]);
+        }
+      for (int hg = 0; hg < 4; ++hg)
+        for (int o = 0; o < 2; ++o) {  // c[hg*4+k*2+o]: rows 8o..8o+7; columns hg*4+k*2 ..+1
+          c[hg * 4 + o] = _mm_unpacklo_epi32(b[hg * 4 + 2 * o], b[hg * 4 + 2 * o + 1]);
+          c[hg * 4 + 2 + o] = _mm_unpackhi_epi32(b[hg * 4 + 2 * o], b[hg * 4 + 2 * o + 1]);
+        }
+      for (int hgk = 0; hgk < 8; ++hgk) {  // columns 2*hgk and 2*hgk+1, all 16 rows
+        const __m128i lo = _mm_unpacklo_epi64(c[hgk * 2], c[hgk * 2 + 1]);
+        const __m128i hi = _mm_unpackhi_epi64(c[hgk * 2], c[hgk * 2 + 1]);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (x0 + 2 * hgk) * dst_stride + y0), lo);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (x0 + 2 * hgk + 1) * dst_stride + y0), hi);
+      }
+    }
+    for (; x0 < cols; ++x0)
+      for (int i = 0; i < 16; ++i) dst[x0 * dst_stride + y0 + i] = src[(y0 + i) * src_stride + x0];
+  }
+#endif
+  for (; y0 < rows; ++y0)
+    for (int x = 0; x < cols; ++x) dst[x * dst_stride + y0] = src[y0 * src_stride + x];
+}
+
+// Horizontal pass as transpose, vertical pass, transpose: `rows` rows of `src` (row stride
+// `src_stride`, `c`'s input extent per row) -> `dst` rows of `out_w` values. Same integer
+// sums as Pillow's horizontal pass, but the inner loop runs over contiguous memory.
+struct Scratch {
+  std::vector<uint8_t> t1, t2, tmp;
+  std::vector<int32_t> acc;
+};
+
+void horizontal(const uint8_t* src, int64_t src_stride, int rows, int in_w, const Coeffs& c,
+                int out_w, uint8_t* dst, int64_t dst_stride, Scratch& s) {
+  s.t1.resize(static_cast<size_t>(in_w) * rows);
+  s.t2.resize(static_cast<size_t>(out_w) * rows);
+  transpose(src, src_stride, rows, in_w, s.t1.data(), rows);
+  vertical(s.t1.data(), rows, rows, c, out_w, s.t2.data(), rows, s.acc);
+  transpose(s.t2.data(), rows, out_w, rows, dst, dst_stride);
+}
+
+}  // namespace
+
+// The crop of an interleaved (H, W, C) sample as C planes of rows x cols.
+void deinterleave(const uint8_t* src, int64_t row_stride, int rows, int cols, int64_t C,
+                  uint8_t* dst) {
+  const size_t plane = static_cast<size_t>(rows) * cols;
+  for (int y = 0; y < rows; ++y) {
+    const uint8_t* __restrict__ s = src + y * row_stride;
+    if (C == 3) {
+      uint8_t* __restrict__ r = dst + static_cast<size_t>(y) * cols;
+      uint8_t* __restrict__ g = r + plane;
+      uint8_t* __restrict__ b = g + plane;
+#pragma omp simd
+      for (int x = 0; x < cols; ++x) {
+        r[x] = s[3 * x];
+        g[x] = s[3 * x + 1];
+        b[x] = s[3 * x + 2];
+      }
+    } else {
+      for (int64_t c = 0; c < C; ++c)
+        for (int x = 0; x < cols; ++x) dst[c * plane + static_cast<size_t>(y) * cols + x] = s[x * C + c];
+    }
+  }
+}
+
+at::Tensor resized_crop(const at::Tensor& images_in, const at::Tensor& boxes_in, int64_t out_h,
+                        int64_t out_w, bool vertical_first_rule) {
+  TORCH_CHECK(images_in.dim() == 4 && images_in.scalar_type() == at::kByte,
+              "images must be uint8 (B, C, H, W)");
+  TORCH_CHECK(out_h > 0 && out_w > 0, "output size must be positive");
+  // Rows must be contiguous (NCHW) or pixels interleaved (channels-last, as the loaders
+  // collate): anything else is copied to NCHW first.
+  const bool interleaved = images_in.stride(3) == images_in.size(1) && images_in.stride(1) == 1;
+  const at::Tensor images =
+      interleaved || images_in.stride(3) == 1 ? images_in : images_in.contiguous();
+  const at::Tensor boxes = boxes_in.to(at::kLong).contiguous();
+  const int64_t B = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
+  const int64_t sB = images.stride(0), sC = images.stride(1), sH = images.stride(2);
+  TORCH_CHECK(boxes.dim() == 2 && boxes.size(0) == B && boxes.size(1) == 4,
+              "boxes must be (B, 4) top, left, height, width");
+  at::Tensor out = at::empty({B, C, out_h, out_w}, images.options());
+  const uint8_t* in_p = images.data_ptr<uint8_t>();
+  const int64_t* box_p = boxes.data_ptr<int64_t>();
+  uint8_t* out_p = out.data_ptr<uint8_t>();
+  const int oh = static_cast<int>(out_h), ow = static_cast<int>(out_w);
+  parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
+    thread_local Scratch scratch;  // reused by every sample a thread takes
+    std::vector<uint8_t>& tmp = scratch.tmp;
+    std::vector<int32_t>& acc = scratch.acc;
+    thread_local std::vector<uint8_t> planes;  // the crop as planes, for interleaved input
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t* bx = box_p + b * 4;
+      const int64_t top = std::clamp<int64_t>(bx[0], 0, H - 1);
+      const int64_t left = std::clamp<int64_t>(bx[1], 0, W - 1);
+      const int ch = static_cast<int>(std::clamp<int64_t>(bx[2], 1, H - top));
+      const int cw = static_cast<int>(std::clamp<int64_t>(bx[3], 1, W - left));
+      const bool need_h = ow != cw, need_v = oh != ch;
+      const bool v_first = vertical_first_rule && (ch - oh) > 0 && (ch - oh) > 2 * (cw - ow);
+      const Coeffs hc = need_h ? coefficients(cw, ow) : Coeffs();
+      Coeffs vc = need_v ? coefficients(ch, oh) : Coeffs();
+      int64_t stride = sH;  // row stride of the planes read below
+      if (interleaved) {
+        planes.resize(static_cast<size_t>(C) * ch * cw);
+        deinterleave(in_p + b * sB + top * sH + left * C, sH, ch, cw, C, planes.data());
+        stride = cw;
+      }
+      for (int64_t c = 0; c < C; ++c) {
+        const uint8_t* plane = interleaved  // crop origin of this channel
+            ? planes.data() + static_cast<size_t>(c) * ch * cw
+            : in_p + b * sB + c * sC + top * sH + left;
+        uint8_t* dst = out_p + (b * C + c) * out_h * out_w;
+        if (!need_h && !need_v) {
+          for (int y = 0; y < oh; ++y) std::memcpy(dst + y * ow, plane + y * stride, ow);
+        } else if (!need_h) {
+          vertical(plane, stride, ow, vc, oh, dst, ow, acc);
+        } else if (!need_v) {
+          horizontal(plane, stride, oh, cw, hc, ow, dst, ow, scratch);
+        } else if (v_first) {
+          tmp.resize(static_cast<size_t>(oh) * cw);
+          vertical(plane, stride, cw, vc, oh, tmp.data(), cw, acc);
+          horizontal(tmp.data(), cw, oh, cw, hc, ow, dst, ow, scratch);
+        } else {
+          // horizontal pass over the rows the vertical pass reads
+          const int first = vc.start[0];
+          const int last = vc.start[oh - 1] + vc.count[oh - 1];
+          tmp.resize(static_cast<size_t>(last - first) * ow);
+          horizontal(plane + first * stride, stride, last - first, cw, hc, ow,
+                     tmp.data(), ow, scratch);
+          Coeffs shifted = vc;
+          for (auto& s : shifted.start) s -= first;
+          vertical(tmp.data(), ow, ow, shifted, oh, dst, ow, acc);
+        }
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace npu_data_native
