@@ -28,40 +28,84 @@ inline uint8_t blend_value(float in1, float in2, float a) {
 }
 
 
-// Pillow's rgb2hsv / hsv2rgb with a hue shift, written without branches so the row loop
-// vectorises. Each expression keeps Pillow's types: float variables, double literals.
-// Non-negative values make trunc == floor and round(x) == floor(x) + (frac >= 0.5).
-inline void hue_pixel(uint8_t& r8, uint8_t& g8, uint8_t& b8, int shift) {
-  // Selections are written as arithmetic (x * 0/1 and sums with 0 are exact) so that the
-  // compiler can if-convert and vectorise the loop.
+// Pillow's rgb2hsv for one non-grey pixel given as the branch Pillow takes (which channel is
+// the maximum) and the distances of the two other channels from the maximum; the value
+// depends on nothing else, which is what lets hue_tables() tabulate it.
+int hue_level(int branch, int a, int c) {
+  const int cr_i = std::max(a, c);  // maxc - minc
+  if (cr_i == 0) return 0;
+  const float cr = static_cast<float>(cr_i);
+  const float qa = static_cast<float>(a) / cr, qc = static_cast<float>(c) / cr;
+  float h0;
+  if (branch == 0) {  // r is the maximum: a = maxc - g, c = maxc - b; h = bc - gc
+    h0 = qc - qa;
+  } else if (branch == 1) {  // g: a = maxc - r, c = maxc - b; h = 2.0 + rc - bc
+    h0 = static_cast<float>(2.0 + qa - qc);
+  } else {  // b: a = maxc - g, c = maxc - r; h = 4.0 + gc - rc
+    h0 = static_cast<float>(4.0 + qa - qc);
+  }
+  const float h = static_cast<float>(std::fmod(h0 / 6.0 + 1.0, 1.0));
+  return std::min(std::max(static_cast<int>(h * 255.0), 0), 255);
+}
+
+// Everything of the HSV round trip that depends on at most two 8-bit values, computed once
+// with Pillow's own expressions, so the per-pixel loop has no division left.
+struct HueTables {
+  std::vector<int32_t> level;  // 3 * 65536: hue_level(branch, a, c) at branch << 16 | a << 8 | c
+  std::vector<int32_t> sat;    // 65536: S = (int)((float)d / (float)maxc * 255.0) at d << 8 | maxc
+  int32_t sector[256];         // i = floor(h * 6.0 / 255.0)
+  float frac[256];             // f = h * 6.0 / 255.0 - i
+  float fs[256];               // s / 255.0
+  HueTables() : level(3 << 16), sat(1 << 16) {
+    for (int branch = 0; branch < 3; ++branch)
+      for (int a = 0; a < 256; ++a)
+        for (int c = 0; c < 256; ++c) level[(branch << 16) | (a << 8) | c] = hue_level(branch, a, c);
+    for (int d = 0; d < 256; ++d)
+      for (int maxc = 0; maxc < 256; ++maxc) {
+        int us = 0;
+        if (d > 0 && maxc >= d) {
+          const float sv = static_cast<float>(d) / static_cast<float>(maxc);
+          us = std::min(std::max(static_cast<int>(sv * 255.0), 0), 255);
+        }
+        sat[(d << 8) | maxc] = us;
+      }
+    for (int h = 0; h < 256; ++h) {
+      const double hf = static_cast<float>(h) * 6.0 / 255.0;
+      const int i = static_cast<int>(std::floor(hf));
+      sector[h] = i == 6 ? 0 : i;  // Pillow switches on i % 6
+      frac[h] = static_cast<float>(hf - static_cast<float>(i));
+      fs[h] = static_cast<float>(static_cast<float>(h) / 255.0);
+    }
+  }
+};
+
+const HueTables& hue_tables() {
+  static const HueTables tables;  // built on first use (thread-safe static)
+  return tables;
+}
+
+// Pillow's rgb2hsv, the H shift, and hsv2rgb, through the tables. Selections are written as
+// arithmetic (x * 0/1 and sums with 0 are exact) so the row loop vectorises; non-negative
+// values make round(x) == floor(x) + (frac >= 0.5).
+inline void hue_pixel(uint8_t& r8, uint8_t& g8, uint8_t& b8, int shift, const HueTables& T) {
   const int r = r8, g = g8, b = b8;
   const int maxc = std::max(r, std::max(g, b));
   const int minc = std::min(r, std::min(g, b));
   const int d = maxc - minc;
   const int grey = d == 0;
-  const float cr = static_cast<float>(d + grey);  // grey pixels: any non-zero divisor
-  const float s = cr / static_cast<float>(maxc + (maxc == 0));
-  const float rc = static_cast<float>(maxc - r) / cr;
-  const float gc = static_cast<float>(maxc - g) / cr;
-  const float bc = static_cast<float>(maxc - b) / cr;
-  const float h_r = bc - gc;
-  const float h_g = static_cast<float>(2.0 + rc - bc);
-  const float h_b = static_cast<float>(4.0 + gc - rc);
   const int is_r = r == maxc;
   const int is_g = (1 - is_r) & (g == maxc);
   const int is_b = 1 - is_r - is_g;
-  const float h0 = h_r * static_cast<float>(is_r) + h_g * static_cast<float>(is_g) +
-                   h_b * static_cast<float>(is_b);
-  const double wrapped = h0 / 6.0 + 1.0;  // in [5/6, 11/6): fmod(x, 1) is x or x - 1, exactly
-  const float h = static_cast<float>(wrapped - static_cast<double>(wrapped >= 1.0));
-  const int uh = std::min(std::max(static_cast<int>(h * 255.0), 0), 255) * (1 - grey);
-  const int us = std::min(std::max(static_cast<int>(s * 255.0), 0), 255) * (1 - grey);
+  const int key = is_r * (((maxc - g) << 8) | (maxc - b)) +
+                  is_g * ((1 << 16) | ((maxc - r) << 8) | (maxc - b)) +
+                  is_b * ((2 << 16) | ((maxc - g) << 8) | (maxc - r));
+  const int uh = T.level.data()[key] * (1 - grey);
+  const int us = T.sat.data()[(d << 8) | maxc];
   const int hh = (uh + shift) & 255;
   // back to RGB
-  const double hf = static_cast<float>(hh) * 6.0 / 255.0;
-  int i = static_cast<int>(hf);
-  const float f = static_cast<float>(hf - static_cast<float>(i));
-  const float fs = static_cast<float>(static_cast<float>(us) / 255.0);
+  const int i = T.sector[hh];
+  const float f = T.frac[hh];
+  const float fs = T.fs[us];
   const double v = static_cast<float>(maxc);
   const double xp = v * (1.0 - fs);
   const double xq = v * (1.0 - fs * f);
@@ -70,7 +114,6 @@ inline void hue_pixel(uint8_t& r8, uint8_t& g8, uint8_t& b8, int shift) {
   const int p = std::min(ip + static_cast<int>(xp - ip >= 0.5), 255);
   const int q = std::min(iq + static_cast<int>(xq - iq >= 0.5), 255);
   const int t = std::min(it + static_cast<int>(xt - it >= 0.5), 255);
-  i -= 6 * (i == 6);
   const int s0 = i == 0, s1 = i == 1, s2 = i == 2, s3 = i == 3, s4 = i == 4, s5 = i == 5;
   const int vi = maxc;
   const int ro = (s0 + s5) * vi + s1 * q + (s2 + s3) * p + s4 * t;
@@ -151,12 +194,13 @@ void contrast(Planes& p, float f) {
 }
 
 void hue(Planes& p, int shift) {
+  const HueTables& T = hue_tables();
   for (int64_t y = 0; y < p.rows; ++y) {
     uint8_t* __restrict__ r = p.r + y * p.stride;
     uint8_t* __restrict__ g = p.g + y * p.stride;
     uint8_t* __restrict__ b = p.b + y * p.stride;
 #pragma omp simd
-    for (int64_t x = 0; x < p.cols; ++x) hue_pixel(r[x], g[x], b[x], shift);
+    for (int64_t x = 0; x < p.cols; ++x) hue_pixel(r[x], g[x], b[x], shift, T);
   }
 }
 
