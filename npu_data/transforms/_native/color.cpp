@@ -137,72 +137,87 @@ struct Planes {
   int64_t vw;     // valid width
 };
 
-void brightness(Planes& p, float f) {
-  for (int64_t y = 0; y < p.rows; ++y) {
-    uint8_t* __restrict__ r = p.r + y * p.stride;
-    uint8_t* __restrict__ g = p.g + y * p.stride;
-    uint8_t* __restrict__ b = p.b + y * p.stride;
+// Every op reads `in` and writes `out` (the same planes once the first op has run: elementwise,
+// each value is read before it is written, and `omp simd` asserts nothing more).
+#define NPU_DATA_ROWS(in, out, y)                                              \
+  const uint8_t* ir = in.r + y * in.stride;                                    \
+  const uint8_t* ig = in.g + y * in.stride;                                    \
+  const uint8_t* ib = in.b + y * in.stride;                                    \
+  uint8_t* orr = out.r + y * out.stride;                                       \
+  uint8_t* og = out.g + y * out.stride;                                        \
+  uint8_t* ob = out.b + y * out.stride
+
+void brightness(const Planes& in, Planes& out, float f) {
+  for (int64_t y = 0; y < in.rows; ++y) {
+    NPU_DATA_ROWS(in, out, y);
 #pragma omp simd
-    for (int64_t x = 0; x < p.cols; ++x) {
-      r[x] = blend_value(0.0f, static_cast<float>(r[x]), f);
-      g[x] = blend_value(0.0f, static_cast<float>(g[x]), f);
-      b[x] = blend_value(0.0f, static_cast<float>(b[x]), f);
+    for (int64_t x = 0; x < in.cols; ++x) {
+      orr[x] = blend_value(0.0f, static_cast<float>(ir[x]), f);
+      og[x] = blend_value(0.0f, static_cast<float>(ig[x]), f);
+      ob[x] = blend_value(0.0f, static_cast<float>(ib[x]), f);
     }
   }
 }
 
-void saturation(Planes& p, float f) {
-  for (int64_t y = 0; y < p.rows; ++y) {
-    uint8_t* __restrict__ r = p.r + y * p.stride;
-    uint8_t* __restrict__ g = p.g + y * p.stride;
-    uint8_t* __restrict__ b = p.b + y * p.stride;
+void saturation(const Planes& in, Planes& out, float f) {
+  for (int64_t y = 0; y < in.rows; ++y) {
+    NPU_DATA_ROWS(in, out, y);
 #pragma omp simd
-    for (int64_t x = 0; x < p.cols; ++x) {
-      const float l = static_cast<float>(gray_of(r[x], g[x], b[x]));
-      r[x] = blend_value(l, static_cast<float>(r[x]), f);
-      g[x] = blend_value(l, static_cast<float>(g[x]), f);
-      b[x] = blend_value(l, static_cast<float>(b[x]), f);
+    for (int64_t x = 0; x < in.cols; ++x) {
+      const float l = static_cast<float>(gray_of(ir[x], ig[x], ib[x]));
+      orr[x] = blend_value(l, static_cast<float>(ir[x]), f);
+      og[x] = blend_value(l, static_cast<float>(ig[x]), f);
+      ob[x] = blend_value(l, static_cast<float>(ib[x]), f);
     }
   }
 }
 
-void contrast(Planes& p, float f) {
+void contrast(const Planes& in, Planes& out, float f) {
   int64_t total = 0;
-  for (int64_t y = 0; y < p.vh; ++y) {
-    const uint8_t* r = p.r + y * p.stride;
-    const uint8_t* g = p.g + y * p.stride;
-    const uint8_t* b = p.b + y * p.stride;
+  for (int64_t y = 0; y < in.vh; ++y) {
+    NPU_DATA_ROWS(in, out, y);
+    (void)orr, (void)og, (void)ob;
     int64_t row_total = 0;
 #pragma omp simd reduction(+ : row_total)
-    for (int64_t x = 0; x < p.vw; ++x) row_total += gray_of(r[x], g[x], b[x]);
+    for (int64_t x = 0; x < in.vw; ++x) row_total += gray_of(ir[x], ig[x], ib[x]);
     total += row_total;
   }
-  const int64_t n = std::max<int64_t>(p.vh * p.vw, 1);
+  const int64_t n = std::max<int64_t>(in.vh * in.vw, 1);
   const float mean = static_cast<float>((2 * total + n) / (2 * n));
-  for (int64_t y = 0; y < p.rows; ++y) {
-    uint8_t* ch[3] = {p.r + y * p.stride, p.g + y * p.stride, p.b + y * p.stride};
-    for (uint8_t* __restrict__ row : ch) {
-      if (y >= p.vh) {
-        std::memset(row, 0, p.cols);
+  for (int64_t y = 0; y < in.rows; ++y) {
+    NPU_DATA_ROWS(in, out, y);
+    const uint8_t* src[3] = {ir, ig, ib};
+    uint8_t* dst[3] = {orr, og, ob};
+    for (int c = 0; c < 3; ++c) {
+      if (y >= in.vh) {  // like Pillow on the valid image, the padding comes out 0
+        std::memset(dst[c], 0, in.cols);
         continue;
       }
+      const uint8_t* sc = src[c];
+      uint8_t* dc = dst[c];
 #pragma omp simd
-      for (int64_t x = 0; x < p.vw; ++x) row[x] = blend_value(mean, static_cast<float>(row[x]), f);
-      if (p.vw < p.cols) std::memset(row + p.vw, 0, p.cols - p.vw);
+      for (int64_t x = 0; x < in.vw; ++x) dc[x] = blend_value(mean, static_cast<float>(sc[x]), f);
+      if (in.vw < in.cols) std::memset(dc + in.vw, 0, in.cols - in.vw);
     }
   }
 }
 
-void hue(Planes& p, int shift) {
+void hue(const Planes& in, Planes& out, int shift) {
   const HueTables& T = hue_tables();
-  for (int64_t y = 0; y < p.rows; ++y) {
-    uint8_t* __restrict__ r = p.r + y * p.stride;
-    uint8_t* __restrict__ g = p.g + y * p.stride;
-    uint8_t* __restrict__ b = p.b + y * p.stride;
+  for (int64_t y = 0; y < in.rows; ++y) {
+    NPU_DATA_ROWS(in, out, y);
 #pragma omp simd
-    for (int64_t x = 0; x < p.cols; ++x) hue_pixel(r[x], g[x], b[x], shift, T);
+    for (int64_t x = 0; x < in.cols; ++x) {
+      uint8_t r = ir[x], g = ig[x], b = ib[x];
+      hue_pixel(r, g, b, shift, T);
+      orr[x] = r;
+      og[x] = g;
+      ob[x] = b;
+    }
   }
 }
+
+#undef NPU_DATA_ROWS
 
 }  // namespace
 
@@ -214,7 +229,6 @@ at::Tensor color_ops(const at::Tensor& images_in, const at::Tensor& sizes_in,
   TORCH_CHECK(images_in.dim() == 4 && images_in.size(1) == 3 &&
                   images_in.scalar_type() == at::kByte,
               "images must be uint8 (B, 3, H, W)");
-  // copied sample by sample inside the parallel loop: a torch copy would wake its OpenMP pool
   const at::Tensor images = images_in.contiguous();
   at::Tensor out = at::empty_like(images);
   const at::Tensor sizes = sizes_in.to(at::kLong).contiguous();
@@ -234,18 +248,22 @@ at::Tensor color_ops(const at::Tensor& images_in, const at::Tensor& sizes_in,
   parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       uint8_t* s = base + b * 3 * H * W;
-      std::memcpy(s, in_p + b * 3 * H * W, static_cast<size_t>(3 * H * W));
-      Planes p{s, s + H * W, s + 2 * H * W, W, H, W,
-               std::clamp<int64_t>(sz[b * 2], 0, H), std::clamp<int64_t>(sz[b * 2 + 1], 0, W)};
+      uint8_t* src = const_cast<uint8_t*>(in_p + b * 3 * H * W);  // only ever read
+      const int64_t vh = std::clamp<int64_t>(sz[b * 2], 0, H);
+      const int64_t vw = std::clamp<int64_t>(sz[b * 2 + 1], 0, W);
+      const Planes in{src, src + H * W, src + 2 * H * W, W, H, W, vh, vw};
+      Planes out{s, s + H * W, s + 2 * H * W, W, H, W, vh, vw};
+      const Planes* from = &in;  // the first op reads the input, later ones the output
       for (int64_t k = 0; k < n; ++k) {
-        switch (ord[b * n + k]) {
-          case 0: brightness(p, fac[b * 3 + 0]); break;
-          case 1: contrast(p, fac[b * 3 + 1]); break;
-          case 2: saturation(p, fac[b * 3 + 2]); break;
-          case 3: hue(p, static_cast<int>(((sh[b] % 256) + 256) % 256)); break;
-          default: break;
-        }
+        const int64_t op = ord[b * n + k];
+        if (op < 0 || op > 3) continue;
+        if (op == 0) brightness(*from, out, fac[b * 3 + 0]);
+        if (op == 1) contrast(*from, out, fac[b * 3 + 1]);
+        if (op == 2) saturation(*from, out, fac[b * 3 + 2]);
+        if (op == 3) hue(*from, out, static_cast<int>(((sh[b] % 256) + 256) % 256));
+        from = &out;
       }
+      if (from == &in) std::memcpy(s, src, static_cast<size_t>(3 * H * W));
     }
   });
   return out;
