@@ -19,11 +19,13 @@ from npu_data.sample_data import make_bench_images  # noqa: E402
 from npu_data.shards.writer import WriteOptions, write_dataset  # noqa: E402
 
 
-def main() -> None:
-    """Print one line per (store, workers)."""
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=300)
-    args = ap.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    """Print one line per (store, workers); ``argv`` as on the command line."""
+    ap = argparse.ArgumentParser(prog="npu-data bench import")
+    ap.add_argument("--n", type=int, default=300, help="images (default %(default)s)")
+    args = ap.parse_args(argv)
+    if args.n < 1:
+        ap.error("--n must be at least 1")
     tmp = Path(tempfile.mkdtemp(prefix="npu-import-bench-"))
     try:
         proj = make_bench_images(tmp / "proj", n=args.n)
@@ -40,7 +42,8 @@ def main() -> None:
                 shutil.rmtree(out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

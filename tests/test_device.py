@@ -56,6 +56,10 @@ def test_cpu_streams_are_noops_and_pinning_is_skipped() -> None:
     assert not device.empty_pinned((2, 2), torch.uint8, "cpu").is_pinned()
     g = device.manual_seed(7, "cpu")
     assert torch.equal(torch.rand(3, generator=g), torch.rand(3, generator=device.manual_seed(7, "cpu")))
+    # the seed must matter: an ignored seed would make these equal too (same default start)
+    assert not torch.equal(torch.rand(3, generator=device.manual_seed(7, "cpu")),
+                           torch.rand(3, generator=device.manual_seed(8, "cpu")))
+    assert device.manual_seed(7, "cpu").initial_seed() == 7
     assert device.describe("cpu").startswith("cpu (")
 
 

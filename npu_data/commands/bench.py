@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -76,4 +77,18 @@ def run(args: argparse.Namespace) -> int:
     results = suite.run(cfg, Path(args.data_dir), sweeps=sweeps)
     paths = report.write_all(results, args.out)
     print(f"wrote {paths['json']}, {paths['md']} and {paths['chart']}")
-    return 0
+    return _failed_own(results)
+
+
+def _failed_own(results: dict) -> int:
+    """1 (and one line each) when one of npu-data's own pipelines could not be built; peers
+    that are not installed (Kornia, DALI, ...) may be skipped."""
+    from benches import extras
+
+    peers = {x["name"] for x in extras.status()}
+    failed = [p for p in results.get("pipelines", [])
+              if p.get("status") == "skipped" and p.get("name") not in peers]
+    for p in failed:
+        print(f"error: bench: pipeline '{p['label']}' could not be built: {p['reason']}",
+              file=sys.stderr)
+    return 1 if failed else 0

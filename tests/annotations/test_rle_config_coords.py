@@ -74,4 +74,5 @@ def test_rotated_box_corners_by_hand() -> None:
     flat = box_corners(np.array([[0, 0, 50, 50, 0]]), 100, 200)[0]
     np.testing.assert_allclose(flat, [(0, 0), (50, 0), (50, 100), (0, 100)], atol=1e-12)
     xy, size = keypoint_pixels(np.array([[50.0, 25.0]]), np.array([1.0]), 200, 100)
-    np.testing.assert_allclose(xy, [[100.0, 25.0]]) and np.testing.assert_allclose(size, [2.0])
+    np.testing.assert_allclose(xy, [[100.0, 25.0]])
+    np.testing.assert_allclose(size, [2.0])

@@ -170,3 +170,39 @@ def test_kernel_bench_rows_cover_every_kernel_and_both_cpu_implementations() -> 
         assert r["batch_ms_per_image"] > 0 and r["torch_kernels_ms_per_image"] > 0, r
         if not r["kernel"].startswith("normalize"):
             assert math.isfinite(r["reference_ms_per_image"]) and r["speedup"] > 0, r
+
+
+def test_bench_fails_when_an_own_pipeline_cannot_be_built(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = suite.pipelines
+
+    def without_raw(data, cfg, device):  # type: ignore[no-untyped-def]
+        runs, skipped = real(data, cfg, device)
+        keep = [r for r in runs if r.name != "npu_data_raw"]
+        return keep, skipped + [{"name": "npu_data_raw", "label": "npu-data, raw shards",
+                                 "reason": "import failed: test"}]
+
+    monkeypatch.setattr(suite, "pipelines", without_raw)
+    rc = main(["bench", "--quick", "--images", "4", "--width", "32", "--height", "24",
+               "--crop", "16", "--batch-size", "4", "--epochs", "1", "--device", "cpu",
+               "--threads", "1", "--out", str(tmp_path / "out"),
+               "--data-dir", str(tmp_path / "data")])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "npu-data, raw shards" in err and "import failed: test" in err
+
+
+def test_bench_import_subcommand_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "import", "--n", "4"]) == 0
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if ln.startswith("store=")]
+    assert len(lines) == 4 and all("images/s" in ln and "(4 images" in ln for ln in lines)
+
+
+def test_bench_parse_subcommand_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["bench", "parse", "--tasks", "200", "--parsers", "npu_data,stdlib",
+               "--out", str(tmp_path)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "npu_data" in out and "stdlib" in out
