@@ -4,6 +4,10 @@ The first use imports the export into ``<cache_dir>/<key>`` where ``key`` is the
 the export bytes and the import options; later runs open that folder instantly. The import
 writes into ``<key>.partial`` under an exclusive file lock and renames it into place when
 complete, so a concurrent import waits and a killed one is resumed, never served half-done.
+
+Rejected tasks are never silent: ``dataset.rejected`` lists them (as in the cache's
+``rejected.jsonl``), an import that rejected some warns with the counts, and one that kept
+no sample raises ``UserError`` naming the reasons and the fix, and leaves no cache entry.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +27,10 @@ from npu_data.errors import UserError
 _IMAGE_KEYS = ("ls_data_dir", "local_files_root", "allow_download")
 _WRITE_KEYS = ("reencode", "shard_size", "annotations", "with_predictions", "config",
                "reject_out_of_range", "strict", "workers")
+_REPORT = "rejected.jsonl"  # npu_data.shards.format.REJECTED
+# CLI flags named in rejection reasons -> the LabelStudioDataset keyword that fixes them
+_FIXES = (("--local-files-root", "local_files_root="), ("--ls-data-dir", "ls_data_dir="),
+          ("--allow-download", "allow_download=True"), ("--images-root", "images_root="))
 
 
 def default_cache_dir() -> Path:
@@ -35,6 +45,40 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def _read_report(path: Path) -> list[dict[str, Any]]:
+    """The rejections listed in a ``rejected.jsonl`` report (empty when there is none)."""
+    if not path.is_file():
+        return []
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _reasons(rejected: list[dict[str, Any]], most: int = 3) -> list[str]:
+    """The first ``most`` distinct reasons (``<ref>: <why>`` counted once per ``<why>``)."""
+    seen: dict[str, str] = {}
+    for r in rejected:
+        reason = _one_line(r.get("reason", ""))
+        seen.setdefault(reason.split(": ", 1)[-1], reason)
+        if len(seen) == most:
+            break
+    return list(seen.values())
+
+
+def _fix(reasons: list[str]) -> str:
+    kws = [kw for flag, kw in _FIXES if any(flag in r for r in reasons)]
+    if not kws:
+        return ("pass images_root= (or local_files_root= / ls_data_dir=) so the image "
+                "references resolve, or fix the tasks")
+    return f"pass {' / '.join(kws)} to LabelStudioDataset"
+
+
+def _tasks(rejected: list[dict[str, Any]]) -> int:
+    return len({r.get("index") for r in rejected})
 
 
 class LabelStudioDataset:
@@ -66,6 +110,7 @@ class LabelStudioDataset:
         self.key = self._key()
         self.path = self.cache_dir / self.key
         self._ds: Any = None
+        self._rejected: list[dict[str, Any]] = []
 
     def _key(self) -> str:
         record = {"export_sha256": _sha256(self.json_file), "store": self.store,
@@ -92,8 +137,40 @@ class LabelStudioDataset:
             partial = self.cache_dir / f"{self.key}.partial"
             opts = WriteOptions(store=self.store, max_side=self.max_side, images=images,
                                 resume=partial.exists(), **write_kw)
-            write_dataset(self.json_file, partial, opts)
+            summary = write_dataset(self.json_file, partial, opts)
+            if summary.samples == 0 and summary.rejected:
+                report = self.cache_dir / f"{self.key}.{_REPORT}"
+                os.replace(summary.rejected_path, report)
+                shutil.rmtree(partial, ignore_errors=True)  # no empty cache entry is left
+                self._fail(_read_report(report), summary.tasks, report)
             os.replace(partial, self.path)
+
+    def _fail(self, rejected: list[dict[str, Any]], tasks: int, report: Path) -> None:
+        reasons = _reasons(rejected)
+        raise UserError(f"{self.json_file}: all {_tasks(rejected)} of {tasks} task(s) rejected, "
+                        f"no sample kept — {'; '.join(reasons)} — {_fix(reasons)} "
+                        f"(every rejection: {report})")
+
+    def _report(self, ds: Any) -> None:
+        """Expose the import's rejections; raise if nothing was kept, warn if some were lost."""
+        report = self.path / _REPORT
+        self._rejected = _read_report(report)
+        if not self._rejected:
+            return
+        tasks = int(ds.manifest["counts"].get("tasks", len(ds)))
+        if len(ds) == 0:  # an empty entry from an older version: as loud as a fresh import
+            self._fail(self._rejected, tasks, report)
+        reasons = _reasons(self._rejected, most=1)
+        warnings.warn(f"{self.json_file}: {_tasks(self._rejected)} of {tasks} task(s) rejected "
+                      f"({len(self._rejected)} sample(s)), {len(ds)} sample(s) kept — first: "
+                      f"{reasons[0]} — see {report} or dataset.rejected", UserWarning,
+                      stacklevel=4)
+
+    @property
+    def rejected(self) -> list[dict[str, Any]]:
+        """The rejected tasks as in ``rejected.jsonl`` (``index``, ``task_id``, ``reason``)."""
+        self.dataset  # noqa: B018 - opening the dataset reads the report
+        return self._rejected
 
     @property
     def dataset(self) -> Any:
@@ -103,7 +180,9 @@ class LabelStudioDataset:
 
             if not (self.path / "manifest.json").is_file():
                 self._import()
-            self._ds = ShardDataset(self.path)
+            ds = ShardDataset(self.path)
+            self._report(ds)
+            self._ds = ds
         return self._ds
 
     def __len__(self) -> int:

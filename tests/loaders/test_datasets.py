@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from npu_data.errors import UserError
 from npu_data.loaders import DataLoader, LabelStudioDataset
 from npu_data.sample_data import make_sample_project
+from tests.shards.export_maker import make_export
 
 
 @pytest.fixture(scope="module")
@@ -85,3 +89,60 @@ def test_batches_are_read_column_wise_like_the_shards(project, tmp_path: Path) -
             torch.testing.assert_close(fast[k], slow[k], rtol=0, atol=0, equal_nan=True, msg=k)
         else:
             assert fast[k] == slow[k], k
+
+
+def _local_files_export(root: Path, n: int = 3, keep: int = 0) -> Path:
+    """An export whose tasks (all but the first ``keep``) name ``/data/local-files/?d=``."""
+    path = make_export(root, n=n)
+    tasks = json.loads(path.read_text())
+    for i, task in enumerate(tasks[keep:], start=keep):
+        task["data"]["image"] = f"/data/local-files/?d=img{i}.png"
+    path.write_text(json.dumps(tasks))
+    return path
+
+
+def test_all_rejected_raises_with_reason_and_fix(tmp_path: Path) -> None:
+    export = _local_files_export(tmp_path / "proj")
+    cache = tmp_path / "cache"
+    ds = LabelStudioDataset(export, cache_dir=cache)
+    with pytest.raises(UserError) as exc:
+        len(ds)
+    msg = str(exc.value)
+    assert "\n" not in msg and str(export) in msg and "3 of 3" in msg
+    assert "a local file" in msg and "local_files_root=" in msg
+    report = cache / f"{ds.key}.rejected.jsonl"
+    assert str(report) in msg and len(report.read_text().splitlines()) == 3
+    assert not ds.path.exists() and not list(cache.glob("*.partial"))  # no empty entry
+    with pytest.raises(UserError, match="local_files_root="):  # still loud, not cached empty
+        len(LabelStudioDataset(export, cache_dir=cache))
+    fixed = LabelStudioDataset(export, cache_dir=cache, local_files_root=export.parent)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(fixed) == 3 and fixed.rejected == []
+
+
+def test_some_rejected_warns_and_lists_them(tmp_path: Path) -> None:
+    export = _local_files_export(tmp_path / "proj", n=4, keep=2)
+    cache = tmp_path / "cache"
+    ds = LabelStudioDataset(export, cache_dir=cache)
+    with pytest.warns(UserWarning) as rec:
+        assert len(ds) == 2
+    msg = str(rec[0].message)
+    assert "2 of 4 task(s) rejected" in msg and "2 sample(s) kept" in msg
+    assert str(ds.path / "rejected.jsonl") in msg
+    assert [(r["index"], r["task_id"]) for r in ds.rejected] == [(2, 102), (3, 103)]
+    assert all("a local file" in r["reason"] for r in ds.rejected)
+    stamp = (ds.path / "manifest.json").stat().st_mtime_ns
+    again = LabelStudioDataset(export, cache_dir=cache)  # opened from the cache entry
+    with pytest.warns(UserWarning, match="2 of 4"):
+        assert again.rejected == ds.rejected
+    assert len(again) == 2 and (again.path / "manifest.json").stat().st_mtime_ns == stamp
+
+
+def test_none_rejected_no_warning(project, tmp_path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = LabelStudioDataset(project.export_path, cache_dir=tmp_path)
+        assert len(ds) > 0 and ds.rejected == []
+        again = LabelStudioDataset(project.export_path, cache_dir=tmp_path)
+        assert again.rejected == [] and len(again) == len(ds)
