@@ -178,6 +178,9 @@ class _Parser:
             else:
                 full_task(task, idx, ch, base)
         ctx = self.ctx
+        rows_now = ch.rows
+        ctx.task_of = lambda s: (rows_now[s - base][0] if s >= base
+                                 else int(np.concatenate(self.samples.task_id)[s]))
         batches = group(ch.calls, self._control, self.stats.results, ctx.unknown)
         pieces = {k: R.EXTRACT[k](ctx, b) for k, b in batches.items()}
         del batches
@@ -454,7 +457,8 @@ def _load(mm: mmap.mmap, start: int, end: int, name: str) -> list:
     try:
         out = orjson.loads(buf)
     except orjson.JSONDecodeError as e:
-        if b"NaN" in buf or b"Infinity" in buf:  # Python's json writes these
+        if (b"NaN" in buf or b"Infinity" in buf  # Python's json writes these
+                or "infinity" in e.msg):  # 1e309: json reads it as inf (and the check rejects)
             try:
                 return json.loads(buf)  # type: ignore[no-any-return]
             except ValueError:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from npu_data.annotations import checks as C
 from npu_data.annotations.builders import Rows, encode_texts
 from npu_data.annotations.rle import RLEError, rle_to_mask
 from npu_data.annotations.table import RELATION_DIRECTIONS, ranges_index
@@ -91,9 +92,76 @@ class Context:
         self.clipped = 0
         self.bad: dict[int, str] = {}  # sample -> first reason
         self.unknown: dict[str, int] = {}
+        self.task_of: Callable[[int], Any] = lambda s: s  # sample -> task id (for reasons)
 
     def reject(self, sample: int, reason: str) -> None:
         self.bad.setdefault(sample, reason)
+
+
+def _valid(ctx: Context, b: Batch, kind: str) -> Batch:
+    """``b`` less the results whose values fail the checks of ``kind`` (their tasks are
+    rejected, with the task id, result id, type, field and value in the reason)."""
+    def fail(i: int, msg: str) -> None:
+        s = int(b.sample[i])
+        t = b.res[i].get("type") or kind
+        ctx.reject(s, f"task {ctx.task_of(s)}: result {b.rid[i]!r} ({t}): {msg} "
+                      "— fix the export")
+    chk = C.Check(b.val, b.res, b.pscore, FAST, fail)
+    CHECKS[kind](chk)
+    if not chk.bad:
+        return b
+    return b.take([i for i in range(len(b)) if i not in chk.bad])
+
+
+def _check_box(c: C.Check) -> None:
+    c.required_numbers(("x", "y", "width", "height"), nonneg=("width", "height"))
+    c.numbers("rotation", required=False)
+    c.labels("rectanglelabels")
+    c.score()
+
+
+def _check_keypoint(c: C.Check) -> None:
+    c.required_numbers(("x", "y"))
+    c.numbers("width", required=False, nonneg=True)
+    c.labels("keypointlabels")
+
+
+def _check_ellipse(c: C.Check) -> None:
+    c.required_numbers(("x", "y", "radiusX", "radiusY"), nonneg=("radiusX", "radiusY"))
+    c.numbers("rotation", required=False)
+    c.labels("ellipselabels")
+
+
+def _check_polygon(c: C.Check) -> None:
+    c.points()
+    c.flag("closed")
+    c.labels("polygonlabels")
+
+
+def _check_mask(c: C.Check) -> None:
+    c.ints("rle", [i for i, v in enumerate(c.vals) if v.get("format", "rle") == "rle"])
+    c.labels("brushlabels")
+
+
+def _check_scalar(c: C.Check) -> None:
+    for i, (r, v) in enumerate(zip(c.res, c.vals, strict=True)):
+        key = "rating" if r.get("type") == "rating" or "rating" in v else "number"
+        c._number(i, key, v.get(key, C.MISSING), True, False)
+
+
+def _check_relation(c: C.Check) -> None:
+    c.text_of("from_id")
+    c.text_of("to_id")
+    c.one_of("direction", RELATION_DIRECTIONS)
+    c.strings("labels", required=False)
+
+
+CHECKS: dict[str, Callable[[C.Check], None]] = {
+    "box": _check_box, "polygon": _check_polygon, "keypoint": _check_keypoint,
+    "ellipse": _check_ellipse, "mask": _check_mask, "choice": lambda c: c.strings("choices"),
+    "text": lambda c: c.strings("text"), "taxonomy": lambda c: c.paths("taxonomy"),
+    "scalar": _check_scalar, "relation": _check_relation,
+}
 
 
 def _floats(dicts: Sequence[dict], key: str, default: float = NAN) -> np.ndarray:
@@ -231,6 +299,7 @@ def _scores(b: Batch) -> np.ndarray:
 
 
 def boxes(ctx: Context, b: Batch) -> Rows:
+    b = _valid(ctx, b, 'box')
     xywhr = _float_cols(b.val, ("x", "y", "width", "height", "rotation"), (NAN,) * 4 + (0.0,))
     xywh = _check(ctx, xywhr[:, :4], ("x", "y", "width", "height"), "rectangle", b)
     rot = _angle(ctx, xywhr[:, 4], "rectangle", b)
@@ -243,6 +312,7 @@ def boxes(ctx: Context, b: Batch) -> Rows:
 
 
 def keypoints(ctx: Context, b: Batch) -> Rows:
+    b = _valid(ctx, b, 'keypoint')
     xys = _float_cols(b.val, ("x", "y", "width"), (NAN, NAN, 0.0))
     xys = _check(ctx, xys, ("x", "y", "width"), "keypoint", b)
     src, lab = _labels(ctx, b, "keypointlabels")
@@ -255,6 +325,7 @@ def keypoints(ctx: Context, b: Batch) -> Rows:
 
 
 def ellipses(ctx: Context, b: Batch) -> Rows:
+    b = _valid(ctx, b, 'ellipse')
     pr = _float_cols(b.val, ("x", "y", "radiusX", "radiusY", "rotation"), (NAN,) * 4 + (0.0,))
     p = _check(ctx, pr[:, :4], ("x", "y", "radiusX", "radiusY"), "ellipse", b)
     rot = _angle(ctx, pr[:, 4], "ellipse", b)
@@ -272,6 +343,7 @@ def _point(p: Any) -> tuple[float, float]:
 
 
 def polygons(ctx: Context, b: Batch) -> Rows:
+    b = _valid(ctx, b, 'polygon')
     n = len(b)
     plists: list[Any] = list(map(dict.get, b.val, repeat("points")))
     if not (FAST and all_of_class(plists, list)):
@@ -299,6 +371,7 @@ def polygons(ctx: Context, b: Batch) -> Rows:
 
 
 def masks(ctx: Context, b: Batch) -> Rows:
+    b = _valid(ctx, b, 'mask')
     kept: list[int] = []
     bits: list[np.ndarray] = []
     hw: list[tuple[int, int]] = []
@@ -371,6 +444,7 @@ def _listed_rows(b: Batch, key: str) -> tuple[np.ndarray, list]:
 
 
 def choices(ctx: Context, b: Batch) -> Rows:
+    b = _valid(ctx, b, 'choice')
     src, names = _listed_rows(b, "choices")
     rows = _common("choices", b, src)
     rows.fixed["label"] = np.asarray(ctx.label_ids(rows.fixed["control"], names), np.int32)
@@ -378,6 +452,7 @@ def choices(ctx: Context, b: Batch) -> Rows:
 
 
 def texts(ctx: Context, b: Batch) -> Rows:
+    b = _valid(ctx, b, 'text')
     src, out = _listed_rows(b, "text")
     rows = _common("texts", b, src)
     rows.text["text"] = encode_texts(out)
@@ -385,6 +460,7 @@ def texts(ctx: Context, b: Batch) -> Rows:
 
 
 def taxonomy(ctx: Context, b: Batch) -> Rows:
+    b = _valid(ctx, b, 'taxonomy')
     src: list[int] = []
     out: list[str] = []
     for i, v in enumerate(b.val):
@@ -397,6 +473,7 @@ def taxonomy(ctx: Context, b: Batch) -> Rows:
 
 
 def scalars(ctx: Context, b: Batch) -> Rows:
+    b = _valid(ctx, b, 'scalar')
     kinds = [0 if r.get("type") == "rating" or "rating" in v else 1
              for r, v in zip(b.res, b.val, strict=True)]
     vals = [_to_float(v.get("rating" if k == 0 else "number"))
@@ -408,6 +485,7 @@ def scalars(ctx: Context, b: Batch) -> Rows:
 
 
 def relations(ctx: Context, b: Batch) -> Rows:
+    b = _valid(ctx, b, 'relation')
     rows = _common("relations", b, None)
     rel = b.res
     dirs = [RELATION_DIRECTIONS.index(d) if (d := r.get("direction", "right"))

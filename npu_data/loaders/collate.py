@@ -5,16 +5,19 @@ as its ``(B, 3, Hmax, Wmax)`` channels-last view; only the padding is zeroed. In
 DataLoader worker the buffers live in shared memory (no copy when the batch is sent to the
 main process); with ``pin=True`` (main process) they are page-locked for the accelerator.
 A ``SampleBatch`` (``ShardDataset.__getitems__``) is collated from its columns in one shot
-(``collate_columns``) into the same batch.
+(``collate_columns``) into the same batch. Any other sample structure (tuples, lists, named
+tuples, tensors, numbers, plain dicts, nested) goes to ``torch.utils.data.default_collate``,
+so the batch is exactly torch's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
+from torch.utils.data import default_collate
 
 from npu_data import device as dev
 from npu_data.loaders.collate_columns import collate_columns
@@ -133,8 +136,39 @@ def _masks(vals: Sequence[np.ndarray | None], counts: np.ndarray, nmax: int,
     return out
 
 
-def collate_samples(samples: Sequence[Sample], pin: bool = False) -> Batch:
-    """Pad a list of sample dicts into one batch dict.
+def is_shard_sample(sample: Any) -> bool:
+    """True for our sample layout (``ShardDataset``'s dicts): a dict whose ``image`` is an
+    HWC uint8 ndarray with 3 channels, or with ``<group>.<column>`` geometry keys."""
+    if not isinstance(sample, Mapping):
+        return False
+    image = sample.get("image")
+    if isinstance(image, np.ndarray):
+        return image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
+    if image is not None:
+        return False
+    return any(isinstance(k, str) and k.split(".", 1)[0] in ROW_KEY and "." in k
+               for k in sample)
+
+
+def pin_tree(batch: Any) -> Any:
+    """Page-lock every CPU tensor of a (nested) batch, keeping its structure."""
+    if isinstance(batch, torch.Tensor):
+        return batch if batch.is_pinned() else batch.pin_memory()
+    if isinstance(batch, Mapping):
+        out = {k: pin_tree(v) for k, v in batch.items()}
+        try:
+            return type(batch)(out)  # type: ignore[call-arg]
+        except TypeError:
+            return out
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # named tuple
+        return type(batch)(*(pin_tree(v) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(pin_tree(v) for v in batch)  # type: ignore[call-arg]
+    return batch
+
+
+def collate_samples(samples: Sequence[Any], pin: bool = False) -> Any:
+    """Pad a list of sample dicts into one batch dict; other samples: torch's default_collate.
 
     ``image (B,3,Hmax,Wmax)`` uint8 channels-last (content top-left, zero padding),
     ``sizes (B,2)`` int64 (height, width); every geometry group gets ``<group>.<col>
@@ -142,13 +176,17 @@ def collate_samples(samples: Sequence[Sample], pin: bool = False) -> Batch:
     polygons become ``points (B,N,V,2)`` + ``vertex_valid (B,N,V)``; ``masks.mask`` is
     ``(B,M,Hmax,Wmax)``. Integer fields (``index``, ``task_id``) become int64 tensors;
     text lists become lists of lists, ``caption`` a list. ``pin=True`` page-locks the
-    tensors (useful only when an accelerator is present).
+    tensors (useful only when an accelerator is present). Samples that are not our sample
+    dicts (``is_shard_sample``) are collated by ``torch.utils.data.default_collate``.
     """
     if not samples:
         raise ValueError("collate_samples needs at least one sample")
     pin = pin and dev.pin_memory_supported(dev.best_device_type())
     if isinstance(samples, SampleBatch):  # ShardDataset.__getitems__: one shot, same batch
         return collate_columns(samples.columns(), pin)
+    if not is_shard_sample(samples[0]):
+        torch_batch = default_collate(list(samples) if not isinstance(samples, list) else samples)
+        return pin_tree(torch_batch) if pin else torch_batch
     batch: Batch = {}
     keys = list(samples[0].keys())
     hw = (0, 0)

@@ -8,6 +8,9 @@ generator seeded from (seed, epoch, rank, batch number), so results do not depen
 ``num_workers`` or the prefetch depth. On the CPU the same path runs without streams.
 Datasets with ``__getitems__`` (``ShardDataset``) are read a batch at a time and collated in
 one shot by the default collate; a user ``collate_fn`` still gets the list of sample dicts.
+Any other sample structure (tuples, lists, tensors, numbers, plain dicts) is collated by
+``torch.utils.data.default_collate``, so batches are exactly torch's; a user ``collate_fn``'s
+return value passes through whatever its type.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import functools
 import gc
 import math
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -43,14 +46,38 @@ def batch_seed(seed: int, epoch: int, rank: int, batch: int) -> int:
 
 
 def to_device(batch: Any, device: torch.device, non_blocking: bool) -> Any:
-    """Move every tensor of a (nested) batch to ``device``; other values pass through."""
+    """Move every tensor of a (nested) batch to ``device``; other values pass through and
+    containers keep their type (dict, list, tuple, named tuple)."""
     if isinstance(batch, torch.Tensor):
         return batch.to(device, non_blocking=non_blocking)
-    if isinstance(batch, dict):
-        return {k: to_device(v, device, non_blocking) for k, v in batch.items()}
-    if isinstance(batch, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in batch):
-        return type(batch)(to_device(v, device, non_blocking) for v in batch)
+    if isinstance(batch, Mapping):
+        out = {k: to_device(v, device, non_blocking) for k, v in batch.items()}
+        if type(batch) is dict:
+            return out
+        try:
+            return type(batch)(out)  # type: ignore[call-arg]
+        except TypeError:
+            return out
+    if isinstance(batch, (list, tuple)) and _has_tensor(batch):
+        return _rebuild(batch, [to_device(v, device, non_blocking) for v in batch])
     return batch
+
+
+def _has_tensor(batch: Any) -> bool:
+    if isinstance(batch, torch.Tensor):
+        return True
+    if isinstance(batch, Mapping):
+        return any(_has_tensor(v) for v in batch.values())
+    if isinstance(batch, (list, tuple)):
+        return any(_has_tensor(v) for v in batch)
+    return False
+
+
+def _rebuild(batch: list[Any] | tuple[Any, ...], items: list[Any]) -> Any:
+    """``items`` in a container of ``batch``'s type (named tuples included)."""
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*items)
+    return type(batch)(items)
 
 
 def _record(batch: Any, stream: Any) -> None:
@@ -69,7 +96,8 @@ class DataLoader:
 
     torch's arguments keep their meaning and torch validates them. Extras: ``device``
     ("auto", "cpu", "cuda[:N]", "npu[:N]"), ``transform`` (a device batch transform
-    ``t(batch, generator=...)``; defaults to ``dataset.transform`` when set),
+    ``t(batch, generator=...)``; defaults to ``dataset.transform`` for this package's
+    datasets; a tuple/list batch gets it on its first uint8 ``(B, C, H, W)`` tensor),
     ``device_prefetch`` (batches copied ahead), ``seed`` (transform and shuffle seed;
     default ``generator.initial_seed()`` or 0), ``jit_compile`` (NPU compile mode).
     Without a sampler the loader uses a single-replica ``NpuDistributedSampler`` (shuffled
@@ -81,10 +109,11 @@ class DataLoader:
                  collate_fn: Callable[[list[Any]], Any] | None = None, pin_memory: bool = False,
                  drop_last: bool = False, timeout: float = 0,
                  worker_init_fn: Callable[[int], None] | None = None,
-                 prefetch_factor: int | None = None, persistent_workers: bool = False,
-                 generator: torch.Generator | None = None, *, device: dev.DeviceLike = "auto",
-                 transform: Transform | None = None, device_prefetch: int = 2,
-                 multiprocessing_context: Any = None, seed: int | None = None,
+                 multiprocessing_context: Any = None, generator: torch.Generator | None = None,
+                 *, prefetch_factor: int | None = None, persistent_workers: bool = False,
+                 pin_memory_device: str = "", in_order: bool = True,
+                 device: dev.DeviceLike = "auto", transform: Transform | None = None,
+                 device_prefetch: int = 2, seed: int | None = None,
                  jit_compile: bool | None = None) -> None:
         self.device = dev.resolve_device(device)
         if jit_compile is not None:
@@ -115,14 +144,17 @@ class DataLoader:
             worker_init_fn=functools.partial(_worker_init, worker_init_fn),
             multiprocessing_context=multiprocessing_context,
             generator=generator, prefetch_factor=prefetch_factor,
-            persistent_workers=persistent_workers,
+            persistent_workers=persistent_workers, pin_memory_device=pin_memory_device,
+            in_order=in_order,
         )
         self.dataset = dataset
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.drop_last = drop_last
         self.device_prefetch = device_prefetch
-        self.transform = transform if transform is not None else getattr(dataset, "transform", None)
+        if transform is None and _ours(dataset):  # torchvision's .transform is per sample
+            transform = getattr(dataset, "transform", None)
+        self.transform = transform
         self.sampler: Any = getattr(batch_sampler, "sampler", None) or self._loader.sampler
         self._epoch = int(getattr(self.sampler, "epoch", 0))
         self._resume_batches: tuple[int, int] | None = None  # (epoch, batches already consumed)
@@ -163,6 +195,11 @@ class DataLoader:
         if self._generator is None:
             self._generator = torch.Generator(device=self.device)
         self._generator.manual_seed(batch_seed(self.seed, epoch, self._rank(), number))
+        if isinstance(batch, (list, tuple)):  # e.g. (images, labels): transform the images
+            i = _image_position(batch)
+            items = list(batch)
+            items[i] = self.transform(items[i], generator=self._generator)
+            return _rebuild(batch, items)
         return self.transform(batch, generator=self._generator)
 
     def __iter__(self) -> Iterator[Any]:
@@ -248,6 +285,27 @@ def _worker_init(user_init: Callable[[int], None] | None, worker_id: int) -> Non
     gc.freeze()
     if user_init is not None:
         user_init(worker_id)
+
+
+def _image_position(batch: list[Any] | tuple[Any, ...]) -> int:
+    """Index of the first uint8 (B, C, H, W) tensor of a tuple/list batch."""
+    for i, v in enumerate(batch):
+        if isinstance(v, torch.Tensor) and v.dtype == torch.uint8 and v.ndim == 4:
+            if v.shape[1] not in (1, 3, 4) and v.shape[3] in (1, 3, 4):
+                raise UserError(
+                    f"DataLoader transform: batch element {i} looks channels-last "
+                    f"{tuple(v.shape)} — return (C, H, W) images or permute in collate_fn")
+            return i
+    kinds = ", ".join(f"{type(v).__name__}{tuple(v.shape) if isinstance(v, torch.Tensor) else ''}"
+                      for v in batch)
+    raise UserError(f"DataLoader transform: the {type(batch).__name__} batch ({kinds}) has no "
+                    "uint8 (B, C, H, W) image tensor — return one from the dataset/collate_fn "
+                    "or drop transform=")
+
+
+def _ours(dataset: Any) -> bool:
+    """A dataset of this package (or a subclass): its ``transform`` is a device batch one."""
+    return any(c.__module__.startswith("npu_data.") for c in type(dataset).__mro__)
 
 
 def _is_collate_samples(fn: Any) -> bool:

@@ -220,12 +220,16 @@ def test_out_of_range_clip_vs_reject(tmp_path: Path) -> None:
     tasks = [_task(1, [_ann(1, [_box("a", -5), _box("b", 50)])]),
              _task(2, [_ann(1, [_box("c", 30)])])]
     p.write_text(json.dumps(tasks + [_task(3, [_ann(1, [_box("d", float("nan"))])])]))
-    r = parse_export(p)
-    assert r.stats.clipped == 2 and r.table.num_samples == 3
-    assert r.table.columns["boxes.xywhr"][:, 0].tolist() == [0.0, 50.0, 30.0, 0.0]
+    r = parse_export(p)  # out of range is clipped; NaN is no coordinate: rejected, never 0
+    assert r.stats.clipped == 1 and r.table.num_samples == 2
+    assert r.table.columns["boxes.xywhr"][:, 0].tolist() == [0.0, 50.0, 30.0]
+    assert [x.task_id for x in r.rejected] == [3]
+    assert r.rejected[0].reason == ("task 3: result 'd' (rectanglelabels): field 'x' = nan is "
+                                    "not a finite number — fix the export")
     r = parse_export(p, out_of_range="reject")
     assert r.table.columns["task_id"].tolist() == [2]
-    assert [x.task_id for x in r.rejected] == [1, 3] and "x=-5 " in r.rejected[0].reason and "x=nan" in r.rejected[1].reason
+    assert [x.task_id for x in r.rejected] == [1, 3] and "x=-5 " in r.rejected[0].reason
+    assert "field 'x' = nan" in r.rejected[1].reason
     assert r.table.columns["boxes.xywhr"][:, 0].tolist() == [30.0]
 
 

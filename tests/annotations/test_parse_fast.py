@@ -56,7 +56,9 @@ def _value(rng: random.Random, t: str, odd: float) -> dict:
             pts = rng.choice([None, "pts", [[1, 2, 3]], [[1]], [5], [[1, 2], "x"], []])
         v = {"points": pts}
         if rng.random() > odd:
-            v["closed"] = rng.choice([True, False, None, "no"])
+            v["closed"] = rng.choice([True, False])
+        elif rng.random() < odd:
+            v["closed"] = rng.choice([None, "no"])
     elif base == "keypoint":
         v = {"x": _num(rng, odd), "y": _num(rng, odd)}
         if rng.random() > odd:
@@ -73,13 +75,17 @@ def _value(rng: random.Random, t: str, odd: float) -> dict:
         if rng.random() < odd:
             v = rng.choice([{"format": "png"}, {"rle": [1, 2, 3]}, {"rle": None}])
     elif t == "choices":
-        v = {"choices": rng.choice([[rng.choice(LABELS)], ["cat", "dog"], [], "solo", None,
-                                    [1, ["x"]], [{"k": "é"}]])}
+        v = {"choices": rng.choice([[rng.choice(LABELS)], ["cat", "dog"], []])}
+        if rng.random() < odd:
+            v = {"choices": rng.choice(["solo", None, [1, ["x"]], [{"k": "é"}]])}
     elif t == "textarea":
-        v = {"text": rng.choice([[f"text {rng.random()}"], ["é€ 😀", "two"], "plain", [],
-                                 None, [1, {"a": [1]}], [None]])}
+        v = {"text": rng.choice([[f"text {rng.random()}"], ["é€ 😀", "two"], []])}
+        if rng.random() < odd:
+            v = {"text": rng.choice(["plain", None, [1, {"a": [1]}], [None]])}
     elif t == "taxonomy":
-        v = {"taxonomy": rng.choice([[["a", "b"]], [["a"], ["c", "d"]], "x", None, [[1, "z"]]])}
+        v = {"taxonomy": rng.choice([[["a", "b"]], [["a"], ["c", "d"]]])}
+        if rng.random() < odd:
+            v = {"taxonomy": rng.choice(["x", None, [[1, "z"]]])}
     elif t in ("rating", "number"):
         v = {t: _num(rng, odd)}
     else:
