@@ -1,4 +1,5 @@
-"""DataLoader: torch's DataLoader that yields transformed batches already on the device.
+"""DataLoader: a ``torch.utils.data.DataLoader`` subclass that yields transformed batches
+already on the device.
 
 Workers read samples and collate padded uint8 batches (shared memory, pinned on
 accelerators); the main process copies the next ``device_prefetch`` batches to the device
@@ -91,10 +92,13 @@ def _record(batch: Any, stream: Any) -> None:
             _record(v, stream)
 
 
-class DataLoader:
-    """Drop-in for ``torch.utils.data.DataLoader`` that feeds ``device`` (see module doc).
+class DataLoader(TorchDataLoader):
+    """``torch.utils.data.DataLoader`` that feeds ``device`` (see module doc).
 
-    torch's arguments keep their meaning and torch validates them. Extras: ``device``
+    A subclass, so frameworks that check for torch's loader (Lightning's sampler injection,
+    Accelerate's ``prepare``) treat it as one; every extra is an attribute of the same name,
+    so a loader rebuilt from its attributes keeps them. torch's arguments keep their meaning
+    and torch validates them. Extras: ``device``
     ("auto", "cpu", "cuda[:N]", "npu[:N]"), ``transform`` (a device batch transform
     ``t(batch, generator=...)``; defaults to ``dataset.transform`` for this package's
     datasets; a tuple/list batch gets it on its first uint8 ``(B, C, H, W)`` tensor),
@@ -133,11 +137,14 @@ class DataLoader:
         pin = bool(pin_memory) and accel
         if collate_fn is None and (batch_size is not None or batch_sampler is not None):
             collate_fn = functools.partial(collate_samples, pin=pin and num_workers == 0)
-        elif collate_fn is not None and not _is_collate_samples(collate_fn):
+        elif collate_fn is not None and not (_is_collate_samples(collate_fn)
+                                             or _wraps(collate_fn, _listed)):
             collate_fn = functools.partial(_listed, collate_fn)
+        if _wraps(worker_init_fn, _worker_init):  # a loader rebuilt from our attributes
+            worker_init_fn = worker_init_fn.args[0]  # type: ignore[union-attr]
         if multiprocessing_context is None and num_workers > 0:
             multiprocessing_context = dev.start_method(self.device)
-        self._loader = TorchDataLoader(
+        super().__init__(
             dataset, batch_size=batch_size, shuffle=torch_shuffle, sampler=sampler,
             batch_sampler=batch_sampler, num_workers=num_workers, collate_fn=collate_fn,
             pin_memory=pin and num_workers > 0, drop_last=drop_last, timeout=timeout,
@@ -147,35 +154,34 @@ class DataLoader:
             persistent_workers=persistent_workers, pin_memory_device=pin_memory_device,
             in_order=in_order,
         )
-        self.dataset = dataset
-        self.batch_size = batch_size
-        self.num_workers = num_workers
-        self.drop_last = drop_last
         self.device_prefetch = device_prefetch
+        self.jit_compile = jit_compile
         if transform is None and _ours(dataset):  # torchvision's .transform is per sample
             transform = getattr(dataset, "transform", None)
         self.transform = transform
-        self.sampler: Any = getattr(batch_sampler, "sampler", None) or self._loader.sampler
-        self._epoch = int(getattr(self.sampler, "epoch", 0))
+        # The sampler that owns the order: a batch sampler's inner one when there is one.
+        inner = getattr(self.batch_sampler, "sampler", None)
+        self._order: Any = inner if inner is not None else self.sampler
+        self._epoch = int(getattr(self._order, "epoch", 0))
         self._resume_batches: tuple[int, int] | None = None  # (epoch, batches already consumed)
         self._pass_epoch = -1
         self._pass_base = 0
         self._pass_batches = 0
         self._pass_len: int | None = None
-        self._generator: torch.Generator | None = None
+        self._transform_generator: torch.Generator | None = None
 
     # --- epochs and length ----------------------------------------------------------------
     @property
     def epoch(self) -> int:
         """The epoch the next pass serves (the sampler's, when it has one)."""
-        return int(getattr(self.sampler, "epoch", self._epoch))
+        return int(getattr(self._order, "epoch", self._epoch))
 
     def set_epoch(self, epoch: int) -> None:
         """Set the epoch of the loader, of its sampler and of an iterable dataset that has
         ``set_epoch`` (e.g. WebDatasetStream)."""
         self._epoch = int(epoch)
-        if hasattr(self.sampler, "set_epoch"):
-            self.sampler.set_epoch(int(epoch))
+        if hasattr(self._order, "set_epoch"):
+            self._order.set_epoch(int(epoch))
         if isinstance(self.dataset, torch.utils.data.IterableDataset) and hasattr(
                 self.dataset, "set_epoch"):
             self.dataset.set_epoch(int(epoch))
@@ -183,34 +189,35 @@ class DataLoader:
     def __len__(self) -> int:
         if self._pass_len is not None:
             return self._pass_len
-        return len(self._loader)
+        return super().__len__()
 
     def _rank(self) -> int:
-        return int(getattr(self.sampler, "rank", 0))
+        return int(getattr(self._order, "rank", 0))
 
     # --- iteration --------------------------------------------------------------------------
     def _transform(self, batch: Any, number: int, epoch: int) -> Any:
         if self.transform is None:
             return batch
-        if self._generator is None:
-            self._generator = torch.Generator(device=self.device)
-        self._generator.manual_seed(batch_seed(self.seed, epoch, self._rank(), number))
+        if self._transform_generator is None:
+            self._transform_generator = torch.Generator(device=self.device)
+        self._transform_generator.manual_seed(batch_seed(self.seed, epoch, self._rank(), number))
         if isinstance(batch, (list, tuple)):  # e.g. (images, labels): transform the images
             i = _image_position(batch)
             items = list(batch)
-            items[i] = self.transform(items[i], generator=self._generator)
+            items[i] = self.transform(items[i], generator=self._transform_generator)
             return _rebuild(batch, items)
-        return self.transform(batch, generator=self._generator)
+        return self.transform(batch, generator=self._transform_generator)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]  # a generator of batches
         epoch = self.epoch
         base = 0
         if self._resume_batches is not None and self._resume_batches[0] == epoch:
             base = self._resume_batches[1]
         self._resume_batches = None
-        self._pass_len = _length(self._loader)  # None for an IterableDataset without len()
+        self._pass_len = None
+        self._pass_len = _length(self)  # None for an IterableDataset without len()
         self._pass_epoch, self._pass_base, self._pass_batches = epoch, base, 0
-        source = iter(self._loader)
+        source = super().__iter__()
         stream = dev.new_stream(self.device) if self.device_prefetch > 0 else None
         accel = dev.is_accelerator(self.device)
         pending: deque[Any] = deque()
@@ -238,45 +245,40 @@ class DataLoader:
             self._pass_batches += 1
             yield out
         self._pass_len = None
-        if self._own_sampler and getattr(self.sampler, "shuffle", False):
+        if self._own_sampler and getattr(self._order, "shuffle", False):
             self.set_epoch(epoch + 1)  # like RandomSampler: a new order every pass
 
     # --- resume -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Plain state for an exact mid-epoch resume: epoch, batches consumed, sampler state."""
-        if not isinstance(self.sampler, NpuDistributedSampler):
+        if not isinstance(self._order, NpuDistributedSampler):
             raise UserError(
                 "DataLoader.state_dict: resuming needs an NpuDistributedSampler (or no sampler) — "
-                f"got {type(self.sampler).__name__}"
+                f"got {type(self._order).__name__}"
             )
         if self._resume_batches is not None:  # loaded, not iterated yet
             return {"epoch": self.epoch, "batches": self._resume_batches[1],
-                    "seed": self.seed, "sampler": self.sampler.state_dict(consumed=0)}
+                    "seed": self.seed, "sampler": self._order.state_dict(consumed=0)}
         if self._pass_epoch != self.epoch:  # nothing consumed in this epoch yet
             return {"epoch": self.epoch, "batches": 0, "seed": self.seed,
-                    "sampler": self.sampler.state_dict(consumed=0)}
+                    "sampler": self._order.state_dict(consumed=0)}
         consumed = self._pass_batches * (self.batch_size or 1)
         return {"epoch": self.epoch, "batches": self._pass_base + self._pass_batches,
-                "seed": self.seed, "sampler": self.sampler.state_dict(consumed=consumed)}
+                "seed": self.seed, "sampler": self._order.state_dict(consumed=consumed)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Make the next pass continue the saved epoch with exactly the unseen batches."""
-        if not isinstance(self.sampler, NpuDistributedSampler):
+        if not isinstance(self._order, NpuDistributedSampler):
             raise UserError(
                 "DataLoader.load_state_dict: resuming needs an NpuDistributedSampler (or no "
-                f"sampler) — got {type(self.sampler).__name__}"
+                f"sampler) — got {type(self._order).__name__}"
             )
         self.seed = int(state.get("seed", self.seed))
-        self.sampler.load_state_dict(state["sampler"])
+        self._order.load_state_dict(state["sampler"])
         self._epoch = int(state["epoch"])
         self._resume_batches = (self._epoch, int(state["batches"]))
         self._pass_len = None
         self._pass_epoch = -1
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._loader, name)
 
 
 def _worker_init(user_init: Callable[[int], None] | None, worker_id: int) -> None:
@@ -306,6 +308,11 @@ def _image_position(batch: list[Any] | tuple[Any, ...]) -> int:
 def _ours(dataset: Any) -> bool:
     """A dataset of this package (or a subclass): its ``transform`` is a device batch one."""
     return any(c.__module__.startswith("npu_data.") for c in type(dataset).__mro__)
+
+
+def _wraps(fn: Any, inner: Callable[..., Any]) -> bool:
+    """``fn`` is ``functools.partial(inner, ...)``."""
+    return isinstance(fn, functools.partial) and fn.func is inner
 
 
 def _is_collate_samples(fn: Any) -> bool:
