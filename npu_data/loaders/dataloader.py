@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader as TorchDataLoader
 from torch.utils.data import IterableDataset
@@ -32,8 +33,10 @@ from npu_data.errors import UserError
 from npu_data.loaders.collate import collate_samples
 from npu_data.loaders.sampler import NpuDistributedSampler
 from npu_data.shards.batch_read import SampleBatch
+from npu_data.transforms import draws
+from npu_data.transforms.params import Params, Transform
 
-Transform = Callable[..., Any]
+BatchTransform = Callable[..., Any]
 _MASK = (1 << 63) - 1
 
 
@@ -116,9 +119,9 @@ class DataLoader(TorchDataLoader):
                  multiprocessing_context: Any = None, generator: torch.Generator | None = None,
                  *, prefetch_factor: int | None = None, persistent_workers: bool = False,
                  pin_memory_device: str = "", in_order: bool = True,
-                 device: dev.DeviceLike = "auto", transform: Transform | None = None,
+                 device: dev.DeviceLike = "auto", transform: BatchTransform | None = None,
                  device_prefetch: int = 2, seed: int | None = None,
-                 jit_compile: bool | None = None) -> None:
+                 jit_compile: bool | None = None, image_key: int | str | None = None) -> None:
         self.device = dev.resolve_device(device)
         if jit_compile is not None:
             dev.set_jit_compile(jit_compile, self.device)
@@ -156,6 +159,11 @@ class DataLoader(TorchDataLoader):
         )
         self.device_prefetch = device_prefetch
         self.jit_compile = jit_compile
+        if image_key is not None and (isinstance(image_key, bool)
+                                      or not isinstance(image_key, int | str)):
+            raise UserError(f"DataLoader: image_key={image_key!r} must be a tuple position (int) "
+                            "or a dict key (str)")
+        self.image_key = image_key
         if transform is None and _ours(dataset):  # torchvision's .transform is per sample
             transform = getattr(dataset, "transform", None)
         self.transform = transform
@@ -165,6 +173,7 @@ class DataLoader(TorchDataLoader):
         self._epoch = int(getattr(self._order, "epoch", 0))
         self._resume_batches: tuple[int, int] | None = None  # (epoch, batches already consumed)
         self._pass_epoch = -1
+        self._finished: tuple[int, int] | None = None  # (epoch, repeat) of the last full pass
         self._pass_base = 0
         self._pass_batches = 0
         self._pass_len: int | None = None
@@ -195,17 +204,46 @@ class DataLoader(TorchDataLoader):
         return int(getattr(self._order, "rank", 0))
 
     # --- iteration --------------------------------------------------------------------------
-    def _transform(self, batch: Any, number: int, epoch: int) -> Any:
+    def _draw(self, host: Any, epoch: int) -> Params | None:
+        """Keyed per-sample parameters on the host (``transforms.draws``), or None when the
+        transform cannot draw them or the batch carries no sample ids (then the transform
+        runs with a generator seeded per batch)."""
+        t = self.transform
+        if not isinstance(t, Transform) or not t.keyed or self.image_key is not None:
+            return None
+        if not isinstance(host, Mapping) or not isinstance(host.get("sizes"), torch.Tensor):
+            return None
+        ids = _sample_ids(host)
+        if ids is None:
+            return None
+        keys = draws.sample_keys(self.seed, epoch, ids)
+        return t.draw_keyed(host["sizes"].numpy(), keys)
+
+    def _transform(self, batch: Any, number: int, epoch: int,
+                   aug: tuple[Params, Params] | None = None) -> Any:
         if self.transform is None:
             return batch
+        if aug is not None:  # keyed: parameters drawn on the host, shipped with the batch
+            host_params, params = aug
+            out = self.transform.apply(batch, params)  # type: ignore[attr-defined]
+            out["aug"] = host_params
+            return out
         if self._transform_generator is None:
             self._transform_generator = torch.Generator(device=self.device)
         self._transform_generator.manual_seed(batch_seed(self.seed, epoch, self._rank(), number))
+        key = self.image_key
         if isinstance(batch, (list, tuple)):  # e.g. (images, labels): transform the images
-            i = _image_position(batch)
+            i = _image_position(batch, key)
             items = list(batch)
             items[i] = self.transform(items[i], generator=self._transform_generator)
             return _rebuild(batch, items)
+        if isinstance(key, str) and isinstance(batch, Mapping):
+            if key not in batch:
+                raise UserError(f"DataLoader: image_key={key!r} is not a key of the batch "
+                                f"(keys: {', '.join(map(str, batch))})")
+            out = dict(batch)
+            out[key] = self.transform(batch[key], generator=self._transform_generator)
+            return out
         return self.transform(batch, generator=self._transform_generator)
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]  # a generator of batches
@@ -217,6 +255,10 @@ class DataLoader(TorchDataLoader):
         self._pass_len = None
         self._pass_len = _length(self)  # None for an IterableDataset without len()
         self._pass_epoch, self._pass_base, self._pass_batches = epoch, base, 0
+        # A pass over an epoch already served in full (a sampler nobody set_epoch'ed) still
+        # gets new augmentation: the transform's epoch also counts such repeats.
+        repeat = self._finished[1] + 1 if self._finished and self._finished[0] == epoch else 0
+        aug_epoch = epoch + (repeat << 32)
         source = super().__iter__()
         stream = dev.new_stream(self.device) if self.device_prefetch > 0 else None
         accel = dev.is_accelerator(self.device)
@@ -227,26 +269,33 @@ class DataLoader(TorchDataLoader):
                 host = next(source)
             except StopIteration:
                 return False
+            drawn = self._draw(host, aug_epoch)
             with dev.stream_context(stream):
-                pending.append(to_device(host, self.device, non_blocking=accel))
+                moved = to_device(host, self.device, non_blocking=accel)
+                aug = None if drawn is None else (
+                    drawn, to_device(drawn, self.device, non_blocking=accel))
+                pending.append((moved, aug))
             return True
 
         for _ in range(max(1, self.device_prefetch)):
             if not submit():
                 break
         while pending:
-            batch = pending.popleft()
+            batch, aug = pending.popleft()
             if stream is not None:
                 consumer = dev.current_stream(self.device)
                 consumer.wait_stream(stream)
                 _record(batch, consumer)
+                if aug is not None:
+                    _record(aug[1], consumer)
             submit()
-            out = self._transform(batch, base + self._pass_batches, epoch)
+            out = self._transform(batch, base + self._pass_batches, aug_epoch, aug)
             self._pass_batches += 1
             yield out
         self._pass_len = None
-        if self._own_sampler and getattr(self._order, "shuffle", False):
-            self.set_epoch(epoch + 1)  # like RandomSampler: a new order every pass
+        self._finished = (epoch, repeat)
+        if self._own_sampler:  # like RandomSampler: a new order (and augmentation) every pass
+            self.set_epoch(epoch + 1)
 
     # --- resume -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -289,8 +338,28 @@ def _worker_init(user_init: Callable[[int], None] | None, worker_id: int) -> Non
         user_init(worker_id)
 
 
-def _image_position(batch: list[Any] | tuple[Any, ...]) -> int:
-    """Index of the first uint8 (B, C, H, W) tensor of a tuple/list batch."""
+def _sample_ids(batch: Mapping[str, Any]) -> np.ndarray | None:
+    """The batch's sample ids: its ``index`` column, else hashes of its ``__key__`` strings."""
+    index = batch.get("index")
+    if isinstance(index, torch.Tensor) and index.ndim == 1 and not index.is_floating_point():
+        return index.numpy().astype(np.int64)
+    names = batch.get("__key__")
+    if isinstance(names, (list, tuple)) and names and all(isinstance(k, str) for k in names):
+        return draws.string_ids(list(names))
+    return None
+
+
+def _image_position(batch: list[Any] | tuple[Any, ...], key: int | str | None = None) -> int:
+    """Index of the image tensor of a tuple/list batch: ``key`` when it is a position, else
+    the first uint8 (B, C, H, W) tensor."""
+    if isinstance(key, int):
+        v = batch[key] if -len(batch) <= key < len(batch) else None
+        if not (isinstance(v, torch.Tensor) and v.dtype == torch.uint8 and v.ndim == 4):
+            kind = (f"{type(v).__name__}{tuple(v.shape) if isinstance(v, torch.Tensor) else ''}"
+                    if v is not None else f"absent (the batch has {len(batch)} elements)")
+            raise UserError(f"DataLoader: image_key={key}: batch element {key} is {kind}, not "
+                            "a uint8 (B, C, H, W) image tensor")
+        return key
     for i, v in enumerate(batch):
         if isinstance(v, torch.Tensor) and v.dtype == torch.uint8 and v.ndim == 4:
             if v.shape[1] not in (1, 3, 4) and v.shape[3] in (1, 3, 4):

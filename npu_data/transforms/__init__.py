@@ -15,6 +15,7 @@ from npu_data.transforms import functional, geometry
 from npu_data.transforms.color import ColorJitter
 from npu_data.transforms.compose import Compose, Normalize, replay_reference, sample_image
 from npu_data.transforms.crop import CenterCrop, RandomResizedCrop, Resize, ResizeCenterCrop
+from npu_data.transforms.draws import sample_params
 from npu_data.transforms.flip import RandomHorizontalFlip
 from npu_data.transforms.params import Transform
 from npu_data.transforms.presets import LEVELS, NpuPreprocessor
@@ -46,6 +47,7 @@ __all__ = [
     "reference",
     "replay_reference",
     "sample_image",
+    "sample_params",
 ]
 
 

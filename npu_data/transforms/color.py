@@ -12,6 +12,7 @@ from npu_data.errors import UserError
 from npu_data.transforms import _native
 from npu_data.transforms import functional as F
 from npu_data.transforms._kernels import color as K
+from npu_data.transforms.draws import Draws
 from npu_data.transforms.params import (
     Batch,
     Params,
@@ -126,6 +127,24 @@ class ColorJitter(Transform):
                 params[op] = torch.full((b,), ident, dtype=torch.float32, device=dev)
             else:
                 params[op] = uniform((b,), rng[0], rng[1], dev, generator)
+        return params
+
+    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
+        """Four order keys (the enabled ops sorted by theirs: a uniform random order, as
+        torchvision's ``randperm``) and four factors, always, so the columns never shift."""
+        b = len(draws)
+        keys = draws.uniform(len(OPS))[:, self.enabled]
+        u = draws.uniform(len(OPS))
+        ids = np.asarray(self.enabled, dtype=np.int64)
+        if self.order == "random":
+            order = ids[np.argsort(keys, axis=1, kind="stable")]
+        else:
+            order = np.broadcast_to(ids, (b, len(ids))).copy()
+        params: Params = {"order": torch.from_numpy(np.ascontiguousarray(order))}
+        for i, (op, ident) in enumerate(zip(OPS, _IDENTITY, strict=True)):
+            rng = self.ranges[op]
+            values = (np.full(b, ident) if rng is None else rng[0] + u[:, i] * (rng[1] - rng[0]))
+            params[op] = torch.from_numpy(values.astype(np.float32))
         return params
 
     def _apply(self, batch: Batch, params: Params) -> Batch:

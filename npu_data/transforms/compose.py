@@ -10,6 +10,7 @@ import torch
 
 from npu_data.errors import UserError
 from npu_data.transforms import functional as F
+from npu_data.transforms.draws import Draws, child_position
 from npu_data.transforms.params import (
     Batch,
     Params,
@@ -51,6 +52,25 @@ class Compose(Transform):
 
     def get_params(self, data: Any, generator: torch.Generator | None = None) -> Params:
         return self.run(data, generator)[1]
+
+    @property
+    def keyed(self) -> bool:
+        return all(t.keyed for t in self.transforms)
+
+    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
+        for t in self.transforms:
+            sizes = t.output_sizes(sizes)
+        return sizes
+
+    def draw_keyed(self, sizes: np.ndarray, keys: np.ndarray, position: int = 0) -> Params:
+        """Each child draws at its own position from the sizes the previous ones output."""
+        sizes = np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
+        params: Params = {}
+        for i, t in enumerate(self.transforms):
+            p = t.draw_keyed(sizes, keys, child_position(position, i))
+            params.update({f"{i}.{k}": v for k, v in p.items()})
+            sizes = t.output_sizes(sizes)
+        return params
 
     def _split(self, params: Params, i: int) -> Params:
         prefix = f"{i}."
@@ -101,6 +121,9 @@ class Normalize(Transform):
             raise UserError(f"{self.name}: dtype must be a float dtype, got {dtype!r}")
         self.dtype = dtype
         self.channels_last = bool(channels_last)
+
+    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
+        return {}
 
     def _apply(self, batch: Batch, params: Params) -> Batch:
         image = batch["image"]

@@ -16,6 +16,7 @@ import torch
 from npu_data.errors import UserError
 from npu_data.transforms import functional as F
 from npu_data.transforms import geometry
+from npu_data.transforms.draws import Draws
 from npu_data.transforms.params import Batch, Params, Transform, pair, rand
 
 
@@ -63,6 +64,13 @@ class _CropBase(Transform):
         box = [int(v) for v in params["boxes"][index].tolist()]
         return reference.resized_crop(image, box, self.size)
 
+    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(np.asarray(self.size, dtype=np.int64), sizes.shape).copy()
+
+    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
+        """The boxes from the sizes alone (deterministic crops; RandomResizedCrop overrides)."""
+        return self._draw({"sizes": torch.from_numpy(np.ascontiguousarray(sizes))}, None)
+
 
 class RandomResizedCrop(_CropBase):
     """Crop a random area and aspect ratio per sample, resized to ``size``.
@@ -89,6 +97,37 @@ class RandomResizedCrop(_CropBase):
             raise UserError(f"{self.name}: scale max must be > 0, got {tuple(scale)!r}")
         self.ratio = _range(ratio, "ratio", self.name, positive=True)
         self.min_visible = _check_min_visible(min_visible, self.name)
+
+    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
+        """torchvision's ``get_params`` for every sample at once, in float64 on the host:
+        ``attempts`` candidates from 2 draws each, the first that fits, else the central
+        fallback; the position from 2 more draws (``randint``'s uniform integers)."""
+        h = sizes[:, 0].astype(np.float64)
+        w = sizes[:, 1].astype(np.float64)
+        u = draws.uniform(2 * self.attempts).reshape(-1, self.attempts, 2)
+        s0, s1 = self.scale
+        lr0, lr1 = math.log(self.ratio[0]), math.log(self.ratio[1])
+        target = (h * w)[:, None] * (s0 + u[..., 0] * (s1 - s0))
+        aspect = np.exp(lr0 + u[..., 1] * (lr1 - lr0))
+        cw = np.round(np.sqrt(target * aspect))
+        ch = np.round(np.sqrt(target / aspect))
+        ok = (cw > 0) & (cw <= w[:, None]) & (ch > 0) & (ch <= h[:, None])
+        first = ok.argmax(axis=1)
+        found = ok.any(axis=1)
+        rows = np.arange(len(h))
+        rmin, rmax = self.ratio
+        in_ratio = w / np.maximum(h, 1)
+        fw = np.where(in_ratio > rmax, np.round(h * rmax), w)
+        fh = np.where(in_ratio < rmin, np.round(w / rmin), h)
+        ch = np.where(found, ch[rows, first], fh)
+        cw = np.where(found, cw[rows, first], fw)
+        pos = draws.uniform(2)
+        top = np.where(found, np.minimum(np.floor(pos[:, 0] * (h - ch + 1)), h - ch),
+                       np.floor((h - ch) / 2))
+        left = np.where(found, np.minimum(np.floor(pos[:, 1] * (w - cw + 1)), w - cw),
+                        np.floor((w - cw) / 2))
+        boxes = np.stack([top, left, ch, cw], axis=1).astype(np.int64)
+        return {"boxes": torch.from_numpy(boxes)}
 
     def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
         sizes = batch["sizes"]

@@ -8,6 +8,7 @@ import torch
 from npu_data.errors import UserError
 from npu_data.transforms import functional as F
 from npu_data.transforms import geometry
+from npu_data.transforms.draws import Draws
 from npu_data.transforms.params import Batch, Params, Transform, rand
 
 
@@ -25,6 +26,9 @@ class RandomHorizontalFlip(Transform):
     def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
         b = batch["image"].shape[0]
         return {"flip": rand((b,), batch["image"].device, generator) < self.p}
+
+    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
+        return {"flip": torch.from_numpy(draws.uniform(1)[:, 0] < self.p)}
 
     def _apply(self, batch: Batch, params: Params) -> Batch:
         flip = params["flip"].to(torch.bool)

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from npu_data.errors import UserError
+from npu_data.transforms.draws import Draws
 
 Batch = dict[str, Any]
 Params = dict[str, torch.Tensor]
@@ -169,6 +170,25 @@ class Transform:
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         """Sample ``index`` of a batch through the CPU reference, ``image`` HxWx3 uint8."""
         raise NotImplementedError
+
+    # --- keyed draws on the host (see transforms.draws) ------------------------------------
+    @property
+    def keyed(self) -> bool:
+        """Whether :meth:`draw` exists, i.e. parameters can be drawn per sample on the host."""
+        return type(self).draw is not Transform.draw
+
+    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
+        """Parameters on the host from the samples' ``(B, 2)`` (height, width) input sizes and
+        their keyed uniform draws: CPU tensors that :meth:`apply` takes once on the device."""
+        raise NotImplementedError(f"{self.name} has no keyed draw; it runs with a generator")
+
+    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
+        """``(B, 2)`` sizes of the samples this transform outputs for inputs of ``sizes``."""
+        return sizes
+
+    def draw_keyed(self, sizes: np.ndarray, keys: np.ndarray, position: int = 0) -> Params:
+        """:meth:`draw` with the draws of ``keys`` (``draws.sample_keys``) at ``position``."""
+        return self.draw(np.asarray(sizes, dtype=np.int64).reshape(-1, 2), Draws(keys, position))
 
     def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
         return {}

@@ -88,7 +88,7 @@ def test_mid_epoch_resume_equals_uninterrupted(workers: int) -> None:
     assert resumed.state_dict()["sampler"]["consumed"] >= 37
 
 
-def test_default_sampler_resumes_and_finished_epoch_stays_done() -> None:
+def test_default_sampler_resumes_and_a_finished_epoch_resumes_at_the_next() -> None:
     ds = ArrayDataset(19)
     full = _run(DataLoader(ds, batch_size=4, shuffle=True, device="cpu", seed=2))
     first = DataLoader(ds, batch_size=4, shuffle=True, device="cpu", seed=2)
@@ -99,10 +99,11 @@ def test_default_sampler_resumes_and_finished_epoch_stays_done() -> None:
     _same(head + _run(resumed), full)
     done = DataLoader(ds, batch_size=4, shuffle=False, device="cpu")
     _run(done)
+    state = done.state_dict()  # saved after a complete pass: the next epoch, from its start
+    assert (state["epoch"], state["batches"]) == (1, 0)
     again = DataLoader(ds, batch_size=4, shuffle=False, device="cpu")
-    again.load_state_dict(done.state_dict())
-    assert _run(again) == []  # saved after a complete pass: nothing of that epoch is left
-    assert len(_run(again)) == 5
+    again.load_state_dict(state)
+    assert again.epoch == 1 and len(_run(again)) == 5
 
 
 def test_sampler_with_shuffle_is_torchs_error() -> None:

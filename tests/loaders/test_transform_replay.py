@@ -1,4 +1,5 @@
-"""Loader batches after the device transform equal the CPU reference with replayed params."""
+"""Loader batches after the device transform equal the CPU reference replayed from the
+parameters the batch carries, and those parameters from (seed, epoch, index) alone."""
 
 from __future__ import annotations
 
@@ -6,9 +7,14 @@ import numpy as np
 import torch
 from loaders_fakes import ArrayDataset
 
-from npu_data.loaders import DataLoader, collate_samples
-from npu_data.loaders.dataloader import batch_seed
-from npu_data.transforms import ColorJitter, Compose, RandomHorizontalFlip, RandomResizedCrop
+from npu_data.loaders import DataLoader
+from npu_data.transforms import (
+    ColorJitter,
+    Compose,
+    RandomHorizontalFlip,
+    RandomResizedCrop,
+    sample_params,
+)
 
 
 def test_loader_output_is_the_reference_with_replayed_params() -> None:
@@ -17,14 +23,18 @@ def test_loader_output_is_the_reference_with_replayed_params() -> None:
                        RandomHorizontalFlip()])
     loader = DataLoader(ds, batch_size=4, shuffle=True, num_workers=1, device="cpu",
                         transform=augment, seed=6)
-    for number, out in enumerate(loader):
-        idx = out["index"].tolist()
-        host = collate_samples([ds[i] for i in idx])
-        gen = torch.Generator().manual_seed(batch_seed(6, 0, 0, number))
-        again, params = augment.run(host, gen)
-        assert torch.equal(again["image"], out["image"])  # same draw as inside the loader
-        for j, i in enumerate(idx):
-            ref = augment.apply_reference(np.asarray(ds[i]["image"]), params, j)
+    seen = 0
+    for out in loader:
+        aug = out["aug"]
+        assert all(v.device.type == "cpu" and v.dtype != torch.float64 for v in aug.values())
+        for j, i in enumerate(out["index"].tolist()):
+            image = np.asarray(ds[i]["image"])
+            ref = augment.apply_reference(image, aug, j)
             got = out["image"][j].permute(1, 2, 0).numpy()
-            diff = np.abs(ref.astype(np.int16) - got.astype(np.int16))
-            assert diff.max() <= 1, (number, j, int(diff.max()))  # exact here; 1 LSB allowed
+            assert np.array_equal(ref, got), (i, int(np.abs(ref.astype(int) - got).max()))
+            alone = sample_params(augment, 6, 0, [i], [image.shape[:2]])
+            assert alone.keys() == aug.keys()
+            for k, v in alone.items():
+                assert torch.equal(v[0], aug[k][j]), (i, k)
+            seen += 1
+    assert seen == 12
