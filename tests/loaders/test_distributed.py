@@ -73,3 +73,49 @@ def test_elastic_two_to_three_covers_the_remainder(full: list[dict], tmp_path: P
     assert set(got) == set(range(N)) - seen  # 9 unseen over 3 ranks: none lost, none repeated
     assert len(got) == len(set(got)) == 9
     assert len({len(tail[r]["indices"]) for r in range(3)}) == 1
+
+
+def _reference_samples(epochs: int = 2) -> dict[tuple[int, int], torch.Tensor]:
+    """Every (epoch, index)'s augmented image from one process, batch 4, no workers."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    from ddp_script import keyed_augment
+    from loaders_fakes import ArrayDataset
+
+    from npu_data.loaders import DataLoader, NpuDistributedSampler
+
+    ds = ArrayDataset(N)
+    sampler = NpuDistributedSampler(ds, num_replicas=1, rank=0, seed=4)
+    loader = DataLoader(ds, batch_size=4, sampler=sampler, device="cpu",
+                        transform=keyed_augment(), seed=9)
+    out = {}
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for batch in loader:
+            for j, i in enumerate(batch["index"].tolist()):
+                out[(epoch, i)] = batch["image"][j].clone()
+    return out
+
+
+def _check_samples(records: list[dict], ref: dict[tuple[int, int], torch.Tensor]) -> set:
+    seen = set()
+    for rec in records:
+        for key, image in rec["samples"]:
+            assert torch.equal(image, ref[tuple(key)]), key
+            seen.add(tuple(key))
+    return seen
+
+
+@pytest.mark.parametrize("world", [1, 2, 3])
+def test_keyed_augmentation_is_the_same_on_every_world_size(world: int,
+                                                            tmp_path: Path) -> None:
+    ref = _reference_samples()
+    got = _torchrun(world, tmp_path / f"w{world}", "--keyed", "--batch-size", "2")
+    assert _check_samples(got, ref) == set(ref)  # every sample of both epochs, pixel for pixel
+
+
+def test_keyed_augmentation_survives_an_elastic_resume(tmp_path: Path) -> None:
+    ref = _reference_samples(epochs=1)
+    head = _torchrun(2, tmp_path / "head", "--keyed", "--stop-after", "2", "--epochs", "1")
+    tail = _torchrun(3, tmp_path / "tail", "--keyed", "--resume",
+                     str(tmp_path / "head" / "state.json"), "--epochs", "1")
+    assert _check_samples(head, ref) | _check_samples(tail, ref) == set(ref)
