@@ -39,6 +39,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "adjust_hue": (1, 0.1),
     "normalize": (1e-5, 1e-6),
     "pipeline": (1, 0.1),
+    "loader": (1, 0.1),
 }
 
 
@@ -325,4 +326,33 @@ def _run_suite(dev: torch.device, seed: int, batches: int, batch_size: int) -> l
         for i in range(batch_size):
             ref = replay_reference(pipe, sample_image(batch, i), params, i)
             accs["pipeline"].add(ref, sample_image(result, i))
+        _loader_rows(accs["loader"], pipe, imgs, dev, seed + b)
     return [acc.row() for acc in accs.values()]
+
+
+class _Samples(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    """The suite's images as shard-like sample dicts (what ``ShardDataset`` serves)."""
+
+    def __init__(self, images: list[np.ndarray]) -> None:
+        self.images = images
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {"image": self.images[i], "index": i}
+
+
+def _loader_rows(acc: _Acc, pipe: Any, imgs: list[np.ndarray], dev: torch.device,
+                 seed: int) -> None:
+    """End to end: the DataLoader's device batches (parameters drawn on the host, keyed by
+    (seed, epoch, index)) against the reference replayed from each batch's ``aug``."""
+    from npu_data.loaders import DataLoader
+    from npu_data.transforms.compose import sample_image
+
+    loader = DataLoader(_Samples(imgs), batch_size=max(1, len(imgs) // 2), shuffle=True,
+                        device=dev, transform=pipe, seed=seed)
+    for batch in loader:
+        for j, i in enumerate(batch["index"].tolist()):
+            ref = pipe.apply_reference(imgs[i], batch["aug"], j)
+            acc.add(ref, sample_image(batch, j))
