@@ -4,9 +4,12 @@ already on the device.
 Workers read samples and collate padded uint8 batches (shared memory, pinned on
 accelerators); the main process copies the next ``device_prefetch`` batches to the device
 with ``non_blocking`` copies on a side stream, the consuming stream waits on that stream and
-every tensor is ``record_stream``'d; the device transform then runs on whole batches with a
-generator seeded from (seed, epoch, rank, batch number), so results do not depend on
-``num_workers`` or the prefetch depth. On the CPU the same path runs without streams.
+every tensor is ``record_stream``'d; the device transform then runs on whole batches. An
+npu_data transform's parameters are drawn on the host per sample, keyed by (seed, epoch,
+sample index) (``transforms.draws``), shipped with the batch and kept in ``batch["aug"]``, so
+a sample's pixels do not depend on batch size, workers, rank, world size, prefetch depth or
+resume point; other callables get a generator seeded from (seed, epoch, rank, batch number).
+On the CPU the same path runs without streams.
 Datasets with ``__getitems__`` (``ShardDataset``) are read a batch at a time and collated in
 one shot by the default collate; a user ``collate_fn`` still gets the list of sample dicts.
 Any other sample structure (tuples, lists, tensors, numbers, plain dicts) is collated by
