@@ -7,7 +7,8 @@ main process); with ``pin=True`` (main process) they are page-locked for the acc
 A ``SampleBatch`` (``ShardDataset.__getitems__``) is collated from its columns in one shot
 (``collate_columns``) into the same batch. Any other sample structure (tuples, lists, named
 tuples, tensors, numbers, plain dicts, nested) goes to ``torch.utils.data.default_collate``,
-so the batch is exactly torch's.
+so the batch is exactly torch's; when it fails because the samples' tensors/arrays differ in
+shape, ``MixedSizes`` says which element, which shapes and the fix in one line.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 from torch.utils.data import default_collate
 
 from npu_data import device as dev
+from npu_data.errors import UserError
 from npu_data.loaders.collate_columns import collate_columns
 from npu_data.loaders.host import (
     ROW_KEY,
@@ -31,6 +33,85 @@ from npu_data.shards.batch_read import SampleBatch
 
 Sample = dict[str, Any]
 Batch = dict[str, Any]
+Path = tuple[int | str, ...]
+_MIXED_FIX = ("resize them to one size in the dataset, store them as shards (padded batches "
+              "with 'sizes'), or pass a collate_fn")
+
+
+class MixedSizes(UserError, RuntimeError):
+    """Samples of one batch whose tensors/arrays at the same place differ in shape.
+
+    A RuntimeError too, so code that catches torch's ``stack expects each tensor to be equal
+    size`` keeps working."""
+
+
+def _where(path: Path) -> str:
+    """``element 0``, ``key 'image'``, nested ``key 'a' → element 1``."""
+    return " → ".join(f"key {p!r}" if isinstance(p, str) else f"element {p}" for p in path)
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        return tuple(value.shape)
+    return None
+
+
+def find_mixed_sizes(samples: Sequence[Any], path: Path = ()
+                     ) -> tuple[Path, tuple[int, ...], tuple[int, ...], int] | None:
+    """The first place where ``default_collate`` would stack tensors/arrays of different
+    shapes: ``(path, first shape, other shape, batch position of the other)``, or None.
+
+    Walks the samples the way ``default_collate`` does (mappings by the first sample's keys,
+    sequences by position); a structure that differs between samples ends the walk."""
+    elem = samples[0]
+    first = _shape(elem)
+    if first is not None:
+        for j, s in enumerate(samples):
+            shape = _shape(s)
+            if shape is not None and shape != first:
+                return path, first, shape, j
+        return None
+    if isinstance(elem, Mapping):
+        if not all(isinstance(s, Mapping) and all(k in s for k in elem) for s in samples):
+            return None
+        for key in elem:
+            found = find_mixed_sizes([s[key] for s in samples], (*path, key))
+            if found is not None:
+                return found
+        return None
+    if isinstance(elem, (list, tuple)):
+        if not all(isinstance(s, (list, tuple)) and len(s) == len(elem) for s in samples):
+            return None
+        for i in range(len(elem)):
+            found = find_mixed_sizes([s[i] for s in samples], (*path, i))
+            if found is not None:
+                return found
+    return None
+
+
+def mixed_sizes_error(samples: Sequence[Any]) -> MixedSizes | None:
+    """A one-line ``MixedSizes`` when the samples' tensors/arrays differ in shape, else None."""
+    found = find_mixed_sizes(samples)
+    if found is None:
+        return None
+    path, first, other, j = found
+    subject = f"{_where(path)} of the samples has" if path else "the samples have"
+    return MixedSizes(
+        f"collate: {subject} different shapes within one batch: "
+        f"{first} at batch position 0 and {other} at batch position {j} — {_MIXED_FIX}")
+
+
+def _default_collate(samples: list[Any]) -> Any:
+    """torch's ``default_collate``; mixed shapes raise ``MixedSizes`` (torch says ``stack
+    expects each tensor to be equal size`` in the main process, ``Trying to resize storage
+    that is not resizable`` in a worker when the first sample is the larger one)."""
+    try:
+        return default_collate(samples)
+    except RuntimeError as err:
+        mixed = mixed_sizes_error(samples)
+        if mixed is None:
+            raise
+        raise mixed from err
 
 
 def _pad_rows(arrays: Sequence[np.ndarray | None], counts: np.ndarray, nmax: int, pin: bool,
@@ -185,7 +266,7 @@ def collate_samples(samples: Sequence[Any], pin: bool = False) -> Any:
     if isinstance(samples, SampleBatch):  # ShardDataset.__getitems__: one shot, same batch
         return collate_columns(samples.columns(), pin)
     if not is_shard_sample(samples[0]):
-        torch_batch = default_collate(list(samples) if not isinstance(samples, list) else samples)
+        torch_batch = _default_collate(samples if isinstance(samples, list) else list(samples))
         return pin_tree(torch_batch) if pin else torch_batch
     batch: Batch = {}
     keys = list(samples[0].keys())
