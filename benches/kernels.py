@@ -8,7 +8,8 @@ default kernels are the compiled ones; the "torch kernels" column times the pure
 kernels (what runs on CUDA/NPU) on the same CPU. The last rows are whole transforms:
 ColorJitter(0.4, 0.4, 0.4, 0.1) in per-sample random order, and the bench's Compose
 (RandomResizedCrop(224) + that jitter + flip) on the 500x375 batch, against the same
-per-sample Pillow ops.
+per-sample Pillow ops; the last row times the keyed host draw of that Compose's
+parameters against drawing them on the device with a generator.
 """
 
 from __future__ import annotations
@@ -120,6 +121,19 @@ def _transform_cases(x: torch.Tensor, sizes: torch.Tensor, crops: torch.Tensor,
             return [replay_reference(t, images[i], params, i) for i in range(n)]
 
         out.append((name, kernel, ref))
+    # The parameters of that Compose drawn per sample on the host (keyed by seed, epoch,
+    # index: what the DataLoader does for every batch) against drawing them on the device
+    # with a generator (the path it replaced): the "reference" column is the device draw.
+    from npu_data.transforms.draws import sample_keys
+
+    pipe = augmentation(224)
+    host_sizes = sizes.cpu().numpy()
+    keys = sample_keys(0, 0, np.arange(host_sizes.shape[0]))
+    gen = dev.manual_seed(0, x.device)
+    full = {"image": x, "sizes": sizes}
+    out.append(("keyed host draw (Compose params)",
+                lambda: pipe.draw_keyed(host_sizes, keys),
+                lambda: [t._draw(full, gen) for t in pipe.transforms]))
     return out
 
 
