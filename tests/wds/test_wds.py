@@ -104,6 +104,31 @@ def test_stream_matches_shard_dataset(exported: tuple[Path, list[str]]) -> None:
         assert_same_sample(ref[s["index"]], s)
 
 
+def test_stream_gets_the_same_keyed_augmentation_as_the_shards(
+        exported: tuple[Path, list[str]]) -> None:
+    from npu_data.loaders import DataLoader
+    from npu_data.transforms import ColorJitter, Compose, RandomHorizontalFlip, RandomResizedCrop
+
+    ds_dir, tars = exported
+
+    def per_sample(dataset: object, batch_size: int) -> dict[int, torch.Tensor]:
+        augment = Compose([RandomResizedCrop(32), ColorJitter(0.4, 0.4, 0.4, 0.1),
+                           RandomHorizontalFlip()])
+        out = {}
+        for batch in DataLoader(dataset, batch_size=batch_size, device="cpu",
+                                transform=augment, seed=3):
+            assert "aug" in batch
+            for j, i in enumerate(batch["index"].tolist()):
+                out[i] = batch["image"][j].clone()
+        return out
+
+    ref = per_sample(ShardDataset(ds_dir), 4)
+    got = per_sample(WebDatasetStream(tars, rank=0, world_size=1), 3)
+    assert ref.keys() == got.keys() and ref
+    for i in ref:
+        assert torch.equal(ref[i], got[i]), i
+
+
 @pytest.fixture()
 def http_root(exported: tuple[Path, list[str]]) -> Iterator[str]:
     root = Path(exported[1][0]).parent
