@@ -264,7 +264,7 @@ def collate_samples(samples: Sequence[Any], pin: bool = False) -> Any:
         raise ValueError("collate_samples needs at least one sample")
     pin = pin and dev.pin_memory_supported(dev.best_device_type())
     if isinstance(samples, SampleBatch):  # ShardDataset.__getitems__: one shot, same batch
-        return collate_columns(samples.columns(), pin)
+        return collate_columns(samples.columns(), pin, samples.crop)
     if not is_shard_sample(samples[0]):
         torch_batch = _default_collate(samples if isinstance(samples, list) else list(samples))
         return pin_tree(torch_batch) if pin else torch_batch

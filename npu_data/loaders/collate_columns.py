@@ -22,13 +22,18 @@ from npu_data.loaders.host import (
     sizes_tensor,
     torch_dtype,
 )
-from npu_data.shards.batch_read import BatchColumns
+from npu_data.shards.batch_read import BatchColumns, CropPlan
 
 Batch = dict[str, Any]
 
 
-def collate_columns(cols: BatchColumns, pin: bool) -> Batch:
-    """``collate_samples`` of the batch's sample dicts, built from its columns."""
+def collate_columns(cols: BatchColumns, pin: bool, crop: CropPlan | None = None) -> Batch:
+    """``collate_samples`` of the batch's sample dicts, built from its columns.
+
+    With a ``crop`` plan the batch is already through the pipeline's leading crop: each
+    image is resized from its stored pixels (a view of the memory map for raw shards)
+    straight into the batch buffer, the geometry keys follow the crop, ``sizes`` is the
+    crop's output size — the same values as collating and then running the crop."""
     b = len(cols)
     hs, ws = image_sizes(cols.images)
     hw = (int(hs.max()), int(ws.max())) if b else (0, 0)
@@ -56,6 +61,15 @@ def collate_columns(cols: BatchColumns, pin: bool) -> Batch:
                 batch[key] = np.split(rows, np.cumsum(counts)[:-1])
     for group, gkeys in groups.items():
         _group_columns(cols, group, gkeys, batch, hw)
+    if crop is not None:
+        from npu_data.loaders import crop_read
+
+        boxes = torch.from_numpy(np.ascontiguousarray(crop.boxes, dtype=np.int64))
+        batch = crop_read.crop_geometry(batch, boxes, crop)
+        image = _pack(batch, pin, (b, 3, *crop.size))
+        crop_read.crop_images(cols.images, boxes, image)
+        batch["image"] = image
+        return batch
     image = _pack(batch, pin, (b, *hw, 3))
     copy_images(cols.images, hs, ws, image.numpy())
     batch["image"] = image.permute(0, 3, 1, 2)

@@ -33,9 +33,12 @@ from torch.utils.data import IterableDataset
 
 from npu_data import device as dev
 from npu_data.errors import UserError
+from npu_data.loaders import crop_read
 from npu_data.loaders.collate import collate_samples
+from npu_data.loaders.crop_read import PlannedBatches
 from npu_data.loaders.sampler import NpuDistributedSampler
 from npu_data.shards.batch_read import SampleBatch
+from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import draws
 from npu_data.transforms.params import Params, Transform
 
@@ -124,7 +127,8 @@ class DataLoader(TorchDataLoader):
                  pin_memory_device: str = "", in_order: bool = True,
                  device: dev.DeviceLike = "auto", transform: BatchTransform | None = None,
                  device_prefetch: int = 2, seed: int | None = None,
-                 jit_compile: bool | None = None, image_key: int | str | None = None) -> None:
+                 jit_compile: bool | None = None, image_key: int | str | None = None,
+                 read_crop: bool | None = None) -> None:
         self.device = dev.resolve_device(device)
         if jit_compile is not None:
             dev.set_jit_compile(jit_compile, self.device)
@@ -170,6 +174,14 @@ class DataLoader(TorchDataLoader):
         if transform is None and _ours(dataset):  # torchvision's .transform is per sample
             transform = getattr(dataset, "transform", None)
         self.transform = transform
+        if read_crop is not None and not isinstance(read_crop, bool):
+            raise UserError(f"DataLoader: read_crop={read_crop!r} must be True, False or None")
+        self.read_crop = read_crop
+        self._planned = PlannedBatches(self.batch_sampler) if self.batch_sampler is not None else None
+        if read_crop:
+            why = self._no_read_crop()
+            if why:
+                raise UserError(f"DataLoader(read_crop=True): {why} — drop read_crop=True")
         # The sampler that owns the order: a batch sampler's inner one when there is one.
         inner = getattr(self.batch_sampler, "sampler", None)
         self._order: Any = inner if inner is not None else self.sampler
@@ -206,6 +218,41 @@ class DataLoader(TorchDataLoader):
     def _rank(self) -> int:
         return int(getattr(self._order, "rank", 0))
 
+    # --- crop at read (loaders.crop_read) ----------------------------------------------------
+    def _no_read_crop(self) -> str:
+        """Why this loader cannot crop while reading ("" when it can)."""
+        if not isinstance(self.dataset, ShardDataset):
+            return "the dataset is not a ShardDataset"
+        if self.batch_size is None and self.batch_sampler is None:
+            return "batch_size=None (no batches)"
+        if not _is_collate_samples(self.collate_fn):
+            return "a collate_fn gets the full samples"
+        if self.image_key is not None:
+            return "image_key= selects a batch element, not the batch dict"
+        if crop_read.leading_crop(self.transform) is None:
+            return "the transform does not start with an npu_data crop (RandomResizedCrop, ...)"
+        return ""
+
+    @property
+    def _index_sampler(self) -> Any:  # torch's iterators take their batches from here
+        planned = self.__dict__.get("_planned")
+        return planned if planned is not None else super()._index_sampler
+
+    def _plan(self, aug_epoch: int) -> crop_read.Plan | None:
+        """This pass's crop plan, when the leading crop runs in the reader: asked for, or by
+        default on the CPU (on accelerators the device runs the crop)."""
+        wanted = self.read_crop if self.read_crop is not None else self.device.type == "cpu"
+        if self._planned is None or not wanted or self._no_read_crop():
+            return None
+        stage = crop_read.leading_crop(self.transform)
+        assert stage is not None
+        sizes = self.dataset.sizes()  # type: ignore[attr-defined]  # a ShardDataset
+        return crop_read.Plan(sizes, stage[0], stage[1], self.seed, aug_epoch)
+
+    @property
+    def _pass_plan(self) -> crop_read.Plan | None:
+        return self._planned.plan if self._planned is not None else None
+
     # --- iteration --------------------------------------------------------------------------
     def _draw(self, host: Any, epoch: int) -> Params | None:
         """Keyed per-sample parameters on the host (``transforms.draws``), or None when the
@@ -220,7 +267,9 @@ class DataLoader(TorchDataLoader):
         if ids is None:
             return None
         keys = draws.sample_keys(self.seed, epoch, ids)
-        return t.draw_keyed(host["sizes"].numpy(), keys)
+        plan = self._pass_plan
+        sizes = host["sizes"].numpy() if plan is None else plan.sizes[ids]
+        return t.draw_keyed(sizes, keys)
 
     def _transform(self, batch: Any, number: int, epoch: int,
                    aug: tuple[Params, Params] | None = None) -> Any:
@@ -228,7 +277,10 @@ class DataLoader(TorchDataLoader):
             return batch
         if aug is not None:  # keyed: parameters drawn on the host, shipped with the batch
             host_params, params = aug
-            out = self.transform.apply(batch, params)  # type: ignore[attr-defined]
+            if self._pass_plan is not None:  # the leading crop ran in the reader
+                out = crop_read.apply_rest(self.transform, batch, params)  # type: ignore[arg-type]
+            else:
+                out = self.transform.apply(batch, params)  # type: ignore[attr-defined]
             out["aug"] = host_params
             return out
         if self._transform_generator is None:
@@ -262,6 +314,8 @@ class DataLoader(TorchDataLoader):
         # gets new augmentation: the transform's epoch also counts such repeats.
         repeat = self._finished[1] + 1 if self._finished and self._finished[0] == epoch else 0
         aug_epoch = epoch + (repeat << 32)
+        if self._planned is not None:
+            self._planned.plan = self._plan(aug_epoch)
         source = super().__iter__()
         stream = dev.new_stream(self.device) if self.device_prefetch > 0 else None
         accel = dev.is_accelerator(self.device)

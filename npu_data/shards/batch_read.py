@@ -59,12 +59,36 @@ class BatchColumns:
         return len(self.images)
 
 
+@dataclass(frozen=True)
+class CropPlan:
+    """The leading crop of a batch, known before its pixels are read: ``boxes (B, 4)`` int64
+    (top, left, height, width) per sample, resized to ``size = (height, width)``; boxes,
+    polygons and masks keeping less than ``min_visible`` of their area become invalid."""
+
+    boxes: np.ndarray
+    size: tuple[int, int]
+    min_visible: float
+
+
+class PlannedIndices(list[int]):
+    """A batch's dataset indices with the crop the reader applies (pickles with it)."""
+
+    def __init__(self, indices: Sequence[int], crop: CropPlan) -> None:
+        super().__init__(indices)
+        self.crop = crop
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PlannedIndices, (list(self), self.crop))
+
+
 class SampleBatch(Sequence[Sample]):
     """The samples ``indices`` of ``dataset``: indexing gives ``dataset[i]`` dicts (cached);
-    ``columns()`` reads the whole batch at once for ``collate_samples``."""
+    ``columns()`` reads the whole batch at once for ``collate_samples``; ``crop`` is the
+    ``CropPlan`` of ``PlannedIndices`` (None otherwise)."""
 
     def __init__(self, dataset: ShardDataset, indices: Sequence[int]) -> None:
         self.dataset = dataset
+        self.crop: CropPlan | None = getattr(indices, "crop", None)
         self.indices = [int(i) for i in indices]
         self._samples: list[Sample | None] = [None] * len(self.indices)
 

@@ -9,6 +9,10 @@ namespace npu_data_native {
 // Pillow's BILINEAR rules (resample.cpp).
 at::Tensor resized_crop(const at::Tensor& images, const at::Tensor& boxes, int64_t out_h,
                         int64_t out_w, bool vertical_first_rule);
+// The same for a list of interleaved (H, W, C) images of any sizes (e.g. views of a memory
+// map), written into out (B, C, out_h, out_w).
+void resized_crop_list(at::TensorList images, const at::Tensor& boxes, int64_t out_h,
+                       int64_t out_w, bool vertical_first_rule, const at::Tensor& out);
 // Each sample's sequence of colour ops (color.cpp).
 at::Tensor color_ops(const at::Tensor& images, const at::Tensor& sizes, const at::Tensor& order,
                      const at::Tensor& factors, const at::Tensor& shifts);

@@ -9,6 +9,7 @@
 
 TORCH_LIBRARY(npu_data, m) {
   m.def("resized_crop(Tensor images, Tensor boxes, int out_h, int out_w, bool vertical_first_rule) -> Tensor");
+  m.def("resized_crop_list(Tensor[] images, Tensor boxes, int out_h, int out_w, bool vertical_first_rule, Tensor(a!) out) -> ()");
   m.def("normalize(Tensor images, Tensor mean, Tensor std, bool channels_last) -> Tensor");
   m.def("hflip(Tensor images, Tensor sizes, Tensor flip_mask) -> Tensor");
   m.def("color_ops(Tensor images, Tensor sizes, Tensor order, Tensor factors, Tensor shifts) -> Tensor");
@@ -16,6 +17,7 @@ TORCH_LIBRARY(npu_data, m) {
 
 TORCH_LIBRARY_IMPL(npu_data, CPU, m) {
   m.impl("resized_crop", &npu_data_native::resized_crop);
+  m.impl("resized_crop_list", &npu_data_native::resized_crop_list);
   m.impl("color_ops", &npu_data_native::color_ops);
   m.impl("hflip", &npu_data_native::hflip);
   m.impl("normalize", &npu_data_native::normalize);

@@ -180,6 +180,67 @@ void deinterleave(const uint8_t* src, int64_t row_stride, int rows, int cols, in
   }
 }
 
+namespace {
+
+// One sample: the crop box of an image whose pixel (y, x) of channel c lives at
+// base + y * sH + x * sW + c * sC (interleaved when sW == C and sC == 1), resized into the
+// C contiguous oh x ow planes at dst.
+struct SampleIn {
+  const uint8_t* base;
+  int64_t H, W, sH, sC;
+  bool interleaved;
+};
+
+void crop_one(const SampleIn& in, int64_t C, const int64_t* bx, int oh, int ow,
+              bool vertical_first_rule, uint8_t* out, Scratch& scratch) {
+  std::vector<uint8_t>& tmp = scratch.tmp;
+  std::vector<int32_t>& acc = scratch.acc;
+  thread_local std::vector<uint8_t> planes;  // the crop as planes, for interleaved input
+  const int64_t top = std::clamp<int64_t>(bx[0], 0, in.H - 1);
+  const int64_t left = std::clamp<int64_t>(bx[1], 0, in.W - 1);
+  const int ch = static_cast<int>(std::clamp<int64_t>(bx[2], 1, in.H - top));
+  const int cw = static_cast<int>(std::clamp<int64_t>(bx[3], 1, in.W - left));
+  const bool need_h = ow != cw, need_v = oh != ch;
+  const bool v_first = vertical_first_rule && (ch - oh) > 0 && (ch - oh) > 2 * (cw - ow);
+  const Coeffs hc = need_h ? coefficients(cw, ow) : Coeffs();
+  Coeffs vc = need_v ? coefficients(ch, oh) : Coeffs();
+  int64_t stride = in.sH;  // row stride of the planes read below
+  if (in.interleaved) {
+    planes.resize(static_cast<size_t>(C) * ch * cw);
+    deinterleave(in.base + top * in.sH + left * C, in.sH, ch, cw, C, planes.data());
+    stride = cw;
+  }
+  for (int64_t c = 0; c < C; ++c) {
+    const uint8_t* plane = in.interleaved  // crop origin of this channel
+        ? planes.data() + static_cast<size_t>(c) * ch * cw
+        : in.base + c * in.sC + top * in.sH + left;
+    uint8_t* dst = out + c * oh * ow;
+    if (!need_h && !need_v) {
+      for (int y = 0; y < oh; ++y) std::memcpy(dst + y * ow, plane + y * stride, ow);
+    } else if (!need_h) {
+      vertical(plane, stride, ow, vc, oh, dst, ow, acc);
+    } else if (!need_v) {
+      horizontal(plane, stride, oh, cw, hc, ow, dst, ow, scratch);
+    } else if (v_first) {
+      tmp.resize(static_cast<size_t>(oh) * cw);
+      vertical(plane, stride, cw, vc, oh, tmp.data(), cw, acc);
+      horizontal(tmp.data(), cw, oh, cw, hc, ow, dst, ow, scratch);
+    } else {
+      // horizontal pass over the rows the vertical pass reads
+      const int first = vc.start[0];
+      const int last = vc.start[oh - 1] + vc.count[oh - 1];
+      tmp.resize(static_cast<size_t>(last - first) * ow);
+      horizontal(plane + first * stride, stride, last - first, cw, hc, ow,
+                 tmp.data(), ow, scratch);
+      Coeffs shifted = vc;
+      for (auto& s : shifted.start) s -= first;
+      vertical(tmp.data(), ow, ow, shifted, oh, dst, ow, acc);
+    }
+  }
+}
+
+}  // namespace
+
 at::Tensor resized_crop(const at::Tensor& images_in, const at::Tensor& boxes_in, int64_t out_h,
                         int64_t out_w, bool vertical_first_rule) {
   TORCH_CHECK(images_in.dim() == 4 && images_in.scalar_type() == at::kByte,
@@ -202,55 +263,43 @@ at::Tensor resized_crop(const at::Tensor& images_in, const at::Tensor& boxes_in,
   const int oh = static_cast<int>(out_h), ow = static_cast<int>(out_w);
   parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
     thread_local Scratch scratch;  // reused by every sample a thread takes
-    std::vector<uint8_t>& tmp = scratch.tmp;
-    std::vector<int32_t>& acc = scratch.acc;
-    thread_local std::vector<uint8_t> planes;  // the crop as planes, for interleaved input
     for (int64_t b = b0; b < b1; ++b) {
-      const int64_t* bx = box_p + b * 4;
-      const int64_t top = std::clamp<int64_t>(bx[0], 0, H - 1);
-      const int64_t left = std::clamp<int64_t>(bx[1], 0, W - 1);
-      const int ch = static_cast<int>(std::clamp<int64_t>(bx[2], 1, H - top));
-      const int cw = static_cast<int>(std::clamp<int64_t>(bx[3], 1, W - left));
-      const bool need_h = ow != cw, need_v = oh != ch;
-      const bool v_first = vertical_first_rule && (ch - oh) > 0 && (ch - oh) > 2 * (cw - ow);
-      const Coeffs hc = need_h ? coefficients(cw, ow) : Coeffs();
-      Coeffs vc = need_v ? coefficients(ch, oh) : Coeffs();
-      int64_t stride = sH;  // row stride of the planes read below
-      if (interleaved) {
-        planes.resize(static_cast<size_t>(C) * ch * cw);
-        deinterleave(in_p + b * sB + top * sH + left * C, sH, ch, cw, C, planes.data());
-        stride = cw;
-      }
-      for (int64_t c = 0; c < C; ++c) {
-        const uint8_t* plane = interleaved  // crop origin of this channel
-            ? planes.data() + static_cast<size_t>(c) * ch * cw
-            : in_p + b * sB + c * sC + top * sH + left;
-        uint8_t* dst = out_p + (b * C + c) * out_h * out_w;
-        if (!need_h && !need_v) {
-          for (int y = 0; y < oh; ++y) std::memcpy(dst + y * ow, plane + y * stride, ow);
-        } else if (!need_h) {
-          vertical(plane, stride, ow, vc, oh, dst, ow, acc);
-        } else if (!need_v) {
-          horizontal(plane, stride, oh, cw, hc, ow, dst, ow, scratch);
-        } else if (v_first) {
-          tmp.resize(static_cast<size_t>(oh) * cw);
-          vertical(plane, stride, cw, vc, oh, tmp.data(), cw, acc);
-          horizontal(tmp.data(), cw, oh, cw, hc, ow, dst, ow, scratch);
-        } else {
-          // horizontal pass over the rows the vertical pass reads
-          const int first = vc.start[0];
-          const int last = vc.start[oh - 1] + vc.count[oh - 1];
-          tmp.resize(static_cast<size_t>(last - first) * ow);
-          horizontal(plane + first * stride, stride, last - first, cw, hc, ow,
-                     tmp.data(), ow, scratch);
-          Coeffs shifted = vc;
-          for (auto& s : shifted.start) s -= first;
-          vertical(tmp.data(), ow, ow, shifted, oh, dst, ow, acc);
-        }
-      }
+      const SampleIn in{in_p + b * sB, H, W, sH, sC, interleaved};
+      crop_one(in, C, box_p + b * 4, oh, ow, vertical_first_rule, out_p + b * C * oh * ow,
+               scratch);
     }
   });
   return out;
+}
+
+void resized_crop_list(at::TensorList images, const at::Tensor& boxes_in, int64_t out_h,
+                       int64_t out_w, bool vertical_first_rule, const at::Tensor& out) {
+  const int64_t B = static_cast<int64_t>(images.size());
+  TORCH_CHECK(out.dim() == 4 && out.size(0) == B && out.size(2) == out_h && out.size(3) == out_w
+              && out.scalar_type() == at::kByte && out.is_contiguous(),
+              "out must be a contiguous uint8 (B, C, out_h, out_w) tensor");
+  const at::Tensor boxes = boxes_in.to(at::kLong).contiguous();
+  TORCH_CHECK(boxes.dim() == 2 && boxes.size(0) == B && boxes.size(1) == 4,
+              "boxes must be (B, 4) top, left, height, width");
+  const int64_t C = out.size(1);
+  for (int64_t b = 0; b < B; ++b) {
+    const at::Tensor& im = images[b];
+    TORCH_CHECK(im.dim() == 3 && im.scalar_type() == at::kByte && im.size(2) == C &&
+                    im.stride(2) == 1 && im.stride(1) == C,
+                "image ", b, " must be an interleaved uint8 (H, W, ", C, ") tensor");
+  }
+  const int64_t* box_p = boxes.data_ptr<int64_t>();
+  uint8_t* out_p = out.data_ptr<uint8_t>();
+  const int oh = static_cast<int>(out_h), ow = static_cast<int>(out_w);
+  parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
+    thread_local Scratch scratch;
+    for (int64_t b = b0; b < b1; ++b) {
+      const at::Tensor& im = images[b];
+      const SampleIn in{im.data_ptr<uint8_t>(), im.size(0), im.size(1), im.stride(0), 1, true};
+      crop_one(in, C, box_p + b * 4, oh, ow, vertical_first_rule, out_p + b * C * oh * ow,
+               scratch);
+    }
+  });
 }
 
 }  // namespace npu_data_native

@@ -1,0 +1,116 @@
+"""Crop at read: a keyed pipeline's leading crop applied while the batch is read.
+
+Every sample's parameters are a pure function of (seed, epoch, index) and of its stored size
+(``transforms.draws``), so the loader knows each crop box before any pixel is read. The batch
+sampler's batches leave the main process as ``PlannedIndices`` carrying those boxes; the
+reader (``collate_columns``) resizes each crop straight from the stored pixels — a zero-copy
+view of the memory map for raw shards, the decoded array for encoded ones — into the batch
+buffer (one compiled call per batch, no full-image copy, no padding), and moves the geometry
+keys with it. The main process then runs only the rest of the pipeline. The values are the
+ones of collating the full images and running the crop there (the same kernel on the same
+pixels), so ``batch["aug"]`` and the CPU replay are unchanged.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from npu_data.shards.batch_read import CropPlan, PlannedIndices
+from npu_data.transforms import _native, draws, geometry
+from npu_data.transforms import functional as F
+from npu_data.transforms._kernels.resample import vertical_first_rule
+from npu_data.transforms.compose import Compose
+from npu_data.transforms.crop import _CropBase
+from npu_data.transforms.params import Batch, Params, Transform
+
+
+def leading_crop(transform: Any) -> tuple[_CropBase, int] | None:
+    """The keyed pipeline's first stage when it is a crop, with its draw position."""
+    if not isinstance(transform, Transform) or not transform.keyed:
+        return None
+    if isinstance(transform, Compose):
+        first = transform.transforms[0]
+        return (first, draws.child_position(0, 0)) if isinstance(first, _CropBase) else None
+    return (transform, 0) if isinstance(transform, _CropBase) else None
+
+
+@dataclass
+class Plan:
+    """One pass's crop plan: the stored sizes, the crop stage and its draw position, the
+    seed and the (augmentation) epoch."""
+
+    sizes: np.ndarray
+    crop: _CropBase
+    position: int
+    seed: int
+    epoch: int
+
+
+class PlannedBatches:
+    """A batch sampler whose batches carry their crop boxes (drawn in the main process) while
+    ``plan`` is set, and pass unchanged otherwise. One per loader: torch's persistent-worker
+    iterator keeps the index sampler of its first pass, so the plan changes, not the object."""
+
+    def __init__(self, batches: Any) -> None:
+        self.batches = batches
+        self.plan: Plan | None = None
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self) -> Iterator[Any]:
+        plan = self.plan
+        if plan is None:
+            yield from self.batches
+            return
+        n = len(plan.sizes)
+        for batch in self.batches:
+            ids = np.asarray(batch, dtype=np.int64).reshape(-1) % max(n, 1)
+            keys = draws.sample_keys(plan.seed, plan.epoch, ids)
+            boxes = plan.crop.draw_keyed(plan.sizes[ids], keys, plan.position)["boxes"]
+            yield PlannedIndices(batch, CropPlan(boxes.numpy(), plan.crop.size,
+                                                 plan.crop.min_visible))
+
+
+def apply_rest(transform: Transform, batch: Batch, params: Params) -> Batch:
+    """The pipeline after its leading crop, with the whole pipeline's ``params``."""
+    if not isinstance(transform, Compose):
+        return batch
+    for i, t in enumerate(transform.transforms[1:], start=1):
+        prefix = f"{i}."
+        batch = t.apply(batch, {k[len(prefix):]: v for k, v in params.items()
+                                if k.startswith(prefix)})
+    return batch
+
+
+def crop_geometry(batch: Batch, boxes: torch.Tensor, crop: CropPlan) -> Batch:
+    """The collated batch's geometry keys through the crop; ``sizes`` the output size."""
+    out = dict(batch)
+    out.update(geometry.resized_crop_geometry(batch, boxes, crop.size, crop.min_visible))
+    out["sizes"] = torch.tensor(crop.size, dtype=torch.int64).expand(len(boxes), 2)
+    return out
+
+
+def crop_images(images: Sequence[np.ndarray], boxes: torch.Tensor, out: torch.Tensor) -> None:
+    """Resize each ``(H, W, 3)`` image's crop box into ``out (B, 3, h, w)`` (contiguous)."""
+    if not len(images):
+        return
+    with warnings.catch_warnings():  # memory-map views are read-only; nothing writes them
+        warnings.simplefilter("ignore", UserWarning)
+        tensors = [torch.from_numpy(im) for im in images]
+    native = _native.for_tensor(out)
+    if native is not None:
+        native.resized_crop_list(tensors, boxes, out.shape[2], out.shape[3],
+                                 vertical_first_rule(), out)
+        return
+    for i, t in enumerate(tensors):  # the pure-torch kernel, one sample at a time
+        h, w = t.shape[:2]
+        sizes = torch.tensor([[h, w]], dtype=torch.int64)
+        out[i] = F.resized_crop(t.permute(2, 0, 1)[None], sizes, boxes[i:i + 1],
+                                tuple(out.shape[2:]))[0]

@@ -1,0 +1,130 @@
+"""Crop at read (loaders.crop_read): the leading crop applied while a batch is read gives the
+same batches, key for key and bit for bit, as reading full images and cropping after."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from npu_data.annotations.images import ImageOptions
+from npu_data.errors import UserError
+from npu_data.loaders import DataLoader, crop_read
+from npu_data.shards.reader import ShardDataset
+from npu_data.shards.writer import WriteOptions, write_dataset
+from npu_data.transforms import (
+    CenterCrop,
+    ColorJitter,
+    Compose,
+    RandomHorizontalFlip,
+    RandomResizedCrop,
+    Resize,
+    _native,
+)
+from tests.shards.export_maker import make_export
+from tests.shards.test_batch_read import _same_value
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ShardDataset]:
+    tmp = tmp_path_factory.mktemp("crop_read")
+    export = make_export(tmp / "proj", n=23)
+    out = {}
+    for store in ("raw", "encoded"):
+        opts = WriteOptions(store=store, shard_size=5,
+                            images=ImageOptions(images_root=tmp / "proj"))
+        write_dataset(export, tmp / store, opts)
+        out[store] = ShardDataset(tmp / store)
+    return out
+
+
+def _same_batch(expected: dict[str, Any], got: dict[str, Any]) -> None:
+    assert list(got) == list(expected)
+    for key, value in expected.items():
+        if isinstance(value, dict):  # batch["aug"]: the parameters
+            _same_batch(value, got[key])
+        elif isinstance(value, torch.Tensor):  # values; strides differ across processes
+            other = got[key]
+            assert (value.dtype, value.shape) == (other.dtype, other.shape), key
+            assert torch.equal(value.nan_to_num(), other.nan_to_num()), key
+        else:
+            _same_value(value, got[key], key)
+
+
+def _pipeline(kind: str) -> Any:
+    if kind == "rrc":
+        return RandomResizedCrop(24, scale=(0.05, 1.0))
+    if kind == "resize":
+        return Compose([Resize((20, 30)), RandomHorizontalFlip()])
+    if kind == "center":
+        return Compose([CenterCrop(40), ColorJitter(0.4, 0.4, 0.4, 0.1)])
+    return Compose([RandomResizedCrop(24), ColorJitter(0.4, 0.4, 0.4, 0.1),
+                    RandomHorizontalFlip()])
+
+
+def _batches(ds: ShardDataset, read_crop: bool, kind: str, **kw: Any) -> list[dict[str, Any]]:
+    args: dict[str, Any] = {"batch_size": 6, "shuffle": True, "seed": 3, "device": "cpu",
+                            "transform": _pipeline(kind), "read_crop": read_crop}
+    args.update(kw)
+    loader = DataLoader(ds, **args)
+    return [b for _ in range(2) for b in loader]  # two epochs: new boxes in the second
+
+
+@pytest.mark.parametrize("store", ["raw", "encoded"])
+@pytest.mark.parametrize("kind", ["pipeline", "rrc", "resize", "center"])
+def test_crop_at_read_equals_crop_after_read(stores: dict[str, ShardDataset], store: str,
+                                             kind: str) -> None:
+    ds = stores[store]
+    after = _batches(ds, False, kind)
+    during = _batches(ds, True, kind)
+    assert len(after) == len(during) == 8
+    for a, b in zip(after, during, strict=True):
+        _same_batch(a, b)  # every key: image, sizes, boxes, polygons, masks, ..., aug
+
+
+def test_crop_at_read_in_workers_and_with_the_torch_kernels(
+        stores: dict[str, ShardDataset]) -> None:
+    ds = stores["raw"]
+    after = _batches(ds, False, "pipeline")
+    workers = _batches(ds, True, "pipeline", num_workers=2, persistent_workers=True)
+    for a, b in zip(after, workers, strict=True):
+        _same_batch(a, b)
+    with _native.disabled():  # the pure-torch crop, one sample at a time
+        torch_kernels = _batches(ds, True, "rrc")
+    for a, b in zip(_batches(ds, False, "rrc"), torch_kernels, strict=True):
+        _same_batch(a, b)
+
+
+def test_crop_at_read_is_the_default_on_the_cpu(stores: dict[str, ShardDataset],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[int, ...]] = []
+    real = crop_read.crop_images
+
+    def spy(images: Any, boxes: torch.Tensor, out: torch.Tensor) -> None:
+        calls.append(tuple(out.shape))
+        real(images, boxes, out)
+
+    monkeypatch.setattr(crop_read, "crop_images", spy)
+    batch = next(iter(DataLoader(stores["raw"], batch_size=4, device="cpu",
+                                 transform=_pipeline("pipeline"))))
+    assert calls and set(calls) == {(4, 3, 24, 24)} and batch["image"].shape == (4, 3, 24, 24)
+    calls.clear()
+    next(iter(DataLoader(stores["raw"], batch_size=4, device="cpu", read_crop=False,
+                         transform=_pipeline("pipeline"))))
+    assert calls == []
+
+
+def test_read_crop_true_says_why_it_cannot(stores: dict[str, ShardDataset],
+                                           tmp_path: Path) -> None:
+    ds = stores["raw"]
+    with pytest.raises(UserError, match="collate_fn gets the full samples"):
+        DataLoader(ds, batch_size=2, read_crop=True, transform=_pipeline("rrc"),
+                   collate_fn=list)
+    with pytest.raises(UserError, match="does not start with an npu_data crop"):
+        DataLoader(ds, batch_size=2, read_crop=True, transform=RandomHorizontalFlip())
+    with pytest.raises(UserError, match="not a ShardDataset"):
+        DataLoader(list(range(4)), batch_size=2, read_crop=True, transform=_pipeline("rrc"))
+    with pytest.raises(UserError, match="must be True, False or None"):
+        DataLoader(ds, batch_size=2, read_crop="yes")  # type: ignore[arg-type]
