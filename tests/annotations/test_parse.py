@@ -272,3 +272,56 @@ def test_json_min_rows_apart_across_chunks(tmp_path: Path, monkeypatch: pytest.M
     assert r.table.columns["task_id"].tolist() == [2]
     assert r.table.columns["boxes.xywhr"][:, 0].tolist() == [20.0]
     assert [(x.index, x.task_id) for x in r.rejected] == [(0, 1)] and "x=-5" in r.rejected[0].reason
+
+
+def test_non_numeric_coordinate_rejected_never_zero(tmp_path: Path) -> None:
+    # the old test read a NaN x as 0.0: a coordinate that is not a number rejects its task
+    xs: list[object] = [10, "ten", None, float("nan")]
+    tasks = [_task(i + 1, [_ann(1, [_box("asnf"[i], x)])]) for i, x in enumerate(xs)]  # type: ignore[arg-type]
+    p = tmp_path / "e.json"
+    p.write_text(json.dumps(tasks))
+    r = parse_export(p)
+    assert r.table.columns["task_id"].tolist() == [1]
+    assert r.table.columns["boxes.xywhr"][:, 0].tolist() == [10.0]
+    assert [(x.task_id, x.reason) for x in r.rejected] == [
+        (2, "task 2: result 's' (rectanglelabels): field 'x' = 'ten' is not a finite number — "
+            "fix the export"),
+        (3, "task 3: result 'n' (rectanglelabels): field 'x' = None is not a finite number — "
+            "fix the export"),
+        (4, "task 4: result 'f' (rectanglelabels): field 'x' = nan is not a finite number — "
+            "fix the export")]
+
+
+def test_gc_paused_only_while_parsing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from npu_data.annotations import parse as parse_mod
+
+    seen: list[bool] = []
+    chunk = parse_mod._Parser.chunk
+
+    def spy(self: parse_mod._Parser, tasks: list, first: int) -> None:
+        seen.append(gc.isenabled())
+        if any(isinstance(t, dict) and t.get("id") == 99 for t in tasks):
+            raise RuntimeError("boom")  # an unexpected error inside the parser
+        chunk(self, tasks, first)
+
+    monkeypatch.setattr(parse_mod._Parser, "chunk", spy)
+    good = _write(tmp_path, [_task(1, [_ann(1, [_box("a", 10)])])])
+    assert gc.isenabled()
+    assert parse_export(good).table.num_samples == 1
+    assert seen == [False] and gc.isenabled()  # paused during the parse, restored after
+    with pytest.raises(RuntimeError, match="boom"):
+        parse_export(_write(tmp_path, [_task(99, [])], "boom.json"))
+    assert gc.isenabled()
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'[{"id": 1, "data": {"image": "a.jpg"}}, {"id": ]')
+    with pytest.raises(UserError, match="malformed JSON"):
+        parse_export(bad)
+    assert gc.isenabled()
+    gc.disable()  # a caller that paused the collector itself keeps it paused
+    try:
+        parse_export(good)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
