@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from npu_data.errors import UserError
-from npu_data.transforms import _native
+from npu_data.transforms import _kernels, _native
 from npu_data.transforms._kernels import color as _color
-from npu_data.transforms._kernels.resample import resample_last, vertical_first_rule
+from npu_data.transforms._kernels.resample import resize_two_passes, vertical_first_rule
 
 __all__ = [
     "adjust_brightness",
@@ -77,6 +78,10 @@ def resized_crop(
     pass then a vertical pass with an 8-bit intermediate (Pillow >= 13: vertical first when
     the height shrinks more than twice as much as the width). Exact on the CPU kernels and
     the torch kernels alike. Returns (B, C, h, w) uint8.
+
+    The torch kernels read nothing back from the device: with ``boxes`` on the host (a CPU
+    tensor) each sample runs its own pass order once; with device boxes both orders run and
+    each sample keeps its own.
     """
     _check_images(images, sizes)
     out_h, out_w = _out_size(size)
@@ -88,18 +93,34 @@ def resized_crop(
     if native is not None:
         _check_boxes_inside(bx, images)
         return native.resized_crop(images, bx, out_h, out_w, vertical_first_rule())
-    out = _resized_crop_hv(images, bx, out_h, out_w)
-    if not vertical_first_rule():
-        return out
+    v_first = _vertical_first(bx, out_h, out_w)
+    if not _kernels.host_values(boxes):
+        # The pass order of each sample is on the device: both orders for every sample,
+        # each picked per sample (no read back). Host boxes avoid the double work.
+        hv = _resized_crop_torch(images, bx, out_h, out_w, vertical=False)
+        vh = _resized_crop_torch(images, bx, out_h, out_w, vertical=True)
+        return torch.where(v_first.view(-1, 1, 1, 1), vh, hv).contiguous()
+    order = v_first.cpu().numpy()
+    if not order.any() or order.all():
+        return _resized_crop_torch(images, bx, out_h, out_w, vertical=bool(order.any()))
     # Pillow >= 13 runs the vertical pass first when the height shrinks more than twice as
-    # much as the width: the same passes on the transposed images, chosen per sample.
-    top, left, ch, cw = bx.unbind(1)
-    v_first = ((ch - out_h) > 0) & ((ch - out_h) > 2 * (cw - out_w))
-    if images.device.type == "cpu" and not bool(v_first.any()):
-        return out
-    swapped = torch.stack([left, top, cw, ch], dim=1)
-    vh = _resized_crop_hv(images.transpose(2, 3), swapped, out_w, out_h).transpose(2, 3)
-    return torch.where(v_first.view(-1, 1, 1, 1), vh, out).contiguous()
+    # much as the width: each sample runs its own order once, in two groups known here.
+    out = images.new_empty((images.shape[0], images.shape[1], out_h, out_w))
+    for vertical in (False, True):
+        idx = torch.from_numpy(np.flatnonzero(order == vertical)).to(images.device)
+        part = _resized_crop_torch(images.index_select(0, idx), bx.index_select(0, idx),
+                                   out_h, out_w, vertical=vertical)
+        out.index_copy_(0, idx, part)
+    return out
+
+
+def _vertical_first(bx: torch.Tensor, out_h: int, out_w: int) -> torch.Tensor:
+    """(B,) bool: the samples Pillow >= 13 resizes vertically first (the height shrinks by
+    more than twice as many pixels as the width)."""
+    ch, cw = bx[:, 2], bx[:, 3]
+    if not vertical_first_rule():
+        return torch.zeros_like(ch, dtype=torch.bool)
+    return ((ch - out_h) > 0) & ((ch - out_h) > 2 * (cw - out_w))
 
 
 def _check_boxes_inside(bx: torch.Tensor, images: torch.Tensor) -> None:
@@ -112,19 +133,17 @@ def _check_boxes_inside(bx: torch.Tensor, images: torch.Tensor) -> None:
                         f"lies outside the {height}x{width} batch: clip it to the image")
 
 
-def _resized_crop_hv(images: torch.Tensor, bx: torch.Tensor, out_h: int, out_w: int
-                     ) -> torch.Tensor:
-    """Horizontal pass, then vertical pass, as batched banded matmuls (any device)."""
-    b, c, height, width = images.shape
-    top, left, ch, cw = bx[:, 0], bx[:, 1], bx[:, 2].clamp(min=1), bx[:, 3].clamp(min=1)
-    # horizontal pass over every row: (B, C*H, W) -> (B, C*H, out_w)
-    rows = images.reshape(b, c * height, width) if images.is_contiguous() else \
-        images.contiguous().reshape(b, c * height, width)
-    horiz = resample_last(rows, left, cw, out_w)
-    # vertical pass: (B, C*out_w, H) -> (B, C*out_w, out_h)
-    cols = horiz.view(b, c, height, out_w).transpose(2, 3).reshape(b, c * out_w, height)
-    vert = resample_last(cols, top, ch, out_h)
-    return vert.view(b, c, out_w, out_h).transpose(2, 3).contiguous()
+def _resized_crop_torch(images: torch.Tensor, bx: torch.Tensor, out_h: int, out_w: int,
+                        vertical: bool) -> torch.Tensor:
+    """Both passes on every sample of the batch, horizontal or ``vertical`` first (any
+    device): integer tap sums over gathered rows (``_kernels.resample``)."""
+    top, left, ch, cw = bx.unbind(1)
+    hwc = images.permute(0, 2, 3, 1)  # (B, H, W, C): free for channels-last batches
+    if vertical:  # rows of H first, then the columns: (B, out_w, out_h, C)
+        z = resize_two_passes(hwc, (top, ch, out_h), (left, cw, out_w))
+        return z.permute(0, 3, 2, 1).contiguous()
+    z = resize_two_passes(hwc.transpose(1, 2), (left, cw, out_w), (top, ch, out_h))
+    return z.permute(0, 3, 1, 2).contiguous()
 
 
 def hflip(images: torch.Tensor, sizes: torch.Tensor, flip_mask: torch.Tensor) -> torch.Tensor:
@@ -188,11 +207,12 @@ def adjust_hue(
     """torchvision's PIL ``adjust_hue``: Pillow HSV, ``H += uint8(hue * 255)`` wrapping, back.
 
     By default through two cached 2**24-entry tables (two gathers per pixel); ``direct=True``
-    evaluates Pillow's arithmetic per pixel instead (same values, many more passes).
+    evaluates Pillow's arithmetic per pixel instead (same values, many more passes, float64:
+    a reference for the host, not for accelerators).
     """
     _check_images(images, sizes)
     f = _check_factors(factors, images.shape[0], "hue").to(images.device)
-    if f.device.type == "cpu" and bool(torch.any((f < -0.5) | (f > 0.5))):
+    if _kernels.host_values(f) and bool(torch.any((f < -0.5) | (f > 0.5))):
         raise UserError("hue factors must lie in [-0.5, 0.5]")
     shift = _color.hue_shift(f)
     fast = None if direct else _compiled_colour_op(images, sizes, 3, torch.ones_like(f), shift)
@@ -237,7 +257,7 @@ def color_sequence(images: torch.Tensor, sizes: torch.Tensor, order: torch.Tenso
 def _checked_nonneg(factors: torch.Tensor, images: torch.Tensor, name: str) -> torch.Tensor:
     f = _check_factors(factors, images.shape[0], name).to(images.device)
     # Validation reads the values only for CPU tensors: no host sync on accelerators.
-    if f.device.type == "cpu" and bool(torch.any(f < 0)):
+    if _kernels.host_values(f) and bool(torch.any(f < 0)):
         raise UserError(f"{name} factors must be non-negative")
     return f
 

@@ -36,6 +36,7 @@ from npu_data.transforms import (
     _native,
 )
 from npu_data.transforms import functional as F
+from npu_data.transforms._kernels import accelerator_path
 from npu_data.transforms._kernels import color as K
 from npu_data.transforms.draws import sample_keys
 
@@ -105,14 +106,11 @@ class DeviceRulesAudit(TorchDispatchMode):
                 f"({top(self.float64)}), {sum(self.syncs.values())} syncs ({top(self.syncs)})")
 
 
-def device_path() -> contextlib.AbstractContextManager[Any]:
-    """The torch kernels, on the CPU."""
-    return _native.disabled()
-
-
 def audit(fn: Callable[[], Any]) -> DeviceRulesAudit:
+    """Run ``fn`` down the CUDA/NPU code path (``accelerator_path``: the torch kernels, no
+    CPU-only value checks) under the audit."""
     mode = DeviceRulesAudit()
-    with device_path(), mode.watching_reads(), mode:
+    with accelerator_path(), mode.watching_reads(), mode:
         fn()
     return mode
 
@@ -183,20 +181,34 @@ def _cases() -> dict[str, Callable[[], Any]]:
 CASES = _cases()
 
 
-# issue 13: float64 and host syncs on the device path, until the next commits remove them
-_KNOWN_BAD = {"resized_crop 96", "resized_crop (64, 80)", "adjust_brightness", "adjust_contrast",
-              "adjust_saturation", "adjust_hue", "RandomResizedCrop(96)",
-              "ColorJitter(0.4,0.4,0.4,0.1)", "ColorJitter fixed order",
-              "Compose crop+jitter+flip"}
-
-
-@pytest.mark.parametrize("case", [
-    pytest.param(c, marks=pytest.mark.xfail(strict=True)) if c in _KNOWN_BAD else c
-    for c in CASES])
+@pytest.mark.parametrize("case", list(CASES))
 def test_no_float64_and_no_host_sync(case: str) -> None:
     mode = audit(CASES[case])
     assert sum(mode.ops.values()) > 0
     assert not mode.float64 and not mode.syncs, mode.summary()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_accelerator_path_gives_the_compiled_kernels_pixels(case: str) -> None:
+    """What the audit ran is exact: the same output as the compiled CPU kernels (which
+    match Pillow bit for bit, tests/transforms/test_native.py)."""
+    expected = CASES[case]()
+    with accelerator_path():
+        got = CASES[case]()
+    e = expected["image"] if isinstance(expected, dict) else expected
+    g = got["image"] if isinstance(got, dict) else got
+    assert e.dtype == g.dtype and e.shape == g.shape
+    assert torch.equal(e, g), (case, (e.double() - g.double()).abs().max())
+
+
+@pytest.mark.parametrize("case", ["resized_crop 96", "Compose crop+jitter+flip"])
+def test_no_float64_on_the_cpu_torch_path_either(case: str) -> None:
+    """With host tensors the kernels may read values (argument checks, one pass order per
+    sample in two groups), but float64 stays out there too."""
+    mode = DeviceRulesAudit()
+    with _native.disabled(), mode:
+        CASES[case]()
+    assert not mode.float64, mode.summary()
 
 
 def test_the_audit_sees_what_it_must_refuse() -> None:

@@ -1,1 +1,40 @@
-"""Batched pixel kernels behind :mod:`npu_data.transforms.functional`."""
+"""Batched pixel kernels behind :mod:`npu_data.transforms.functional`.
+
+The rules these kernels keep on every device (issue 13; checked on the CPU by
+``tests/transforms/test_device_rules.py``): no float64 tensor (what Pillow computes in double
+is tabulated on the host), no host sync (no ``.item()``, ``.tolist()``, ``nonzero`` or other
+data-dependent shape), no matmul (products are integers, exact whatever the user's matmul
+precision: TF32/HF32/bf16 cannot reach them). A value may be read only from a host tensor,
+through :func:`host_values`, and only to validate arguments or to pick a cheaper path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+
+import torch
+
+_STATE = threading.local()
+
+
+def host_values(t: torch.Tensor) -> bool:
+    """Whether a kernel may read ``t``'s values on the host: ``t`` is a CPU tensor (no device
+    queue to stall) and :func:`accelerator_path` is not active."""
+    return t.device.type == "cpu" and not getattr(_STATE, "accelerator", False)
+
+
+@contextlib.contextmanager
+def accelerator_path() -> Iterator[None]:
+    """Run CPU tensors exactly down the code path of CUDA/NPU tensors: the pure-torch kernels
+    (the compiled CPU kernels off) and no reads of values (:func:`host_values` is False)."""
+    from npu_data.transforms import _native
+
+    before = getattr(_STATE, "accelerator", False)
+    _STATE.accelerator = True
+    try:
+        with _native.disabled():
+            yield
+    finally:
+        _STATE.accelerator = before

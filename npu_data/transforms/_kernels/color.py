@@ -3,8 +3,10 @@
 Pillow's ImageEnhance ops blend two 8-bit images in float32 as ``in1 + a * (in2 - in1)``
 and then clip and TRUNCATE; grayscale is ``(19595 R + 38470 G + 7471 B + 0x8000) >> 16`` in
 integers. Hue follows Pillow's ``rgb2hsv`` / ``hsv2rgb``, whose arithmetic mixes float and
-double: each step below is computed in float64 and rounded to float32 where Pillow assigns
-to a float variable. Every op is elementwise over the whole batch; factors are (B,).
+double: :func:`rgb_to_hsv` / :func:`hsv_to_rgb` compute each step in float64 and round to
+float32 where Pillow assigns to a float variable — on the host, to build the two tables the
+device kernels gather from (:func:`adjust_hue_lut`); nothing on the device path uses float64.
+Every op is elementwise over the whole batch; factors are (B,).
 """
 
 from __future__ import annotations
@@ -104,8 +106,20 @@ def hsv_to_rgb(hsv: torch.Tensor) -> torch.Tensor:
 
 
 def hue_shift(hue_factors: torch.Tensor) -> torch.Tensor:
-    """torchvision's ``np.array(hue * 255).astype(np.uint8)`` as (B,) int64 in 0..255."""
-    return torch.remainder(torch.trunc(hue_factors.to(torch.float64) * 255.0).to(torch.int64), 256)
+    """torchvision's ``np.array(hue * 255).astype(np.uint8)`` as (B,) int32 in 0..255.
+
+    ``trunc(h * 255)`` of a float32 ``h`` (|h| <= 0.5), exactly, in float32: with
+    ``a = |h|``, ``a * 255 = a * 256 - a`` where ``a * 256`` and its fractional part ``f`` are
+    exact, so the result is ``floor(a * 256) + floor(f - a)``; ``f - a`` lies in [-0.5, 1)
+    and a correctly rounded subtraction keeps its sign and stays below 1 (it cannot exceed
+    ``f``), so its floor is exact. Negative factors wrap modulo 256 as numpy's cast does.
+    """
+    h = hue_factors.to(torch.float32)
+    a = h.abs()
+    scaled = a * 256.0
+    whole = torch.floor(scaled)
+    levels = (whole + torch.floor((scaled - whole) - a)).to(torch.int32)
+    return torch.remainder(torch.where(h < 0, -levels, levels), 256)
 
 
 # --- lookup tables: hue through two 2**24-entry tables (exactly the functions above) -------

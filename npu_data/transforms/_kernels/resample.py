@@ -1,55 +1,28 @@
 """Pillow ``BILINEAR`` resampling of per-sample crops, batched and integer-exact.
 
-Pillow resizes each axis separately (horizontal pass first, over the rows the vertical
-pass needs), with 22-bit fixed-point weights and an 8-bit intermediate. Here the weights are
-built on the device for every sample from its crop box, in float64 exactly as Pillow
-computes them, and applied as banded batched matmuls: the output of one axis is split into
-tiles of ``tile`` positions, each tile reads one window of consecutive input positions, and a
-``(window, tile)`` weight matrix maps the window to the tile. Products are summed in float32,
-exactly: the 22-bit weight is split into a high part (bits 7..21) and a low part (bits 0..6)
-so that every partial sum is an integer below 2**24; the two sums are recombined in int32.
+Pillow resizes each axis separately, with 22-bit fixed-point weights and an 8-bit
+intermediate. The weights depend only on the crop's extent along the axis and the output
+size, so they are computed once on the host, in float64 with numpy exactly as Pillow's
+``precompute_coeffs`` + ``normalize_coeffs_8bpc`` do, for every extent up to a bound, and kept
+on the device as int32 tables (:func:`weight_tables`); a batch gathers its rows by extent. No
+float64 reaches the device and nothing is read back from it.
+
+A pass (:func:`resample_rows`) is a sum over the filter's taps: tap ``t`` gathers, for every
+output position, the whole input row ``xmin + t`` (``index_select`` of contiguous rows) and
+adds it times the int32 weight. Every product and sum is an int32 below 2**31
+(255 * 2**22 * (1 + taps * 2**-22)), so the result is exact on any device and no matmul
+precision setting (TF32/HF32, bf16) can touch it.
 """
 
 from __future__ import annotations
 
-import math
+import threading
 
+import numpy as np
 import torch
 
 PRECISION_BITS = 22
-_LOW_BITS = 7
-# float32 sums of pixel * low-weight stay below 2**24 while a window has fewer taps than this.
-_MAX_EXACT_TAPS = (1 << 24) // (255 * ((1 << _LOW_BITS) - 1)) - 1
-
-
-def coefficients(
-    in_size: torch.Tensor, out_size: int, taps: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pillow's ``precompute_coeffs`` + ``normalize_coeffs_8bpc`` for a batch of extents.
-
-    ``in_size`` (B,) int64: the crop extent along the axis. Returns ``xmin`` (B, out) int64,
-    the first input index of each output, and ``weights`` (B, out, taps) int64 fixed point.
-    """
-    dev = in_size.device
-    size = in_size.to(torch.float64)[:, None]  # (B, 1)
-    scale = size / out_size
-    filterscale = torch.clamp(scale, min=1.0)
-    support = filterscale * 1.0
-    xx = torch.arange(out_size, device=dev, dtype=torch.float64)[None, :]
-    center = (xx + 0.5) * scale  # (B, out); in0 = 0.0 adds nothing
-    ss = 1.0 / filterscale
-    xmin = torch.clamp(torch.trunc(center - support + 0.5), min=0.0)
-    xmax = torch.minimum(torch.trunc(center + support + 0.5), size)
-    count = (xmax - xmin)[..., None]  # (B, out, 1)
-    x = torch.arange(taps, device=dev, dtype=torch.float64)
-    t = ((x + xmin[..., None]) - center[..., None] + 0.5) * ss[..., None]
-    w = torch.clamp(1.0 - t.abs(), min=0.0)
-    w = torch.where(x < count, w, torch.zeros((), dtype=torch.float64, device=dev))
-    # Pillow sums the taps left to right: a cumulative sum's last entry does the same.
-    ww = torch.cumsum(w, dim=-1)[..., -1:]
-    k = torch.where(ww != 0.0, w / torch.where(ww != 0.0, ww, 1.0), w)
-    fixed = torch.trunc(0.5 + k * float(1 << PRECISION_BITS)).to(torch.int64)
-    return xmin.to(torch.int64), fixed
+_HALF = 1 << (PRECISION_BITS - 1)
 
 
 def taps_bound(in_extent: int, out_size: int) -> int:
@@ -57,75 +30,102 @@ def taps_bound(in_extent: int, out_size: int) -> int:
     return 2 * max(1, -(-in_extent // out_size)) + 1
 
 
-def resample_last(
-    x: torch.Tensor, start: torch.Tensor, extent: torch.Tensor, out_size: int, tile: int = 8
-) -> torch.Tensor:
-    """Resize the last axis of ``x`` (B, N, L) uint8: per sample the span
-    ``[start, start + extent)`` goes to ``out_size`` positions. Returns (B, N, out_size) uint8.
+def coefficients_np(extents: np.ndarray, out_size: int, taps: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Pillow's ``precompute_coeffs`` (bilinear, ``in0 = 0``) + ``normalize_coeffs_8bpc`` for
+    crop extents ``extents`` (E,), in float64 on the host, operation for operation.
+
+    Returns ``xmin`` (E, out) int32, the first input index of each output, and ``weights``
+    (E, out, taps) int32 fixed point (0 past each output's own tap count).
     """
-    bsz, n, length = x.shape
+    size = np.asarray(extents, dtype=np.float64).reshape(-1, 1)  # (E, 1)
+    scale = size / out_size
+    filterscale = np.maximum(scale, 1.0)
+    support = filterscale * 1.0
+    xx = np.arange(out_size, dtype=np.float64)[None, :]
+    center = (xx + 0.5) * scale  # (E, out); in0 = 0.0 adds nothing
+    ss = 1.0 / filterscale
+    xmin = np.maximum(np.trunc(center - support + 0.5), 0.0)
+    xmax = np.minimum(np.trunc(center + support + 0.5), size)
+    count = (xmax - xmin)[..., None]  # (E, out, 1)
+    x = np.arange(taps, dtype=np.float64)
+    t = ((x + xmin[..., None]) - center[..., None] + 0.5) * ss[..., None]
+    w = np.maximum(1.0 - np.abs(t), 0.0)
+    w = np.where(x < count, w, 0.0)
+    ww = np.zeros(w.shape[:-1] + (1,), dtype=np.float64)
+    for k in range(taps):  # Pillow sums the taps left to right
+        ww = ww + w[..., k : k + 1]
+    k_norm = np.where(ww != 0.0, w / np.where(ww != 0.0, ww, 1.0), w)
+    fixed = np.trunc(0.5 + k_norm * float(1 << PRECISION_BITS))
+    return xmin.astype(np.int32), fixed.astype(np.int32)
+
+
+_TABLES: dict[tuple[int, str], tuple[int, torch.Tensor, torch.Tensor]] = {}
+_TABLES_LOCK = threading.Lock()
+
+
+def _extent_cap(length: int) -> int:
+    """Tables cover extents 1..cap, cap the next power of two (at least 64) >= ``length``."""
+    return max(64, 1 << (max(1, length) - 1).bit_length())
+
+
+def weight_tables(out_size: int, length: int, device: torch.device
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(xmin (E, out) int32, weights (E, out, taps) int32)`` on ``device`` for every crop
+    extent ``1..E`` with ``E >= length`` (row ``e - 1`` is extent ``e``): built on the host
+    once per output size and device (again only when a longer axis comes), then gathered."""
+    key = (out_size, str(device))
+    cap = _extent_cap(length)
+    got = _TABLES.get(key)
+    if got is None or got[0] < cap:
+        with _TABLES_LOCK:
+            got = _TABLES.get(key)
+            if got is None or got[0] < cap:
+                xmin, w = coefficients_np(np.arange(1, cap + 1), out_size,
+                                          taps_bound(cap, out_size))
+                got = (cap, torch.from_numpy(xmin).to(device), torch.from_numpy(w).to(device))
+                _TABLES[key] = got
+    return got[1], got[2]
+
+
+def resample_rows(x: torch.Tensor, start: torch.Tensor, extent: torch.Tensor, out_size: int
+                  ) -> torch.Tensor:
+    """Resize axis 1 of ``x`` (B, L, R) (0..255 values, uint8 or int32): per sample the rows
+    ``[start, start + extent)`` go to ``out_size`` rows. Returns (B, out_size, R) int32 in
+    0..255 (Pillow's 8-bit result, not yet narrowed).
+
+    ``start`` and ``extent`` are (B,) integer tensors on ``x``'s device; ``taps`` follows
+    from the shape alone (the widest filter an extent <= L can need), so nothing is read back.
+    """
+    bsz, length, r = x.shape
     dev = x.device
-    taps = min(taps_bound(length, out_size), length + 2)
-    xmin, weights = coefficients(extent, out_size, taps)
-    tile = max(1, min(tile, out_size))
-    n_tiles = -(-out_size // tile)
-    padded = n_tiles * tile
-    if padded != out_size:  # extra outputs get zero weights and are dropped at the end
-        xmin = torch.cat([xmin, xmin[:, -1:].expand(bsz, padded - out_size)], dim=1)
-        weights = torch.cat(
-            [weights, weights.new_zeros(bsz, padded - out_size, taps)], dim=1
-        )
-    smax = length / out_size
-    window = min(length, math.ceil((tile - 1) * smax) + taps + 2)
-    xmin_t = xmin.view(bsz, n_tiles, tile)
-    first = xmin_t[:, :, :1]  # (B, T, 1)
-    offset = xmin_t - first  # (B, T, tile) tap-0 position inside the window
-    pos = torch.arange(window, device=dev)
-    k = pos[None, None, :, None] - offset[:, :, None, :]  # (B, T, window, tile)
-    valid = (k >= 0) & (k < taps)
-    w_t = weights.view(bsz, n_tiles, tile, taps)
-    gathered = torch.gather(
-        w_t.unsqueeze(2).expand(bsz, n_tiles, window, tile, taps),
-        4,
-        k.clamp(0, taps - 1).unsqueeze(-1),
-    ).squeeze(-1)
-    mat = torch.where(valid, gathered, torch.zeros((), dtype=torch.int64, device=dev))
-    # window start, clamped so the window stays inside the array (offsets shift to match)
-    begin = start.view(bsz, 1, 1).to(torch.int64) + first  # (B, T, 1)
-    shift = torch.clamp(begin + window - length, min=0)
-    begin = begin - shift
-    mat = _shift_rows(mat, shift)
-    if taps <= _MAX_EXACT_TAPS:
-        hi = (mat >> _LOW_BITS).to(torch.float32)
-        lo = (mat & ((1 << _LOW_BITS) - 1)).to(torch.float32)
-        m = torch.cat([hi, lo], dim=-1)  # (B, T, window, 2*tile)
-        dtype = torch.float32
-    else:
-        m = mat.to(torch.float64)
-        dtype = torch.float64
-    cols = begin + pos.view(1, 1, window)  # (B, T, window)
-    xw = torch.gather(
-        x.unsqueeze(1).expand(bsz, n_tiles, n, length),
-        3,
-        cols.unsqueeze(2).expand(bsz, n_tiles, n, window),
-    )
-    y = torch.matmul(xw.to(dtype), m)  # (B, T, N, 2*tile) or (B, T, N, tile)
-    if dtype == torch.float32:
-        acc = (y[..., :tile].to(torch.int32) << _LOW_BITS) + y[..., tile:].to(torch.int32)
-    else:
-        acc = y.to(torch.int64)
-    out = ((acc + (1 << (PRECISION_BITS - 1))) >> PRECISION_BITS).clamp_(0, 255)
-    out = out.to(torch.uint8).permute(0, 2, 1, 3).reshape(bsz, n, padded)
-    return out[:, :, :out_size]
+    table_x, table_w = weight_tables(out_size, length, dev)
+    taps = min(taps_bound(length, out_size), length + 2, table_w.shape[-1])
+    row = (extent.to(torch.int64).clamp(1, length) - 1)  # (B,) table rows
+    xmin = table_x.index_select(0, row)  # (B, out) int32
+    weights = table_w.index_select(0, row)  # (B, out, taps_max) int32
+    base = start.to(torch.int64).view(bsz, 1) + xmin  # (B, out) first input row per output
+    offset = torch.arange(bsz, device=dev, dtype=torch.int64).view(bsz, 1) * length
+    flat = x.reshape(bsz * length, r).to(torch.int32)  # widened once, not once per tap
+    acc = torch.full((bsz * out_size, r), _HALF, dtype=torch.int32, device=dev)
+    for k in range(taps):
+        rows = (base + k).clamp_(0, length - 1) + offset  # zero weight where past the taps
+        acc.addcmul_(flat.index_select(0, rows.view(-1)), weights[:, :, k].reshape(-1, 1))
+    # 0 <= acc < 256 << 22: the sum of a row's weights is at most 2**22 + taps / 2
+    return (acc >> PRECISION_BITS).view(bsz, out_size, r)
 
 
-def _shift_rows(mat: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
-    """Move window rows down by ``shift`` (B, T, 1) positions (the window start moved left)."""
-    window = mat.shape[2]
-    src = torch.arange(window, device=mat.device).view(1, 1, window) - shift  # (B, T, window)
-    ok = (src >= 0).unsqueeze(-1)
-    picked = torch.gather(mat, 2, src.clamp(min=0).unsqueeze(-1).expand_as(mat))
-    return torch.where(ok, picked, torch.zeros((), dtype=mat.dtype, device=mat.device))
+def resize_two_passes(x: torch.Tensor, first: tuple[torch.Tensor, torch.Tensor, int],
+                      second: tuple[torch.Tensor, torch.Tensor, int]) -> torch.Tensor:
+    """``x`` (B, A, P, C) uint8: resize axis A (``first`` = (start, extent, out)), round to
+    8 bits, then axis P (``second``). Returns (B, second out, first out, C) uint8."""
+    b, _, p, c = x.shape
+    a_start, a_ext, a_out = first
+    p_start, p_ext, p_out = second
+    y = resample_rows(x.contiguous().view(b, x.shape[1], p * c), a_start, a_ext, a_out)
+    y = y.view(b, a_out, p, c).transpose(1, 2).contiguous().view(b, p, a_out * c)
+    z = resample_rows(y, p_start, p_ext, p_out)
+    return z.to(torch.uint8).view(b, p_out, a_out, c)
 
 
 def vertical_first_rule() -> bool:
