@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from npu_data.shards.batch_read import CropPlan, PlannedIndices
+from npu_data.shards.batch_read import CropPlan, EncodedImage, PlannedIndices
 from npu_data.transforms import _native, draws, geometry
 from npu_data.transforms import functional as F
 from npu_data.transforms._kernels.resample import vertical_first_rule
@@ -97,10 +97,13 @@ def crop_geometry(batch: Batch, boxes: torch.Tensor, crop: CropPlan) -> Batch:
     return out
 
 
-def crop_images(images: Sequence[np.ndarray], boxes: torch.Tensor, out: torch.Tensor) -> None:
-    """Resize each ``(H, W, 3)`` image's crop box into ``out (B, 3, h, w)`` (contiguous)."""
+def crop_images(images: Sequence[Any], boxes: torch.Tensor, out: torch.Tensor) -> None:
+    """Resize each image's crop box into ``out (B, 3, h, w)`` (contiguous): ``(H, W, 3)``
+    arrays, or ``EncodedImage`` JPEGs, of which only the box is decoded (``decode_boxes``)."""
     if not len(images):
         return
+    if any(isinstance(im, EncodedImage) for im in images):
+        images, boxes = decode_boxes(images, boxes)
     with warnings.catch_warnings():  # memory-map views are read-only; nothing writes them
         warnings.simplefilter("ignore", UserWarning)
         tensors = [torch.from_numpy(im) for im in images]
@@ -114,3 +117,29 @@ def crop_images(images: Sequence[np.ndarray], boxes: torch.Tensor, out: torch.Te
         sizes = torch.tensor([[h, w]], dtype=torch.int64)
         out[i] = F.resized_crop(t.permute(2, 0, 1)[None], sizes, boxes[i:i + 1],
                                 tuple(out.shape[2:]))[0]
+
+
+def decode_boxes(images: Sequence[Any], boxes: torch.Tensor) -> tuple[list[Any], torch.Tensor]:
+    """Each ``EncodedImage``'s crop box decoded alone (libjpeg-turbo, the pixels of a full
+    decode; ``transforms._native.jpeg_ops``) and its box moved to the region's origin; the
+    JPEGs the region decoder leaves (EXIF orientation, CMYK, no libjpeg) decoded whole."""
+    items, boxes = list(images), boxes.clone()
+    lazy = [i for i, im in enumerate(items) if isinstance(im, EncodedImage)]
+    jpeg = _native.jpeg_ops() if _native.for_tensor(boxes) is not None else None
+    left = lazy
+    if jpeg is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            streams = [torch.from_numpy(items[i].data) for i in lazy]
+        sizes = torch.tensor([items[i].shape[:2] for i in lazy], dtype=torch.int64)
+        regions, status = jpeg.decode_regions(streams, boxes[lazy], sizes)
+        left = []
+        for i, region, ok in zip(lazy, regions, (status == 0).tolist(), strict=True):
+            if ok:
+                items[i] = region.numpy()
+                boxes[i, :2] = 0
+            else:
+                left.append(i)
+    for i in left:
+        items[i] = items[i].decode()
+    return items, boxes

@@ -18,7 +18,7 @@ import numpy as np
 
 from npu_data.annotations.table import GROUP_NESTED, GROUP_TEXT, GROUPS, ranges_index
 from npu_data.errors import UserError
-from npu_data.shards.format import ENC_RAW
+from npu_data.shards.format import ENC_JPEG, ENC_RAW
 
 if TYPE_CHECKING:
     from npu_data.shards.reader import ShardDataset
@@ -44,7 +44,8 @@ class BatchColumns:
     """One batch read column-wise; rows of every group are concatenated in batch order."""
 
     keys: list[str]                     # the sample dict's keys, in order
-    images: list[np.ndarray]            # (H, W, 3) uint8 per sample (raw: memmap views)
+    images: list[Any]                   # (H, W, 3) uint8 per sample (raw: memmap views),
+    #                                     or EncodedImage (JPEG bytes, read with a crop plan)
     ints: dict[str, np.ndarray]         # "index", "task_id": (B,) int64
     strings: dict[str, list[str]]       # "caption": one string per sample
     counts: dict[str, np.ndarray] = field(default_factory=dict)  # group -> (B,) rows
@@ -112,8 +113,9 @@ class SampleBatch(Sequence[Sample]):
         return (self[t] for t in range(len(self)))
 
     def columns(self) -> BatchColumns:
-        """The batch read column-wise (``read_columns``)."""
-        return read_columns(self.dataset, self.indices)
+        """The batch read column-wise (``read_columns``); with a crop plan JPEGs stay
+        encoded (``EncodedImage``) for the region decoder."""
+        return read_columns(self.dataset, self.indices, lazy_jpeg=self.crop is not None)
 
 
 class _Part:
@@ -125,8 +127,29 @@ class _Part:
         self.rec = self.shard.index[local]
 
 
-def read_columns(ds: ShardDataset, indices: Sequence[int]) -> BatchColumns:
-    """Read samples ``indices`` of ``ds`` column-wise (the values ``ds[i]`` would hold)."""
+@dataclass(frozen=True)
+class EncodedImage:
+    """A stored JPEG not decoded yet: its bytes (a view of the memory map), its stored
+    ``shape (H, W, 3)``, and ``decode()`` — the full Pillow decode ``ds[i]`` does."""
+
+    data: np.ndarray
+    shape: tuple[int, int, int]
+    dataset: Any
+    shard: int
+    local: int
+
+    def decode(self) -> np.ndarray:
+        try:
+            return self.dataset.image(self.shard, self.local)  # type: ignore[no-any-return]
+        except Exception:  # ds[i] names the sample and the fix
+            self.dataset[int(self.dataset._starts[self.shard]) + self.local]
+            raise
+
+
+def read_columns(ds: ShardDataset, indices: Sequence[int],
+                 lazy_jpeg: bool = False) -> BatchColumns:
+    """Read samples ``indices`` of ``ds`` column-wise (the values ``ds[i]`` would hold);
+    ``lazy_jpeg``: JPEG images stay ``EncodedImage`` (decoded by the reader's crop)."""
     idx = np.asarray(indices, dtype=np.int64).reshape(-1)
     n = len(ds)
     bad = np.flatnonzero((idx < -n) | (idx >= n))
@@ -134,7 +157,7 @@ def read_columns(ds: ShardDataset, indices: Sequence[int]) -> BatchColumns:
         raise IndexError(f"sample {int(idx[bad[0]])} out of range for {n} samples in {ds.path}")
     gi = idx % n if n else idx
     try:
-        return _read(ds, gi)
+        return _read(ds, gi, lazy_jpeg)
     except UserError:
         raise
     except Exception:
@@ -143,7 +166,7 @@ def read_columns(ds: ShardDataset, indices: Sequence[int]) -> BatchColumns:
         raise
 
 
-def _read(ds: ShardDataset, gi: np.ndarray) -> BatchColumns:
+def _read(ds: ShardDataset, gi: np.ndarray, lazy_jpeg: bool = False) -> BatchColumns:
     b = len(gi)
     shard_of = np.searchsorted(ds._starts, gi, side="right") - 1
     local = gi - ds._starts[shard_of]
@@ -153,10 +176,10 @@ def _read(ds: ShardDataset, gi: np.ndarray) -> BatchColumns:
         parts.append(_Part(ds, k, pos, local[pos]))
     order = np.concatenate([p.pos for p in parts]) if parts else np.zeros(0, np.int64)
     task_id = np.zeros(b, np.int64)
-    images: list[np.ndarray] = [np.zeros((0, 0, 3), np.uint8)] * b
+    images: list[Any] = [np.zeros((0, 0, 3), np.uint8)] * b
     for p in parts:
         task_id[p.pos] = p.rec["task_id"]
-        _part_images(ds, p, images)
+        _part_images(ds, p, images, lazy_jpeg)
     cols = BatchColumns(keys=sample_keys(), images=images,
                         ints={"index": gi.astype(np.int64), "task_id": task_id}, strings={})
     for group in GROUPS:
@@ -165,15 +188,18 @@ def _read(ds: ShardDataset, gi: np.ndarray) -> BatchColumns:
     return cols
 
 
-def _part_images(ds: ShardDataset, p: _Part, images: list[np.ndarray]) -> None:
+def _part_images(ds: ShardDataset, p: _Part, images: list[Any], lazy_jpeg: bool) -> None:
     data = p.shard.data
     rec = p.rec
     offs, lens = rec["offset"].tolist(), rec["length"].tolist()
     hs, ws, cs = rec["height"].tolist(), rec["width"].tolist(), rec["channels"].tolist()
-    raw = (rec["encoding"] == ENC_RAW).tolist()
+    enc = rec["encoding"].tolist()
     for t, i in enumerate(p.pos.tolist()):
-        if raw[t]:
+        if enc[t] == ENC_RAW:
             images[i] = data[offs[t]:offs[t] + lens[t]].reshape(hs[t], ws[t], cs[t])
+        elif lazy_jpeg and enc[t] == ENC_JPEG and cs[t] == 3:
+            images[i] = EncodedImage(data[offs[t]:offs[t] + lens[t]], (hs[t], ws[t], 3), ds,
+                                     p.k, int(p.local[t]))
         else:
             images[i] = ds.image(p.k, int(p.local[t]))
 

@@ -128,3 +128,51 @@ def test_read_crop_true_says_why_it_cannot(stores: dict[str, ShardDataset],
         DataLoader(list(range(4)), batch_size=2, read_crop=True, transform=_pipeline("rrc"))
     with pytest.raises(UserError, match="must be True, False or None"):
         DataLoader(ds, batch_size=2, read_crop="yes")  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def jpegs(tmp_path_factory: pytest.TempPathFactory) -> ShardDataset:
+    """Encoded shards of JPEGs as cameras and tools write them: 4:2:0 (most), 4:4:4,
+    progressive, greyscale, CMYK and an EXIF-rotated photo."""
+    from PIL import Image
+
+    from npu_data.sample_data import make_bench_images
+
+    tmp = tmp_path_factory.mktemp("crop_read_jpeg")
+    project = make_bench_images(tmp / "proj", n=18, width=97, height=61)
+    files = sorted(project.images_dir.glob("*.jpg"))
+    rgb = [Image.open(f).convert("RGB") for f in files]
+    rgb[1].save(files[1], quality=85, subsampling=0)           # 4:4:4
+    rgb[2].save(files[2], quality=85, progressive=True)        # progressive
+    rgb[3].convert("L").save(files[3], quality=85)             # greyscale
+    rgb[4].convert("CMYK").save(files[4], quality=85)          # CMYK: decoded whole
+    exif = Image.Exif()
+    exif[0x0112] = 3                                           # upside down: decoded whole
+    rgb[5].save(files[5], quality=85, exif=exif.tobytes())
+    write_dataset(project.export_path, tmp / "enc",
+                  WriteOptions(store="encoded", shard_size=7,
+                               images=ImageOptions(images_root=project.export_path.parent)))
+    return ShardDataset(tmp / "enc")
+
+
+def test_jpeg_regions_decode_to_the_full_decode_cropped(jpegs: ShardDataset,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from npu_data.shards.batch_read import EncodedImage
+
+    whole: list[int] = []
+    real = EncodedImage.decode
+
+    def spy(self: EncodedImage) -> Any:
+        whole.append(self.local)
+        return real(self)
+
+    monkeypatch.setattr(EncodedImage, "decode", spy)
+    for kind in ("pipeline", "rrc", "center"):
+        after = _batches(jpegs, False, kind, batch_size=5)
+        assert not whole
+        during = _batches(jpegs, True, kind, batch_size=5)
+        for a, b in zip(after, during, strict=True):
+            _same_batch(a, b)
+        # only the CMYK and the EXIF-rotated JPEG were decoded whole (twice: two epochs)
+        assert len(whole) == 4, whole
+        whole.clear()

@@ -6,6 +6,9 @@ builder into ``$NPU_DATA_CACHE/native/<key>`` (default ``~/.cache/npu-data``; th
 the source, torch's version and the CPU), then registered as ``torch.ops.npu_data.*``.
 When no compiler is available, or ``NPU_DATA_NATIVE=0``, :func:`ops` returns ``None`` and the
 transforms use their pure-torch kernels (the same values, slower on the CPU).
+``jpeg.cpp`` (region decoding with libjpeg-turbo, ``torch.ops.npu_data_jpeg``) is a second
+library, linked with ``-ljpeg``: :func:`jpeg_ops` returns ``None`` where libjpeg's headers or
+library are missing, and the readers decode whole images with Pillow instead.
 """
 
 from __future__ import annotations
@@ -39,33 +42,39 @@ def _cpu_signature() -> str:
         return platform.processor()
 
 
-def build_key() -> str:
-    """Hash of everything the compiled library depends on."""
+_JPEG_SOURCES = [_HERE / "jpeg.cpp"]
+_JPEG_LIBS = ["-ljpeg"]
+
+
+def build_key(sources: list[Path] | None = None) -> str:
+    """Hash of everything a compiled library depends on (default: the kernels)."""
     h = hashlib.sha256()
-    sources = b"".join(p.read_bytes() for p in _SOURCES + _HEADERS)
-    for part in (sources, torch.__version__.encode(), " ".join(_FLAGS).encode(),
+    code = b"".join(p.read_bytes() for p in (sources or _SOURCES) + _HEADERS)
+    for part in (code, torch.__version__.encode(), " ".join(_FLAGS).encode(),
                  platform.machine().encode(), _cpu_signature().encode()):
         h.update(part)
     return h.hexdigest()[:16]
 
 
-def _build_dir() -> Path:
+def _build_dir(name: str = "native", sources: list[Path] | None = None) -> Path:
     root = os.environ.get("NPU_DATA_CACHE") or os.path.join(
         os.path.expanduser("~"), ".cache", "npu-data")
-    return Path(root) / "native" / build_key()
+    return Path(root) / name / build_key(sources)
 
 
-def _load() -> Any:
+def _load(name: str = "npu_data_native", sources: list[Path] | None = None,
+          ldflags: list[str] | None = None, folder: str = "native") -> Any:
     from torch.utils.cpp_extension import load
 
-    build = _build_dir()
+    sources = sources or _SOURCES
+    build = _build_dir(folder, sources)
     build.mkdir(parents=True, exist_ok=True)
-    lib, done = build / "npu_data_native.so", build / "built"
+    lib, done = build / f"{name}.so", build / "built"
     if done.exists() and lib.exists():  # a finished build: load it without asking ninja
         torch.ops.load_library(str(lib))
     else:  # builds, or waits for another process building into the same folder (a lock)
-        load(name="npu_data_native", sources=[str(p) for p in _SOURCES], extra_cflags=_FLAGS,
-             extra_include_paths=[str(_HERE)],
+        load(name=name, sources=[str(p) for p in sources], extra_cflags=_FLAGS,
+             extra_ldflags=ldflags or [], extra_include_paths=[str(_HERE)],
              build_directory=str(build), is_python_module=False, verbose=False)
         from npu_data.shards.atomic import atomic_write_bytes
 
@@ -89,6 +98,26 @@ def ops() -> Any | None:
                                 "compiler to enable them.", str(exc).splitlines()[0][:200])
             _STATE["ops"] = result
     return _STATE["ops"]
+
+
+def jpeg_ops() -> Any | None:
+    """``torch.ops.npu_data_jpeg`` (region decoding), or ``None`` when it cannot be built."""
+    if "jpeg" in _STATE:
+        return _STATE["jpeg"]
+    with _LOCK:
+        if "jpeg" not in _STATE:
+            result = None
+            if os.environ.get("NPU_DATA_NATIVE", "1") != "0":
+                try:
+                    _load("npu_data_jpeg", _JPEG_SOURCES, _JPEG_LIBS, folder="jpeg")
+                    result = torch.ops.npu_data_jpeg
+                except Exception as exc:  # no libjpeg headers or library, no compiler, ...
+                    log.warning("npu-data: JPEG region decoding unavailable (%s); JPEGs are "
+                                "decoded whole with Pillow (same pixels, slower). Install "
+                                "libjpeg-turbo's development files (e.g. libjpeg62-turbo-dev) "
+                                "to enable it.", str(exc).splitlines()[0][:200])
+            _STATE["jpeg"] = result
+    return _STATE["jpeg"]
 
 
 def available() -> bool:

@@ -1,0 +1,174 @@
+// Region decoding of JPEGs with libjpeg-turbo (torch.ops.npu_data_jpeg.decode_regions).
+//
+// Each sample's region (top, left, height, width) is decoded alone: the rows above it are
+// skipped (jpeg_skip_scanlines: entropy-decoded, not transformed), the columns outside it are
+// not transformed (jpeg_crop_scanline), and decoding stops after its last row. Settings are
+// Pillow's (ISLOW IDCT, fancy upsampling, RGB out), so the pixels are those of a full decode
+// cropped after. Samples this decoder does not handle alike (an EXIF orientation, CMYK/YCCK,
+// a size that differs from the index, a corrupt stream) get status != 0 and no pixels: the
+// caller decodes them with Pillow.
+
+#include <torch/library.h>
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <csetjmp>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <tuple>
+#include <vector>
+
+#include <jpeglib.h>
+
+#include "parallel.h"
+
+namespace npu_data_jpeg {
+namespace {
+
+enum Status : int8_t { kOk = 0, kUnsupported = 1, kSizeMismatch = 2, kCorrupt = 3 };
+
+struct ErrorMgr {
+  jpeg_error_mgr pub;
+  std::jmp_buf jump;
+};
+
+void on_error(j_common_ptr cinfo) { std::longjmp(reinterpret_cast<ErrorMgr*>(cinfo->err)->jump, 1); }
+void on_message(j_common_ptr, int) {}
+
+uint32_t read_u(const uint8_t* p, int n, bool big) {
+  uint32_t v = 0;
+  for (int i = 0; i < n; ++i) v |= static_cast<uint32_t>(p[big ? i : n - 1 - i]) << (8 * (n - 1 - i));
+  return v;
+}
+
+// The EXIF orientation tag of an APP1 marker (1 when absent or unreadable).
+int exif_orientation(const jpeg_saved_marker_ptr markers) {
+  for (jpeg_saved_marker_ptr m = markers; m != nullptr; m = m->next) {
+    if (m->marker != JPEG_APP0 + 1 || m->data_length < 14) continue;
+    const uint8_t* d = m->data;
+    if (std::memcmp(d, "Exif\0\0", 6) != 0) continue;
+    const uint8_t* t = d + 6;
+    const size_t len = m->data_length - 6;
+    const bool big = t[0] == 'M';
+    if (!(t[0] == t[1] && (t[0] == 'M' || t[0] == 'I'))) continue;
+    const uint32_t ifd = read_u(t + 4, 4, big);
+    if (ifd + 2 > len) continue;
+    const uint32_t n = read_u(t + ifd, 2, big);
+    for (uint32_t e = 0; e < n; ++e) {
+      const size_t at = ifd + 2 + 12 * static_cast<size_t>(e);
+      if (at + 12 > len) break;
+      if (read_u(t + at, 2, big) == 0x0112) return static_cast<int>(read_u(t + at + 8, 2, big));
+    }
+  }
+  return 1;
+}
+
+// Decode the region into dst (height x width x 3). The jmp_buf is set here, so no C++
+// object with a destructor may live between setjmp and a libjpeg call.
+int8_t decode_region(const uint8_t* data, size_t size, int64_t H, int64_t W, const int64_t* r,
+                     uint8_t* dst, std::vector<uint8_t>& row) {
+  jpeg_decompress_struct cinfo;
+  ErrorMgr err;
+  cinfo.err = jpeg_std_error(&err.pub);
+  err.pub.error_exit = on_error;
+  err.pub.emit_message = on_message;
+  jpeg_create_decompress(&cinfo);
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    return kCorrupt;
+  }
+  jpeg_mem_src(&cinfo, const_cast<uint8_t*>(data), static_cast<unsigned long>(size));
+  jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xFFFF);
+  jpeg_read_header(&cinfo, TRUE);
+  int8_t status = kOk;
+  if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK ||
+      cinfo.num_components == 2 || cinfo.num_components > 3) {
+    status = kUnsupported;
+  } else if (exif_orientation(cinfo.marker_list) > 1) {
+    status = kUnsupported;
+  } else if (static_cast<int64_t>(cinfo.image_height) != H ||
+             static_cast<int64_t>(cinfo.image_width) != W) {
+    status = kSizeMismatch;
+  }
+  const int64_t top = r[0], left = r[1], h = r[2], w = r[3];
+  if (status == kOk && (top < 0 || left < 0 || h < 1 || w < 1 || top + h > H || left + w > W)) {
+    status = kUnsupported;
+  }
+  if (status != kOk) {
+    jpeg_destroy_decompress(&cinfo);
+    return status;
+  }
+  cinfo.out_color_space = JCS_RGB;
+  cinfo.dct_method = JDCT_ISLOW;
+  cinfo.do_fancy_upsampling = TRUE;
+  jpeg_start_decompress(&cinfo);
+  // Fancy upsampling treats a cropped scanline's ends as image edges: ask for a margin of
+  // one iMCU on each side (inside the image) so the region's own columns are never at an end.
+  const int64_t margin = 8 * static_cast<int64_t>(cinfo.max_h_samp_factor);
+  const int64_t x0 = std::max<int64_t>(0, left - margin);
+  const int64_t x1 = std::min<int64_t>(W, left + w + margin);
+  JDIMENSION xoff = static_cast<JDIMENSION>(x0), cw = static_cast<JDIMENSION>(x1 - x0);
+  if (x1 - x0 < W) jpeg_crop_scanline(&cinfo, &xoff, &cw);
+  if (top > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(top));
+  row.resize(static_cast<size_t>(cinfo.output_width) * 3);
+  const size_t skip = static_cast<size_t>(left - static_cast<int64_t>(xoff)) * 3;
+  for (int64_t y = 0; y < h; ++y) {
+    JSAMPROW p = row.data();
+    if (jpeg_read_scanlines(&cinfo, &p, 1) != 1) {
+      jpeg_destroy_decompress(&cinfo);
+      return kCorrupt;
+    }
+    std::memcpy(dst + y * w * 3, row.data() + skip, static_cast<size_t>(w) * 3);
+  }
+  jpeg_abort_decompress(&cinfo);  // the rows below the region are never decoded
+  jpeg_destroy_decompress(&cinfo);
+  return kOk;
+}
+
+}  // namespace
+
+// jpegs: 1-D uint8 streams; regions (B, 4) top, left, height, width; sizes (B, 2) the
+// stored (height, width). Returns the (h, w, 3) regions (empty where status != 0), status.
+std::tuple<std::vector<at::Tensor>, at::Tensor> decode_regions(at::TensorList jpegs,
+                                                               const at::Tensor& regions_in,
+                                                               const at::Tensor& sizes_in) {
+  const int64_t B = static_cast<int64_t>(jpegs.size());
+  const at::Tensor regions = regions_in.to(at::kLong).contiguous();
+  const at::Tensor sizes = sizes_in.to(at::kLong).contiguous();
+  TORCH_CHECK(regions.dim() == 2 && regions.size(0) == B && regions.size(1) == 4,
+              "regions must be (B, 4) top, left, height, width");
+  TORCH_CHECK(sizes.dim() == 2 && sizes.size(0) == B && sizes.size(1) == 2,
+              "sizes must be (B, 2) height, width");
+  std::vector<at::Tensor> out;
+  out.reserve(B);
+  const int64_t* r = regions.data_ptr<int64_t>();
+  for (int64_t b = 0; b < B; ++b) {
+    TORCH_CHECK(jpegs[b].dim() == 1 && jpegs[b].scalar_type() == at::kByte &&
+                    jpegs[b].is_contiguous(), "jpeg ", b, " must be a contiguous 1-D uint8 tensor");
+    const int64_t h = std::max<int64_t>(r[b * 4 + 2], 1), w = std::max<int64_t>(r[b * 4 + 3], 1);
+    out.push_back(at::empty({h, w, 3}, jpegs[b].options()));
+  }
+  at::Tensor status = at::zeros({B}, at::kChar);
+  int8_t* st = status.data_ptr<int8_t>();
+  const int64_t* s = sizes.data_ptr<int64_t>();
+  npu_data_native::parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
+    thread_local std::vector<uint8_t> row;
+    for (int64_t b = b0; b < b1; ++b) {
+      st[b] = decode_region(jpegs[b].data_ptr<uint8_t>(), static_cast<size_t>(jpegs[b].numel()),
+                            s[b * 2], s[b * 2 + 1], r + b * 4, out[b].data_ptr<uint8_t>(), row);
+    }
+  });
+  return {out, status};
+}
+
+}  // namespace npu_data_jpeg
+
+TORCH_LIBRARY(npu_data_jpeg, m) {
+  m.def("decode_regions(Tensor[] jpegs, Tensor regions, Tensor sizes) -> (Tensor[], Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(npu_data_jpeg, CPU, m) {
+  m.impl("decode_regions", &npu_data_jpeg::decode_regions);
+}
