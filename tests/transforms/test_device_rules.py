@@ -227,6 +227,79 @@ def test_the_audit_sees_what_it_must_refuse() -> None:
     assert not clean.float64 and not clean.syncs, clean.summary()
 
 
+# --- reduced-precision matmul, emulated --------------------------------------------------
+# CUDA with allow_tf32 / set_float32_matmul_precision("high") and Ascend with allow_hf32 feed
+# float32 matmuls (and cuDNN convolutions) to the units rounded to 10 explicit mantissa bits;
+# bf16 keeps 7 (8 significant bits). Products are accumulated in float32 either way.
+_MATMULS = {aten.mm: (0, 1), aten.bmm: (0, 1), aten.addmm: (1, 2), aten.baddbmm: (1, 2),
+            aten.addbmm: (1, 2), aten.mv: (0, 1), aten.addmv: (1, 2), aten.dot: (0, 1),
+            aten.vdot: (0, 1), aten.convolution: (0, 1), aten._convolution: (0, 1)}
+
+
+def round_mantissa(t: torch.Tensor, bits: int) -> torch.Tensor:
+    """float32 ``t`` rounded to nearest (ties to even) with ``bits`` explicit mantissa bits."""
+    drop = 23 - bits
+    i = t.contiguous().view(torch.int32)
+    lsb = (i >> drop) & 1
+    rounded = (i + ((1 << (drop - 1)) - 1) + lsb) & ~((1 << drop) - 1)
+    return rounded.view(torch.float32).view_as(t)
+
+
+class ReducedPrecisionMatmul(TorchDispatchMode):
+    """Rounds the float32 operands of every matmul/convolution to ``bits`` mantissa bits."""
+
+    def __init__(self, bits: int) -> None:
+        super().__init__()
+        self.bits = bits
+        self.seen: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                           ) -> Any:
+        operands = _MATMULS.get(func.overloadpacket)
+        if operands is not None:
+            self.seen[func.name()] += 1
+            args = tuple(round_mantissa(a, self.bits)
+                         if i in operands and isinstance(a, torch.Tensor)
+                         and a.dtype == torch.float32 else a for i, a in enumerate(args))
+        return func(*args, **(kwargs or {}))
+
+
+_PRECISIONS = {"tf32/hf32": 10, "bf16": 7}
+
+
+def test_the_precision_emulation_changes_what_it_must() -> None:
+    """Negative control: a product needing more than 11 significant bits changes."""
+    a = torch.tensor([[255.0, 1.0]])
+    b = torch.tensor([[4194303.0], [3.0]])  # 2**22 - 1: the largest resize weight
+    exact = torch.mm(a, b)
+    for name, bits in _PRECISIONS.items():
+        mode = ReducedPrecisionMatmul(bits)
+        with mode:
+            approx = torch.mm(a, b)
+            conv = torch.nn.functional.conv1d(a.view(1, 1, 2), b.view(1, 1, 2))
+        assert mode.seen and not torch.equal(approx, exact), name
+        assert conv.item() != exact.item(), name
+    x = torch.tensor([1.0, 1.0 + 2**-10, 1.0 + 2**-11, 1.0 + 3 * 2**-11, 3.0 * 2**-130])
+    assert round_mantissa(x, 10).tolist() == [1.0, 1.0 + 2**-10, 1.0, 1.0 + 2**-9,
+                                              3.0 * 2**-130]
+
+
+@pytest.mark.parametrize("precision", list(_PRECISIONS))
+@pytest.mark.parametrize("case", list(CASES))
+def test_exact_under_reduced_precision_matmul(case: str, precision: str) -> None:
+    """Under TF32/HF32 or bf16 matmul inputs the torch kernels still give the compiled
+    kernels' (Pillow's) pixels bit for bit: they have no matmul for the setting to reach."""
+    expected = CASES[case]()
+    mode = ReducedPrecisionMatmul(_PRECISIONS[precision])
+    with accelerator_path(), mode:
+        got = CASES[case]()
+    e = expected["image"] if isinstance(expected, dict) else expected
+    g = got["image"] if isinstance(got, dict) else got
+    assert torch.equal(e, g), (case, precision, dict(mode.seen))
+    assert not mode.seen, f"a matmul on the device path: {dict(mode.seen)} — split its " \
+        "operands so every product is exact in 8 bits, or keep it out"
+
+
 if __name__ == "__main__":
     for name, fn in CASES.items():
         m = audit(fn)
