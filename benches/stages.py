@@ -39,6 +39,9 @@ class StagePlan:
     per_sample: list[tuple[str, Step]]
     collate: Callable[[list[Any]], Any]
     per_batch: list[tuple[str, Step]]
+    # a pipeline whose stages are not a chain of per-sample steps times itself:
+    # timer(n, batch_size, device, repeats) -> ms per image of each stage
+    timer: Callable[[int, int, torch.device, int], dict[str, float]] | None = None
 
 
 def _timed(fn: Callable[[], Any], device: torch.device, repeats: int) -> tuple[Any, float]:
@@ -61,6 +64,8 @@ def time_stages(plan: StagePlan, n: int, batch_size: int, device: torch.device,
                 repeats: int = 3) -> dict[str, float]:
     """Milliseconds per image of each stage over ``n`` samples: each step warmed up once,
     then the median of ``repeats`` passes."""
+    if plan.timer is not None:
+        return plan.timer(n, batch_size, device, repeats)
     seconds: dict[str, float] = {}
     plan.read(n)  # opens files and maps, warms the page cache like the epochs before
     items, seconds["read"] = _timed(lambda: plan.read(n), device, repeats)
@@ -126,6 +131,17 @@ def baseline_plan(files: list[Path], export: Path, crop: int, device: torch.devi
                      [("h2d", _h2d_step(device))])
 
 
+def torchvision_plan(files: list[Path], export: Path, crop: int, device: torch.device
+                     ) -> StagePlan:
+    """torchvision's baseline: open / Pillow decode / v2 transforms per sample / collate."""
+    from benches import baseline, torchvision_baseline
+
+    ds = torchvision_baseline.TorchvisionJpeg(files, baseline.targets(export, files), crop)
+    return StagePlan(lambda n: [ds.read(i) for i in range(min(n, len(ds)))],
+                     [("decode", ds.decode), ("augment_cpu", ds.augment)], baseline.collate,
+                     [("h2d", _h2d_step(device))])
+
+
 def shard_plan(path: Path, crop: int, device: torch.device, kornia: bool = False
                ) -> StagePlan:
     """npu-data over shards: ``ds[i]`` (raw: the read; encoded: bytes read, then ``ds[i]``
@@ -136,6 +152,9 @@ def shard_plan(path: Path, crop: int, device: torch.device, kornia: bool = False
 
     ds = ShardDataset(path)
     pin = dev.is_accelerator(device)
+    if not kornia and device.type == "cpu":  # the DataLoader crops while reading here
+        return StagePlan(lambda n: [], [], list, [],
+                         timer=functools.partial(_crop_read_stages, ds, crop))
     augment = _kornia_step(crop) if kornia else _augment_step(crop, device)
     tail = [("h2d", _h2d_step(device)), ("augment", augment)]
     coll = lambda s: collate_samples(s, pin=pin)  # noqa: E731
@@ -152,6 +171,55 @@ def shard_plan(path: Path, crop: int, device: torch.device, kornia: bool = False
         return out
 
     return StagePlan(read, [("decode", lambda item: ds[item[0]])], coll, tail)
+
+
+def _crop_read_stages(ds: Any, crop: int, n: int, batch_size: int, device: torch.device,
+                      repeats: int) -> dict[str, float]:
+    """The crop-at-read path (``loaders.crop_read``), stage by stage: read = the batch's
+    columns (JPEGs left encoded), decode = the crop boxes' JPEG regions, augment_cpu = the
+    crop into the batch buffer (all three in the workers), collate = the rest of the
+    worker's batch (annotations, geometry, shared buffer); augment = the pipeline after the
+    crop on the main process."""
+    import numpy as np
+
+    from benches.baseline import augmentation
+    from npu_data.loaders import collate_samples, crop_read
+    from npu_data.shards.batch_read import CropPlan, PlannedIndices, SampleBatch, read_columns
+    from npu_data.transforms import draws
+
+    aug = augmentation(crop)
+    stage = crop_read.leading_crop(aug)
+    assert stage is not None
+    first, position = stage
+    ids = np.arange(min(n, len(ds)))
+    groups = [ids[a:a + batch_size] for a in range(0, len(ids), batch_size)]
+    sizes = ds.sizes()
+    keys = [draws.sample_keys(0, 0, g) for g in groups]
+    boxes = [first.draw_keyed(sizes[g], k, position)["boxes"] for g, k in zip(groups, keys)]
+    plans = [PlannedIndices(g.tolist(), CropPlan(b.numpy(), first.size, first.min_visible))
+             for g, b in zip(groups, boxes)]
+    out = [torch.empty((len(g), 3, *first.size), dtype=torch.uint8) for g in groups]
+
+    def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+        fn()
+        return _timed(fn, device, repeats)
+
+    cols, t_read = timed(lambda: [read_columns(ds, g, lazy_jpeg=True) for g in groups])
+    decoded, t_decode = timed(lambda: [crop_read.decode_boxes(c.images, b)
+                                       for c, b in zip(cols, boxes)])
+    _, t_crop = timed(lambda: [crop_read.crop_images(im, b, o)
+                               for (im, b), o in zip(decoded, out)])
+    batches, t_all = timed(lambda: [collate_samples(SampleBatch(ds, p)) for p in plans])
+    params = [aug.draw_keyed(sizes[g], k) for g, k in zip(groups, keys)]
+    moved, t_h2d = timed(lambda: [_h2d_step(device)(b) for b in batches])
+    _, t_aug = timed(lambda: [crop_read.apply_rest(aug, b, p) for b, p in zip(moved, params)])
+    ms = 1000 / max(len(ids), 1)
+    encoded = any(not isinstance(im, np.ndarray) for c in cols for im in c.images)
+    out_ms = {"read": t_read * ms, "decode": t_decode * ms if encoded else None,
+              "augment_cpu": t_crop * ms,
+              "collate": max(t_all - t_read - t_decode - t_crop, 0.0) * ms,
+              "h2d": t_h2d * ms, "augment": t_aug * ms}
+    return {k: v for k, v in out_ms.items() if v is not None}
 
 
 def wds_plan(tars: list[Path], crop: int, device: torch.device) -> StagePlan:

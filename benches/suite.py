@@ -1,8 +1,10 @@
 """The throughput suite behind ``npu-data bench``: interleaved epochs, side by side.
 
 Pipelines (same images, same augmentation, boxes carried along, same batch size and worker
-count): baseline (torch DataLoader, JPEG files, Pillow decode, per-sample CPU reference
-transforms moving the boxes), npu-data from raw shards, npu-data from encoded shards, and
+count): the baseline, torchvision's v2 transforms on PIL images in a torch DataLoader
+(``benches.torchvision_baseline``; when torchvision is missing the next row stands in), the
+per-sample Pillow reference (torch DataLoader, JPEG files, Pillow decode, each transform's CPU
+reference moving the boxes, ``benches.baseline``), npu-data from raw shards, npu-data from encoded shards, and
 WebDataset tars (``npu-data export-wds`` of the same JPEGs) streamed by
 ``npu_data.loaders.wds.WebDatasetStream`` into our DataLoader and device transforms; Kornia's
 augmentation on our raw-shard batches when Kornia is installed (``benches.extras``). DALI and
@@ -25,7 +27,7 @@ import numpy as np
 import psutil
 import torch
 
-from benches import baseline, extras, stages
+from benches import baseline, extras, stages, torchvision_baseline
 from benches.datasets import BenchData, ensure
 from npu_data import device as dev
 from npu_data.loaders.wds import WebDatasetStream
@@ -145,12 +147,27 @@ def pipelines(data: BenchData, cfg: BenchConfig, device: torch.device
               ) -> tuple[list[Pipeline], list[dict[str, Any]]]:
     """The runnable pipelines and the skipped ones (with the reason)."""
     accel = dev.is_accelerator(device)
-    runs = [Pipeline("baseline", "baseline: JPEG + Pillow per sample (CPU)",
-                     lambda: baseline.loader(data.files, cfg.batch_size, cfg.workers, cfg.crop,
-                                             data.export, pin_memory=accel),
-                     lambda: stages.baseline_plan(data.files, data.export, cfg.crop, device),
-                     move=True)]
+    reference = Pipeline("pillow_reference", "per-sample Pillow reference (CPU)",
+                         lambda: baseline.loader(data.files, cfg.batch_size, cfg.workers,
+                                                 cfg.crop, data.export, pin_memory=accel),
+                         lambda: stages.baseline_plan(data.files, data.export, cfg.crop,
+                                                      device),
+                         move=True)
     skipped: list[dict[str, Any]] = []
+    why = torchvision_baseline.unavailable()
+    if why is None:  # the baseline: what users run
+        runs = [Pipeline("baseline", torchvision_baseline.LABEL,
+                         lambda: torchvision_baseline.loader(data.files, cfg.batch_size,
+                                                             cfg.workers, cfg.crop, data.export,
+                                                             pin_memory=accel),
+                         lambda: stages.torchvision_plan(data.files, data.export, cfg.crop,
+                                                         device),
+                         move=True), reference]
+    else:  # the per-sample Pillow reference stands in (same Pillow semantics)
+        reference.name, reference.label = "baseline", f"baseline: {reference.label}"
+        runs = [reference]
+        skipped.append({"name": "torchvision", "label": torchvision_baseline.LABEL,
+                        "reason": why})
     for store, path in (("raw", data.raw), ("encoded", data.encoded)):
         name = f"npu_data_{store}"
         label = f"npu-data, {store} shards, batched on {device.type}"

@@ -2,8 +2,10 @@
 # Set up a fresh machine and run npu-data's main job or its tests.
 #   bash scripts/dev.sh demo   # install, then run the demo on built-in sample data
 #   bash scripts/dev.sh test   # install with the dev extra, then lint, type-check and test
+#   bash scripts/dev.sh bench [ARGS]  # install with the bench extra (torchvision), run the suite
 # Environment: VENV (default .venv), TORCH_SPEC (default torch==2.13.0, the tested CPU build;
-# set it to e.g. "torch" for your platform's default build).
+# set it to e.g. "torch" for your platform's default build; the bench needs a torch that a
+# torchvision wheel matches, e.g. TORCH_SPEC="torch==2.14.1 torchvision==0.29.1" VENV=.venv-bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-test}"
@@ -18,13 +20,19 @@ fi
 # shellcheck disable=SC1091
 . "$venv/bin/activate"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-python -c "import torch" 2>/dev/null || python -m pip install -q "$torch_spec"
+# shellcheck disable=SC2086  # TORCH_SPEC may name several packages
+python -c "import torch" 2>/dev/null || python -m pip install -q $torch_spec
 
 case "$mode" in
   demo)
     python -m pip install -q -e .
     shift || true
     npu-data demo "$@"
+    ;;
+  bench)
+    python -m pip install -q -e '.[bench]'
+    shift || true
+    npu-data bench "$@"
     ;;
   test)
     python -m pip install -q -e '.[dev]'
@@ -38,7 +46,7 @@ case "$mode" in
     echo "== pytest"; python -m pytest -o addopts="" -q -p no:cacheprovider
     ;;
   *)
-    echo "usage: bash scripts/dev.sh demo|test" >&2
+    echo "usage: bash scripts/dev.sh demo|test|bench" >&2
     exit 2
     ;;
 esac

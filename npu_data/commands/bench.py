@@ -85,7 +85,7 @@ def _failed_own(results: dict) -> int:
     that are not installed (Kornia, DALI, ...) may be skipped."""
     from benches import extras
 
-    peers = {x["name"] for x in extras.status()}
+    peers = {x["name"] for x in extras.status()} | {"torchvision"}
     failed = [p for p in results.get("pipelines", [])
               if p.get("status") == "skipped" and p.get("name") not in peers]
     for p in failed:

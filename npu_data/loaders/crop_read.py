@@ -125,6 +125,8 @@ def decode_boxes(images: Sequence[Any], boxes: torch.Tensor) -> tuple[list[Any],
     JPEGs the region decoder leaves (EXIF orientation, CMYK, no libjpeg) decoded whole."""
     items, boxes = list(images), boxes.clone()
     lazy = [i for i, im in enumerate(items) if isinstance(im, EncodedImage)]
+    if not lazy:
+        return items, boxes
     jpeg = _native.jpeg_ops() if _native.for_tensor(boxes) is not None else None
     left = lazy
     if jpeg is not None:

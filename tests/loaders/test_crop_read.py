@@ -173,6 +173,7 @@ def test_jpeg_regions_decode_to_the_full_decode_cropped(jpegs: ShardDataset,
         during = _batches(jpegs, True, kind, batch_size=5)
         for a, b in zip(after, during, strict=True):
             _same_batch(a, b)
-        # only the CMYK and the EXIF-rotated JPEG were decoded whole (twice: two epochs)
-        assert len(whole) == 4, whole
+        # only the CMYK and the EXIF-rotated JPEG were decoded whole (twice: two epochs);
+        # every JPEG where libjpeg-turbo's headers are missing (no region decoder)
+        assert len(whole) == (4 if _native.jpeg_ops() is not None else 2 * len(jpegs)), whole
         whole.clear()
