@@ -195,9 +195,9 @@ def _crop_read_stages(ds: Any, crop: int, n: int, batch_size: int, device: torch
     groups = [ids[a:a + batch_size] for a in range(0, len(ids), batch_size)]
     sizes = ds.sizes()
     keys = [draws.sample_keys(0, 0, g) for g in groups]
-    boxes = [first.draw_keyed(sizes[g], k, position)["boxes"] for g, k in zip(groups, keys)]
+    boxes = [first.draw_keyed(sizes[g], k, position)["boxes"] for g, k in zip(groups, keys, strict=True)]
     plans = [PlannedIndices(g.tolist(), CropPlan(b.numpy(), first.size, first.min_visible))
-             for g, b in zip(groups, boxes)]
+             for g, b in zip(groups, boxes, strict=True)]
     out = [torch.empty((len(g), 3, *first.size), dtype=torch.uint8) for g in groups]
 
     def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -206,13 +206,13 @@ def _crop_read_stages(ds: Any, crop: int, n: int, batch_size: int, device: torch
 
     cols, t_read = timed(lambda: [read_columns(ds, g, lazy_jpeg=True) for g in groups])
     decoded, t_decode = timed(lambda: [crop_read.decode_boxes(c.images, b)
-                                       for c, b in zip(cols, boxes)])
+                                       for c, b in zip(cols, boxes, strict=True)])
     _, t_crop = timed(lambda: [crop_read.crop_images(im, b, o)
-                               for (im, b), o in zip(decoded, out)])
+                               for (im, b), o in zip(decoded, out, strict=True)])
     batches, t_all = timed(lambda: [collate_samples(SampleBatch(ds, p)) for p in plans])
-    params = [aug.draw_keyed(sizes[g], k) for g, k in zip(groups, keys)]
+    params = [aug.draw_keyed(sizes[g], k) for g, k in zip(groups, keys, strict=True)]
     moved, t_h2d = timed(lambda: [_h2d_step(device)(b) for b in batches])
-    _, t_aug = timed(lambda: [crop_read.apply_rest(aug, b, p) for b, p in zip(moved, params)])
+    _, t_aug = timed(lambda: [crop_read.apply_rest(aug, b, p) for b, p in zip(moved, params, strict=True)])
     ms = 1000 / max(len(ids), 1)
     encoded = any(not isinstance(im, np.ndarray) for c in cols for im in c.images)
     out_ms = {"read": t_read * ms, "decode": t_decode * ms if encoded else None,
