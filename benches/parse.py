@@ -2,8 +2,11 @@
 
     python -m benches.parse --tasks 100000 --out DIR     (``--tasks 20000`` runs in ~1 min)
     python -m benches.parse --tasks 100000 --parsers npu_data,stdlib --runs 3   (median of 3)
+    python -m benches.parse --tasks 2000 --brush 4 --parsers npu_data   (brush-heavy export)
 
-Generates an export of N tasks (5 rectangles and a caption each), then runs every parser
+Generates an export of N tasks (5 rectangles and a caption each, and ``--brush K`` brush masks
+of 1280x960, see benches/brush.py: npu_data decodes every mask, the stdlib parser skips them),
+then runs every parser
 (``--runs`` times, in turn) in a fresh subprocess; ``x stdlib`` is the speed-up over the
 stdlib-json parser. Peak memory = the subprocess's peak resident set (``VmHWM`` from
 /proc/self/status; ``ru_maxrss`` elsewhere, which Linux carries over from the parent across
@@ -24,15 +27,19 @@ from pathlib import Path
 
 import numpy as np
 
+from benches.brush import brush_results, rle_pool
+
 CONFIG = """<View><Image name="image" value="$image"/>
 <RectangleLabels name="bbox" toName="image"><Label value="cat"/><Label value="dog"/>
 <Label value="car"/></RectangleLabels><TextArea name="caption" toName="image"/></View>"""
 LABELS = ("cat", "dog", "car")
 
 
-def generate(path: Path, n: int, seed: int = 0) -> None:
-    """Write an export of ``n`` tasks in Label Studio's full JSON format."""
+def generate(path: Path, n: int, seed: int = 0, brush: int = 0) -> None:
+    """Write an export of ``n`` tasks in Label Studio's full JSON format (``brush`` masks
+    per task)."""
     rng = np.random.default_rng(seed)
+    pool = rle_pool(1280, 960, seed) if brush else []
     xy = rng.uniform(0, 70, (n, 5, 2)).round(6).tolist()
     wh = rng.uniform(1, 30, (n, 5, 2)).round(6).tolist()
     with open(path, "w") as f:
@@ -47,6 +54,7 @@ def generate(path: Path, n: int, seed: int = 0) -> None:
             res.append({"id": f"t{i}", "from_name": "caption", "to_name": "image",
                         "type": "textarea", "origin": "manual",
                         "value": {"text": [f"caption number {i} with a few words"]}})
+            res += brush_results(pool, i, brush, 1280, 960)
             ts = "2026-12-02T09:21:49.251623Z"
             task = {"id": i + 1, "annotations": [{
                 "id": i + 1, "completed_by": 1, "result": res, "was_cancelled": False,
@@ -156,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", type=int, default=20000)
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
     ap.add_argument("--parsers", default="npu_data,stdlib,sdk")
+    ap.add_argument("--brush", type=int, default=0, metavar="K",
+                    help="brush masks (1280x960) per task (default %(default)s)")
     ap.add_argument("--runs", type=int, default=1,
                     help="runs per parser, taken in turn (the table shows the median)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -164,10 +174,13 @@ def main(argv: list[str] | None = None) -> int:
     if a.child:
         _child(a.child, a.file, a.out)
         return 0
+    if a.tasks < 1 or a.runs < 1 or a.brush < 0:
+        ap.error("--tasks and --runs must be at least 1, --brush at least 0")
     a.out.mkdir(parents=True, exist_ok=True)
-    path = a.out / f"export-{a.tasks}.json"
+    path = a.out / (f"export-{a.tasks}.json" if not a.brush
+                    else f"export-{a.tasks}-brush{a.brush}.json")
     if not path.exists():
-        generate(path, a.tasks)
+        generate(path, a.tasks, brush=a.brush)
     size_mib = path.stat().st_size / 2**20
     env = {**os.environ, "NPU_DATA_QUIET": "1"}
     parsers = a.parsers.split(",")
@@ -188,15 +201,17 @@ def main(argv: list[str] | None = None) -> int:
         row["peak_over_file"] = row["peak_mib"] / size_mib
         rows.append(row)
     base = {r["which"]: r["seconds"] for r in rows}.get("stdlib")
-    print(f"export: {a.tasks} tasks, {size_mib:.1f} MiB  (peak = VmHWM after parse - after imports"
-          f"; median of {a.runs} run(s))")
+    masks = f", {a.brush} brush masks each" if a.brush else ""
+    print(f"export: {a.tasks} tasks{masks}, {size_mib:.1f} MiB  (peak = VmHWM after parse - "
+          f"after imports; median of {a.runs} run(s))")
     print(f"{'parser':<10} {'seconds':>8} {'tasks/s':>10} {'x stdlib':>8} {'peak MiB':>9} "
           f"{'peak/file':>9}")
     for r in rows:
         speed = f"{base / r['seconds']:8.2f}" if base else f"{'-':>8}"
         print(f"{r['which']:<10} {r['seconds']:8.2f} {r['tasks_per_s']:10.0f} {speed} "
               f"{r['peak_mib']:9.1f} {r['peak_over_file']:9.2f}")
-    (a.out / "parse.json").write_text(json.dumps({"tasks": a.tasks, "file_mib": size_mib,
+    (a.out / "parse.json").write_text(json.dumps({"tasks": a.tasks, "brush": a.brush,
+                                                  "file_mib": size_mib,
                                                   "results": rows}, indent=1))
     return 0
 

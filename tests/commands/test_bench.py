@@ -207,3 +207,35 @@ def test_bench_parse_subcommand_runs(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert rc == 0
     out = capsys.readouterr().out
     assert "npu_data" in out and "stdlib" in out
+
+
+def test_bench_import_and_parse_brush_heavy(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                            ) -> None:
+    assert main(["bench", "import", "--n", "2", "--brush", "3", "--stores", "raw",
+                 "--workers", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("export: 2 images 500x375, 3 brush masks each; parse ")
+    assert out[0].endswith("(6 masks decoded)")
+    assert len(out) == 2 and out[1].startswith("store=raw      workers=1") and "(2 images" in out[1]
+    rc = main(["bench", "parse", "--tasks", "6", "--brush", "2", "--parsers", "npu_data",
+               "--out", str(tmp_path)])
+    assert rc == 0
+    assert "export: 6 tasks, 2 brush masks each" in capsys.readouterr().out
+    res = json.loads((tmp_path / "parse.json").read_text())
+    assert res["brush"] == 2 and [r["samples"] for r in res["results"]] == [6]
+    from npu_data.annotations import parse_export
+
+    t = parse_export(tmp_path / "export-6-brush2.json").table
+    assert t.count("masks") == 12 and t.count("boxes") == 30
+
+
+def test_bench_masks_are_label_studio_brush_rle() -> None:
+    from label_studio_sdk.converter.brush import decode_rle as sdk_decode
+
+    from benches import brush
+
+    pool = brush.rle_pool(40, 30, n=3)
+    assert len({tuple(r) for r in pool}) == 3
+    for rle in pool:
+        alpha = sdk_decode(rle).reshape(30, 40, 4)[:, :, 3]
+        assert 0 < (alpha == 255).sum() < alpha.size and set(np.unique(alpha)) <= {0, 255}
