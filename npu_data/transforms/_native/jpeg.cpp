@@ -112,15 +112,28 @@ int8_t decode_region(const uint8_t* data, size_t size, int64_t H, int64_t W, con
   JDIMENSION xoff = static_cast<JDIMENSION>(x0), cw = static_cast<JDIMENSION>(x1 - x0);
   if (x1 - x0 < W) jpeg_crop_scanline(&cinfo, &xoff, &cw);
   if (top > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(top));
-  row.resize(static_cast<size_t>(cinfo.output_width) * 3);
+  // Rows straight into dst when the decoded rows are the region's, else via a buffer of
+  // up to 16 rows (one iMCU row per call at most).
   const size_t skip = static_cast<size_t>(left - static_cast<int64_t>(xoff)) * 3;
-  for (int64_t y = 0; y < h; ++y) {
-    JSAMPROW p = row.data();
-    if (jpeg_read_scanlines(&cinfo, &p, 1) != 1) {
+  const bool direct = skip == 0 && static_cast<int64_t>(cinfo.output_width) == w;
+  constexpr int kRows = 16;
+  const size_t pitch = static_cast<size_t>(cinfo.output_width) * 3;
+  if (!direct) row.resize(pitch * kRows);
+  JSAMPROW ptrs[kRows];
+  for (int64_t y = 0; y < h;) {
+    const int want = static_cast<int>(std::min<int64_t>(kRows, h - y));
+    for (int k = 0; k < want; ++k)
+      ptrs[k] = direct ? dst + (y + k) * w * 3 : row.data() + k * pitch;
+    const int got = static_cast<int>(jpeg_read_scanlines(&cinfo, ptrs, want));
+    if (got < 1) {
       jpeg_destroy_decompress(&cinfo);
       return kCorrupt;
     }
-    std::memcpy(dst + y * w * 3, row.data() + skip, static_cast<size_t>(w) * 3);
+    if (!direct)
+      for (int k = 0; k < got; ++k)
+        std::memcpy(dst + (y + k) * w * 3, row.data() + k * pitch + skip,
+                    static_cast<size_t>(w) * 3);
+    y += got;
   }
   jpeg_abort_decompress(&cinfo);  // the rows below the region are never decoded
   jpeg_destroy_decompress(&cinfo);
