@@ -112,7 +112,11 @@ class DataLoader(TorchDataLoader):
     ``t(batch, generator=...)``; defaults to ``dataset.transform`` for this package's
     datasets; a tuple/list batch gets it on its first uint8 ``(B, C, H, W)`` tensor),
     ``device_prefetch`` (batches copied ahead), ``seed`` (transform and shuffle seed;
-    default ``generator.initial_seed()`` or 0), ``jit_compile`` (NPU compile mode).
+    default ``generator.initial_seed()`` or 0), ``jit_compile`` (NPU compile mode),
+    ``image_key`` (which element of a tuple/dict batch the transform gets), ``read_crop``
+    (apply the keyed transform's leading crop while reading a ``ShardDataset``: only each
+    crop box is read or decoded, the same pixels; default on for the CPU device,
+    ``loaders.crop_read``).
     Without a sampler the loader uses a single-replica ``NpuDistributedSampler`` (shuffled
     when ``shuffle=True``, a new order each epoch), so ``state_dict`` works by default.
     """
