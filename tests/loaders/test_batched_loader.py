@@ -53,9 +53,13 @@ def test_user_collate_fn_gets_the_list_of_sample_dicts(shards: ShardDataset,
     assert torch.cat(list(loader)).tolist() == list(range(len(shards)))
 
 
-def test_worker_private_memory_stays_flat(shards: ShardDataset) -> None:
+@pytest.mark.parametrize("crop", [False, True])
+def test_worker_private_memory_stays_flat(shards: ShardDataset, crop: bool) -> None:
+    from npu_data.transforms import ColorJitter, Compose, RandomResizedCrop
+
+    transform = Compose([RandomResizedCrop(24), ColorJitter(0.4, 0.4, 0.4, 0.1)])
     loader = DataLoader(shards, batch_size=4, num_workers=2, device="cpu", shuffle=True,
-                        persistent_workers=True)
+                        persistent_workers=True, transform=transform if crop else None)
     uss: dict[int, list[int]] = {}
     for epoch in range(30):
         for i, _ in enumerate(loader):
