@@ -38,22 +38,23 @@ def markdown(results: dict[str, Any]) -> str:
         f"({mach.get('torch_threads', '?')} thread(s) in the main process), "
         f"Python {mach['python']}.", "",
         "| pipeline | img/s (median) | min–max | vs baseline | peak memory MiB "
-        "(main + workers) | bound by |",
-        "|---|---:|---:|---:|---:|---|",
+        "(main + workers) | to device KiB/img | bound by |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for p in results["pipelines"]:
         if p["status"] != "ok":
-            lines.append(f"| {p['label']} | skipped: {p['reason']} | | | | |")
+            lines.append(f"| {p['label']} | skipped: {p['reason']} | | | | | |")
             continue
         mem = p.get("peak_memory_mib") or {}
         lines.append(
             f"| {p['label']} | {_fmt(p['median_img_s'])} | {_fmt(p['min_img_s'])}–"
             f"{_fmt(p['max_img_s'])} | {_fmt(p.get('ratio_to_baseline'), 2)} | "
             f"{_fmt(mem.get('total'))} ({_fmt(mem.get('main'))} + {_fmt(mem.get('workers'))})"
-            f" | {_bound(p)} |")
+            f" | {_fmt(p.get('host_to_device_kib_per_img'))} | {_bound(p)} |")
     lines += ["", "Peak memory: resident set of the main process and of this pipeline's own "
               "worker processes during its measured epochs (shared pages count once per "
-              "process; the main process holds every pipeline's loader).", "",
+              "process; the main process holds every pipeline's loader). To device: bytes of "
+              "the host batches handed to the device (copied on accelerators) per image.", "",
               "Stage cost, milliseconds per image, each stage timed alone in one process over "
               f"{min(cfg['stage_samples'], cfg['images'])} samples (median of 3 passes; read, decode, augment_cpu "
               "and collate run in the workers when there are any; h2d and augment on the main "

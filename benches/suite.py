@@ -106,16 +106,22 @@ class Pipeline:
     move: bool = False  # batches arrive on the host: copy them to the device in the loop
 
 
-def _epoch(loader: Any, device: torch.device, move: bool) -> float:
-    from npu_data.loaders.dataloader import to_device
+def _epoch(loader: Any, device: torch.device, move: bool) -> tuple[float, float]:
+    """(img/s, bytes per image of the host batches handed to the device)."""
+    from npu_data.loaders.dataloader import tensor_bytes, to_device
 
-    t, n = time.perf_counter(), 0
+    t, n, moved = time.perf_counter(), 0, 0
+    before = getattr(loader, "host_bytes", 0)
     for b in loader:
         if move:
+            moved += tensor_bytes(b)
             b = to_device(b, device, non_blocking=True)
         n += int(b["image"].shape[0])
     dev.synchronize(device)
-    return n / (time.perf_counter() - t)
+    rate = n / (time.perf_counter() - t)
+    if not move:
+        moved = getattr(loader, "host_bytes", 0) - before
+    return rate, moved / max(n, 1)
 
 
 def _ours(dataset: Any, cfg: BenchConfig, device: torch.device, shuffle: bool = True,
@@ -200,6 +206,7 @@ def measure(runs: list[Pipeline], cfg: BenchConfig, device: torch.device,
     """Interleaved epochs of every pipeline; one result dict per pipeline."""
     loaders = [p.make() for p in runs]
     rates: list[list[float]] = [[] for _ in runs]
+    moved: list[float] = [0.0] * len(runs)
     peaks = [(0, 0)] * len(runs)
     owned: list[set[int]] = [set() for _ in runs]  # each loader's (persistent) worker pids
     for e in range(cfg.warmup + cfg.epochs):
@@ -209,7 +216,7 @@ def measure(runs: list[Pipeline], cfg: BenchConfig, device: torch.device,
             others = set().union(*(o for j, o in enumerate(owned) if j != k))
             before = _children()
             with _Peak(others) as peak:
-                r = _epoch(loader, device, p.move)
+                r, moved[k] = _epoch(loader, device, p.move)
             owned[k] |= _children() - before - others
             if e >= cfg.warmup:
                 rates[k].append(r)
@@ -217,12 +224,13 @@ def measure(runs: list[Pipeline], cfg: BenchConfig, device: torch.device,
     del loaders
     out: list[dict[str, Any]] = []
     mib = 1 << 20
-    for p, rate, (pm, pw) in zip(runs, rates, peaks, strict=True):
+    for p, rate, (pm, pw), nbytes in zip(runs, rates, peaks, moved, strict=True):
         n = min(cfg.stage_samples, cfg.images)
         st = stages.time_stages(p.plan(), n, cfg.batch_size, device) if with_stages else {}
         out.append({"name": p.name, "label": p.label, "status": "ok", "epochs_img_s": rate,
                     "median_img_s": statistics.median(rate), "min_img_s": min(rate),
-                    "max_img_s": max(rate), "peak_memory_mib": {
+                    "max_img_s": max(rate), "host_to_device_kib_per_img": nbytes / 1024,
+                    "peak_memory_mib": {
                         "main": pm / mib, "workers": pw / mib, "total": (pm + pw) / mib},
                     "stages_ms_per_img": st, **stages.bound(st, cfg.workers)})
     base = next((x for x in out if x["name"] == "baseline"), None)

@@ -73,6 +73,17 @@ def to_device(batch: Any, device: torch.device, non_blocking: bool) -> Any:
     return batch
 
 
+def tensor_bytes(batch: Any) -> int:
+    """Bytes of every tensor of a (nested) batch."""
+    if isinstance(batch, torch.Tensor):
+        return batch.numel() * batch.element_size()
+    if isinstance(batch, Mapping):
+        return sum(tensor_bytes(v) for v in batch.values())
+    if isinstance(batch, (list, tuple)):
+        return sum(tensor_bytes(v) for v in batch)
+    return 0
+
+
 def _has_tensor(batch: Any) -> bool:
     if isinstance(batch, torch.Tensor):
         return True
@@ -115,8 +126,7 @@ class DataLoader(TorchDataLoader):
     default ``generator.initial_seed()`` or 0), ``jit_compile`` (NPU compile mode),
     ``image_key`` (which element of a tuple/dict batch the transform gets), ``read_crop``
     (apply the keyed transform's leading crop while reading a ``ShardDataset``: only each
-    crop box is read or decoded, the same pixels; default on for the CPU device,
-    ``loaders.crop_read``).
+    crop box is read or decoded, the same pixels; on by default, ``loaders.crop_read``).
     Without a sampler the loader uses a single-replica ``NpuDistributedSampler`` (shuffled
     when ``shuffle=True``, a new order each epoch), so ``state_dict`` works by default.
     """
@@ -197,6 +207,7 @@ class DataLoader(TorchDataLoader):
         self._pass_batches = 0
         self._pass_len: int | None = None
         self._transform_generator: torch.Generator | None = None
+        self.host_bytes = 0  # bytes of the host batches handed to the device so far
 
     # --- epochs and length ----------------------------------------------------------------
     @property
@@ -243,9 +254,10 @@ class DataLoader(TorchDataLoader):
         return planned if planned is not None else super()._index_sampler
 
     def _plan(self, aug_epoch: int) -> crop_read.Plan | None:
-        """This pass's crop plan, when the leading crop runs in the reader: asked for, or by
-        default on the CPU (on accelerators the device runs the crop)."""
-        wanted = self.read_crop if self.read_crop is not None else self.device.type == "cpu"
+        """This pass's crop plan, when the leading crop runs in the reader (the default: less
+        decoding and copying on the host, and on accelerators a host-to-device copy of the
+        output size instead of the stored one)."""
+        wanted = self.read_crop if self.read_crop is not None else True
         if self._planned is None or not wanted or self._no_read_crop():
             return None
         stage = crop_read.leading_crop(self.transform)
@@ -331,6 +343,7 @@ class DataLoader(TorchDataLoader):
             except StopIteration:
                 return False
             drawn = self._draw(host, aug_epoch)
+            self.host_bytes += tensor_bytes(host)
             with dev.stream_context(stream):
                 moved = to_device(host, self.device, non_blocking=accel)
                 aug = None if drawn is None else (
