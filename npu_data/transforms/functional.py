@@ -93,14 +93,14 @@ def resized_crop(
     if native is not None:
         _check_boxes_inside(bx, images)
         return native.resized_crop(images, bx, out_h, out_w, vertical_first_rule())
-    v_first = _vertical_first(bx, out_h, out_w)
     if not _kernels.host_values(boxes):
         # The pass order of each sample is on the device: both orders for every sample,
         # each picked per sample (no read back). Host boxes avoid the double work.
+        v_first = _vertical_first(bx, out_h, out_w)
         hv = _resized_crop_torch(images, bx, out_h, out_w, vertical=False)
         vh = _resized_crop_torch(images, bx, out_h, out_w, vertical=True)
         return torch.where(v_first.view(-1, 1, 1, 1), vh, hv).contiguous()
-    order = v_first.cpu().numpy()
+    order = _vertical_first(boxes.to(torch.int64), out_h, out_w).numpy()
     if not order.any() or order.all():
         return _resized_crop_torch(images, bx, out_h, out_w, vertical=bool(order.any()))
     # Pillow >= 13 runs the vertical pass first when the height shrinks more than twice as

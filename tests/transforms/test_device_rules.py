@@ -300,6 +300,104 @@ def test_exact_under_reduced_precision_matmul(case: str, precision: str) -> None
         "operands so every product is exact in 8 bits, or keep it out"
 
 
+# --- graph mode and the meta device ----------------------------------------------------------
+def _small() -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    rng = np.random.default_rng(5)
+    sizes = torch.tensor([[32, 40], [20, 30], [32, 1], [1, 40]])
+    image = torch.from_numpy(rng.integers(0, 256, (4, 32, 40, 3), dtype=np.uint8))
+    return {"image": image.permute(0, 3, 1, 2), "sizes": sizes}, torch.arange(4)
+
+
+_JITTER = ColorJitter(0.4, 0.4, 0.4, 0.1)
+_PIPE = Compose([RandomResizedCrop(24), _JITTER, RandomHorizontalFlip(), Normalize()])
+
+
+def _graph_cases() -> dict[str, Callable[[dict[str, torch.Tensor], torch.Tensor], Any]]:
+    def pipeline(t: Any) -> Callable[[dict[str, torch.Tensor], torch.Tensor], Any]:
+        return lambda b, p: t.apply(b, p)["image"]
+    return {
+        "adjust_brightness": lambda b, f: F.adjust_brightness(b["image"], b["sizes"], f),
+        "adjust_contrast": lambda b, f: F.adjust_contrast(b["image"], b["sizes"], f),
+        "adjust_saturation": lambda b, f: F.adjust_saturation(b["image"], b["sizes"], f),
+        "adjust_hue": lambda b, f: F.adjust_hue(b["image"], b["sizes"], (f - 1) / 4),
+        "hflip": lambda b, f: F.hflip(b["image"], b["sizes"], f > 1),
+        "normalize": lambda b, f: F.normalize(b["image"], (0.5, 0.4, 0.3), (0.2, 0.3, 0.25)),
+        "resized_crop": lambda b, f: F.resized_crop(
+            b["image"], b["sizes"], torch.tensor([[0, 0, 20, 1], [3, 2, 17, 28], [0, 0, 32, 1],
+                                                  [0, 5, 1, 30]]), (24, 16)),
+        "ColorJitter": pipeline(_JITTER),
+        "Compose crop+jitter+flip+normalize": pipeline(_PIPE),
+    }
+
+
+def _graph_args(case: str, batch: dict[str, torch.Tensor], ids: torch.Tensor) -> Any:
+    if case in ("ColorJitter", "Compose crop+jitter+flip+normalize"):
+        t = _JITTER if case == "ColorJitter" else _PIPE
+        return t.draw_keyed(batch["sizes"].numpy(), sample_keys(11, 0, ids.numpy()))
+    return torch.tensor([0.5, 1.0, 1.3, 2.0])
+
+
+@pytest.mark.parametrize("case", list(_graph_cases()))
+def test_traced_whole_by_torch_compile(case: str) -> None:
+    """``torch.compile(fullgraph=True)`` captures each kernel as one graph (no graph break:
+    what CUDA graph mode and the NPU's graph mode need), and the graph gives the same pixels.
+    ``aot_eager`` traces down to aten ops; Inductor's code generation is checked below."""
+    import torch._dynamo
+
+    fn = _graph_cases()[case]
+    batch, ids = _small()
+    args = _graph_args(case, batch, ids)
+    K.hsv_luts(batch["image"].device)
+    torch._dynamo.reset()
+    try:
+        with accelerator_path():
+            expected = fn(batch, args)
+            got = torch.compile(fn, fullgraph=True, backend="aot_eager")(batch, args)
+    finally:
+        torch._dynamo.reset()
+    assert torch.equal(expected, got), case
+
+
+def test_inductor_code_for_the_colour_kernels_is_exact() -> None:
+    """Inductor's generated kernels (what ``torch.compile`` runs on CUDA) for a fixed-order
+    ColorJitter — all four colour ops — give the eager pixels bit for bit."""
+    import torch._dynamo
+
+    t = ColorJitter(0.4, 0.4, 0.4, 0.1, order="fixed")
+    batch, ids = _small()
+    params = t.draw_keyed(batch["sizes"].numpy(), sample_keys(2, 0, ids.numpy()))
+    K.hsv_luts(batch["image"].device)
+
+    def fn(b: dict[str, torch.Tensor], p: dict[str, torch.Tensor]) -> torch.Tensor:
+        return t.apply(b, p)["image"]
+
+    torch._dynamo.reset()
+    try:
+        with accelerator_path():
+            expected = fn(batch, params)
+            got = torch.compile(fn, fullgraph=True)(batch, params)
+    finally:
+        torch._dynamo.reset()
+    assert torch.equal(expected, got)
+
+
+@pytest.mark.parametrize("case", list(_graph_cases()))
+def test_runs_on_the_meta_device(case: str) -> None:
+    """No value is needed to run the kernels: on ``meta`` tensors they produce the right
+    shapes and dtypes (a read back would raise there)."""
+    fn = _graph_cases()[case]
+    batch, ids = _small()
+    args = _graph_args(case, batch, ids)
+    with accelerator_path():
+        expected = fn(batch, args)
+    meta = torch.device("meta")
+    mbatch = {k: v.to(meta) for k, v in batch.items()}
+    margs = {k: v.to(meta) for k, v in args.items()} if isinstance(args, dict) else args.to(meta)
+    got = fn(mbatch, margs)
+    assert got.device == meta
+    assert (got.shape, got.dtype) == (expected.shape, expected.dtype)
+
+
 if __name__ == "__main__":
     for name, fn in CASES.items():
         m = audit(fn)
