@@ -207,8 +207,11 @@ def _crop_read_stages(ds: Any, crop: int, n: int, batch_size: int, device: torch
     cols, t_read = timed(lambda: [read_columns(ds, g.tolist(), lazy_jpeg=True) for g in groups])
     decoded, t_decode = timed(lambda: [crop_read.decode_boxes(c.images, b)
                                        for c, b in zip(cols, boxes, strict=True)])
-    _, t_crop = timed(lambda: [(crop_read.crop_images(im, b, o), o)
-                               for (im, b), o in zip(decoded, out, strict=True)])
+    def crops() -> None:
+        for (im, b), o in zip(decoded, out, strict=True):
+            crop_read.crop_images(im, b, o)
+
+    _, t_crop = timed(crops)
     batches, t_all = timed(lambda: [collate_samples(SampleBatch(ds, p)) for p in plans])
     params = [aug.draw_keyed(sizes[g], k) for g, k in zip(groups, keys, strict=True)]
     moved, t_h2d = timed(lambda: [_h2d_step(device)(b) for b in batches])
