@@ -50,6 +50,7 @@ class Plan:
     position: int
     seed: int
     epoch: int
+    fast: bool = False
 
 
 class PlannedBatches:
@@ -75,7 +76,7 @@ class PlannedBatches:
             keys = draws.sample_keys(plan.seed, plan.epoch, ids)
             boxes = plan.crop.draw_keyed(plan.sizes[ids], keys, plan.position)["boxes"]
             yield PlannedIndices(batch, CropPlan(boxes.numpy(), plan.crop.size,
-                                                 plan.crop.min_visible))
+                                                 plan.crop.min_visible, plan.fast))
 
 
 def apply_rest(transform: Transform, batch: Batch, params: Params) -> Batch:
@@ -97,13 +98,15 @@ def crop_geometry(batch: Batch, boxes: torch.Tensor, crop: CropPlan) -> Batch:
     return out
 
 
-def crop_images(images: Sequence[Any], boxes: torch.Tensor, out: torch.Tensor) -> None:
+def crop_images(images: Sequence[Any], boxes: torch.Tensor, out: torch.Tensor,
+                fast: bool = False) -> None:
     """Resize each image's crop box into ``out (B, 3, h, w)`` (contiguous): ``(H, W, 3)``
-    arrays, or ``EncodedImage`` JPEGs, of which only the box is decoded (``decode_boxes``)."""
+    arrays, or ``EncodedImage`` JPEGs, of which only the box is decoded (``decode_boxes``;
+    ``fast``: DCT-scaled where the box is at least twice the output)."""
     if not len(images):
         return
     if any(isinstance(im, EncodedImage) for im in images):
-        images, boxes = decode_boxes(images, boxes)
+        images, boxes = decode_boxes(images, boxes, tuple(out.shape[2:]) if fast else None)
     with warnings.catch_warnings():  # memory-map views are read-only; nothing writes them
         warnings.simplefilter("ignore", UserWarning)
         tensors = [torch.from_numpy(im) for im in images]
@@ -119,10 +122,28 @@ def crop_images(images: Sequence[Any], boxes: torch.Tensor, out: torch.Tensor) -
                                 tuple(out.shape[2:]))[0]
 
 
-def decode_boxes(images: Sequence[Any], boxes: torch.Tensor) -> tuple[list[Any], torch.Tensor]:
+def dct_scales(boxes: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """The largest DCT scale 1/s (s in 1, 2, 4, 8) that keeps each box at least ``size``."""
+    fit = np.minimum(boxes[:, 2] // max(size[0], 1), boxes[:, 3] // max(size[1], 1))
+    return np.select([fit >= 8, fit >= 4, fit >= 2], [8, 4, 2], 1).astype(np.int64)
+
+
+def scaled_regions(boxes: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """Each box in the pixels of its image decoded at 1/scale: the scaled pixels it covers
+    (top and left rounded down, bottom and right up)."""
+    s = scales[:, None]
+    start = boxes[:, :2] // s
+    stop = -(-(boxes[:, :2] + boxes[:, 2:]) // s)
+    return np.concatenate([start, stop - start], axis=1)
+
+
+def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
+                 fast: tuple[int, int] | None = None) -> tuple[list[Any], torch.Tensor]:
     """Each ``EncodedImage``'s crop box decoded alone (libjpeg-turbo, the pixels of a full
     decode; ``transforms._native.jpeg_ops``) and its box moved to the region's origin; the
-    JPEGs the region decoder leaves (EXIF orientation, CMYK, no libjpeg) decoded whole."""
+    JPEGs the region decoder leaves (EXIF orientation, CMYK, no libjpeg) decoded whole.
+    ``fast = (h, w)``: a box at least twice that is decoded DCT-scaled (1/2, 1/4 or 1/8 —
+    less work, not the exact pixels) and its box becomes the scaled region."""
     items, boxes = list(images), boxes.clone()
     lazy = [i for i, im in enumerate(items) if isinstance(im, EncodedImage)]
     if not lazy:
@@ -134,12 +155,17 @@ def decode_boxes(images: Sequence[Any], boxes: torch.Tensor) -> tuple[list[Any],
             warnings.simplefilter("ignore", UserWarning)
             streams = [torch.from_numpy(items[i].data) for i in lazy]
         sizes = torch.tensor([items[i].shape[:2] for i in lazy], dtype=torch.int64)
-        regions, status = jpeg.decode_regions(streams, boxes[lazy], sizes)
+        wanted = boxes[lazy].numpy()
+        scales = dct_scales(wanted, fast) if fast else np.ones(len(lazy), np.int64)
+        regions_at = scaled_regions(wanted, scales) if fast else wanted
+        regions, status = jpeg.decode_regions(streams, torch.from_numpy(regions_at), sizes,
+                                              torch.from_numpy(scales))
         left = []
-        for i, region, ok in zip(lazy, regions, (status == 0).tolist(), strict=True):
+        for k, (i, region, ok) in enumerate(zip(lazy, regions, (status == 0).tolist(),
+                                                strict=True)):
             if ok:
                 items[i] = region.numpy()
-                boxes[i, :2] = 0
+                boxes[i] = torch.tensor([0, 0, *regions_at[k, 2:]])
             else:
                 left.append(i)
     for i in left:

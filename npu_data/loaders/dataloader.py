@@ -126,7 +126,9 @@ class DataLoader(TorchDataLoader):
     default ``generator.initial_seed()`` or 0), ``jit_compile`` (NPU compile mode),
     ``image_key`` (which element of a tuple/dict batch the transform gets), ``read_crop``
     (apply the keyed transform's leading crop while reading a ``ShardDataset``: only each
-    crop box is read or decoded, the same pixels; on by default, ``loaders.crop_read``).
+    crop box is read or decoded, the same pixels; on by default, ``loaders.crop_read``),
+    ``decode`` ("exact"; "fast": a JPEG crop box at least twice the output is decoded
+    DCT-scaled — less work, a few levels off, see docs/benchmarks.md).
     Without a sampler the loader uses a single-replica ``NpuDistributedSampler`` (shuffled
     when ``shuffle=True``, a new order each epoch), so ``state_dict`` works by default.
     """
@@ -142,7 +144,7 @@ class DataLoader(TorchDataLoader):
                  device: dev.DeviceLike = "auto", transform: BatchTransform | None = None,
                  device_prefetch: int = 2, seed: int | None = None,
                  jit_compile: bool | None = None, image_key: int | str | None = None,
-                 read_crop: bool | None = None) -> None:
+                 read_crop: bool | None = None, decode: str = "exact") -> None:
         self.device = dev.resolve_device(device)
         if jit_compile is not None:
             dev.set_jit_compile(jit_compile, self.device)
@@ -191,6 +193,10 @@ class DataLoader(TorchDataLoader):
         if read_crop is not None and not isinstance(read_crop, bool):
             raise UserError(f"DataLoader: read_crop={read_crop!r} must be True, False or None")
         self.read_crop = read_crop
+        if decode not in ("exact", "fast"):
+            raise UserError(f"DataLoader: decode={decode!r} must be 'exact' (the pixels of a "
+                            "full decode) or 'fast' (DCT-scaled JPEG decoding, not exact)")
+        self.decode = decode
         self._planned = PlannedBatches(self.batch_sampler) if self.batch_sampler is not None else None
         if read_crop:
             why = self._no_read_crop()
@@ -263,7 +269,8 @@ class DataLoader(TorchDataLoader):
         stage = crop_read.leading_crop(self.transform)
         assert stage is not None
         sizes = self.dataset.sizes()  # type: ignore[attr-defined]  # a ShardDataset
-        return crop_read.Plan(sizes, stage[0], stage[1], self.seed, aug_epoch)
+        return crop_read.Plan(sizes, stage[0], stage[1], self.seed, aug_epoch,
+                              self.decode == "fast")
 
     @property
     def _pass_plan(self) -> crop_read.Plan | None:

@@ -64,11 +64,13 @@ class BatchColumns:
 class CropPlan:
     """The leading crop of a batch, known before its pixels are read: ``boxes (B, 4)`` int64
     (top, left, height, width) per sample, resized to ``size = (height, width)``; boxes,
-    polygons and masks keeping less than ``min_visible`` of their area become invalid."""
+    polygons and masks keeping less than ``min_visible`` of their area become invalid;
+    ``fast``: JPEGs may be decoded DCT-scaled (not exact, ``DataLoader(decode="fast")``)."""
 
     boxes: np.ndarray
     size: tuple[int, int]
     min_visible: float
+    fast: bool = False
 
 
 class PlannedIndices(list[int]):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -102,9 +103,9 @@ def test_crop_at_read_is_the_default_on_the_cpu(stores: dict[str, ShardDataset],
     calls: list[tuple[int, ...]] = []
     real = crop_read.crop_images
 
-    def spy(images: Any, boxes: torch.Tensor, out: torch.Tensor) -> None:
+    def spy(images: Any, boxes: torch.Tensor, out: torch.Tensor, fast: bool = False) -> None:
         calls.append(tuple(out.shape))
-        real(images, boxes, out)
+        real(images, boxes, out, fast)
 
     monkeypatch.setattr(crop_read, "crop_images", spy)
     batch = next(iter(DataLoader(stores["raw"], batch_size=4, device="cpu",
@@ -128,6 +129,8 @@ def test_read_crop_true_says_why_it_cannot(stores: dict[str, ShardDataset],
         DataLoader(list(range(4)), batch_size=2, read_crop=True, transform=_pipeline("rrc"))
     with pytest.raises(UserError, match="must be True, False or None"):
         DataLoader(ds, batch_size=2, read_crop="yes")  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="decode='quick' must be 'exact'"):
+        DataLoader(ds, batch_size=2, decode="quick")
 
 
 @pytest.fixture(scope="module")
@@ -177,3 +180,25 @@ def test_jpeg_regions_decode_to_the_full_decode_cropped(jpegs: ShardDataset,
         # every JPEG where libjpeg-turbo's headers are missing (no region decoder)
         assert len(whole) == (4 if _native.jpeg_ops() is not None else 2 * len(jpegs)), whole
         whole.clear()
+
+
+def test_fast_decode_scales_big_boxes_and_keeps_everything_else(jpegs: ShardDataset) -> None:
+    """decode="fast": a box at least twice the output is decoded DCT-scaled — close to the
+    exact pixels, not equal; parameters and geometry unchanged; small boxes stay exact."""
+    from npu_data.loaders.crop_read import dct_scales, scaled_regions
+
+    boxes = np.array([[0, 0, 61, 97], [3, 5, 16, 40], [10, 20, 15, 15]])
+    assert dct_scales(boxes, (8, 8)).tolist() == [4, 2, 1]
+    assert scaled_regions(boxes, np.array([4, 2, 1])).tolist() == [
+        [0, 0, 16, 25], [1, 2, 9, 21], [10, 20, 15, 15]]
+    kw: dict[str, Any] = {"batch_size": 6, "transform": RandomResizedCrop(8, scale=(0.3, 1))}
+    exact = _batches(jpegs, True, "rrc", **kw)
+    fast = _batches(jpegs, True, "rrc", decode="fast", **kw)
+    changed = 0
+    for a, b in zip(exact, fast, strict=True):
+        _same_batch({k: v for k, v in a.items() if k != "image"},
+                    {k: v for k, v in b.items() if k != "image"})
+        d = (a["image"].to(torch.int16) - b["image"].to(torch.int16)).abs()
+        changed += int((d.flatten(1).amax(1) > 0).sum())
+        assert float(d.float().mean()) < 8, float(d.float().mean())
+    assert changed > 0

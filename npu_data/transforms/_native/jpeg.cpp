@@ -68,7 +68,7 @@ int exif_orientation(const jpeg_saved_marker_ptr markers) {
 // Decode the region into dst (height x width x 3). The jmp_buf is set here, so no C++
 // object with a destructor may live between setjmp and a libjpeg call.
 int8_t decode_region(const uint8_t* data, size_t size, int64_t H, int64_t W, const int64_t* r,
-                     uint8_t* dst, std::vector<uint8_t>& row) {
+                     int64_t scale, uint8_t* dst, std::vector<uint8_t>& row) {
   jpeg_decompress_struct cinfo;
   ErrorMgr err;
   cinfo.err = jpeg_std_error(&err.pub);
@@ -93,6 +93,10 @@ int8_t decode_region(const uint8_t* data, size_t size, int64_t H, int64_t W, con
     status = kSizeMismatch;
   }
   const int64_t top = r[0], left = r[1], h = r[2], w = r[3];
+  if (scale > 1) {  // DCT scaling: the region is in the coordinates of the scaled image
+    H = (H + scale - 1) / scale;
+    W = (W + scale - 1) / scale;
+  }
   if (status == kOk && (top < 0 || left < 0 || h < 1 || w < 1 || top + h > H || left + w > W)) {
     status = kUnsupported;
   }
@@ -103,7 +107,14 @@ int8_t decode_region(const uint8_t* data, size_t size, int64_t H, int64_t W, con
   cinfo.out_color_space = JCS_RGB;
   cinfo.dct_method = JDCT_ISLOW;
   cinfo.do_fancy_upsampling = TRUE;
+  cinfo.scale_num = 1;
+  cinfo.scale_denom = static_cast<unsigned int>(scale > 1 ? scale : 1);
   jpeg_start_decompress(&cinfo);
+  if (static_cast<int64_t>(cinfo.output_height) != H ||
+      static_cast<int64_t>(cinfo.output_width) != W) {
+    jpeg_destroy_decompress(&cinfo);
+    return kSizeMismatch;
+  }
   // Fancy upsampling treats a cropped scanline's ends as image edges: ask for a margin of
   // one iMCU on each side (inside the image) so the region's own columns are never at an end.
   const int64_t margin = 8 * static_cast<int64_t>(cinfo.max_h_samp_factor);
@@ -143,13 +154,18 @@ int8_t decode_region(const uint8_t* data, size_t size, int64_t H, int64_t W, con
 }  // namespace
 
 // jpegs: 1-D uint8 streams; regions (B, 4) top, left, height, width; sizes (B, 2) the
-// stored (height, width). Returns the (h, w, 3) regions (empty where status != 0), status.
+// stored (height, width); scales (B,) 1, 2, 4 or 8: DCT-scaled decoding (not exact; the
+// region is then in the scaled image's pixels). Returns the (h, w, 3) regions (empty where
+// status != 0) and the status.
 std::tuple<std::vector<at::Tensor>, at::Tensor> decode_regions(at::TensorList jpegs,
                                                                const at::Tensor& regions_in,
-                                                               const at::Tensor& sizes_in) {
+                                                               const at::Tensor& sizes_in,
+                                                               const at::Tensor& scales_in) {
   const int64_t B = static_cast<int64_t>(jpegs.size());
   const at::Tensor regions = regions_in.to(at::kLong).contiguous();
   const at::Tensor sizes = sizes_in.to(at::kLong).contiguous();
+  const at::Tensor scales = scales_in.to(at::kLong).contiguous();
+  TORCH_CHECK(scales.dim() == 1 && scales.size(0) == B, "scales must be (B,)");
   TORCH_CHECK(regions.dim() == 2 && regions.size(0) == B && regions.size(1) == 4,
               "regions must be (B, 4) top, left, height, width");
   TORCH_CHECK(sizes.dim() == 2 && sizes.size(0) == B && sizes.size(1) == 2,
@@ -166,11 +182,16 @@ std::tuple<std::vector<at::Tensor>, at::Tensor> decode_regions(at::TensorList jp
   at::Tensor status = at::zeros({B}, at::kChar);
   int8_t* st = status.data_ptr<int8_t>();
   const int64_t* s = sizes.data_ptr<int64_t>();
+  const int64_t* sc = scales.data_ptr<int64_t>();
+  for (int64_t b = 0; b < B; ++b)
+    TORCH_CHECK(sc[b] == 1 || sc[b] == 2 || sc[b] == 4 || sc[b] == 8,
+                "scales must be 1, 2, 4 or 8, got ", sc[b]);
   npu_data_native::parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
     thread_local std::vector<uint8_t> row;
     for (int64_t b = b0; b < b1; ++b) {
       st[b] = decode_region(jpegs[b].data_ptr<uint8_t>(), static_cast<size_t>(jpegs[b].numel()),
-                            s[b * 2], s[b * 2 + 1], r + b * 4, out[b].data_ptr<uint8_t>(), row);
+                            s[b * 2], s[b * 2 + 1], r + b * 4, sc[b], out[b].data_ptr<uint8_t>(),
+                            row);
     }
   });
   return {out, status};
@@ -179,7 +200,7 @@ std::tuple<std::vector<at::Tensor>, at::Tensor> decode_regions(at::TensorList jp
 }  // namespace npu_data_jpeg
 
 TORCH_LIBRARY(npu_data_jpeg, m) {
-  m.def("decode_regions(Tensor[] jpegs, Tensor regions, Tensor sizes) -> (Tensor[], Tensor)");
+  m.def("decode_regions(Tensor[] jpegs, Tensor regions, Tensor sizes, Tensor scales) -> (Tensor[], Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(npu_data_jpeg, CPU, m) {
