@@ -106,7 +106,8 @@ def crop_images(images: Sequence[Any], boxes: torch.Tensor, out: torch.Tensor,
     if not len(images):
         return
     if any(isinstance(im, EncodedImage) for im in images):
-        images, boxes = decode_boxes(images, boxes, tuple(out.shape[2:]) if fast else None)
+        size = (int(out.shape[2]), int(out.shape[3]))
+        images, boxes = decode_boxes(images, boxes, size if fast else None)
     with warnings.catch_warnings():  # memory-map views are read-only; nothing writes them
         warnings.simplefilter("ignore", UserWarning)
         tensors = [torch.from_numpy(im) for im in images]
