@@ -32,7 +32,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"{cfg['images']} JPEG images {cfg['width']}x{cfg['height']} (quality 90), "
         f"RandomResizedCrop({cfg['crop']}) + ColorJitter(0.4, 0.4, 0.4, 0.1) + horizontal flip, "
         f"boxes carried along by every pipeline, batch {cfg['batch_size']}, "
-        f"{cfg['workers']} worker(s) each, "
+        f"{cfg['workers']} worker(s) each, npu-data decode={cfg.get('decode', 'exact')}, "
         f"{cfg['warmup']} warm-up + {cfg['epochs']} measured epochs, interleaved.", "",
         f"Machine: {mach['cpus']} CPU(s), {mach['device']}, torch {mach['torch']} "
         f"({mach.get('torch_threads', '?')} thread(s) in the main process), "

@@ -142,8 +142,8 @@ def torchvision_plan(files: list[Path], export: Path, crop: int, device: torch.d
                      [("h2d", _h2d_step(device))])
 
 
-def shard_plan(path: Path, crop: int, device: torch.device, kornia: bool = False
-               ) -> StagePlan:
+def shard_plan(path: Path, crop: int, device: torch.device, kornia: bool = False,
+               decode: str = "exact") -> StagePlan:
     """npu-data over shards: ``ds[i]`` (raw: the read; encoded: bytes read, then ``ds[i]``
     decodes), collate in the workers, H2D copy and the batched augmentation on ``device``
     (``kornia``: Kornia's, ``benches.extras``)."""
@@ -154,7 +154,8 @@ def shard_plan(path: Path, crop: int, device: torch.device, kornia: bool = False
     pin = dev.is_accelerator(device)
     if not kornia and device.type == "cpu":  # the DataLoader crops while reading here
         return StagePlan(lambda n: [], [], list, [],
-                         timer=functools.partial(_crop_read_stages, ds, crop))
+                         timer=functools.partial(_crop_read_stages, ds, crop,
+                                                 decode == "fast"))
     augment = _kornia_step(crop) if kornia else _augment_step(crop, device)
     tail = [("h2d", _h2d_step(device)), ("augment", augment)]
     coll = lambda s: collate_samples(s, pin=pin)  # noqa: E731
@@ -173,8 +174,8 @@ def shard_plan(path: Path, crop: int, device: torch.device, kornia: bool = False
     return StagePlan(read, [("decode", lambda item: ds[item[0]])], coll, tail)
 
 
-def _crop_read_stages(ds: Any, crop: int, n: int, batch_size: int, device: torch.device,
-                      repeats: int) -> dict[str, float]:
+def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
+                      device: torch.device, repeats: int) -> dict[str, float]:
     """The crop-at-read path (``loaders.crop_read``), stage by stage: read = the batch's
     columns (JPEGs left encoded), decode = the crop boxes' JPEG regions, augment_cpu = the
     crop into the batch buffer (all three in the workers), collate = the rest of the
@@ -196,7 +197,8 @@ def _crop_read_stages(ds: Any, crop: int, n: int, batch_size: int, device: torch
     sizes = ds.sizes()
     keys = [draws.sample_keys(0, 0, g) for g in groups]
     boxes = [first.draw_keyed(sizes[g], k, position)["boxes"] for g, k in zip(groups, keys, strict=True)]
-    plans = [PlannedIndices(g.tolist(), CropPlan(b.numpy(), first.size, first.min_visible))
+    plans = [PlannedIndices(g.tolist(), CropPlan(b.numpy(), first.size, first.min_visible,
+                                                 fast))
              for g, b in zip(groups, boxes, strict=True)]
     out = [torch.empty((len(g), 3, *first.size), dtype=torch.uint8) for g in groups]
 
@@ -205,7 +207,8 @@ def _crop_read_stages(ds: Any, crop: int, n: int, batch_size: int, device: torch
         return _timed(fn, device, repeats)
 
     cols, t_read = timed(lambda: [read_columns(ds, g.tolist(), lazy_jpeg=True) for g in groups])
-    decoded, t_decode = timed(lambda: [crop_read.decode_boxes(c.images, b)
+    decoded, t_decode = timed(lambda: [crop_read.decode_boxes(c.images, b,
+                                                              first.size if fast else None)
                                        for c, b in zip(cols, boxes, strict=True)])
     def crops() -> None:
         for (im, b), o in zip(decoded, out, strict=True):

@@ -49,6 +49,7 @@ class BenchConfig:
     device: str = "auto"
     seed: int = 0
     threads: int | None = None  # torch intra-op threads of the main process (None: torch's)
+    decode: str = "exact"  # npu-data's JPEG decoding (DataLoader(decode=...))
 
     @classmethod
     def quick(cls, **over: Any) -> BenchConfig:
@@ -132,7 +133,8 @@ def _ours(dataset: Any, cfg: BenchConfig, device: torch.device, shuffle: bool = 
                       num_workers=cfg.workers, pin_memory=True,
                       persistent_workers=cfg.workers > 0,
                       prefetch_factor=4 if cfg.workers else None, device=device,
-                      transform=transform or baseline.augmentation(cfg.crop), seed=cfg.seed)
+                      transform=transform or baseline.augmentation(cfg.crop), seed=cfg.seed,
+                      decode=cfg.decode)
 
 
 def _shards(path: Path, cfg: BenchConfig, device: torch.device, kornia: bool = False) -> Any:
@@ -181,7 +183,8 @@ def pipelines(data: BenchData, cfg: BenchConfig, device: torch.device
             skipped.append({"name": name, "label": label, "reason": data.import_error})
             continue
         runs.append(Pipeline(name, label, functools.partial(_shards, path, cfg, device),
-                             functools.partial(stages.shard_plan, path, cfg.crop, device)))
+                             functools.partial(stages.shard_plan, path, cfg.crop, device,
+                                               decode=cfg.decode)))
     label = f"WebDataset tars, batched on {device.type}"
     if data.tars:
         runs.append(Pipeline("webdataset", label, functools.partial(_wds, data.tars, cfg, device),
@@ -300,7 +303,8 @@ def run(cfg: BenchConfig, data_dir: Path, sweeps: Mapping[str, Sequence[Value]] 
     data = ensure(data_dir, cfg.images, cfg.width, cfg.height, cfg.seed)
     runs, skipped = pipelines(data, cfg, device)
     log(f"bench: {cfg.images} images {cfg.width}x{cfg.height}, crop {cfg.crop}, batch "
-        f"{cfg.batch_size}, {cfg.workers} worker(s), device {dev.describe(device)}; "
+        f"{cfg.batch_size}, {cfg.workers} worker(s), decode {cfg.decode}, device "
+        f"{dev.describe(device)}; "
         f"{len(runs)} pipelines, {cfg.warmup}+{cfg.epochs} epochs interleaved")
     results = measure(runs, cfg, device)
     for x in results:

@@ -12,8 +12,9 @@ from pathlib import Path
 from npu_data.errors import UserError
 
 NAME = "bench"
-HELP = ("Measure images/s of npu-data (raw shards, encoded shards, WebDataset tars) against a "
-        "per-sample Pillow baseline (interleaved epochs, boxes carried along); writes "
+HELP = ("Measure images/s of npu-data (raw shards, encoded shards, WebDataset tars) against "
+        "torchvision's PIL pipeline (or, without torchvision, the per-sample Pillow reference; "
+        "interleaved epochs, boxes carried along); writes "
         "results.json, results.md and chart.png. `bench parse|import ...` runs the parse or "
         "import benchmark.")
 
@@ -41,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, metavar="N", help="workers per pipeline (default 2)")
     p.add_argument("--epochs", type=int, metavar="E", help="measured epochs (default 3)")
     p.add_argument("--device", default="auto", metavar="auto|cpu|cuda|npu")
+    p.add_argument("--decode", choices=("exact", "fast"), default="exact",
+                   help="npu-data's JPEG decoding: exact (default, Pillow's pixels) or fast "
+                        "(DCT-scaled where a crop box is at least twice the output)")
     p.add_argument("--threads", type=int, metavar="N",
                    help="torch threads of the main process (default: torch's; 1 avoids "
                         "oversubscribing a small, busy machine)")
@@ -65,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
 
     over = {"images": args.images, "width": args.width, "height": args.height,
             "crop": args.crop, "batch_size": args.batch_size, "workers": args.workers,
-            "epochs": args.epochs, "device": args.device, "threads": args.threads}
+            "epochs": args.epochs, "device": args.device, "threads": args.threads,
+            "decode": args.decode}
     for key in ("images", "width", "height", "crop", "batch_size", "epochs", "threads"):
         if over[key] is not None and over[key] < 1:
             raise UserError(f"bench: --{key.replace('_', '-')} must be at least 1")
