@@ -1,10 +1,21 @@
-"""Resolve Label Studio image references to local files, and decode images."""
+"""Resolve Label Studio image references to local files, and decode images.
+
+References are read as Label Studio writes and serves them: ``/data/local-files/?d=`` with the
+path URL-escaped (``%5C`` for the backslashes of a Windows server, ``%20``, ``%25``, UTF-8
+escapes; a leading ``/`` is relative to the root, as the server strips it), uploads under
+``/data/upload/<project>/<hash>-<name>``, both also behind the server's own address
+(``http://host:8080/data/...``, what a server with ``HOSTNAME`` set writes). A name that is not
+on disk as written is also looked up with ``/`` for ``\\`` and in the other Unicode
+normalisation (macOS writes decomposed names).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import io
+import posixpath
 import tempfile
+import unicodedata
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -39,12 +50,49 @@ class ImageOptions:
     timeout: float = 30.0
 
 
+def _spellings(rel: str) -> list[str]:
+    """``rel`` as written, then with ``/`` for ``\\`` (a Windows server's separators), each
+    also in NFC and NFD (decomposed names from macOS): the names a file may have on disk."""
+    out: list[str] = []
+    for r in dict.fromkeys((rel, rel.replace("\\", "/"))):
+        for v in (r, unicodedata.normalize("NFC", r), unicodedata.normalize("NFD", r)):
+            if v not in out:
+                out.append(v)
+    return out
+
+
+def _existing(base: Path, rel: str) -> Path:
+    """The first spelling of ``rel`` under ``base`` that exists, else the ``/`` spelling."""
+    names = _spellings(rel)
+    for name in names:
+        p = base / name
+        if p.exists():
+            return p
+    return base / rel.replace("\\", "/")
+
+
 def _under(root: Path, rel: str, ref: str, what: str) -> Path:
     base = root.resolve()
-    target = (base / rel).resolve()
+    target = _existing(base, rel).resolve()
     if not target.is_relative_to(base):
         raise ImageError(f"{ref}: the path leaves the {what} {base} — refused")
     return target
+
+
+def _local_files_rel(d: str) -> str:
+    """The path Label Studio serves for ``?d=<d>`` (already unescaped): normalised, leading
+    ``/`` stripped — relative to its LOCAL_FILES_DOCUMENT_ROOT (the server's own rule)."""
+    d = d.replace("\\", "/") if "\\" in d else d
+    return posixpath.normpath(d).lstrip("/") if d else d
+
+
+def _server_path(ref: str) -> str | None:
+    """``/data/...`` of a reference to the Label Studio server itself (``http(s)://host/data/
+    upload/...`` or ``.../data/local-files/?d=...``), else None."""
+    parts = urlsplit(ref)
+    if parts.path.startswith("/data/upload/") or parts.path.startswith("/data/local-files"):
+        return parts.path + (f"?{parts.query}" if parts.query else "")
+    return None
 
 
 def resolve_image(ref: str, options: ImageOptions) -> Path:
@@ -52,31 +100,43 @@ def resolve_image(ref: str, options: ImageOptions) -> Path:
     if ref.startswith(CLOUD_SCHEMES):
         raise ImageError(f"{ref}: cloud storage is not read directly — download the files and "
                          "pass --images-root, or serve them as local files (--local-files-root)")
-    if ref.startswith("/data/upload/"):
-        if options.ls_data_dir is None:
-            raise ImageError(f"{ref}: an uploaded file — pass --ls-data-dir (Label Studio's "
-                             "LABEL_STUDIO_BASE_DATA_DIR)")
-        rel = unquote(ref[len("/data/upload/"):])
-        return _under(Path(options.ls_data_dir) / "media" / "upload", rel, ref,
-                      "upload folder")
-    if ref.startswith("/data/local-files"):
-        d = parse_qs(urlsplit(ref).query).get("d")
-        if not d:
-            raise ImageError(f"{ref}: a local-files reference without ?d=<path>")
-        if options.local_files_root is None:
-            raise ImageError(f"{ref}: a local file — pass --local-files-root (Label Studio's "
-                             "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT)")
-        return _under(Path(options.local_files_root), d[0], ref, "local-files root")
     if ref.startswith(("http://", "https://")):
+        local = _server_path(ref)  # the server's own files: read where they are when we can
+        if local is not None and (
+                (local.startswith("/data/upload/") and options.ls_data_dir is not None)
+                or (local.startswith("/data/local-files")
+                    and options.local_files_root is not None)):
+            return _resolve_server(local, ref, options)
         if not options.allow_download:
             raise ImageError(f"{ref}: a URL — pass --allow-download to fetch it")
         return _download(ref, options)
+    if ref.startswith(("/data/upload/", "/data/local-files")):
+        return _resolve_server(ref, ref, options)
     if ref.startswith("file://"):
         return Path(unquote(urlsplit(ref).path))
     p = Path(ref)
     if p.is_absolute():
         return p
-    return Path(options.images_root or ".") / p
+    return _existing(Path(options.images_root or "."), ref)
+
+
+def _resolve_server(path: str, ref: str, options: ImageOptions) -> Path:
+    """``/data/upload/...`` or ``/data/local-files/?d=...`` (``ref``: as the task wrote it)."""
+    if path.startswith("/data/upload/"):
+        if options.ls_data_dir is None:
+            raise ImageError(f"{ref}: an uploaded file — pass --ls-data-dir (Label Studio's "
+                             "LABEL_STUDIO_BASE_DATA_DIR)")
+        rel = unquote(urlsplit(path).path[len("/data/upload/"):])
+        return _under(Path(options.ls_data_dir) / "media" / "upload", rel, ref,
+                      "upload folder")
+    d = parse_qs(urlsplit(path).query).get("d")
+    if not d:
+        raise ImageError(f"{ref}: a local-files reference without ?d=<path>")
+    if options.local_files_root is None:
+        raise ImageError(f"{ref}: a local file — pass --local-files-root (Label Studio's "
+                         "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT)")
+    return _under(Path(options.local_files_root), _local_files_rel(d[0]), ref,
+                  "local-files root")
 
 
 def _download(url: str, options: ImageOptions) -> Path:

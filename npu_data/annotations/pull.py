@@ -332,7 +332,8 @@ def download_resources(server: _Server, refs: list[str], out: Path, workers: int
 
 def _load_tasks(path: Path, what: str) -> list[Any]:
     try:
-        tasks = orjson.loads(path.read_bytes())
+        body = path.read_bytes()
+        tasks = orjson.loads(body[3:] if body.startswith(b"\xef\xbb\xbf") else body)  # BOM
     except orjson.JSONDecodeError as exc:
         path.unlink(missing_ok=True)
         raise UserError(f"{what}: the downloaded export is not valid JSON ({exc}) — it was "

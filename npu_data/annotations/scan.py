@@ -42,7 +42,11 @@ def _first_non_ws(buf: np.ndarray, start: int) -> int:
 
 def array_start(buf: np.ndarray, name: str) -> int:
     """Offset of the opening ``[`` of the top-level array (UserError otherwise)."""
-    start = 3 if bytes(buf[:3]) == b"\xef\xbb\xbf" else 0
+    start = 3 if bytes(buf[:3]) == b"\xef\xbb\xbf" else 0  # UTF-8 byte order mark
+    if bytes(buf[:2]) in (b"\xff\xfe", b"\xfe\xff"):
+        raise UserError(f"{name}: the file is UTF-16 text (Windows PowerShell's Out-File and "
+                        "'>' write that) — save it as UTF-8, e.g. Out-File -Encoding utf8, or "
+                        "download the export again")
     first = _first_non_ws(buf, start)
     if first >= len(buf):
         raise UserError(f"{name}: the file is empty — {NOT_A_LIST}; export the project again")
