@@ -6,7 +6,8 @@ escapes; a leading ``/`` is relative to the root, as the server strips it), uplo
 ``/data/upload/<project>/<hash>-<name>``, both also behind the server's own address
 (``http://host:8080/data/...``, what a server with ``HOSTNAME`` set writes). A name that is not
 on disk as written is also looked up with ``/`` for ``\\`` and in the other Unicode
-normalisation (macOS writes decomposed names).
+normalisation (macOS writes decomposed names). Images decode to the RGB the annotator saw in
+the browser (``decode_image``).
 """
 
 from __future__ import annotations
@@ -166,12 +167,31 @@ def read_image_bytes(path: Path) -> bytes:
 
 
 def load_image(path: Path, max_pixels: int = 178_956_970) -> np.ndarray:
-    """Decode ``path`` to RGB uint8 (H, W, 3), EXIF orientation applied."""
+    """Decode ``path`` to RGB uint8 (H, W, 3) as the browser showed it (``decode_image``)."""
     return decode_image(read_image_bytes(path), str(path), max_pixels)
 
 
+def load_image_as_shown(path: Path, max_pixels: int = 178_956_970) -> tuple[np.ndarray, bool]:
+    """``load_image`` and whether Pillow's plain ``convert("RGB")`` gives the same pixels
+    (False for alpha, transparency and 16-bit samples: the file alone would decode otherwise)."""
+    return _decode(read_image_bytes(path), str(path), max_pixels)
+
+
+BACKGROUND = 255  # what shows through transparent pixels: the white of Label Studio's editor
+PLAIN_MODES = ("RGB", "L", "1", "P", "CMYK", "YCbCr")  # convert("RGB") is what a browser shows
+
+
 def decode_image(data: bytes, name: str, max_pixels: int = 178_956_970) -> np.ndarray:
-    """Decode encoded image bytes to RGB uint8 (H, W, 3), EXIF orientation applied."""
+    """Decode encoded image bytes to RGB uint8 (H, W, 3): the pixels Label Studio's editor
+    showed the annotator. EXIF orientation applied; alpha (RGBA, LA, PA, a palette's or a
+    colour key's transparency) composited over white; 16-bit samples (``I;16``) reduced to
+    their high byte, as browsers (libpng's strip_16) and Pillow's own 16-bit RGB decoding do;
+    CMYK, palette, bilevel and grayscale by Pillow's conversion (a browser's for a CMYK JPEG
+    without a colour profile)."""
+    return _decode(data, name, max_pixels)[0]
+
+
+def _decode(data: bytes, name: str, max_pixels: int) -> tuple[np.ndarray, bool]:
     try:
         with Image.open(io.BytesIO(data)) as im:
             w, h = im.size
@@ -179,11 +199,36 @@ def decode_image(data: bytes, name: str, max_pixels: int = 178_956_970) -> np.nd
                 raise ImageError(f"{name}: {w}x{h} pixels exceeds the limit of {max_pixels} "
                                  "(decompression bomb?) — raise max_pixels if it is genuine")
             im.load()
+            png = im.format == "PNG"
             oriented = ImageOps.exif_transpose(im) or im
-            return np.asarray(oriented.convert("RGB"), dtype=np.uint8)
+            return _as_shown(oriented, png)
     except ImageError:
         raise
     except Image.DecompressionBombError as e:
         raise ImageError(f"{name}: decompression bomb ({e})") from None
     except (OSError, SyntaxError, ValueError) as e:
         raise ImageError(f"{name}: cannot decode the image ({e}) — truncated or corrupt") from None
+
+
+def _as_shown(im: Image.Image, png: bool) -> tuple[np.ndarray, bool]:
+    """(RGB uint8 pixels of ``im`` as a browser shows them, whether convert("RGB") agrees)."""
+    mode = im.mode
+    key = im.info.get("transparency")
+    if mode.startswith("I;16") or (mode == "I" and png):  # 16-bit gray (older Pillow: "I")
+        v = np.asarray(im).astype(np.int64)
+        gray = (np.clip(v, 0, 65535) >> 8).astype(np.uint8)
+        alpha = None if not isinstance(key, int) else np.where(v == key, 0, 255).astype(np.uint8)
+        return _over_background(np.repeat(gray[..., None], 3, axis=2), alpha), False
+    if mode in ("RGBA", "LA", "PA", "RGBa", "La") or key is not None:
+        rgba = np.asarray(im.convert("RGBA"), dtype=np.uint8)
+        return _over_background(rgba[..., :3], rgba[..., 3]), False
+    return np.asarray(im.convert("RGB"), dtype=np.uint8), mode in PLAIN_MODES
+
+
+def _over_background(rgb: np.ndarray, alpha: np.ndarray | None) -> np.ndarray:
+    """``rgb`` composited over the white background by ``alpha`` (rounded to nearest)."""
+    if alpha is None:
+        return np.ascontiguousarray(rgb)
+    a = alpha.astype(np.uint32)[..., None]
+    out = (rgb.astype(np.uint32) * a + BACKGROUND * (255 - a) + 127) // 255
+    return out.astype(np.uint8)

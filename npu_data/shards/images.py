@@ -56,8 +56,17 @@ def _resolve(ref: str, options: Any) -> Path:
     return Path(_images().resolve_image(ref, options))
 
 
-def _load(path: Path) -> np.ndarray:
-    return np.asarray(_images().load_image(path, MAX_PIXELS))
+def _load(path: Path) -> tuple[np.ndarray, bool]:
+    """The pixels the annotator saw, and whether the file decodes to them with a plain
+    ``convert("RGB")`` (what the shard reader does with stored bytes)."""
+    pixels, plain = _images().load_image_as_shown(path, MAX_PIXELS)
+    return np.asarray(pixels), bool(plain)
+
+
+def _png(pixels: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(pixels)).save(buf, format="PNG", compress_level=6)
+    return buf.getvalue()
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -93,9 +102,13 @@ def _encoding(data: bytes) -> int:
 
 
 def make_payload(ref: str, o: Any) -> Payload:
-    """The payload of image ``ref`` under write options ``o`` (UserError if unusable)."""
+    """The payload of image ``ref`` under write options ``o`` (UserError if unusable).
+
+    Encoded stores keep the file's own bytes where the reader's Pillow decode gives the
+    pixels the annotator saw, else a PNG of those pixels (images with alpha or 16-bit
+    samples; see ``npu_data.annotations.images.decode_image``)."""
     path = _resolve(ref, o.images)
-    pixels = _load(path)
+    pixels, plain = _load(path)
     if o.store == "raw" or o.reencode:
         pixels = np.ascontiguousarray(resize(pixels, o.max_side))
         h, w = pixels.shape[:2]
@@ -106,6 +119,9 @@ def make_payload(ref: str, o: Any) -> Payload:
         Image.fromarray(pixels).save(buf, format="JPEG", quality=parse_reencode(o.reencode))
         data = buf.getvalue()
         return Payload(data, h, w, 3, ENC_JPEG, zlib.crc32(data))
-    data = _read_bytes(path)
     h, w = pixels.shape[:2]
+    if not plain:  # alpha, transparency, 16-bit: the file would read back otherwise, so the
+        data = _png(pixels)  # pixels are stored, losslessly, as the annotator saw them
+        return Payload(data, h, w, 3, ENC_PNG, zlib.crc32(data))
+    data = _read_bytes(path)
     return Payload(data, h, w, 3, _encoding(data), zlib.crc32(data))
