@@ -5,8 +5,11 @@ as its ``(B, 3, Hmax, Wmax)`` channels-last view; only the padding is zeroed. In
 DataLoader worker the buffers live in shared memory (no copy when the batch is sent to the
 main process); with ``pin=True`` (main process) they are page-locked for the accelerator.
 A ``SampleBatch`` (``ShardDataset.__getitems__``) is collated from its columns in one shot
-(``collate_columns``) into the same batch. Any other sample structure (tuples, lists, named
-tuples, tensors, numbers, plain dicts, nested) goes to ``torch.utils.data.default_collate``,
+(``collate_columns``) into the same batch; a stream's samples tagged for crop at read
+(``stream_crop``) are collated from their geometry and stored sizes, each image's crop box
+resized straight into the batch (the same batch as collating and cropping after). Any other
+sample structure (tuples, lists, named tuples, tensors, numbers, plain dicts, nested) goes to
+``torch.utils.data.default_collate``,
 so the batch is exactly torch's; when it fails because the samples' tensors/arrays differ in
 shape, ``MixedSizes`` says which element, which shapes and the fix in one line.
 """
@@ -22,10 +25,13 @@ from torch.utils.data import default_collate
 
 from npu_data import device as dev
 from npu_data.errors import UserError
+from npu_data.loaders import stream_crop
 from npu_data.loaders.collate_columns import collate_columns
 from npu_data.loaders.host import (
     ROW_KEY,
+    image_sizes,
     images_tensor,
+    sizes_tensor,
     torch_dtype,
     zeros_host,
 )
@@ -265,18 +271,23 @@ def collate_samples(samples: Sequence[Any], pin: bool = False) -> Any:
     pin = pin and dev.pin_memory_supported(dev.best_device_type())
     if isinstance(samples, SampleBatch):  # ShardDataset.__getitems__: one shot, same batch
         return collate_columns(samples.columns(), pin, samples.crop)
-    if not is_shard_sample(samples[0]):
+    plan = stream_crop.plan_of(samples[0])  # a stream's samples, to crop while read
+    if plan is None and not is_shard_sample(samples[0]):
         torch_batch = _default_collate(samples if isinstance(samples, list) else list(samples))
         return pin_tree(torch_batch) if pin else torch_batch
     batch: Batch = {}
     keys = list(samples[0].keys())
     hw = (0, 0)
-    if "image" in samples[0]:
+    if plan is not None:  # the stored sizes only: the crop writes the image buffer
+        hs, ws = image_sizes([s["image"] for s in samples])
+        batch["image"], batch["sizes"] = None, sizes_tensor(hs, ws)
+        hw = (int(hs.max()), int(ws.max()))
+    elif "image" in samples[0]:
         batch["image"], batch["sizes"] = images_tensor([s["image"] for s in samples], pin)
         hw = (batch["image"].shape[2], batch["image"].shape[3])
     groups: dict[str, list[str]] = {}
     for key in keys:
-        if key in ("image",):
+        if key in ("image", stream_crop.PLAN_KEY):
             continue
         group = key.split(".", 1)[0] if "." in key else None
         if group is not None and group in ROW_KEY:
@@ -296,4 +307,6 @@ def collate_samples(samples: Sequence[Any], pin: bool = False) -> Any:
             batch[key] = [s[key] for s in samples]
     for group, gkeys in groups.items():
         _group(samples, group, gkeys, pin, batch, hw)
+    if plan is not None:
+        return stream_crop.crop_batch(batch, [s["image"] for s in samples], plan, pin)
     return batch

@@ -33,7 +33,7 @@ from torch.utils.data import IterableDataset
 
 from npu_data import device as dev
 from npu_data.errors import UserError
-from npu_data.loaders import crop_read
+from npu_data.loaders import crop_read, stream_crop
 from npu_data.loaders.collate import collate_samples
 from npu_data.loaders.crop_read import PlannedBatches
 from npu_data.loaders.sampler import NpuDistributedSampler
@@ -125,8 +125,9 @@ class DataLoader(TorchDataLoader):
     ``device_prefetch`` (batches copied ahead), ``seed`` (transform and shuffle seed;
     default ``generator.initial_seed()`` or 0), ``jit_compile`` (NPU compile mode),
     ``image_key`` (which element of a tuple/dict batch the transform gets), ``read_crop``
-    (apply the keyed transform's leading crop while reading a ``ShardDataset``: only each
-    crop box is read or decoded, the same pixels; on by default, ``loaders.crop_read``),
+    (apply the keyed transform's leading crop while reading a ``ShardDataset`` or a
+    ``WebDatasetStream``: only each crop box is read or decoded, the same pixels; on by
+    default, ``loaders.crop_read``, ``loaders.stream_crop``),
     ``decode`` ("exact"; "fast": a JPEG crop box at least twice the output is decoded
     DCT-scaled — less work, a few levels off, see docs/benchmarks.md).
     Without a sampler the loader uses a single-replica ``NpuDistributedSampler`` (shuffled
@@ -242,8 +243,8 @@ class DataLoader(TorchDataLoader):
     # --- crop at read (loaders.crop_read) ----------------------------------------------------
     def _no_read_crop(self) -> str:
         """Why this loader cannot crop while reading ("" when it can)."""
-        if not isinstance(self.dataset, ShardDataset):
-            return "the dataset is not a ShardDataset"
+        if not isinstance(self.dataset, ShardDataset) and stream_crop.state_of(self.dataset) is None:
+            return "the dataset is not a ShardDataset or a WebDatasetStream"
         if self.batch_size is None and self.batch_sampler is None:
             return "batch_size=None (no batches)"
         if not _is_collate_samples(self.collate_fn):
@@ -268,9 +269,20 @@ class DataLoader(TorchDataLoader):
             return None
         stage = crop_read.leading_crop(self.transform)
         assert stage is not None
+        if not isinstance(self.dataset, ShardDataset):  # a stream plans where it reads
+            return None
         sizes = self.dataset.sizes()  # type: ignore[attr-defined]  # a ShardDataset
         return crop_read.Plan(sizes, stage[0], stage[1], self.seed, aug_epoch,
                               self.decode == "fast")
+
+    def _arm_stream(self, aug_epoch: int) -> stream_crop.Armed:
+        """Crop at read in a stream that plans where it reads (``loaders.stream_crop``):
+        the leading crop, the seed and this pass's epoch, armed until the pass ends."""
+        wanted = self.read_crop if self.read_crop is not None else True  # as _plan
+        stage = None
+        if wanted and stream_crop.state_of(self.dataset) is not None and not self._no_read_crop():
+            stage = crop_read.leading_crop(self.transform)
+        return stream_crop.arm(self.dataset, stage, self.seed, aug_epoch, self.decode == "fast")
 
     @property
     def _pass_plan(self) -> crop_read.Plan | None:
@@ -292,15 +304,19 @@ class DataLoader(TorchDataLoader):
         keys = draws.sample_keys(self.seed, epoch, ids)
         plan = self._pass_plan
         sizes = host["sizes"].numpy() if plan is None else plan.sizes[ids]
+        stored = stream_crop.stored_sizes(host, self.seed, epoch)
+        if stored is not None:  # a stream cropped the batch while reading it
+            sizes = stored
         return t.draw_keyed(sizes, keys)
 
     def _transform(self, batch: Any, number: int, epoch: int,
                    aug: tuple[Params, Params] | None = None) -> Any:
+        streamed = stream_crop.take(batch)  # a stream ran the leading crop while reading
         if self.transform is None:
             return batch
         if aug is not None:  # keyed: parameters drawn on the host, shipped with the batch
             host_params, params = aug
-            if self._pass_plan is not None:  # the leading crop ran in the reader
+            if self._pass_plan is not None or streamed:  # the leading crop ran in the reader
                 out = crop_read.apply_rest(self.transform, batch, params)  # type: ignore[arg-type]
             else:
                 out = self.transform.apply(batch, params)  # type: ignore[attr-defined]
@@ -339,6 +355,7 @@ class DataLoader(TorchDataLoader):
         aug_epoch = epoch + (repeat << 32)
         if self._planned is not None:
             self._planned.plan = self._plan(aug_epoch)
+        armed = self._arm_stream(aug_epoch)  # disarmed at the end (or drop) of this pass
         source = super().__iter__()
         stream = dev.new_stream(self.device) if self.device_prefetch > 0 else None
         accel = dev.is_accelerator(self.device)
@@ -374,6 +391,7 @@ class DataLoader(TorchDataLoader):
             self._pass_batches += 1
             yield out
         self._pass_len = None
+        armed.close()
         self._finished = (epoch, repeat)
         if self._own_sampler:  # like RandomSampler: a new order (and augmentation) every pass
             self.set_epoch(epoch + 1)

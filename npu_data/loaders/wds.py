@@ -3,6 +3,10 @@
 Work is split over ``rank x worker``: whole tars when there are at least as many tars as
 consumers, otherwise each tar is shared by a group of consumers that take its samples
 round-robin — so no worker is left without data and nothing is read twice by one consumer.
+
+Under a ``DataLoader`` that crops while reading (``loaders.stream_crop``) a stream's JPEGs
+are not decoded here: only their header is read (the size the crop box needs) and the
+collate decodes each box alone.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import multiprocessing
 import os
 import random
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,6 +25,8 @@ import torch
 from PIL import Image, ImageOps
 
 from npu_data.annotations.table import GROUP_NESTED, GROUPS
+from npu_data.loaders.stream_crop import PLAN_KEY, CropState, StreamPlan
+from npu_data.shards.batch_read import EncodedImage
 from npu_data.shards.wds_io import WdsSample, iter_tar_samples, table_from_json
 
 
@@ -41,15 +48,64 @@ def assignment(num_shards: int, consumer: int, consumers: int) -> list[tuple[int
     return [(k, group.index(consumer), len(group))]
 
 
+def decode_image(data: bytes) -> np.ndarray:
+    """The ``(H, W, 3)`` uint8 pixels of an image file (its EXIF orientation applied)."""
+    with Image.open(io.BytesIO(data)) as im:
+        return np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
+
+
+@dataclass(frozen=True)
+class TarJpeg(EncodedImage):
+    """A tar's JPEG not decoded yet (crop at read): its bytes, its decoded ``shape``;
+    ``decode()`` is ``decode_sample``'s full decode."""
+
+    def decode(self) -> np.ndarray:
+        return decode_image(self.data.tobytes())
+
+
+_TRANSPOSED = frozenset(range(2, 9))  # EXIF orientations Pillow's exif_transpose applies
+
+
+def plain_jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """``(height, width)`` of a JPEG the region decoder may decode as stored (RGB or grey,
+    no orientation that ``decode_image`` applies), from its header; None for any other."""
+    with Image.open(io.BytesIO(data)) as im:
+        if im.format != "JPEG" or im.mode not in ("RGB", "L"):
+            return None
+        if im.getexif().get(0x0112, 1) in _TRANSPOSED:  # EXIF or XMP, as exif_transpose
+            return None
+        w, h = im.size
+    return int(h), int(w)
+
+
 def decode_sample(smp: WdsSample) -> dict[str, Any]:
     """The ShardDataset sample dict of one WebDataset sample."""
+    image = decode_image(smp.image)
+    return _sample(smp, image, image.shape[0], image.shape[1])
+
+
+def planned_sample(smp: WdsSample, plan: StreamPlan) -> dict[str, Any]:
+    """``decode_sample`` for a pass that crops while reading: a plain JPEG stays encoded
+    (``TarJpeg``, its size from the header), any other image is decoded; tagged with
+    ``plan`` for the collate (``loaders.stream_crop``)."""
+    size = plain_jpeg_size(smp.image)
+    if size is None:
+        s = decode_sample(smp)
+    else:
+        h, w = size
+        data = np.frombuffer(smp.image, dtype=np.uint8)
+        s = _sample(smp, TarJpeg(data, (h, w, 3), None, -1, -1), h, w)
+    s[PLAN_KEY] = plan
+    return s
+
+
+def _sample(smp: WdsSample, image: Any, h: int, w: int) -> dict[str, Any]:
+    """The sample dict of ``smp`` with ``image`` (pixels or ``TarJpeg``) of ``h`` x ``w``."""
     from npu_data.shards.convert import to_pixels
 
     ann = smp.annotations
-    with Image.open(io.BytesIO(smp.image)) as im:
-        image = np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
     table = table_from_json([ann], [""])
-    cols = to_pixels(table, np.array([image.shape[0]]), np.array([image.shape[1]]))
+    cols = to_pixels(table, np.array([h]), np.array([w]))
     s: dict[str, Any] = {"image": image, "index": int(ann["index"]),
                          "task_id": int(ann["task_id"])}
     for group, fixed in GROUPS.items():
@@ -61,7 +117,6 @@ def decode_sample(smp: WdsSample) -> dict[str, Any]:
                 s[key] = table.texts(key)
         for values, offsets, _, _ in GROUP_NESTED.get(group, ()):
             if group == "masks":
-                h, w = image.shape[:2]
                 bits, off = cols["masks.bits"], cols["masks.bit_offsets"]
                 m = len(off) - 1
                 mask = np.zeros((m, h, w), np.uint8)
@@ -88,6 +143,8 @@ class WebDatasetStream(torch.utils.data.IterableDataset):
 
     ``rank`` / ``world_size`` default to torch.distributed, then ``RANK`` / ``WORLD_SIZE``.
     ``shuffle`` permutes the tar order and a ``buffer``-sample window per ``set_epoch``.
+    ``crop_at_read``: armed by a ``DataLoader`` that applies its transform's leading crop
+    while reading (``loaders.stream_crop``) for the passes it runs; the batches are the same.
     """
 
     def __init__(self, urls: Sequence[str], shuffle: bool = False, seed: int = 0,
@@ -101,6 +158,7 @@ class WebDatasetStream(torch.utils.data.IterableDataset):
         self.rank, self.world_size = rank, world_size
         # shared memory: persistent DataLoader workers see set_epoch of the main process
         self._epoch = multiprocessing.RawValue("q", 0)
+        self.crop_at_read = CropState()
 
     @property
     def epoch(self) -> int:
@@ -125,12 +183,13 @@ class WebDatasetStream(torch.utils.data.IterableDataset):
         rank, _ = _rank_world(self.rank, self.world_size)
         rng = random.Random(_stable_seed(self.seed, self.epoch, rank,
                                          info.id if info is not None else 0, "buffer"))
+        crop = self.crop_at_read.plan()  # None unless a DataLoader armed this pass
         pool: list[dict[str, Any]] = []
         for k, offset, stride in self._plan():
             for n, smp in enumerate(iter_tar_samples(self.urls[k])):
                 if n % stride != offset:
                     continue
-                s = decode_sample(smp)
+                s = decode_sample(smp) if crop is None else planned_sample(smp, crop)
                 if not self.shuffle:
                     yield s
                     continue
