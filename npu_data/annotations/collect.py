@@ -60,9 +60,13 @@ class Calls:
 
 
 def group(calls: Calls, control_of: Callable[[str], int], counts: dict[str, int],
-          unknown: dict[str, int]) -> dict[str, Batch]:
+          unknown: dict[str, int],
+          reject: Callable[[int, Any, str, str, Any], None] | None = None) -> dict[str, Batch]:
     """Per-kind batches (in ``KIND_ORDER``) of every result in ``calls``; counts result types
-    into ``counts`` and skipped results into ``unknown``."""
+    into ``counts`` and skipped results into ``unknown``. A result whose ``type``,
+    ``from_name`` (required but for relations) or ``id`` has the wrong kind of value is
+    malformed: ``reject(sample, result id, kind, field, value)`` is told, and the result is
+    skipped."""
     flat = list(chain.from_iterable(calls.results))
     if not flat:
         return {}
@@ -70,6 +74,8 @@ def group(calls: Calls, control_of: Callable[[str], int], counts: dict[str, int]
         types: list[Any] = list(map(dict.get, flat, repeat("type")))
     except TypeError:  # a result that is not an object
         types = [r.get("type") if r.__class__ is dict else None for r in flat]
+    if reject is not None:
+        types = _malformed(flat, types, calls, reject)
     try:
         kinds = np.fromiter(map(TYPED.get, types, repeat(-1)), np.int64, count=len(types))
     except TypeError:  # an unhashable type
@@ -99,6 +105,38 @@ def group(calls: Calls, control_of: Callable[[str], int], counts: dict[str, int]
             continue
         idx = None if order is None else order[ends[k]:ends[k + 1]]
         out[kind] = _batch(kind, flat, idx, cols, call_of, c_pscore, control_of)
+    return out
+
+
+_MALFORMED = object()  # the type of a result that was rejected
+
+
+def _malformed(flat: list, types: list[Any], calls: Calls,
+               reject: Callable[[int, Any, str, str, Any], None]) -> list[Any]:
+    """``types`` with the malformed results' replaced by a value no kind has (see group)."""
+    names = [r.get("from_name") if r.__class__ is dict else "" for r in flat]
+    ids = [r.get("id") if r.__class__ is dict else None for r in flat]
+    if (all_of_class(types, str) and (all_of_class(names, str) or all(
+            n.__class__ is str or t == "relation" for n, t in zip(names, types, strict=True)))
+            and all(i is None or i.__class__ in (str, int) for i in ids)):
+        return types
+    sample_of = np.repeat([m[0] for m in calls.meta], list(map(len, calls.results))).tolist()
+    out = list(types)
+    for i, r in enumerate(flat):
+        if r.__class__ is not dict:
+            continue
+        bad = None
+        t = types[i]
+        if t is not None and t.__class__ is not str:
+            bad = ("type", t)
+        elif t != "relation" and names[i].__class__ is not str:
+            bad = ("from_name", names[i])
+        elif ids[i] is not None and ids[i].__class__ not in (str, int):
+            bad = ("id", ids[i])
+        if bad is not None:
+            rid = ids[i] if ids[i].__class__ in (str, int) else None
+            reject(sample_of[i], rid, str(t) if t.__class__ is str else "result", *bad)
+            out[i] = _MALFORMED
     return out
 
 

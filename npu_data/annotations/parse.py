@@ -181,7 +181,8 @@ class _Parser:
         rows_now = ch.rows
         ctx.task_of = lambda s: (rows_now[s - base][0] if s >= base
                                  else int(np.concatenate(self.samples.task_id)[s]))
-        batches = group(ch.calls, self._control, self.stats.results, ctx.unknown)
+        batches = group(ch.calls, self._control, self.stats.results, ctx.unknown,
+                        ctx.reject_field)
         pieces = {k: R.EXTRACT[k](ctx, b) for k, b in batches.items()}
         del batches
         task_id, task_index, refs, datas = (list(c) for c in zip(*ch.rows, strict=True)) \
@@ -425,7 +426,7 @@ class _Parser:
 def _size(r: dict, val: dict, size: tuple[int, int]) -> tuple[int, int]:
     w = r.get("original_width", val.get("original_width"))
     h = r.get("original_height", val.get("original_height"))
-    if isinstance(w, int) and isinstance(h, int) and w > 0 and h > 0:
+    if w.__class__ is int and h.__class__ is int and w > 0 and h > 0:  # not bools
         return (w, h)
     return size
 

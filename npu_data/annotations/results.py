@@ -97,6 +97,15 @@ class Context:
     def reject(self, sample: int, reason: str) -> None:
         self.bad.setdefault(sample, reason)
 
+    def reject_field(self, sample: int, rid: Any, kind: str, key: str, value: Any) -> None:
+        """A result's own field (``type``, ``from_name``, ``id``) holds the wrong kind of value."""
+        from npu_data.annotations.checks import show
+
+        what = "is missing" if value is None and key == "from_name" else (
+            f"= {show(value)} is not a string")
+        self.reject(sample, f"task {self.task_of(sample)}: result {rid!r} ({kind}): field "
+                            f"{key!r} {what} — fix the export")
+
 
 def _valid(ctx: Context, b: Batch, kind: str) -> Batch:
     """``b`` less the results whose values fail the checks of ``kind`` (their tasks are
@@ -139,6 +148,10 @@ def _check_polygon(c: C.Check) -> None:
 
 
 def _check_mask(c: C.Check) -> None:
+    for i, v in enumerate(c.vals):  # another format string is a kind we count and skip
+        fmt = v.get("format", "rle")
+        if fmt.__class__ is not str:
+            c.fail(i, f"field 'format' = {C.show(fmt)} is not a string")
     c.ints("rle", [i for i, v in enumerate(c.vals) if v.get("format", "rle") == "rle"])
     c.labels("brushlabels")
 
@@ -383,9 +396,10 @@ def masks(ctx: Context, b: Batch) -> Rows:
             continue
         h = res.get("original_height", val.get("original_height"))
         w = res.get("original_width", val.get("original_width"))
-        if not isinstance(h, int) or not isinstance(w, int) or h <= 0 or w <= 0:
-            ctx.reject(int(b.sample[i]), f"brush result {b.rid[i]!r} has no "
-                                         "original_width/original_height")
+        if h.__class__ is not int or w.__class__ is not int or h <= 0 or w <= 0:
+            ctx.reject(int(b.sample[i]), f"task {ctx.task_of(int(b.sample[i]))}: brush result "
+                                         f"{b.rid[i]!r} has no original_width/original_height "
+                                         f"(positive integers) — fix the export")
             continue
         try:
             mask = rle_to_mask(val.get("rle") or [], h, w)
