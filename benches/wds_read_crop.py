@@ -11,12 +11,15 @@ machine load.
 ``<data-dir>/bench_<n>_<w>x<h>_s0/wds``). Set up as the bench suite's webdataset row
 (``benches.suite._wds``): tar order shuffled per worker, a one-batch sample window,
 persistent workers, prefetch 4, RandomResizedCrop + ColorJitter + flip on the CPU. Each
-loader runs one warm-up epoch first; the report gives every epoch's img/s and the medians.
+loader runs one warm-up epoch first; the report gives every epoch's img/s and CPU ms per
+image (main process and workers, from ``/proc``: less sensitive than img/s to other load on
+a shared machine) and their medians.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from pathlib import Path
@@ -37,14 +40,28 @@ def loader(tars: list[str], read_crop: bool, args: argparse.Namespace) -> Any:
                       read_crop=read_crop, decode=args.decode)
 
 
-def epoch(dl: Any, number: int) -> tuple[float, int]:
-    """(img/s, images) of one pass at epoch ``number``."""
+def cpu_seconds(dl: Any) -> float:
+    """CPU seconds so far of this process and of ``dl``'s (persistent) worker processes."""
+    total = time.process_time()
+    tick = os.sysconf("SC_CLK_TCK")
+    for w in getattr(getattr(dl, "_iterator", None), "_workers", []):
+        try:
+            fields = Path(f"/proc/{w.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def epoch(dl: Any, number: int) -> tuple[float, float, int]:
+    """(img/s, CPU ms per image, images) of one pass at epoch ``number``."""
     dl.set_epoch(number)
     n = 0
-    t0 = time.perf_counter()
+    c0, t0 = cpu_seconds(dl), time.perf_counter()
     for batch in dl:
         n += int(batch["image"].shape[0])
-    return n / (time.perf_counter() - t0), n
+    wall, cpu = time.perf_counter() - t0, cpu_seconds(dl) - c0
+    return n / wall, cpu / n * 1e3, n
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -62,19 +79,23 @@ def main(argv: list[str] | None = None) -> None:
     runs = {"read_crop=False": loader(tars, False, args),
             "read_crop=True": loader(tars, True, args)}
     rates: dict[str, list[float]] = {name: [] for name in runs}
+    cpus: dict[str, list[float]] = {name: [] for name in runs}
     for dl in runs.values():  # warm-up: workers started, kernels compiled
         epoch(dl, 0)
     for e in range(1, args.epochs + 1):
         order = list(runs) if e % 2 else list(reversed(runs))  # ABBA: neither always first
         for name in order:
-            rate, n = epoch(runs[name], e)
+            rate, cpu, n = epoch(runs[name], e)
             rates[name].append(rate)
-            print(f"epoch {e} {name:16s} {n} images {rate:7.1f} img/s", flush=True)
+            cpus[name].append(cpu)
+            print(f"epoch {e} {name:16s} {n} images {rate:7.1f} img/s {cpu:6.2f} CPU ms/img",
+                  flush=True)
     base = statistics.median(rates["read_crop=False"])
+    base_cpu = statistics.median(cpus["read_crop=False"])
     for name, r in rates.items():
-        med = statistics.median(r)
-        print(f"{name:16s} median {med:7.1f} img/s (min {min(r):.1f}, max {max(r):.1f}), "
-              f"x{med / base:.2f}")
+        med, c = statistics.median(r), statistics.median(cpus[name])
+        print(f"{name:16s} median {med:7.1f} img/s (min {min(r):.1f}, max {max(r):.1f}) "
+              f"x{med / base:.2f}; {c:.2f} CPU ms/img (x{base_cpu / c:.2f} less)")
 
 
 if __name__ == "__main__":
