@@ -228,8 +228,10 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     return {k: v for k, v in out_ms.items() if v is not None}
 
 
-def wds_plan(tars: list[Path], crop: int, device: torch.device) -> StagePlan:
-    """WebDataset tars: tar members read, decoded into sample dicts, then as ``shard_plan``."""
+def wds_plan(tars: list[Path], crop: int, device: torch.device,
+             decode: str = "exact") -> StagePlan:
+    """WebDataset tars: tar members read, decoded into sample dicts, then as ``shard_plan``
+    (on the CPU the DataLoader crops while reading: ``_wds_crop_read_stages``)."""
     from npu_data.loaders import collate_samples
     from npu_data.loaders.wds import decode_sample
     from npu_data.shards.wds_io import iter_tar_samples
@@ -238,7 +240,68 @@ def wds_plan(tars: list[Path], crop: int, device: torch.device) -> StagePlan:
         members = itertools.chain.from_iterable(iter_tar_samples(str(t)) for t in tars)
         return list(itertools.islice(members, n))
 
+    if device.type == "cpu":
+        return StagePlan(lambda n: [], [], list, [],
+                         timer=functools.partial(_wds_crop_read_stages, read, crop,
+                                                 decode == "fast"))
     pin = dev.is_accelerator(device)
     return StagePlan(read, [("decode", decode_sample)],
                      lambda s: collate_samples(s, pin=pin),
                      [("h2d", _h2d_step(device)), ("augment", _augment_step(crop, device))])
+
+
+def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: bool, n: int,
+                          batch_size: int, device: torch.device,
+                          repeats: int) -> dict[str, float]:
+    """The crop-at-read path of a stream (``loaders.stream_crop``), stage by stage: read =
+    the tar members, decode = the crop boxes' JPEG regions, augment_cpu = the crop into the
+    batch buffer, collate = the rest of the worker's work (JPEG headers, annotations into
+    sample dicts, geometry, boxes drawn); augment = the pipeline after the crop on the main
+    process."""
+    from benches.baseline import augmentation
+    from npu_data.loaders import collate_samples, crop_read, stream_crop
+    from npu_data.loaders.wds import planned_sample
+    from npu_data.transforms import draws
+
+    aug = augmentation(crop)
+    stage = crop_read.leading_crop(aug)
+    assert stage is not None
+    plan = stream_crop.StreamPlan(stage[0], stage[1], 0, 0, fast)
+
+    def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+        fn()
+        return _timed(fn, device, repeats)
+
+    members, t_read = timed(lambda: read(n))
+    groups = [members[a:a + batch_size] for a in range(0, len(members), batch_size)]
+
+    def batches() -> list[Any]:
+        return [collate_samples([planned_sample(m, plan) for m in g]) for g in groups]
+
+    cropped, t_all = timed(batches)
+    samples = [[planned_sample(m, plan) for m in g] for g in groups]
+    images = [[s["image"] for s in g] for g in samples]
+    sizes = [b[stream_crop.STORED_KEY].sizes for b in cropped]
+    keys = [draws.sample_keys(0, 0, b["index"].numpy()) for b in cropped]
+    boxes = [stage[0].draw_keyed(sz, k, stage[1])["boxes"] for sz, k in zip(sizes, keys,
+                                                                              strict=True)]
+    decoded, t_decode = timed(lambda: [crop_read.decode_boxes(im, b, stage[0].size if fast
+                                                              else None)
+                                       for im, b in zip(images, boxes, strict=True)])
+    out = [torch.empty((len(g), 3, *stage[0].size), dtype=torch.uint8) for g in groups]
+
+    def crops() -> None:
+        for (im, b), o in zip(decoded, out, strict=True):
+            crop_read.crop_images(im, b, o)
+
+    _, t_crop = timed(crops)
+    params = [aug.draw_keyed(sz, k) for sz, k in zip(sizes, keys, strict=True)]
+    for b in cropped:
+        stream_crop.take(b)
+    moved, t_h2d = timed(lambda: [_h2d_step(device)(b) for b in cropped])
+    _, t_aug = timed(lambda: [crop_read.apply_rest(aug, b, p)
+                              for b, p in zip(moved, params, strict=True)])
+    ms = 1000 / max(len(members), 1)
+    return {"read": t_read * ms, "decode": t_decode * ms, "augment_cpu": t_crop * ms,
+            "collate": max(t_all - t_decode - t_crop, 0.0) * ms,
+            "h2d": t_h2d * ms, "augment": t_aug * ms}

@@ -188,7 +188,8 @@ def pipelines(data: BenchData, cfg: BenchConfig, device: torch.device
     label = f"WebDataset tars, batched on {device.type}"
     if data.tars:
         runs.append(Pipeline("webdataset", label, functools.partial(_wds, data.tars, cfg, device),
-                             functools.partial(stages.wds_plan, data.tars, cfg.crop, device)))
+                             functools.partial(stages.wds_plan, data.tars, cfg.crop, device,
+                                               decode=cfg.decode)))
     else:
         skipped.append({"name": "webdataset", "label": label, "reason": data.wds_error})
     for x in extras.status():
