@@ -219,12 +219,14 @@ def resized_crop_ellipses(
     Those whose centre leaves ``[0, out_w] x [0, out_h]`` become invalid.
     """
     _, _, sy, sx = _affine(crop_boxes, out_size)
-    p = params.to(torch.float64)
+    # float32 for the loaders' float32 columns (no float64 on a device); float64 stays float64
+    work = torch.promote_types(params.dtype, torch.float32)
+    p = params.to(work)
     centre = resized_crop_points(p[..., :2], crop_boxes, out_size)
     th = torch.deg2rad(p[..., 4])
     c, s = torch.cos(th), torch.sin(th)
     rx2, ry2 = p[..., 2] ** 2, p[..., 3] ** 2
-    fx, fy = _bshape(sx.to(torch.float64), 2), _bshape(sy.to(torch.float64), 2)
+    fx, fy = _bshape(sx.to(work), 2), _bshape(sy.to(work), 2)
     a = (c * c * rx2 + s * s * ry2) * fx * fx
     b = (c * s * (rx2 - ry2)) * fx * fy
     d = (s * s * rx2 + c * c * ry2) * fy * fy

@@ -142,6 +142,33 @@ def _jittered() -> dict[str, torch.Tensor]:
         return crop.apply(batch, _params(crop, batch))
 
 
+def _with_geometry(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The batch plus every geometry group, float32 as the loaders collate them."""
+    g = torch.Generator().manual_seed(4)
+    b = batch["image"].shape[0]
+
+    def rand(*shape: int, scale: float = 100.0) -> torch.Tensor:
+        return torch.rand(*shape, generator=g) * scale
+
+    xy = rand(b, 3, 2)
+    out = dict(batch)
+    out.update({
+        "boxes.xyxy": torch.cat([xy, xy + rand(b, 3, 2, scale=40)], -1),
+        "boxes.xywhr": torch.cat([xy, rand(b, 3, 2, scale=40), rand(b, 3, 1, scale=90)], -1),
+        "boxes.valid": torch.ones(b, 3, dtype=torch.bool),
+        "polygons.points": rand(b, 2, 5, 2), "polygons.vertex_valid": torch.ones(b, 2, 5,
+                                                                               dtype=torch.bool),
+        "polygons.valid": torch.ones(b, 2, dtype=torch.bool),
+        "keypoints.xy": rand(b, 4, 2), "keypoints.valid": torch.ones(b, 4, dtype=torch.bool),
+        "ellipses.params": torch.cat([rand(b, 2, 2), 1 + rand(b, 2, 2, scale=20),
+                                      rand(b, 2, 1, scale=180)], -1),
+        "ellipses.valid": torch.ones(b, 2, dtype=torch.bool),
+        "masks.mask": (rand(b, 2, *batch["image"].shape[-2:], scale=1) > 0.5).to(torch.uint8),
+        "masks.valid": torch.ones(b, 2, dtype=torch.bool),
+    })
+    return out
+
+
 def _transform_case(t: Any, batch: dict[str, torch.Tensor]) -> Callable[[], Any]:
     params = _params(t, batch)
     return lambda: t.apply(batch, params)
@@ -175,6 +202,8 @@ def _cases() -> dict[str, Callable[[], Any]]:
         "Normalize": _transform_case(Normalize(), small),
         "Compose crop+jitter+flip": _transform_case(
             Compose([RandomResizedCrop(96), jitter, RandomHorizontalFlip()]), batch),
+        "crop+flip with every geometry group": _transform_case(
+            Compose([RandomResizedCrop(96), RandomHorizontalFlip()]), _with_geometry(batch)),
     }
 
 

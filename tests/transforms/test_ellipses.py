@@ -42,6 +42,26 @@ def test_uneven_scale_of_a_rotated_ellipse_is_exact() -> None:
     assert valid.tolist() == [[True, False]]  # the second centre (5, 5) is left of the crop
 
 
+def test_float32_ellipses_are_mapped_in_float32_closely() -> None:
+    """The loaders' float32 columns are computed in float32 (no float64 on a device): the
+    mapped boundary stays on the mapped ellipse to float32 precision."""
+    rng = torch.Generator().manual_seed(0)
+    n = 200
+    params = torch.stack([torch.rand(n, generator=rng) * 100, torch.rand(n, generator=rng) * 80,
+                          1 + torch.rand(n, generator=rng) * 30, 1 + torch.rand(n, generator=rng) * 30,
+                          torch.rand(n, generator=rng) * 360 - 180], dim=1).view(1, n, 5)
+    crop = torch.tensor([[5, 7, 70, 90]])
+    out_size = (64, 120)
+    mapped, _ = resized_crop_ellipses(params, torch.ones(1, n, dtype=torch.bool), crop, out_size)
+    assert mapped.dtype == torch.float32
+    worst = 0.0
+    for i in range(n):
+        pts = boundary(params[0, i].double())
+        pts = torch.stack([(pts[:, 0] - 7) * 120 / 90, (pts[:, 1] - 5) * 64 / 70], dim=1)
+        worst = max(worst, float((on_ellipse(pts, mapped[0, i].double()) - 1).abs().max()))
+    assert worst < 1e-4, worst
+
+
 def test_flip_mirrors_centre_and_angle() -> None:
     params = torch.tensor([[[10.0, 20.0, 6.0, 3.0, 30.0]]], dtype=torch.float64)
     out = hflip_ellipses(params, torch.tensor([50]), torch.tensor([True]))
