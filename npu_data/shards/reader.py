@@ -61,19 +61,43 @@ class _Shard:
             arr = self._cols[name] = self._load(column_file(name))
         return arr
 
+    def preload(self, files: Sequence[str]) -> _Shard:
+        """Map every file now: a remote cache may evict (unlink) them later, open maps stay."""
+        self.data  # noqa: B018
+        for fname in files:
+            if fname.startswith("ann.") and fname.endswith(".npy"):
+                self.col(fname[len("ann."):-len(".npy")])
+        return self
+
 
 class ShardDataset:
-    """A dataset folder written by ``npu-data import`` (see docs/format.md).
+    """A dataset folder written by ``npu-data import`` (see docs/format.md), or its URL.
 
     Opening reads only ``manifest.json``; each shard's files are memory-mapped on first use.
     ``ds[i]`` returns the sample dict of docs/architecture.md; ``ds.__getitems__(indices)``
     (called by torch's DataLoader) a ``SampleBatch`` that ``collate_samples`` reads
     column-wise into the same batch as collating the ``ds[i]`` dicts.
+
+    ``path`` may be an fsspec URL (``s3://bucket/prefix``): shards are then downloaded on
+    first use into a node-local cache (``cache_dir``, ``cache_limit``, ``storage_options``,
+    ``cache_check``: see ``npu_data.shards.remote``) and ``self.path`` is that cache folder.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self.manifest: dict[str, Any] = read_manifest(self.path)
+    def __init__(self, path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None,
+                 cache_limit: int | str | None = None,
+                 storage_options: dict[str, Any] | None = None,
+                 cache_check: str = "sha256") -> None:
+        from npu_data.shards import remote
+
+        self._remote: remote.RemoteStore | None = None
+        if remote.is_url(path):
+            self._remote = remote.RemoteStore(str(path), cache_dir, cache_limit,
+                                              storage_options, cache_check)
+            self.path = self._remote.root
+            self.manifest: dict[str, Any] = self._remote.manifest
+        else:
+            self.path = Path(path)
+            self.manifest = read_manifest(self.path)
         self.labels: dict[str, list[str]] = self.manifest["labels"]
         self.controls: list[str] = self.manifest["controls"]
         self.store: str = self.manifest["store"]
@@ -111,20 +135,31 @@ class ShardDataset:
         """Shard ``k``'s lazily opened arrays."""
         sh = self._shards.get(k)
         if sh is None:
-            sh = self._shards[k] = _Shard(self.path / self._names[k])
+            if self._remote is None:
+                sh = self._shards[k] = _Shard(self.path / self._names[k])
+            else:  # downloaded and checked into the node-local cache, then mapped
+                files = list(self.manifest["shards"][k]["files"])
+                sh = self._shards[k] = self._remote.fetch(k, lambda p: _Shard(p).preload(files))
+                self._remote.trim(self._shards)
         return sh
+
+    def _index(self, k: int) -> np.ndarray:
+        """Shard ``k``'s index (of a remote dataset: only its index.npy downloaded)."""
+        if self._remote is None or k in self._shards:
+            return self.shard(k).index
+        return np.load(self._remote.fetch_file(k, INDEX), mmap_mode="r", allow_pickle=False)
 
     def sizes(self) -> np.ndarray:
         """(N, 2) int64 (height, width) of every stored image, from the shard indices."""
         if self._sizes is None:
-            parts = [np.stack([self.shard(k).index["height"], self.shard(k).index["width"]],
+            parts = [np.stack([self._index(k)["height"], self._index(k)["width"]],
                               axis=1).astype(np.int64) for k in range(len(self._names))]
             self._sizes = np.concatenate(parts) if parts else np.zeros((0, 2), np.int64)
         return self._sizes
 
     def task_ids(self) -> np.ndarray:
         """(N,) int64 task id of every sample."""
-        parts = [np.asarray(self.shard(k).index["task_id"]) for k in range(len(self._names))]
+        parts = [np.asarray(self._index(k)["task_id"]) for k in range(len(self._names))]
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     def __getitem__(self, i: int) -> dict[str, Any]:

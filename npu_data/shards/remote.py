@@ -1,0 +1,417 @@
+"""Remote datasets: a shard folder on object storage (any fsspec URL) read through a
+node-local cache of verified shard files.
+
+``ShardDataset("s3://bucket/prefix", cache_dir=..., cache_limit="50GB")`` hands its URL to
+a ``RemoteStore``, which
+
+- fetches ``manifest.json`` once (in the process that opens the dataset) and keeps a copy in
+  the cache folder ``<cache_dir>/<sha256 of the URL>[:16]`` (default ``cache_dir``:
+  ``~/.cache/npu-data/remote``);
+- downloads a shard's files (those the manifest lists) on the shard's first use, each into a
+  temporary name in the shard's cache folder, checked against the manifest's size and sha256,
+  fsynced and renamed into place (a killed download leaves only a ``.*.tmp`` that the next
+  downloader removes; files already complete are kept: the download resumes file by file);
+- serialises that per shard and node with ``fcntl.flock`` on ``.locks/<shard>.lock``: every
+  process and rank of the node shares one download, the others wait and then map the files;
+- records a complete shard in ``.state/<shard>.json`` (its file listing); that file's mtime
+  is the least-recently-used clock, and shards are evicted, oldest first, while the complete
+  shards exceed ``cache_limit`` bytes (a shard in use by another process — its lock held — is
+  skipped; maps already open stay valid after the unlink);
+- checks each cached shard on its first open in a process (``cache_check``: ``"sha256"``
+  re-hashes every file, ``"size"`` checks sizes only) and fetches a file again when it differs.
+
+The endpoint of an S3-compatible store (MinIO, Huawei OBS, ...) comes from
+``storage_options={"client_kwargs": {"endpoint_url": ...}}`` or the environment variable
+``NPU_DATA_S3_ENDPOINT`` (else ``AWS_ENDPOINT_URL``). Errors are one-line ``UserError`` s
+that name the URL and never the credentials. A ``RemoteStore`` pickles without its file
+system (rebuilt lazily in each DataLoader worker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+
+from npu_data.errors import DataCorruption, UserError
+from npu_data.shards.atomic import atomic_write_bytes, fsync_dir
+from npu_data.shards.format import MANIFEST, read_manifest
+
+T = TypeVar("T")
+
+DEFAULT_CACHE = Path("~/.cache/npu-data/remote")
+ENDPOINT_VARS = ("NPU_DATA_S3_ENDPOINT", "AWS_ENDPOINT_URL")
+SECRET_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+CHUNK = 8 << 20
+SMALL = 16 << 20  # files up to this size are fetched whole, concurrently
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
+          "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20,
+          "gib": 1 << 30, "tib": 1 << 40}
+
+
+def is_url(path: Any) -> bool:
+    """True for ``scheme://...`` strings (s3://, gs://, memory://, file://, ...)."""
+    return isinstance(path, str) and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path) is not None
+
+
+def parse_bytes(limit: int | str | None) -> int | None:
+    """``cache_limit`` in bytes: an int, or a string such as ``"50GB"``, ``"1.5TiB"``."""
+    if limit is None or isinstance(limit, int):
+        if isinstance(limit, int) and limit < 0:
+            raise UserError(f"cache_limit={limit}: must be >= 0 bytes")
+        return limit
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", str(limit))
+    if m is None or m.group(2).lower() not in _UNITS:
+        raise UserError(f"cache_limit={limit!r}: not a size — write e.g. 50GB, 500MB, 1.5TiB "
+                        "or a number of bytes")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def _with_endpoint(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    opts = dict(options)
+    if not url.lower().startswith(("s3://", "s3a://")):
+        return opts
+    client = dict(opts.get("client_kwargs") or {})
+    if "endpoint_url" not in client and "endpoint_url" not in opts:
+        env = next((os.environ[v] for v in ENDPOINT_VARS if os.environ.get(v)), None)
+        if env:
+            client["endpoint_url"] = env
+            opts["client_kwargs"] = client
+    return opts
+
+
+class RemoteStore:
+    """One remote dataset URL and its node-local cache folder (see the module docstring)."""
+
+    def __init__(self, url: str, cache_dir: str | os.PathLike[str] | None = None,
+                 cache_limit: int | str | None = None,
+                 storage_options: dict[str, Any] | None = None,
+                 cache_check: str = "sha256") -> None:
+        if cache_check not in ("sha256", "size"):
+            raise UserError(f"cache_check={cache_check!r}: use 'sha256' or 'size'")
+        self.url = url.rstrip("/")
+        self.storage_options = _with_endpoint(self.url, storage_options or {})
+        self.cache_limit = parse_bytes(cache_limit)
+        self.cache_check = cache_check
+        base = Path(cache_dir).expanduser() if cache_dir is not None else DEFAULT_CACHE.expanduser()
+        self.root = base / hashlib.sha256(self.url.encode()).hexdigest()[:16]
+        self._fs: Any = None
+        self._fs_pid = 0
+        self._rpath = ""
+        self._checked: set[str] = set()  # shards checked in this process
+        self.manifest = self._fetch_manifest()
+        self._listing = {s["name"]: s["files"] for s in self.manifest["shards"]}
+        self._bytes = {name: sum(int(m["size"]) for m in files.values())
+                       for name, files in self._listing.items()}
+
+    # --- pickling: no file system, no per-process checks --------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_fs"] = None
+        state["_checked"] = set()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    # --- remote access -------------------------------------------------------------------
+    def _filesystem(self) -> tuple[Any, str]:
+        if self._fs is None or self._fs_pid != os.getpid():  # never reuse one across a fork
+            try:
+                import fsspec
+            except ImportError:
+                raise UserError(f"{self.url}: remote datasets need fsspec — pip install "
+                                "'npu-data[s3]'") from None
+            try:
+                self._fs, self._rpath = fsspec.core.url_to_fs(self.url, **self.storage_options)
+                self._fs_pid = os.getpid()
+            except ImportError as exc:
+                raise UserError(f"{self.url}: no file system for this URL ({self._clean(exc)}) "
+                                "— pip install 'npu-data[s3]' (s3fs) or the fsspec backend "
+                                "of the scheme") from None
+            except ValueError as exc:
+                raise UserError(f"{self.url}: {self._clean(exc)} — use an fsspec URL such as "
+                                "s3://bucket/prefix") from None
+        return self._fs, self._rpath
+
+    def _clean(self, exc: BaseException) -> str:
+        """The exception's first line, with every credential value blanked out."""
+        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        secrets = [os.environ.get(v, "") for v in SECRET_VARS]
+        for key in ("key", "secret", "token", "aws_access_key_id", "aws_secret_access_key",
+                    "aws_session_token"):
+            for where in (self.storage_options, self.storage_options.get("client_kwargs") or {}):
+                if isinstance(where.get(key), str):
+                    secrets.append(where[key])
+        for s in secrets:
+            if len(s) >= 4:
+                text = text.replace(s, "***")
+        return text or type(exc).__name__
+
+    def _endpoint(self) -> str:
+        ep = (self.storage_options.get("client_kwargs") or {}).get("endpoint_url") \
+            or self.storage_options.get("endpoint_url")
+        return f" (endpoint {ep})" if ep else ""
+
+    def _error(self, what: str, exc: BaseException) -> UserError:
+        where = f"{self.url}/{what}"
+        if isinstance(exc, FileNotFoundError):
+            return UserError(f"{where}: not found{self._endpoint()} — check the bucket and prefix "
+                             f"(upload the folder written by `npu-data import`, manifest.json "
+                             "last) and the endpoint (storage_options client_kwargs endpoint_url "
+                             f"or {ENDPOINT_VARS[0]})")
+        if isinstance(exc, PermissionError):
+            return UserError(f"{where}: access denied{self._endpoint()} — check the credentials "
+                             "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or storage_options "
+                             "key/secret) and the bucket policy")
+        return UserError(f"{where}: cannot read{self._endpoint()}: {type(exc).__name__}: "
+                         f"{self._clean(exc)} — check the endpoint, the network and the "
+                         "credentials")
+
+    @contextlib.contextmanager
+    def _remote(self, what: str) -> Iterator[tuple[Any, str]]:
+        fs, rpath = self._filesystem()
+        try:
+            yield fs, f"{rpath.rstrip('/')}/{what}"
+        except UserError:
+            raise
+        except Exception as exc:
+            raise self._error(what, exc) from None
+
+    def _fetch_manifest(self) -> dict[str, Any]:
+        with self._remote(MANIFEST) as (fs, rpath):
+            data = fs.cat_file(rpath)
+        self.root.mkdir(parents=True, exist_ok=True)
+        local = self.root / MANIFEST
+        if not local.is_file() or local.read_bytes() != data:
+            atomic_write_bytes(local, data)
+        try:
+            return read_manifest(self.root)
+        except UserError as exc:
+            raise UserError(f"{self.url}/{MANIFEST}: {str(exc).split(': ', 1)[-1]}") from None
+
+    # --- locks and state ------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _lock(self, name: str, mode: int) -> Iterator[bool]:
+        path = self.root / ".locks" / f"{name}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            try:
+                fcntl.flock(fd, mode)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _state(self, name: str) -> Path:
+        return self.root / ".state" / f"{name}.json"
+
+    def _complete(self, name: str) -> bool:
+        st = self._state(name)
+        try:
+            return bool(orjson.loads(st.read_bytes()) == self._listing[name])
+        except (OSError, orjson.JSONDecodeError):
+            return False
+
+    def _file_ok(self, path: Path, meta: dict[str, Any], full: bool) -> bool:
+        try:
+            if path.stat().st_size != int(meta["size"]):
+                return False
+        except OSError:
+            return False
+        if not full:
+            return True
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            while block := fh.read(CHUNK):
+                h.update(block)
+        return h.hexdigest() == meta["sha256"]
+
+    def _bad_files(self, name: str, full: bool) -> list[str]:
+        folder = self.root / name
+        return [f for f, meta in self._listing[name].items()
+                if not self._file_ok(folder / f, meta, full)]
+
+    # --- download --------------------------------------------------------------------------
+    def _write(self, name: str, fname: str, blocks: Iterable[bytes]) -> bool:
+        """Write ``blocks`` as file ``fname`` of shard ``name``: temp name, hashed, fsynced and
+        renamed into place when size and sha256 match the manifest (else False, nothing kept)."""
+        meta = self._listing[name][fname]
+        folder = self.root / name
+        tmp = folder / f".{fname}.{os.getpid()}.tmp"
+        h = hashlib.sha256()
+        size = 0
+        try:
+            with open(tmp, "wb") as dst:
+                for block in blocks:
+                    h.update(block)
+                    dst.write(block)
+                    size += len(block)
+                dst.flush()
+                os.fsync(dst.fileno())
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        if size == int(meta["size"]) and h.hexdigest() == meta["sha256"]:
+            os.replace(tmp, folder / fname)
+            return True
+        tmp.unlink(missing_ok=True)
+        return False
+
+    def _stream(self, name: str, fname: str) -> None:
+        """One file, streamed in ``CHUNK`` blocks; a mismatch is retried once."""
+        for _ in range(2):
+            with self._remote(f"{name}/{fname}") as (fs, rpath):
+                with fs.open(rpath, "rb") as src:
+                    if self._write(name, fname, iter(lambda: src.read(CHUNK), b"")):
+                        return
+        raise self._mismatch(name, fname)
+
+    def _mismatch(self, name: str, fname: str) -> DataCorruption:
+        return DataCorruption(
+            f"{self.url}/{name}/{fname}: the remote file's size or sha256 differs from the "
+            f"manifest ({self._listing[name][fname]['size']} bytes) — the upload is incomplete "
+            "or corrupt: upload the dataset folder again (manifest.json last)")
+
+    def _download(self, name: str, fnames: list[str]) -> None:
+        """Files ``fnames`` of shard ``name``: the small ones requested concurrently (one
+        round trip for the ~100 column files on an async file system such as s3fs), the large
+        ones streamed; each checked and renamed into place on its own (a kill keeps them)."""
+        small = [f for f in fnames if int(self._listing[name][f]["size"]) <= SMALL]
+        big = [f for f in fnames if f not in small]
+        if small:
+            with self._remote(name) as (fs, rpath):
+                paths = [f"{rpath.rstrip('/')}/{f}" for f in small]
+                if getattr(fs, "async_impl", False):
+                    from fsspec.asyn import sync
+
+                    async def cat_all() -> list[Any]:
+                        return await asyncio.gather(*(fs._cat_file(p) for p in paths),
+                                                    return_exceptions=True)
+
+                    got = sync(fs.loop, cat_all)
+                else:
+                    got = [fs.cat_file(p) for p in paths]
+            for fname, data in zip(small, got, strict=True):
+                if isinstance(data, BaseException):
+                    raise self._error(f"{name}/{fname}", data) from None
+                if not self._write(name, fname, [data]):
+                    self._stream(name, fname)
+        for fname in big:
+            self._stream(name, fname)
+
+    def _repair(self, name: str) -> None:
+        """Under the shard's exclusive lock: every listed file present and checked."""
+        folder = self.root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in folder.glob(".*.tmp"):  # left by a killed download
+            stale.unlink(missing_ok=True)
+        full = self.cache_check == "sha256" or not self._complete(name)
+        bad = self._bad_files(name, full)
+        if bad:
+            self._state(name).unlink(missing_ok=True)
+        for fname in bad:
+            (folder / fname).unlink(missing_ok=True)
+        if bad:
+            self._download(name, bad)
+        fsync_dir(folder)
+        if bad or not self._complete(name):
+            atomic_write_bytes(self._state(name), orjson.dumps(self._listing[name]))
+        self._checked.add(name)
+
+    def fetch(self, k: int, opener: Callable[[Path], T]) -> T:
+        """Shard ``k`` present and checked in the cache; ``opener(folder)`` runs under the
+        shard's shared lock (so no other process evicts it before it is mapped)."""
+        name = self.manifest["shards"][k]["name"]
+        folder = self.root / name
+        full = self.cache_check == "sha256"
+        for _ in range(3):
+            with self._lock(name, fcntl.LOCK_SH):
+                if self._complete(name) and not self._bad_files(
+                        name, full and name not in self._checked):
+                    self._checked.add(name)
+                    self._touch(name)
+                    return opener(folder)
+            with self._lock(name, fcntl.LOCK_EX):
+                self._repair(name)
+                self._touch(name)
+            self.evict(keep=name)
+        raise UserError(f"{self.url}/{name}: evicted again before it could be opened — raise "
+                        f"cache_limit ({self.cache_limit} bytes) above a few shards "
+                        f"({self._bytes[name]} bytes each)")
+
+    def fetch_file(self, k: int, fname: str) -> Path:
+        """One file of shard ``k`` (e.g. ``index.npy`` for ``sizes()``) without the rest."""
+        name = self.manifest["shards"][k]["name"]
+        path = self.root / name / fname
+        meta = self._listing[name][fname]
+        with self._lock(name, fcntl.LOCK_EX):
+            if not self._file_ok(path, meta, full=(self.cache_check == "sha256")):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.unlink(missing_ok=True)
+                self._download(name, [fname])
+        return path
+
+    def _touch(self, name: str) -> None:
+        with contextlib.suppress(OSError):
+            os.utime(self._state(name))
+
+    # --- eviction --------------------------------------------------------------------------
+    def cached_bytes(self) -> int:
+        """Bytes of the complete shards in the cache (manifest sizes)."""
+        return sum(self._bytes[n] for n in self._listing if self._state(n).is_file())
+
+    def evict(self, keep: str | None = None) -> list[str]:
+        """Remove least-recently-used complete shards while the cache is over its limit."""
+        if self.cache_limit is None:
+            return []
+        removed: list[str] = []
+        with self._lock(".evict", fcntl.LOCK_EX):
+            entries = []
+            for n in self._listing:
+                with contextlib.suppress(OSError):
+                    entries.append((self._state(n).stat().st_mtime_ns, n))
+            total = sum(self._bytes[n] for _, n in entries)
+            for _, n in sorted(entries):
+                if total <= self.cache_limit:
+                    break
+                if n == keep:
+                    continue
+                with self._lock(n, fcntl.LOCK_EX | fcntl.LOCK_NB) as got:
+                    if not got:  # another process is checking or mapping it
+                        continue
+                    self._state(n).unlink(missing_ok=True)
+                    shutil.rmtree(self.root / n, ignore_errors=True)
+                    self._checked.discard(n)
+                total -= self._bytes[n]
+                removed.append(n)
+        return removed
+
+    def shard_bytes(self, k: int) -> int:
+        """Bytes of shard ``k``'s files (manifest sizes)."""
+        return self._bytes[self.manifest["shards"][k]["name"]]
+
+    def trim(self, open_shards: dict[int, Any]) -> None:
+        """Drop the oldest opened shards of a process while they exceed ``cache_limit``
+        (their maps close once no sample refers to them; an evicted file's disk space is
+        freed then)."""
+        if self.cache_limit is None:
+            return
+        total = sum(self.shard_bytes(j) for j in open_shards)
+        while len(open_shards) > 1 and total > self.cache_limit:
+            j = next(iter(open_shards))
+            del open_shards[j]
+            total -= self.shard_bytes(j)
+

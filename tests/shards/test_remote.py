@@ -1,0 +1,303 @@
+"""Remote datasets (issue 16.1): a real S3-compatible server (moto's standalone server on
+127.0.0.1), reached through s3fs as a user would, read through the node-local cache."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing as mp
+import os
+import pickle
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("s3fs")
+moto_server = pytest.importorskip("moto.server")
+
+from npu_data.annotations.images import ImageOptions  # noqa: E402
+from npu_data.errors import UserError  # noqa: E402
+from npu_data.loaders import collate_samples  # noqa: E402
+from npu_data.shards import remote  # noqa: E402
+from npu_data.shards.reader import ShardDataset  # noqa: E402
+from npu_data.shards.writer import WriteOptions, write_dataset  # noqa: E402
+from tests.shards.export_maker import make_export  # noqa: E402
+
+N = 9  # shard_size 2: five shards, the last one with a single sample
+KEY = "AKIAFAKEKEY0123456789"
+SECRET = "fAkEsEcReT/0123456789abcdefghijklmnopqrst"
+BUCKET = "npu-data-test"
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The server, a local dataset and its copy uploaded to s3://BUCKET/ds (via s3fs)."""
+    import s3fs
+
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    with pytest.MonkeyPatch.context() as mpatch:
+        for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+            mpatch.delenv(var, raising=False)
+        mpatch.setenv("AWS_ACCESS_KEY_ID", KEY)
+        mpatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+        mpatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        mpatch.setenv("NPU_DATA_S3_ENDPOINT", endpoint)
+        tmp = tmp_path_factory.mktemp("remote")
+        export = make_export(tmp / "proj", n=N)
+        local = tmp / "local"
+        write_dataset(export, local, WriteOptions(images=ImageOptions(images_root=tmp / "proj"),
+                                                  shard_size=2))
+        fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": endpoint}, skip_instance_cache=True)
+        fs.mkdir(BUCKET)
+        fs.put(str(local) + "/", f"{BUCKET}/ds", recursive=True)
+        try:
+            yield {"endpoint": endpoint, "local": ShardDataset(local), "fs": fs,
+                   "url": f"s3://{BUCKET}/ds"}
+        finally:
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache folder shared by the tests that read every shard (filled by the first)."""
+    return tmp_path_factory.mktemp("warm")
+
+
+def _open(s3: dict[str, Any], cache: Path, **kw: Any) -> ShardDataset:
+    return ShardDataset(s3["url"], cache_dir=cache, **kw)
+
+
+def _same(x: Any, y: Any, key: str = "") -> None:
+    assert type(x) is type(y), key
+    if isinstance(x, dict):
+        assert list(x) == list(y), key
+        for k in x:
+            _same(x[k], y[k], f"{key}.{k}")
+    elif isinstance(x, (list, tuple)):
+        assert len(x) == len(y), key
+        for a, b in zip(x, y, strict=True):
+            _same(a, b, key)
+    elif isinstance(x, torch.Tensor):
+        assert (x.dtype, x.shape) == (y.dtype, y.shape), key
+        assert torch.equal(x.nan_to_num(), y.nan_to_num()), key
+    elif isinstance(x, np.ndarray):
+        assert (x.dtype, x.shape) == (y.dtype, y.shape), key
+        np.testing.assert_array_equal(x, y, err_msg=key)
+    else:
+        assert x == y, key
+
+
+def _data_files(ds: ShardDataset) -> list[str]:
+    return sorted(p.parent.name for p in ds.path.glob("shard-*/data.bin"))
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_samples_equal_local(s3: dict[str, Any], warm: Path) -> None:
+    ds, local = _open(s3, warm), s3["local"]
+    assert len(ds) == len(local) == N and ds.manifest == local.manifest
+    assert ds.path.parent == warm and (ds.path / "manifest.json").is_file()
+    for i in range(N):
+        _same(local[i], ds[i], f"sample {i}")
+    for idx in ([8, 0, 5, 3, 3, 6, 1], list(range(N)), [4], [6, -1, 2, -9]):
+        _same(collate_samples(local.__getitems__(idx)), collate_samples(ds.__getitems__(idx)))
+    np.testing.assert_array_equal(ds.sizes(), local.sizes())
+    np.testing.assert_array_equal(ds.task_ids(), local.task_ids())
+
+
+def test_only_needed_shards_downloaded(s3: dict[str, Any], tmp_path: Path) -> None:
+    ds = _open(s3, tmp_path)
+    assert _data_files(ds) == [] and not list(ds.path.glob("shard-*"))  # opening: manifest only
+    ds[0]
+    ds[1]
+    assert _data_files(ds) == ["shard-00000"]
+    listing = ds.manifest["shards"][0]["files"]
+    assert sorted(p.name for p in (ds.path / "shard-00000").iterdir()) == sorted(listing)
+    ds[8]
+    assert _data_files(ds) == ["shard-00000", "shard-00004"]
+    ds.sizes()  # only index.npy of the other shards
+    assert _data_files(ds) == ["shard-00000", "shard-00004"]
+    assert sorted(p.name for p in (ds.path / "shard-00002").iterdir()) == ["index.npy"]
+    # a second dataset object (another process) on the same cache downloads nothing
+    calls: list[str] = []
+    orig = remote.RemoteStore._write
+    try:
+        remote.RemoteStore._write = lambda self, n, f, b: calls.append(f) or orig(self, n, f, b)  # type: ignore[method-assign]
+        again = _open(s3, tmp_path)
+        _same(s3["local"][8], again[8])
+        _same(s3["local"][0], again[0])
+    finally:
+        remote.RemoteStore._write = orig  # type: ignore[method-assign]
+    assert calls == []
+
+
+def _index_of(batch: list[dict[str, Any]]) -> list[int]:
+    return [int(s["index"]) for s in batch]
+
+
+def test_dataloader_two_workers_and_pickle(s3: dict[str, Any], warm: Path) -> None:
+    ds = _open(s3, warm)
+    ds[0]  # a used dataset: its maps and file system must stay out of the pickle
+    state = pickle.dumps(ds)
+    assert b"S3FileSystem" not in state and b"memmap" not in state
+    clone = pickle.loads(state)
+    assert clone._shards == {} and clone._remote._fs is None
+    _same(s3["local"][5], clone[5])
+    loader = torch.utils.data.DataLoader(ds, batch_size=2, shuffle=True, num_workers=2,
+                                         collate_fn=_index_of,
+                                         generator=torch.Generator().manual_seed(0))
+    seen = [i for batch in loader for i in batch]
+    assert sorted(seen) == list(range(N))
+    assert _data_files(ds) == [f"shard-{k:05d}" for k in range(5)]
+
+
+def _read_in_child(url: str, cache: str, log: str, barrier: Any) -> None:
+    orig = remote.RemoteStore._write
+
+    def logged(self: remote.RemoteStore, name: str, fname: str, blocks: Any) -> bool:
+        with open(log, "a") as fh:
+            fh.write(f"{os.getpid()} {name}/{fname}\n")
+        return orig(self, name, fname, blocks)
+
+    remote.RemoteStore._write = logged  # type: ignore[method-assign]
+    ds = ShardDataset(url, cache_dir=cache)
+    barrier.wait()
+    ds[2]
+    ds[3]
+
+
+def test_one_download_per_shard_per_node(s3: dict[str, Any], tmp_path: Path) -> None:
+    ctx = mp.get_context("fork")
+    log = tmp_path / "downloads.log"
+    barrier = ctx.Barrier(4)
+    procs = [ctx.Process(target=_read_in_child, args=(s3["url"], str(tmp_path / "cache"),
+                                                      str(log), barrier)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    lines = log.read_text().splitlines()
+    files = sorted(line.split()[1] for line in lines)
+    listing = s3["local"].manifest["shards"][1]["files"]
+    assert files == sorted(f"shard-00001/{f}" for f in listing)  # each file once, by anyone
+    assert len({line.split()[0] for line in lines}) == 1  # by one process
+
+
+def test_cache_limit_evicts_lru(s3: dict[str, Any], tmp_path: Path) -> None:
+    probe = _open(s3, tmp_path / "probe")
+    per = [probe._remote.shard_bytes(k) for k in range(5)]  # type: ignore[union-attr]
+    limit = per[0] + per[2] + per[4] // 2  # room for two full shards
+    ds = _open(s3, tmp_path / "c", cache_limit=str(limit))
+    for i in [8, 4, 5, 0]:
+        _same(s3["local"][i], ds[i], f"sample {i}")
+        assert ds._remote.cached_bytes() <= limit  # type: ignore[union-attr]
+    assert _data_files(ds) == ["shard-00000", "shard-00002"]  # the two most recent
+    assert len(ds._shards) <= 2  # the process let go of the evicted maps too
+    assert remote.parse_bytes("50GB") == 50 * 10**9 and remote.parse_bytes("1.5KiB") == 1536
+    with pytest.raises(UserError, match="cache_limit='lots'"):
+        _open(s3, tmp_path / "c", cache_limit="lots")
+
+
+@pytest.mark.parametrize("check", ["sha256", "size"])
+def test_corrupted_cached_file_fetched_again(s3: dict[str, Any], tmp_path: Path,
+                                             check: str) -> None:
+    ds = _open(s3, tmp_path, cache_check=check)
+    ds[4]
+    data = ds.path / "shard-00002" / "data.bin"
+    want = ds.manifest["shards"][2]["files"]["data.bin"]["sha256"]
+    raw = bytearray(data.read_bytes())
+    if check == "sha256":  # same size, flipped bytes: only the checksum sees it
+        raw[10:20] = bytes(255 - b for b in raw[10:20])
+        corrupt = bytes(raw)
+    else:
+        corrupt = bytes(raw[:-64])
+    data.write_bytes(corrupt)
+    again = _open(s3, tmp_path, cache_check=check)  # another process: first open checks
+    _same(s3["local"][4], again[4])
+    assert _sha(data) == want
+    col = ds.path / "shard-00002" / "ann.boxes.label.npy"
+    col.write_bytes(col.read_bytes()[:-1])
+    third = _open(s3, tmp_path, cache_check=check)
+    _same(s3["local"][5], third[5])
+    assert _sha(col) == ds.manifest["shards"][2]["files"]["ann.boxes.label.npy"]["sha256"]
+
+
+def _killed_download(url: str, cache: str) -> None:
+    def dies(self: remote.RemoteStore, name: str, fname: str, blocks: Any) -> bool:
+        folder = self.root / name
+        (folder / f".{fname}.{os.getpid()}.tmp").write_bytes(b"half a file")
+        os._exit(3)  # killed midway, holding the shard's lock
+
+    orig = remote.RemoteStore._write
+    state = {"n": 0}
+
+    def some_then_die(self: remote.RemoteStore, name: str, fname: str, blocks: Any) -> bool:
+        state["n"] += 1
+        return (orig if state["n"] <= 2 else dies)(self, name, fname, blocks)
+
+    remote.RemoteStore._write = some_then_die  # type: ignore[method-assign]
+    ShardDataset(url, cache_dir=cache)[0]
+
+
+def test_killed_download_does_not_poison_cache(s3: dict[str, Any], tmp_path: Path) -> None:
+    ctx = mp.get_context("fork")
+    p = ctx.Process(target=_killed_download, args=(s3["url"], str(tmp_path)))
+    p.start()
+    p.join(60)
+    assert p.exitcode == 3
+    ds = _open(s3, tmp_path)
+    folder = ds.path / "shard-00000"
+    assert list(folder.glob(".*.tmp")) and not (ds.path / ".state" / "shard-00000.json").exists()
+    kept = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    assert len(kept) == 2  # the two files finished before the kill are whole
+    (folder / "index.npy").unlink(missing_ok=True)
+    (folder / "index.npy").write_bytes(b"\x93NUMPY partial")  # a torn file left in place
+    calls: list[str] = []
+    orig = remote.RemoteStore._write
+    try:
+        remote.RemoteStore._write = lambda self, n, f, b: calls.append(f) or orig(self, n, f, b)  # type: ignore[method-assign]
+        for i in range(2):
+            _same(s3["local"][i], ds[i])
+    finally:
+        remote.RemoteStore._write = orig  # type: ignore[method-assign]
+    assert not list(folder.glob(".*.tmp"))
+    listing = ds.manifest["shards"][0]["files"]
+    resumed = {f for f in kept if f != "index.npy"}
+    assert sorted(calls) == sorted(set(listing) - resumed)  # resumed file by file
+    for fname, meta in listing.items():
+        assert _sha(folder / fname) == meta["sha256"]
+
+
+def test_errors_name_url_never_credentials(s3: dict[str, Any], tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    cases = {"s3://no-such-bucket-npu/ds": "not found",
+             f"s3://{BUCKET}/no/such/prefix": "not found"}
+    for url, what in cases.items():
+        with pytest.raises(UserError) as err:
+            ShardDataset(url, cache_dir=tmp_path)
+        msg = str(err.value)
+        assert "\n" not in msg and url in msg and what in msg and "bucket and prefix" in msg
+        assert KEY not in msg and SECRET not in msg and "fAkE" not in msg
+        assert err.value.__cause__ is None and err.value.__suppress_context__
+    # keys passed as storage_options are blanked too, even where the server echoes them
+    with pytest.raises(UserError) as err:
+        ShardDataset("s3://no-such-bucket-npu/ds", cache_dir=tmp_path,
+                     storage_options={"key": KEY, "secret": SECRET})
+    assert KEY not in str(err.value) and SECRET not in str(err.value)
+    # the endpoint from storage_options instead of the environment
+    monkeypatch.delenv("NPU_DATA_S3_ENDPOINT")
+    ds = ShardDataset(s3["url"], cache_dir=tmp_path,
+                      storage_options={"client_kwargs": {"endpoint_url": s3["endpoint"]}})
+    _same(s3["local"][3], ds[3])
+    store = remote.RemoteStore.__new__(remote.RemoteStore)
+    store.storage_options = {"secret": SECRET}
+    assert SECRET not in store._clean(RuntimeError(f"signature {SECRET} {KEY} bad"))
