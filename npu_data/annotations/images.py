@@ -12,43 +12,54 @@ the browser (``decode_image``).
 
 from __future__ import annotations
 
-import hashlib
 import io
+import os
 import posixpath
-import tempfile
 import unicodedata
-import urllib.request
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePath
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import numpy as np
 from PIL import Image, ImageOps
 
+from npu_data.annotations import fetch
+from npu_data.annotations.fetch import ImageError
 from npu_data.errors import UserError
-from npu_data.shards.atomic import atomic_write_bytes
 
 CLOUD_SCHEMES = ("s3://", "gs://", "azure-blob://")
-
-
-class ImageError(UserError):
-    """An image cannot be found, read or decoded; ``reason`` says why (the task is rejected)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+__all__ = ["ImageError", "ImageOptions", "decode_image", "load_image", "load_image_as_shown",
+           "read_image_bytes", "resolve_image"]
 
 
 @dataclass
 class ImageOptions:
-    """Where references point to on this machine."""
+    """Where references point to on this machine, and what may be fetched.
+
+    ``images_root`` confines relative paths, absolute paths and ``file://`` references;
+    ``allow_download`` names the hosts http(s) images may be downloaded from (``"a,b"`` or a
+    list; nothing is downloaded otherwise), each at most ``max_download_bytes``, with
+    ``timeout`` seconds for a connect or a read; downloads are cached, verified, in
+    ``cache_dir`` (default: ``fetch.default_cache_dir()``, mode 0700).
+    """
 
     ls_data_dir: Path | None = None
     local_files_root: Path | None = None
     images_root: Path | None = None
-    allow_download: bool = False
+    allow_download: Any = ()
     cache_dir: Path | None = None
-    timeout: float = 30.0
+    timeout: float = fetch.DEFAULT_TIMEOUT
+    max_download_bytes: int = fetch.DEFAULT_MAX_BYTES
+
+    def __post_init__(self) -> None:
+        self.allow_download = fetch.parse_hosts(self.allow_download)
+        if not isinstance(self.max_download_bytes, int) or self.max_download_bytes < 1:
+            raise UserError(f"max_download_bytes {self.max_download_bytes!r}: must be a "
+                            "positive number of bytes (--max-download-mb N)")
+        if not self.timeout or self.timeout <= 0:
+            raise UserError(f"timeout {self.timeout!r}: must be a positive number of seconds "
+                            "(--download-timeout S)")
 
 
 def _spellings(rel: str) -> list[str]:
@@ -80,6 +91,34 @@ def _under(root: Path, rel: str, ref: str, what: str) -> Path:
     return target
 
 
+def _inside(path: str, root: Path) -> bool:
+    """Whether ``path`` (absolute) names something under ``root``, as written (``..``
+    collapsed, the user's own symlinks inside the root kept) or under the root's real path."""
+    p = PurePath(os.path.normpath(path))
+    return any(p.is_relative_to(r) for r in (Path(os.path.abspath(root)), Path(root).resolve()))
+
+
+def _confined(path: str, ref: str, options: ImageOptions) -> Path:
+    """A relative path, an absolute path or a ``file://`` reference's path: read only under
+    the images root (the export's folder unless --images-root says otherwise)."""
+    if os.path.isabs(path):
+        if options.images_root is None:
+            raise ImageError(f"{ref}: an absolute path — pass --images-root <folder that holds "
+                             "it> (absolute paths and file:// references are read only under "
+                             "it)")
+        root = Path(options.images_root)
+        target = _existing(Path("/"), path.lstrip("/"))
+    else:
+        root = Path(options.images_root or ".")
+        target = _existing(root, path)
+    where = os.path.normpath(os.path.abspath(target))  # read as checked: '..' collapsed
+    if not _inside(where, root):
+        raise ImageError(f"{ref}: outside the images root {os.path.abspath(root)} — refused "
+                         "(relative and absolute paths and file:// references are read only "
+                         "under --images-root: pass one that holds the images)")
+    return Path(where)
+
+
 def _local_files_rel(d: str) -> str:
     """The path Label Studio serves for ``?d=<d>`` (already unescaped): normalised, leading
     ``/`` stripped — relative to its LOCAL_FILES_DOCUMENT_ROOT (the server's own rule)."""
@@ -108,17 +147,20 @@ def resolve_image(ref: str, options: ImageOptions) -> Path:
                 or (local.startswith("/data/local-files")
                     and options.local_files_root is not None)):
             return _resolve_server(local, ref, options)
-        if not options.allow_download:
-            raise ImageError(f"{ref}: a URL — pass --allow-download to fetch it")
-        return _download(ref, options)
+        return fetch.download(ref, options.allow_download, _cache(options),
+                              options.max_download_bytes, options.timeout)
     if ref.startswith(("/data/upload/", "/data/local-files")):
         return _resolve_server(ref, ref, options)
     if ref.startswith("file://"):
-        return Path(unquote(urlsplit(ref).path))
-    p = Path(ref)
-    if p.is_absolute():
-        return p
-    return _existing(Path(options.images_root or "."), ref)
+        parts = urlsplit(ref)
+        if parts.netloc not in ("", "localhost"):
+            raise ImageError(f"{ref}: a file on another machine ({parts.netloc}) — refused")
+        return _confined(unquote(parts.path), ref, options)
+    return _confined(ref, ref, options)
+
+
+def _cache(options: ImageOptions) -> Path:
+    return Path(options.cache_dir) if options.cache_dir else fetch.default_cache_dir()
 
 
 def _resolve_server(path: str, ref: str, options: ImageOptions) -> Path:
@@ -138,22 +180,6 @@ def _resolve_server(path: str, ref: str, options: ImageOptions) -> Path:
                          "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT)")
     return _under(Path(options.local_files_root), _local_files_rel(d[0]), ref,
                   "local-files root")
-
-
-def _download(url: str, options: ImageOptions) -> Path:
-    cache = Path(options.cache_dir or Path(tempfile.gettempdir()) / "npu-data-images")
-    suffix = PurePosixPath(urlsplit(url).path).suffix[:10]
-    target = cache / (hashlib.sha256(url.encode()).hexdigest() + suffix)
-    if target.exists():
-        return target
-    cache.mkdir(parents=True, exist_ok=True)
-    try:
-        with urllib.request.urlopen(url, timeout=options.timeout) as resp:  # noqa: S310
-            body = resp.read()
-    except (OSError, ValueError) as e:
-        raise ImageError(f"{url}: download failed ({e})") from None
-    atomic_write_bytes(target, body)
-    return target
 
 
 def read_image_bytes(path: Path) -> bytes:

@@ -50,8 +50,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="Label Studio data dir (for /data/upload/... references)")
     p.add_argument("--local-files-root", metavar="P",
                    help="LOCAL_FILES_DOCUMENT_ROOT (for /data/local-files/?d=... references)")
-    p.add_argument("--allow-download", action="store_true",
-                   help="download http(s) images (cached)")
+    p.add_argument("--allow-download", metavar="HOST[,HOST...]", action="append", nargs="?",
+                   const="",
+                   help="download http(s) images from these hosts only (host, host:port or "
+                        "*.example.com; repeatable), cached in ~/.cache/npu-data/downloads")
+    p.add_argument("--max-download-mb", type=float, default=64, metavar="N",
+                   help="refuse a downloaded image larger than N MiB (default: 64)")
+    p.add_argument("--download-timeout", type=float, default=30, metavar="S",
+                   help="seconds to wait for a connect or a read of a download "
+                        "(default: 30; a whole transfer gets 10x that)")
     p.add_argument("--reject-out-of-range", action="store_true",
                    help="reject tasks with coordinates outside 0-100%% instead of clipping")
 
@@ -79,12 +86,26 @@ def _source(args: argparse.Namespace) -> tuple[str, str | AnnotationTable]:
     return str(media), wds_to_table(tars, media)
 
 
+def _download_hosts(given: list[str] | None) -> list[str] | None:
+    if given is None:
+        return None
+    if any(not h.strip() for h in given):
+        raise UserError("--allow-download needs the hosts to download from, e.g. "
+                        "--allow-download images.example.com,cdn.example.com (any other host "
+                        "is refused)")
+    return given
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the import and print a summary."""
+    if args.max_download_mb <= 0 or args.download_timeout <= 0:
+        raise UserError("--max-download-mb and --download-timeout must be positive")
+    hosts = _download_hosts(args.allow_download)
     anchor, source = _source(args)
     images = image_options(anchor, images_root=args.images_root,
                            ls_data_dir=args.ls_data_dir, local_files_root=args.local_files_root,
-                           allow_download=args.allow_download or None)
+                           allow_download=hosts, timeout=args.download_timeout,
+                           max_download_bytes=max(1, int(args.max_download_mb * (1 << 20))))
     opts = WriteOptions(store=args.store, max_side=args.max_side, reencode=args.reencode,
                         workers=args.workers, shard_size=args.shard_size, resume=args.resume,
                         strict=args.strict, images=images, annotations=args.annotations,

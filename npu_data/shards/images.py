@@ -45,7 +45,8 @@ def options_record(options: Any) -> dict[str, Any] | None:
         return None
     d = asdict(options) if is_dataclass(options) and not isinstance(options, type) else dict(
         vars(options))
-    return {k: (os.fspath(v) if isinstance(v, os.PathLike) else v) for k, v in sorted(d.items())}
+    return {k: (os.fspath(v) if isinstance(v, os.PathLike) else list(v) if isinstance(v, tuple)
+                else v) for k, v in sorted(d.items())}
 
 
 def _images() -> Any:

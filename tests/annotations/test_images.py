@@ -35,7 +35,9 @@ def test_upload_local_files_and_paths(tmp_path: Path) -> None:
     assert resolve_image("/data/local-files/?d=/etc/passwd", opts) == (
         tmp_path / "root/etc/passwd").resolve()
     assert resolve_image("a/b.jpg", opts) == tmp_path / "imgs/a/b.jpg"
-    assert resolve_image("/abs/c.jpg", opts) == Path("/abs/c.jpg")
+    with pytest.raises(ImageError, match="outside the images root.*--images-root"):
+        resolve_image("/abs/c.jpg", opts)  # absolute paths only under --images-root
+    assert resolve_image(str(tmp_path / "imgs/c.jpg"), opts) == tmp_path / "imgs/c.jpg"
     with pytest.raises(ImageError, match="--images-root"):
         resolve_image("s3://bucket/k.jpg", opts)
     with pytest.raises(ImageError, match="--allow-download"):
@@ -52,7 +54,7 @@ def test_download_once_from_local_server(tmp_path: Path) -> None:
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{srv.server_address[1]}/pic.png"
-        opts = ImageOptions(allow_download=True, cache_dir=tmp_path / "cache", timeout=5)
+        opts = ImageOptions(allow_download="127.0.0.1", cache_dir=tmp_path / "cache", timeout=5)
         p = resolve_image(url, opts)
         assert p.parent == tmp_path / "cache" and p.suffix == ".png"
         assert load_image(p)[0, 0].tolist() == [200, 100, 50]

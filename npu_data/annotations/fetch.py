@@ -1,0 +1,346 @@
+"""Fetching remote image references into a per-user cache, safely.
+
+Downloads (``http``/``https``) go only to the hosts the user names (``--allow-download
+HOST[,HOST...]``; ``*.example.com`` for its subdomains, ``host:port`` for one port), follow a
+redirect only to a named host (never ``https`` to ``http``), stop reading past a size cap
+(``max_download_bytes``, 64 MiB by default; a larger ``Content-Length`` is refused before the
+body is read), and time out on a connect or a read that stalls (``timeout``) and on a whole
+transfer that takes longer than ten times that.
+
+The cache lives in the user's own cache folder (``$NPU_DATA_CACHE/downloads``, else
+``$XDG_CACHE_HOME/npu-data/downloads``, else ``~/.cache/npu-data/downloads``), created with
+mode 0700 and refused when another user owns it. Each entry is written atomically (a private
+temporary file in the same folder, fsync, rename) with its size and SHA-256 recorded beside it
+(``<entry>.json``); an entry is used only when it is a regular file of ours whose size and
+digest match the record, else it is fetched again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import re
+import ssl
+import stat
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO
+from urllib.parse import urljoin, urlsplit
+
+from npu_data.errors import UserError
+
+MiB = 1 << 20
+DEFAULT_MAX_BYTES = 64 * MiB
+DEFAULT_TIMEOUT = 30.0
+MAX_REDIRECTS = 5
+CHUNK = 1 << 16
+REDIRECTS = (301, 302, 303, 307, 308)
+# query parameters that carry a signature or a credential (AWS SigV2/V4, GCS, Azure SAS)
+SECRET_PARAMS = ("x-amz-signature", "x-amz-credential", "x-amz-security-token", "signature",
+                 "awsaccesskeyid", "x-goog-signature", "x-goog-credential", "googleaccessid",
+                 "sig", "token", "access_token", "api_key", "apikey", "key")
+# environment variables whose values must never be echoed
+SECRET_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+              "AWS_SECURITY_TOKEN", "AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY",
+              "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_SAS_TOKEN",
+              "AZURE_CLIENT_SECRET", "GOOGLE_OAUTH_ACCESS_TOKEN", "LABEL_STUDIO_API_KEY")
+
+
+class ImageError(UserError):
+    """An image cannot be found, read or decoded; ``reason`` says why (the task is rejected)."""
+
+    def __init__(self, reason: str) -> None:
+        reason = scrub(reason)
+        super().__init__(reason)
+        self.reason = reason
+
+
+# ------------------------------------------------------------------------ no secrets shown
+_SECRET_QUERY = re.compile(r"(?i)([?&](?:" + "|".join(re.escape(p) for p in SECRET_PARAMS)
+                           + r")=)[^&#\s]*")
+
+
+def scrub(text: str) -> str:
+    """``text`` with signed-URL secrets and the values of credential variables replaced by
+    ``REDACTED`` (so reasons, errors and reports never carry them)."""
+    text = _SECRET_QUERY.sub(r"\1REDACTED", str(text))
+    for name in SECRET_ENV:
+        value = os.environ.get(name)
+        if value and len(value) >= 4:
+            text = text.replace(value, "REDACTED")
+    return text
+
+
+# ------------------------------------------------------------------------------ allowed hosts
+def parse_hosts(value: Any) -> tuple[str, ...]:
+    """The hosts downloads may come from, from ``allow_download`` (``"a,b"``, a list of such
+    strings, or nothing). ``True`` is refused: the hosts must be named."""
+    if value is None or value is False:
+        return ()
+    if value is True:
+        raise UserError("allow_download=True does not say which hosts to download from: name "
+                        "them, e.g. allow_download=['images.example.com'] (CLI: "
+                        "--allow-download images.example.com[,cdn.example.com])")
+    items = [value] if isinstance(value, str) else list(value)
+    hosts: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise UserError(f"allow_download: {item!r} is not a host name — pass host names "
+                            "such as 'images.example.com'")
+        for h in item.split(","):
+            h = h.strip().lower()
+            if not h:
+                continue
+            if "/" in h or "@" in h or "?" in h or h in ("*", "*.") or " " in h:
+                raise UserError(f"--allow-download {h}: name a host (images.example.com, "
+                                "host:port or *.example.com), not a URL or every host")
+            hosts.append(h.rstrip("."))
+    return tuple(dict.fromkeys(hosts))
+
+
+def _split_host(entry: str) -> tuple[str, int | None]:
+    if entry.startswith("["):  # [::1]:8080
+        name, _, rest = entry[1:].partition("]")
+        return name, int(rest[1:]) if rest.startswith(":") and rest[1:].isdigit() else None
+    if entry.count(":") == 1:
+        name, _, port = entry.partition(":")
+        if port.isdigit():
+            return name, int(port)
+    return entry, None
+
+
+def host_allowed(url: str, hosts: Iterable[str]) -> bool:
+    """Whether ``url``'s host (and port) is one of ``hosts``."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower().rstrip(".")
+    if not host:
+        return False
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return False
+    for entry in hosts:
+        name, eport = _split_host(entry)
+        if eport is not None and eport != port:
+            continue
+        if name.startswith("*."):
+            if host.endswith(name[1:]):
+                return True
+        elif host == name:
+            return True
+    return False
+
+
+# ------------------------------------------------------------------------------------ cache
+def default_cache_dir() -> Path:
+    """Where downloads are cached for this user."""
+    env = os.environ.get("NPU_DATA_CACHE")
+    if env:
+        return Path(env) / "downloads"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "npu-data" / "downloads"
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` as a folder only this user can read (created 0700; UserError if it is not a
+    folder of ours)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UserError(f"{path}: the download cache is not a folder — remove it or pass "
+                        "another cache folder")
+    if st.st_uid != os.getuid():
+        raise UserError(f"{path}: the download cache belongs to another user — refused; pass "
+                        "a cache folder of your own")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _meta_path(entry: Path) -> Path:
+    return entry.with_name(entry.name + ".json")
+
+
+def cached(entry: Path, check: dict[str, Any] | None = None) -> bool:
+    """Whether ``entry`` is a verified cache entry: a regular file of ours whose size and
+    SHA-256 match its record (and whose record holds ``check``'s values)."""
+    try:
+        st = os.lstat(entry)
+        meta = json.loads(_meta_path(entry).read_bytes())
+    except (OSError, ValueError):
+        return False
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or not isinstance(meta, dict):
+        return False
+    if meta.get("size") != st.st_size:
+        return False
+    if check and any(meta.get(k) != v for k, v in check.items()):
+        return False
+    try:
+        return _sha256_file(entry) == meta.get("sha256")
+    except OSError:
+        return False
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def store(entry: Path, fill: Callable[[BinaryIO], None],
+          extra: dict[str, Any] | None = None) -> Path:
+    """Write a cache entry atomically: ``fill`` writes the body to a private temporary file
+    in the cache folder; its size and SHA-256 (and ``extra``) are recorded beside it."""
+    _meta_path(entry).unlink(missing_ok=True)  # an entry without its record is never used
+    fd, tmp = tempfile.mkstemp(prefix=".dl-", suffix=".tmp", dir=entry.parent)
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            sink = _HashingWriter(raw)
+            fill(sink)  # type: ignore[arg-type]
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(tmp, entry)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    record = {"sha256": sink.sha.hexdigest(), "size": sink.size, **(extra or {})}
+    _write_private(_meta_path(entry), json.dumps(record, sort_keys=True).encode())
+    return entry
+
+
+class _HashingWriter:
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw, self.sha, self.size = raw, hashlib.sha256(), 0
+
+    def write(self, data: bytes) -> int:
+        self.sha.update(data)
+        self.size += len(data)
+        return self.raw.write(data)
+
+
+def entry_name(key: str, path: str) -> str:
+    """The cache file name for ``key`` (keeps the source's suffix, for humans)."""
+    suffix = PurePosixPath(path).suffix[:10]
+    if not re.fullmatch(r"\.[A-Za-z0-9]*", suffix or "."):
+        suffix = ""
+    return hashlib.sha256(key.encode()).hexdigest() + suffix
+
+
+# ---------------------------------------------------------------------------------- downloads
+def _mib(n: int) -> str:
+    return f"{n / MiB:g} MiB"
+
+
+def download(url: str, hosts: tuple[str, ...], cache: Path, max_bytes: int = DEFAULT_MAX_BYTES,
+             timeout: float = DEFAULT_TIMEOUT) -> Path:
+    """The cached, verified local copy of ``url`` (fetched when the cache has none)."""
+    host = urlsplit(url).hostname or "?"
+    if not hosts:
+        raise ImageError(f"{url}: a URL — pass --allow-download {host} to fetch images from "
+                         f"{host} (downloads come only from the hosts named)")
+    if not host_allowed(url, hosts):
+        raise ImageError(f"{url}: host {host} is not one that --allow-download names "
+                         f"({','.join(hosts)}) — refused; add it if you trust it")
+    entry = private_dir(cache) / entry_name(url, urlsplit(url).path)
+    if cached(entry):
+        return entry
+    return store(entry, lambda sink: _http_get(url, hosts, sink, max_bytes, timeout))
+
+
+def _http_get(url: str, hosts: tuple[str, ...], sink: BinaryIO, max_bytes: int,
+              timeout: float) -> None:
+    shown = url
+    deadline = time.monotonic() + 10 * timeout
+    for _ in range(MAX_REDIRECTS + 1):
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ImageError(f"{shown}: not an http(s) URL — refused")
+        conn: http.client.HTTPConnection
+        if parts.scheme == "https":
+            conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout,
+                                               context=ssl.create_default_context())
+        else:
+            conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        try:
+            conn.request("GET", target, headers={"User-Agent": "npu-data",
+                                                 "Accept-Encoding": "identity"})
+            resp = conn.getresponse()
+            if resp.status in REDIRECTS:
+                location = resp.getheader("Location")
+                if not location:
+                    raise ImageError(f"{shown}: download failed (HTTP {resp.status} without "
+                                     "a Location)")
+                nxt = urljoin(url, location)
+                np_ = urlsplit(nxt)
+                if np_.scheme not in ("http", "https") or not host_allowed(nxt, hosts):
+                    raise ImageError(f"{shown}: redirects to host {np_.hostname or nxt}, which "
+                                     "--allow-download does not name — refused; add it if "
+                                     "you trust it")
+                if parts.scheme == "https" and np_.scheme == "http":
+                    raise ImageError(f"{shown}: redirects from https to http — refused")
+                url = nxt
+                continue
+            if resp.status != 200:
+                raise ImageError(f"{shown}: download failed (HTTP {resp.status} "
+                                 f"{resp.reason})")
+            length = resp.getheader("Content-Length")
+            if length and length.strip().isdigit() and int(length) > max_bytes:
+                raise ImageError(f"{shown}: {int(length)} bytes is larger than the download "
+                                 f"cap of {_mib(max_bytes)} — refused (raise "
+                                 "--max-download-mb if it is genuine)")
+            total = 0
+            while True:
+                if time.monotonic() > deadline:
+                    raise ImageError(f"{shown}: download timed out (over {10 * timeout:g} s "
+                                     "in all) — raise --download-timeout for a slow server")
+                chunk = resp.read1(CHUNK)
+                if not chunk:
+                    break
+                total += len(chunk)
+                if total > max_bytes:
+                    raise ImageError(f"{shown}: larger than the download cap of "
+                                     f"{_mib(max_bytes)} — refused (raise --max-download-mb "
+                                     "if it is genuine)")
+                sink.write(chunk)
+            if length and length.strip().isdigit() and total != int(length):
+                raise ImageError(f"{shown}: download truncated ({total} of {length} bytes)")
+            return
+        except ImageError:
+            raise
+        except TimeoutError:
+            raise ImageError(f"{shown}: download timed out (no answer within {timeout:g} s) — "
+                             "raise --download-timeout for a slow server") from None
+        except http.client.IncompleteRead as e:
+            raise ImageError(f"{shown}: download truncated ({len(e.partial)} bytes "
+                             "received)") from None
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            raise ImageError(f"{shown}: download failed ({e or type(e).__name__})") from None
+        finally:
+            conn.close()
+    raise ImageError(f"{shown}: download failed (more than {MAX_REDIRECTS} redirects)")
