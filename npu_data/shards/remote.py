@@ -5,7 +5,7 @@ node-local cache of verified shard files.
 a ``RemoteStore``, which
 
 - fetches ``manifest.json`` once (in the process that opens the dataset) and keeps a copy in
-  the cache folder ``<cache_dir>/<sha256 of the URL>[:16]`` (default ``cache_dir``:
+  the cache folder ``<cache_dir>/<sha256 of the URL and endpoint>[:16]`` (default ``cache_dir``:
   ``~/.cache/npu-data/remote``);
 - downloads a shard's files (those the manifest lists) on the shard's first use, each into a
   temporary name in the shard's cache folder, checked against the manifest's size and sha256,
@@ -103,7 +103,9 @@ class RemoteStore:
         self.cache_limit = parse_bytes(cache_limit)
         self.cache_check = cache_check
         base = Path(cache_dir).expanduser() if cache_dir is not None else DEFAULT_CACHE.expanduser()
-        self.root = base / hashlib.sha256(self.url.encode()).hexdigest()[:16]
+        ep = (self.storage_options.get("client_kwargs") or {}).get("endpoint_url", "")
+        ident = f"{self.url}\n{ep}".rstrip("\n")  # same bucket name on another store: apart
+        self.root = base / hashlib.sha256(ident.encode()).hexdigest()[:16]
         self._fs: Any = None
         self._fs_pid = 0
         self._rpath = ""
