@@ -19,14 +19,14 @@ pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.server")
 
 from npu_data.annotations.images import ImageOptions  # noqa: E402
-from npu_data.errors import UserError  # noqa: E402
+from npu_data.errors import DataCorruption, UserError  # noqa: E402
 from npu_data.loaders import collate_samples  # noqa: E402
 from npu_data.shards import remote  # noqa: E402
 from npu_data.shards.reader import ShardDataset  # noqa: E402
 from npu_data.shards.writer import WriteOptions, write_dataset  # noqa: E402
 from tests.shards.export_maker import make_export  # noqa: E402
 
-N = 9  # shard_size 2: five shards, the last one with a single sample
+N = 9  # shard_size 3: three shards (each ~100 files: every column is a file)
 KEY = "AKIAFAKEKEY0123456789"
 SECRET = "fAkEsEcReT/0123456789abcdefghijklmnopqrst"
 BUCKET = "npu-data-test"
@@ -52,7 +52,7 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         export = make_export(tmp / "proj", n=N)
         local = tmp / "local"
         write_dataset(export, local, WriteOptions(images=ImageOptions(images_root=tmp / "proj"),
-                                                  shard_size=2))
+                                                  shard_size=3))
         fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": endpoint}, skip_instance_cache=True)
         fs.mkdir(BUCKET)
         fs.put(str(local) + "/", f"{BUCKET}/ds", recursive=True)
@@ -122,10 +122,10 @@ def test_only_needed_shards_downloaded(s3: dict[str, Any], tmp_path: Path) -> No
     listing = ds.manifest["shards"][0]["files"]
     assert sorted(p.name for p in (ds.path / "shard-00000").iterdir()) == sorted(listing)
     ds[8]
-    assert _data_files(ds) == ["shard-00000", "shard-00004"]
-    ds.sizes()  # only index.npy of the other shards
-    assert _data_files(ds) == ["shard-00000", "shard-00004"]
-    assert sorted(p.name for p in (ds.path / "shard-00002").iterdir()) == ["index.npy"]
+    assert _data_files(ds) == ["shard-00000", "shard-00002"]
+    ds.sizes()  # only index.npy of the other shard
+    assert _data_files(ds) == ["shard-00000", "shard-00002"]
+    assert sorted(p.name for p in (ds.path / "shard-00001").iterdir()) == ["index.npy"]
     # a second dataset object (another process) on the same cache downloads nothing
     calls: list[str] = []
     orig = remote.RemoteStore._write
@@ -156,7 +156,7 @@ def test_dataloader_two_workers_and_pickle(s3: dict[str, Any], warm: Path) -> No
                                          generator=torch.Generator().manual_seed(0))
     seen = [i for batch in loader for i in batch]
     assert sorted(seen) == list(range(N))
-    assert _data_files(ds) == [f"shard-{k:05d}" for k in range(5)]
+    assert _data_files(ds) == [f"shard-{k:05d}" for k in range(3)]
 
 
 def _read_in_child(url: str, cache: str, log: str, barrier: Any) -> None:
@@ -170,8 +170,8 @@ def _read_in_child(url: str, cache: str, log: str, barrier: Any) -> None:
     remote.RemoteStore._write = logged  # type: ignore[method-assign]
     ds = ShardDataset(url, cache_dir=cache)
     barrier.wait()
-    ds[2]
     ds[3]
+    ds[5]
 
 
 def test_one_download_per_shard_per_node(s3: dict[str, Any], tmp_path: Path) -> None:
@@ -194,13 +194,13 @@ def test_one_download_per_shard_per_node(s3: dict[str, Any], tmp_path: Path) -> 
 
 def test_cache_limit_evicts_lru(s3: dict[str, Any], tmp_path: Path) -> None:
     probe = _open(s3, tmp_path / "probe")
-    per = [probe._remote.shard_bytes(k) for k in range(5)]  # type: ignore[union-attr]
-    limit = per[0] + per[2] + per[4] // 2  # room for two full shards
+    per = [probe._remote.shard_bytes(k) for k in range(3)]  # type: ignore[union-attr]
+    limit = per[0] + per[1] + per[2] // 2  # room for two full shards
     ds = _open(s3, tmp_path / "c", cache_limit=str(limit))
-    for i in [8, 4, 5, 0]:
+    for i in [8, 3, 4, 0]:
         _same(s3["local"][i], ds[i], f"sample {i}")
         assert ds._remote.cached_bytes() <= limit  # type: ignore[union-attr]
-    assert _data_files(ds) == ["shard-00000", "shard-00002"]  # the two most recent
+    assert _data_files(ds) == ["shard-00000", "shard-00001"]  # the two most recent
     assert len(ds._shards) <= 2  # the process let go of the evicted maps too
     assert remote.parse_bytes("50GB") == 50 * 10**9 and remote.parse_bytes("1.5KiB") == 1536
     with pytest.raises(UserError, match="cache_limit='lots'"):
@@ -212,8 +212,8 @@ def test_corrupted_cached_file_fetched_again(s3: dict[str, Any], tmp_path: Path,
                                              check: str) -> None:
     ds = _open(s3, tmp_path, cache_check=check)
     ds[4]
-    data = ds.path / "shard-00002" / "data.bin"
-    want = ds.manifest["shards"][2]["files"]["data.bin"]["sha256"]
+    data = ds.path / "shard-00001" / "data.bin"
+    want = ds.manifest["shards"][1]["files"]["data.bin"]["sha256"]
     raw = bytearray(data.read_bytes())
     if check == "sha256":  # same size, flipped bytes: only the checksum sees it
         raw[10:20] = bytes(255 - b for b in raw[10:20])
@@ -224,11 +224,11 @@ def test_corrupted_cached_file_fetched_again(s3: dict[str, Any], tmp_path: Path,
     again = _open(s3, tmp_path, cache_check=check)  # another process: first open checks
     _same(s3["local"][4], again[4])
     assert _sha(data) == want
-    col = ds.path / "shard-00002" / "ann.boxes.label.npy"
+    col = ds.path / "shard-00001" / "ann.boxes.label.npy"
     col.write_bytes(col.read_bytes()[:-1])
     third = _open(s3, tmp_path, cache_check=check)
     _same(s3["local"][5], third[5])
-    assert _sha(col) == ds.manifest["shards"][2]["files"]["ann.boxes.label.npy"]["sha256"]
+    assert _sha(col) == ds.manifest["shards"][1]["files"]["ann.boxes.label.npy"]["sha256"]
 
 
 def _killed_download(url: str, cache: str) -> None:
@@ -265,7 +265,7 @@ def test_killed_download_does_not_poison_cache(s3: dict[str, Any], tmp_path: Pat
     orig = remote.RemoteStore._write
     try:
         remote.RemoteStore._write = lambda self, n, f, b: calls.append(f) or orig(self, n, f, b)  # type: ignore[method-assign]
-        for i in range(2):
+        for i in range(3):
             _same(s3["local"][i], ds[i])
     finally:
         remote.RemoteStore._write = orig  # type: ignore[method-assign]
@@ -301,3 +301,21 @@ def test_errors_name_url_never_credentials(s3: dict[str, Any], tmp_path: Path,
     store = remote.RemoteStore.__new__(remote.RemoteStore)
     store.storage_options = {"secret": SECRET}
     assert SECRET not in store._clean(RuntimeError(f"signature {SECRET} {KEY} bad"))
+
+
+def test_any_fsspec_url_and_a_corrupt_remote_file(s3: dict[str, Any], tmp_path: Path) -> None:
+    import shutil
+
+    src = tmp_path / "origin"
+    shutil.copytree(s3["local"].path, src)
+    ds = ShardDataset(f"file://{src}", cache_dir=tmp_path / "cache")
+    _same(s3["local"][7], ds[7])
+    with open(src / "shard-00000" / "data.bin", "r+b") as fh:  # the stored copy itself rots
+        fh.seek(5)
+        fh.write(b"\xff\x00")
+    with pytest.raises(DataCorruption) as err:
+        ShardDataset(f"file://{src}", cache_dir=tmp_path / "cache2")[0]
+    msg = str(err.value)
+    assert f"file://{src}/shard-00000/data.bin" in msg and "upload the dataset" in msg
+    assert not list((tmp_path / "cache2").glob("*/shard-00000/data.bin"))
+    assert not list((tmp_path / "cache2").glob("*/shard-00000/.*.tmp"))
