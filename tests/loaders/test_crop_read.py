@@ -136,7 +136,7 @@ def test_read_crop_true_says_why_it_cannot(stores: dict[str, ShardDataset],
 @pytest.fixture(scope="module")
 def jpegs(tmp_path_factory: pytest.TempPathFactory) -> ShardDataset:
     """Encoded shards of JPEGs as cameras and tools write them: 4:2:0 (most), 4:4:4,
-    progressive, greyscale, CMYK and an EXIF-rotated photo."""
+    progressive, greyscale, CMYK, an EXIF-rotated and an XMP-rotated photo."""
     from PIL import Image
 
     from npu_data.sample_data import make_bench_images
@@ -152,6 +152,11 @@ def jpegs(tmp_path_factory: pytest.TempPathFactory) -> ShardDataset:
     exif = Image.Exif()
     exif[0x0112] = 3                                           # upside down: decoded whole
     rgb[5].save(files[5], quality=85, exif=exif.tobytes())
+    xmp = (b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/'
+           b'02/22-rdf-syntax-ns#"><rdf:Description xmlns:tiff="http://ns.adobe.com/tiff/1.0/" '
+           b'tiff:Orientation="3"/></rdf:RDF></x:xmpmeta>')
+    rgb[6].save(files[6], quality=85, xmp=xmp)                 # XMP-rotated: decoded whole
+    rgb[7].save(files[7], quality=85, xmp=xmp.replace(b'"3"', b'"1"'))  # XMP, upright
     write_dataset(project.export_path, tmp / "enc",
                   WriteOptions(store="encoded", shard_size=7,
                                images=ImageOptions(images_root=project.export_path.parent)))
@@ -176,9 +181,9 @@ def test_jpeg_regions_decode_to_the_full_decode_cropped(jpegs: ShardDataset,
         during = _batches(jpegs, True, kind, batch_size=5)
         for a, b in zip(after, during, strict=True):
             _same_batch(a, b)
-        # only the CMYK and the EXIF-rotated JPEG were decoded whole (twice: two epochs);
-        # every JPEG where libjpeg-turbo's headers are missing (no region decoder)
-        assert len(whole) == (4 if _native.jpeg_ops() is not None else 2 * len(jpegs)), whole
+        # only the CMYK, the EXIF-rotated and the XMP-rotated JPEG were decoded whole (twice:
+        # two epochs); every JPEG where libjpeg-turbo's headers are missing (no region decoder)
+        assert len(whole) == (6 if _native.jpeg_ops() is not None else 2 * len(jpegs)), whole
         whole.clear()
 
 

@@ -4,7 +4,7 @@
 // skipped (jpeg_skip_scanlines: entropy-decoded, not transformed), the columns outside it are
 // not transformed (jpeg_crop_scanline), and decoding stops after its last row. Settings are
 // Pillow's (ISLOW IDCT, fancy upsampling, RGB out), so the pixels are those of a full decode
-// cropped after. Samples this decoder does not handle alike (an EXIF orientation, CMYK/YCCK,
+// cropped after. Samples this decoder does not handle alike (an EXIF or XMP orientation, CMYK/YCCK,
 // a size that differs from the index, a corrupt stream) get status != 0 and no pixels: the
 // caller decodes them with Pillow.
 
@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -44,25 +45,53 @@ uint32_t read_u(const uint8_t* p, int n, bool big) {
 }
 
 // The EXIF orientation tag of an APP1 marker (1 when absent or unreadable).
-int exif_orientation(const jpeg_saved_marker_ptr markers) {
-  for (jpeg_saved_marker_ptr m = markers; m != nullptr; m = m->next) {
-    if (m->marker != JPEG_APP0 + 1 || m->data_length < 14) continue;
-    const uint8_t* d = m->data;
-    if (std::memcmp(d, "Exif\0\0", 6) != 0) continue;
-    const uint8_t* t = d + 6;
-    const size_t len = m->data_length - 6;
-    const bool big = t[0] == 'M';
-    if (!(t[0] == t[1] && (t[0] == 'M' || t[0] == 'I'))) continue;
-    const uint32_t ifd = read_u(t + 4, 4, big);
-    if (ifd + 2 > len) continue;
-    const uint32_t n = read_u(t + ifd, 2, big);
-    for (uint32_t e = 0; e < n; ++e) {
-      const size_t at = ifd + 2 + 12 * static_cast<size_t>(e);
-      if (at + 12 > len) break;
-      if (read_u(t + at, 2, big) == 0x0112) return static_cast<int>(read_u(t + at + 8, 2, big));
-    }
+int exif_orientation(const jpeg_saved_marker_ptr m) {
+  if (m->data_length < 14) return 1;
+  const uint8_t* d = m->data;
+  if (std::memcmp(d, "Exif\0\0", 6) != 0) return 1;
+  const uint8_t* t = d + 6;
+  const size_t len = m->data_length - 6;
+  const bool big = t[0] == 'M';
+  if (!(t[0] == t[1] && (t[0] == 'M' || t[0] == 'I'))) return 1;
+  const uint32_t ifd = read_u(t + 4, 4, big);
+  if (ifd + 2 > len) return 1;
+  const uint32_t n = read_u(t + ifd, 2, big);
+  for (uint32_t e = 0; e < n; ++e) {
+    const size_t at = ifd + 2 + 12 * static_cast<size_t>(e);
+    if (at + 12 > len) break;
+    if (read_u(t + at, 2, big) == 0x0112) return static_cast<int>(read_u(t + at + 8, 2, big));
   }
   return 1;
+}
+
+// Whether an XMP packet (APP1 "http://ns.adobe.com/xap/1.0/") names an orientation other
+// than 1: Pillow's exif_transpose applies tiff:Orientation from XMP too.
+bool xmp_rotates(const jpeg_saved_marker_ptr m) {
+  static const char kXmp[] = "http://ns.adobe.com/xap/1.0/";
+  const size_t head = sizeof(kXmp);  // with its NUL
+  if (m->data_length <= head || std::memcmp(m->data, kXmp, head) != 0) return false;
+  const std::string packet(reinterpret_cast<const char*>(m->data) + head,
+                           m->data_length - head);
+  for (size_t at = packet.find("Orientation"); at != std::string::npos;
+       at = packet.find("Orientation", at + 1)) {
+    const size_t lt = packet.rfind('<', at);
+    if (lt != std::string::npos && at - lt < 16 && packet[lt + 1] == '/') continue;  // </..>
+    size_t v = at + 11;
+    while (v < packet.size() && (packet[v] == '=' || packet[v] == '"' || packet[v] == '\'' ||
+                                 packet[v] == '>' || packet[v] == ' '))
+      ++v;
+    if (v < packet.size() && packet[v] != '1') return true;
+  }
+  return false;
+}
+
+// Whether any orientation Pillow's exif_transpose would apply is present.
+bool rotated(const jpeg_saved_marker_ptr markers) {
+  for (jpeg_saved_marker_ptr m = markers; m != nullptr; m = m->next) {
+    if (m->marker != JPEG_APP0 + 1) continue;
+    if (exif_orientation(m) > 1 || xmp_rotates(m)) return true;
+  }
+  return false;
 }
 
 // Decode the region into dst (height x width x 3). The jmp_buf is set here, so no C++
@@ -86,7 +115,7 @@ int8_t decode_region(const uint8_t* data, size_t size, int64_t H, int64_t W, con
   if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK ||
       cinfo.num_components == 2 || cinfo.num_components > 3) {
     status = kUnsupported;
-  } else if (exif_orientation(cinfo.marker_list) > 1) {
+  } else if (rotated(cinfo.marker_list)) {
     status = kUnsupported;
   } else if (static_cast<int64_t>(cinfo.image_height) != H ||
              static_cast<int64_t>(cinfo.image_width) != W) {
