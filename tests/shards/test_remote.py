@@ -293,6 +293,19 @@ def test_errors_name_url_never_credentials(s3: dict[str, Any], tmp_path: Path,
         ShardDataset("s3://no-such-bucket-npu/ds", cache_dir=tmp_path,
                      storage_options={"key": KEY, "secret": SECRET})
     assert KEY not in str(err.value) and SECRET not in str(err.value)
+    # a wrong endpoint (nothing listens there): named, with the fix, still no keys
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    monkeypatch.setenv("NPU_DATA_S3_ENDPOINT", dead)
+    with pytest.raises(UserError) as err:
+        ShardDataset(s3["url"], cache_dir=tmp_path / "dead",  # no retries: a quick test
+                     storage_options={"retries": 1, "config_kwargs": {"retries": {"max_attempts": 1}}})
+    msg = str(err.value)
+    assert "\n" not in msg and dead in msg and "check the endpoint" in msg
+    assert KEY not in msg and SECRET not in msg and not (tmp_path / "dead").exists()
     # the endpoint from storage_options instead of the environment
     monkeypatch.delenv("NPU_DATA_S3_ENDPOINT")
     ds = ShardDataset(s3["url"], cache_dir=tmp_path,
