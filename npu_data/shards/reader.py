@@ -143,23 +143,27 @@ class ShardDataset:
                 self._remote.trim(self._shards)
         return sh
 
-    def _index(self, k: int) -> np.ndarray:
-        """Shard ``k``'s index (of a remote dataset: only its index.npy downloaded)."""
-        if self._remote is None or k in self._shards:
-            return self.shard(k).index
-        return np.load(self._remote.fetch_file(k, INDEX), mmap_mode="r", allow_pickle=False)
+    def _indices(self) -> list[np.ndarray]:
+        """Every shard's index (of a remote dataset: only the index.npy files downloaded)."""
+        ks = range(len(self._names))
+        if self._remote is None:
+            return [self.shard(k).index for k in ks]
+        got = self._remote.fetch_files(INDEX, [k for k in ks if k not in self._shards],
+                                       lambda p: np.load(p, mmap_mode="r", allow_pickle=False))
+        it = iter(got)
+        return [self._shards[k].index if k in self._shards else next(it) for k in ks]
 
     def sizes(self) -> np.ndarray:
         """(N, 2) int64 (height, width) of every stored image, from the shard indices."""
         if self._sizes is None:
-            parts = [np.stack([self._index(k)["height"], self._index(k)["width"]],
-                              axis=1).astype(np.int64) for k in range(len(self._names))]
+            parts = [np.stack([ix["height"], ix["width"]], axis=1).astype(np.int64)
+                     for ix in self._indices()]
             self._sizes = np.concatenate(parts) if parts else np.zeros((0, 2), np.int64)
         return self._sizes
 
     def task_ids(self) -> np.ndarray:
         """(N,) int64 task id of every sample."""
-        parts = [np.asarray(self._index(k)["task_id"]) for k in range(len(self._names))]
+        parts = [np.asarray(ix["task_id"]) for ix in self._indices()]
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     def __getitem__(self, i: int) -> dict[str, Any]:

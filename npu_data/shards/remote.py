@@ -294,25 +294,32 @@ class RemoteStore:
         small = [f for f in fnames if int(self._listing[name][f]["size"]) <= SMALL]
         big = [f for f in fnames if f not in small]
         if small:
-            with self._remote(name) as (fs, rpath):
-                paths = [f"{rpath.rstrip('/')}/{f}" for f in small]
-                if getattr(fs, "async_impl", False):
-                    from fsspec.asyn import sync
-
-                    async def cat_all() -> list[Any]:
-                        return await asyncio.gather(*(fs._cat_file(p) for p in paths),
-                                                    return_exceptions=True)
-
-                    got = sync(fs.loop, cat_all)
-                else:
-                    got = [fs.cat_file(p) for p in paths]
+            got = self._cat_many([f"{name}/{f}" for f in small])
             for fname, data in zip(small, got, strict=True):
-                if isinstance(data, BaseException):
-                    raise self._error(f"{name}/{fname}", data) from None
                 if not self._write(name, fname, [data]):
                     self._stream(name, fname)
         for fname in big:
             self._stream(name, fname)
+
+    def _cat_many(self, whats: list[str]) -> list[bytes]:
+        """The remote files ``whats`` (relative to the URL), requested concurrently where the
+        file system is asynchronous (s3fs, gcsfs, ...)."""
+        with self._remote(whats[0]) as (fs, _):
+            paths = [f"{self._rpath.rstrip('/')}/{w}" for w in whats]
+            if getattr(fs, "async_impl", False):
+                from fsspec.asyn import sync
+
+                async def cat_all() -> list[Any]:
+                    return await asyncio.gather(*(fs._cat_file(p) for p in paths),
+                                                return_exceptions=True)
+
+                got = sync(fs.loop, cat_all)
+            else:
+                got = [fs.cat_file(p) for p in paths]
+        for what, data in zip(whats, got, strict=True):
+            if isinstance(data, BaseException):
+                raise self._error(what, data) from None
+        return got
 
     def _repair(self, name: str) -> None:
         """Under the shard's exclusive lock: every listed file present and checked."""
@@ -354,17 +361,41 @@ class RemoteStore:
                         f"cache_limit ({self.cache_limit} bytes) above a few shards "
                         f"({self._bytes[name]} bytes each)")
 
-    def fetch_file(self, k: int, fname: str) -> Path:
-        """One file of shard ``k`` (e.g. ``index.npy`` for ``sizes()``) without the rest."""
-        name = self.manifest["shards"][k]["name"]
-        path = self.root / name / fname
-        meta = self._listing[name][fname]
-        with self._lock(name, fcntl.LOCK_EX):
-            if not self._file_ok(path, meta, full=(self.cache_check == "sha256")):
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.unlink(missing_ok=True)
-                self._download(name, [fname])
-        return path
+    def fetch_files(self, fname: str, ks: list[int], opener: Callable[[Path], T]) -> list[T]:
+        """``opener(path)`` of file ``fname`` (e.g. ``index.npy`` for ``sizes()``) of each
+        shard in ``ks``, without the shards' other files: the missing ones requested together
+        (one process of the node at a time), each written and opened under its shard's lock."""
+        full = self.cache_check == "sha256"
+        out: dict[int, T] = {}
+
+        def where(k: int) -> tuple[str, Path, dict[str, Any]]:
+            name = self.manifest["shards"][k]["name"]
+            return name, self.root / name / fname, self._listing[name][fname]
+
+        for k in ks:
+            name, path, meta = where(k)
+            with self._lock(name, fcntl.LOCK_SH):
+                if self._file_ok(path, meta, full):
+                    out[k] = opener(path)
+        missing = [k for k in ks if k not in out]
+        if not missing:
+            return [out[k] for k in ks]
+        with self._lock(f".{fname}", fcntl.LOCK_EX):  # one batch per node; the others wait
+            missing = [k for k in missing if not self._file_ok(where(k)[1], where(k)[2], False)]
+            got = dict(zip(missing, self._cat_many([f"{where(k)[0]}/{fname}" for k in missing])
+                           if missing else [], strict=True))
+        for k in ks:
+            if k in out:
+                continue
+            name, path, meta = where(k)
+            with self._lock(name, fcntl.LOCK_EX):
+                if not self._file_ok(path, meta, full):
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.unlink(missing_ok=True)
+                    if k not in got or not self._write(name, fname, [got[k]]):
+                        self._stream(name, fname)
+                out[k] = opener(path)
+        return [out[k] for k in ks]
 
     def _touch(self, name: str) -> None:
         with contextlib.suppress(OSError):
