@@ -24,13 +24,13 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import numpy as np
 from PIL import Image, ImageOps
 
-from npu_data.annotations import fetch
+from npu_data.annotations import cloud, fetch
 from npu_data.annotations.fetch import ImageError
 from npu_data.errors import UserError
 
 CLOUD_SCHEMES = ("s3://", "gs://", "azure-blob://")
 __all__ = ["ImageError", "ImageOptions", "decode_image", "load_image", "load_image_as_shown",
-           "read_image_bytes", "resolve_image"]
+           "prefetch", "read_image_bytes", "resolve_image"]
 
 
 @dataclass
@@ -41,7 +41,10 @@ class ImageOptions:
     ``allow_download`` names the hosts http(s) images may be downloaded from (``"a,b"`` or a
     list; nothing is downloaded otherwise), each at most ``max_download_bytes``, with
     ``timeout`` seconds for a connect or a read; downloads are cached, verified, in
-    ``cache_dir`` (default: ``fetch.default_cache_dir()``, mode 0700).
+    ``cache_dir`` (default: ``fetch.default_cache_dir()``, mode 0700). Cloud storage
+    (``s3://``, ``gs://``, ``azure-blob://``, Label Studio's storage links, presigned URLs) is
+    read with the user's own credentials (``storage_endpoint``: an S3-compatible store), by
+    ``download_workers`` threads at once during an import (see ``cloud``).
     """
 
     ls_data_dir: Path | None = None
@@ -51,9 +54,15 @@ class ImageOptions:
     cache_dir: Path | None = None
     timeout: float = fetch.DEFAULT_TIMEOUT
     max_download_bytes: int = fetch.DEFAULT_MAX_BYTES
+    storage_endpoint: str | None = None
+    download_workers: int = 8
 
     def __post_init__(self) -> None:
         self.allow_download = fetch.parse_hosts(self.allow_download)
+        self.storage_endpoint = cloud.check_endpoint(self.storage_endpoint)
+        if not isinstance(self.download_workers, int) or self.download_workers < 1:
+            raise UserError(f"download_workers {self.download_workers!r}: must be at least 1 "
+                            "(--download-workers N)")
         if not isinstance(self.max_download_bytes, int) or self.max_download_bytes < 1:
             raise UserError(f"max_download_bytes {self.max_download_bytes!r}: must be a "
                             "positive number of bytes (--max-download-mb N)")
@@ -137,9 +146,9 @@ def _server_path(ref: str) -> str | None:
 
 def resolve_image(ref: str, options: ImageOptions) -> Path:
     """The local path of image reference ``ref`` (downloading it when allowed)."""
-    if ref.startswith(CLOUD_SCHEMES):
-        raise ImageError(f"{ref}: cloud storage is not read directly — download the files and "
-                         "pass --images-root, or serve them as local files (--local-files-root)")
+    obj = cloud.parse(ref, options)
+    if obj is not None:
+        return cloud.read(ref, obj, options, _cache(options))
     if ref.startswith(("http://", "https://")):
         local = _server_path(ref)  # the server's own files: read where they are when we can
         if local is not None and (
@@ -157,6 +166,29 @@ def resolve_image(ref: str, options: ImageOptions) -> Path:
             raise ImageError(f"{ref}: a file on another machine ({parts.netloc}) — refused")
         return _confined(unquote(parts.path), ref, options)
     return _confined(ref, ref, options)
+
+
+def prefetch(refs: list[str], options: ImageOptions | None) -> dict[str, Path | UserError]:
+    """Resolve the remote references among ``refs`` (downloads, cloud storage) in parallel,
+    ``download_workers`` at a time: ref -> local path, or the error that rejects it."""
+    if options is None:
+        return {}
+    remote = [r for r in dict.fromkeys(refs) if isinstance(r, str) and (
+        r.startswith(("http://", "https://")) or cloud.is_cloud(r))]
+    workers = min(options.download_workers, len(remote))
+    if workers < 2:
+        return {}
+    from concurrent.futures import ThreadPoolExecutor
+
+    out: dict[str, Path | UserError] = {}
+    with ThreadPoolExecutor(workers, thread_name_prefix="npu-data-fetch") as pool:
+        futures = {r: pool.submit(resolve_image, r, options) for r in remote}
+        for r, f in futures.items():
+            try:
+                out[r] = f.result()
+            except UserError as e:
+                out[r] = e
+    return out
 
 
 def _cache(options: ImageOptions) -> Path:

@@ -54,6 +54,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    const="",
                    help="download http(s) images from these hosts only (host, host:port or "
                         "*.example.com; repeatable), cached in ~/.cache/npu-data/downloads")
+    p.add_argument("--storage-endpoint", metavar="URL",
+                   help="S3-compatible endpoint for s3:// and presigned images (MinIO, Huawei "
+                        "OBS, ...); credentials come from the environment or AWS_PROFILE")
+    p.add_argument("--download-workers", type=int, default=8, metavar="N",
+                   help="downloads / cloud reads in flight at once (default: 8)")
     p.add_argument("--max-download-mb", type=float, default=64, metavar="N",
                    help="refuse a downloaded image larger than N MiB (default: 64)")
     p.add_argument("--download-timeout", type=float, default=30, metavar="S",
@@ -105,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
     images = image_options(anchor, images_root=args.images_root,
                            ls_data_dir=args.ls_data_dir, local_files_root=args.local_files_root,
                            allow_download=hosts, timeout=args.download_timeout,
+                           storage_endpoint=args.storage_endpoint,
+                           download_workers=args.download_workers,
                            max_download_bytes=max(1, int(args.max_download_mb * (1 << 20))))
     opts = WriteOptions(store=args.store, max_side=args.max_side, reencode=args.reencode,
                         workers=args.workers, shard_size=args.shard_size, resume=args.resume,

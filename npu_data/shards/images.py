@@ -102,13 +102,22 @@ def _encoding(data: bytes) -> int:
     return ENC_OTHER
 
 
-def make_payload(ref: str, o: Any) -> Payload:
+def prefetch(refs: list[str], options: Any) -> dict[str, Any]:
+    """Remote references among ``refs`` fetched in parallel (ref -> path or UserError)."""
+    if options is None or not hasattr(options, "download_workers"):
+        return {}
+    return dict(_images().prefetch(refs, options))
+
+
+def make_payload(ref: str, o: Any, fetched: Any = None) -> Payload:
     """The payload of image ``ref`` under write options ``o`` (UserError if unusable).
 
     Encoded stores keep the file's own bytes where the reader's Pillow decode gives the
     pixels the annotator saw, else a PNG of those pixels (images with alpha or 16-bit
     samples; see ``npu_data.annotations.images.decode_image``)."""
-    path = _resolve(ref, o.images)
+    if isinstance(fetched, UserError):
+        raise fetched
+    path = Path(fetched) if fetched is not None else _resolve(ref, o.images)
     pixels, plain = _load(path)
     if o.store == "raw" or o.reencode:
         pixels = np.ascontiguousarray(resize(pixels, o.max_side))

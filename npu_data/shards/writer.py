@@ -111,10 +111,11 @@ def _check_options(o: WriteOptions) -> None:
 # ---------------------------------------------------------------------------- one shard
 def _payloads(table: AnnotationTable, lo: int, hi: int, task_index: np.ndarray,
               o: WriteOptions) -> Iterator[tuple[int, img.Payload | str]]:
-    for r in range(lo, hi):
-        ref = table.text("image_ref", r)
+    refs = [table.text("image_ref", r) for r in range(lo, hi)]
+    fetched = img.prefetch(refs, o.images)  # downloads and cloud objects, in parallel
+    for r, ref in zip(range(lo, hi), refs, strict=True):
         try:
-            yield r, img.make_payload(ref, o)
+            yield r, img.make_payload(ref, o, fetched.get(ref))
         except UserError as exc:
             reason = getattr(exc, "reason", None) or str(exc)
             if o.strict:
