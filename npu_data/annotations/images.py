@@ -148,7 +148,16 @@ def resolve_image(ref: str, options: ImageOptions) -> Path:
     """The local path of image reference ``ref`` (downloading it when allowed)."""
     obj = cloud.parse(ref, options)
     if obj is not None:
-        return cloud.read(ref, obj, options, _cache(options))
+        try:
+            return cloud.read(ref, obj, options, _cache(options))
+        except ImageError:
+            # a presigned URL the user cannot read with their own credentials is still a
+            # download from a host they may have named
+            if ref.startswith(("http://", "https://")) and fetch.host_allowed(
+                    ref, options.allow_download):
+                return fetch.download(ref, options.allow_download, _cache(options),
+                                      options.max_download_bytes, options.timeout)
+            raise
     if ref.startswith(("http://", "https://")):
         local = _server_path(ref)  # the server's own files: read where they are when we can
         if local is not None and (

@@ -209,6 +209,36 @@ def test_errors_carry_no_credentials(s3: SimpleNamespace, tmp_path: Path,
         ImageOptions(storage_endpoint=f"http://{KEY_ID}:{SECRET}@127.0.0.1:9000")
 
 
+def test_import_workers_and_presigned_without_credentials(
+        s3: SimpleNamespace, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from npu_data.cli import main
+    from npu_data.shards.reader import ShardDataset
+
+    keys = _put_images(s3)
+    resolve_image(f"s3://{s3.bucket}/{keys[0]}", ImageOptions(storage_endpoint=s3.endpoint))
+    export = tmp_path / "e.json"  # forked shard workers each open their own filesystem
+    export.write_text(json.dumps([{"id": i, "data": {"image": f"s3://{s3.bucket}/{k}"}}
+                                  for i, k in enumerate(keys)]))
+    assert main(["import", str(export), "--out", str(tmp_path / "ds"), "--storage-endpoint",
+                 s3.endpoint, "--workers", "2", "--shard-size", "3"]) == 0
+    ds = ShardDataset(tmp_path / "ds")
+    assert [ds[i]["image"][0, 0].tolist() for i in range(len(ds))] == [list(c) for c in COLORS]
+    capsys.readouterr()
+    url = s3.client.generate_presigned_url("get_object", Params={"Bucket": s3.bucket,
+                                                                 "Key": keys[2]})
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    cloud._FS.clear()
+    no_creds = ImageOptions(storage_endpoint=s3.endpoint)
+    with pytest.raises(ImageError, match="NoCredentialsError"):
+        resolve_image(url, no_creds)
+    # without credentials, a presigned URL is still a download from a host the user names
+    host = urlsplit(s3.endpoint).netloc
+    p = resolve_image(url, ImageOptions(storage_endpoint=s3.endpoint, allow_download=host))
+    assert np.asarray(Image.open(p))[0, 0].tolist() == list(COLORS[2])
+
+
 # --- parsing, no network ----------------------------------------------------------------------
 
 def test_reference_forms() -> None:
