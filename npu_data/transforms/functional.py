@@ -95,12 +95,15 @@ def resized_crop(
         return native.resized_crop(images, bx, out_h, out_w, vertical_first_rule())
     if not _kernels.host_values(boxes):
         # The pass order of each sample is on the device: both orders for every sample,
-        # each picked per sample (no read back). Host boxes avoid the double work.
+        # each picked per sample (no read back; a box outside the batch reads clamped rows).
+        # Host boxes avoid the double work.
         v_first = _vertical_first(bx, out_h, out_w)
         hv = _resized_crop_torch(images, bx, out_h, out_w, vertical=False)
         vh = _resized_crop_torch(images, bx, out_h, out_w, vertical=True)
         return torch.where(v_first.view(-1, 1, 1, 1), vh, hv).contiguous()
-    order = _vertical_first(boxes.to(torch.int64), out_h, out_w).numpy()
+    host = boxes.to(torch.int64)  # host boxes: checked and read whatever the images' device
+    _check_boxes_inside(host, images)
+    order = _vertical_first(host, out_h, out_w).numpy()
     if not order.any() or order.all():
         return _resized_crop_torch(images, bx, out_h, out_w, vertical=bool(order.any()))
     # Pillow >= 13 runs the vertical pass first when the height shrinks more than twice as
@@ -211,9 +214,10 @@ def adjust_hue(
     a reference for the host, not for accelerators).
     """
     _check_images(images, sizes)
-    f = _check_factors(factors, images.shape[0], "hue").to(images.device)
+    f = _check_factors(factors, images.shape[0], "hue")
     if _kernels.host_values(f) and bool(torch.any((f < -0.5) | (f > 0.5))):
         raise UserError("hue factors must lie in [-0.5, 0.5]")
+    f = f.to(images.device)
     shift = _color.hue_shift(f)
     fast = None if direct else _compiled_colour_op(images, sizes, 3, torch.ones_like(f), shift)
     if fast is not None:
@@ -255,11 +259,11 @@ def color_sequence(images: torch.Tensor, sizes: torch.Tensor, order: torch.Tenso
 
 
 def _checked_nonneg(factors: torch.Tensor, images: torch.Tensor, name: str) -> torch.Tensor:
-    f = _check_factors(factors, images.shape[0], name).to(images.device)
-    # Validation reads the values only for CPU tensors: no host sync on accelerators.
+    f = _check_factors(factors, images.shape[0], name)
+    # Validation reads the values only of host (CPU) tensors: no host sync on accelerators.
     if _kernels.host_values(f) and bool(torch.any(f < 0)):
         raise UserError(f"{name} factors must be non-negative")
-    return f
+    return f.to(images.device)
 
 
 def to_dtype(images: torch.Tensor, dtype: torch.dtype = torch.float32,
