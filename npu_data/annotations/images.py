@@ -144,8 +144,9 @@ def _server_path(ref: str) -> str | None:
     return None
 
 
-def resolve_image(ref: str, options: ImageOptions) -> Path:
+def resolve_image(ref: str, options: ImageOptions | None) -> Path:
     """The local path of image reference ``ref`` (downloading it when allowed)."""
+    options = options if options is not None else ImageOptions()
     obj = cloud.parse(ref, options)
     if obj is not None:
         try:

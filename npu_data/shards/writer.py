@@ -12,7 +12,7 @@ import multiprocessing as mp
 import os
 import shutil
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from npu_data.shards.format import (
     sha256_file,
     shard_name,
 )
-from npu_data.shards.source import load_source
+from npu_data.shards.source import image_options, load_source
 
 
 @dataclass
@@ -115,7 +115,8 @@ def _payloads(table: AnnotationTable, lo: int, hi: int, task_index: np.ndarray,
     fetched = img.prefetch(refs, o.images)  # downloads and cloud objects, in parallel
     for r, ref in zip(range(lo, hi), refs, strict=True):
         try:
-            yield r, img.make_payload(ref, o, fetched.get(ref))
+            got = fetched.get(ref)
+            yield r, img.make_payload(ref, o) if got is None else img.make_payload(ref, o, got)
         except UserError as exc:
             reason = getattr(exc, "reason", None) or str(exc)
             if o.strict:
@@ -264,6 +265,9 @@ def write_dataset(source: Any, out_dir: str | os.PathLike[str],
     """
     o = options or WriteOptions()
     _check_options(o)
+    if o.images is None:  # image paths are confined even then: to the export's folder
+        anchor = source if isinstance(source, (str, os.PathLike)) else None
+        o = replace(o, images=image_options(anchor))
     out = Path(out_dir)
     src = load_source(source, o.parse_options())
     table = src.table

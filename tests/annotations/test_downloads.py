@@ -164,6 +164,8 @@ def test_refusal_names_the_task_and_the_fix(tmp_path: Path) -> None:
     for r in rows:
         assert "\n" not in r["reason"] and "--images-root" in r["reason"]
         assert "outside the images root" in r["reason"]
+    bare = write_dataset(export, tmp_path / "ds3", WriteOptions())  # no image options: the
+    assert (bare.samples, bare.rejected) == (1, 2)  # export's folder is the root all the same
     with pytest.raises(UserError, match=r"^task 12 \(#1\): .*outside the images root"):
         write_dataset(export, tmp_path / "ds2",
                       WriteOptions(images=image_options(export), strict=True))

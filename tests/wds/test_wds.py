@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from npu_data.annotations import ImageOptions
 from npu_data.cli import main
 from npu_data.loaders.collate import collate_samples
 from npu_data.loaders.wds import WebDatasetStream, assignment
@@ -70,7 +71,8 @@ def test_round_trip_is_lossless(tmp_path: Path, store: str,
     tars = sorted(str(p) for p in tmp_path.glob("w-*.tar"))
     table = wds_to_table(tars, tmp_path / "media")
     back = tmp_path / "back"
-    write_dataset(table, back, WriteOptions(store=store))
+    write_dataset(table, back, WriteOptions(store=store, images=ImageOptions(
+        images_root=tmp_path / "media")))  # wds_to_table's refs: absolute, in the media folder
     a, b = ShardDataset(src), ShardDataset(back)
     assert len(a) == len(b) == 9
     assert a.labels == b.labels and a.controls == b.controls
