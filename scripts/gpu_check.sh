@@ -17,7 +17,8 @@ venv="${VENV:-.venv}"
 . "$venv/bin/activate"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 NPU_DATA_QUIET=1
 python -c "import torch" 2>/dev/null || python -m pip install -q "${TORCH_SPEC:-torch}"
-python -m pip install -q -e . || exit 1
+# the bench extra brings torchvision (the suite's baseline) matched to that torch
+python -m pip install -q -e '.[bench]' || python -m pip install -q -e . || exit 1
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
   python -c "import torch; print(torch.__version__, torch.version.cuda)"
   npu-data parity --help > /dev/null && python -c "from npu_data.device import describe, resolve_device; print(describe(resolve_device('$device')))"
