@@ -30,7 +30,7 @@ _WRITE_KEYS = ("reencode", "shard_size", "annotations", "with_predictions", "con
 _REPORT = "rejected.jsonl"  # npu_data.shards.format.REJECTED
 # CLI flags named in rejection reasons -> the LabelStudioDataset keyword that fixes them
 _FIXES = (("--local-files-root", "local_files_root="), ("--ls-data-dir", "ls_data_dir="),
-          ("--allow-download", "allow_download=True"), ("--images-root", "images_root="))
+          ("--allow-download", "allow_download=['HOST']"), ("--images-root", "images_root="))
 
 
 def default_cache_dir() -> Path:

@@ -11,20 +11,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import moto.server as moto_server  # the dev extra: a real S3-compatible server
 import numpy as np
 import pytest
+import s3fs  # what users read s3:// through
 import torch
 
-pytest.importorskip("s3fs")
-moto_server = pytest.importorskip("moto.server")
-
-from npu_data.annotations.images import ImageOptions  # noqa: E402
-from npu_data.errors import DataCorruption, UserError  # noqa: E402
-from npu_data.loaders import collate_samples  # noqa: E402
-from npu_data.shards import remote  # noqa: E402
-from npu_data.shards.reader import ShardDataset  # noqa: E402
-from npu_data.shards.writer import WriteOptions, write_dataset  # noqa: E402
-from tests.shards.export_maker import make_export  # noqa: E402
+from npu_data.annotations.images import ImageOptions
+from npu_data.errors import DataCorruption, UserError
+from npu_data.loaders import collate_samples
+from npu_data.shards import remote
+from npu_data.shards.reader import ShardDataset
+from npu_data.shards.writer import WriteOptions, write_dataset
+from tests.shards.export_maker import make_export
 
 N = 9  # shard_size 3: three shards (each ~100 files: every column is a file)
 KEY = "AKIAFAKEKEY0123456789"
@@ -35,8 +34,6 @@ BUCKET = "npu-data-test"
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The server, a local dataset and its copy uploaded to s3://BUCKET/ds (via s3fs)."""
-    import s3fs
-
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
