@@ -32,6 +32,7 @@ from typing import Any, BinaryIO
 from urllib.parse import urljoin, urlsplit
 
 from npu_data.errors import UserError
+from npu_data.shards.atomic import atomic_write_bytes, file_sha256
 
 MiB = 1 << 20
 DEFAULT_MAX_BYTES = 64 * MiB
@@ -167,14 +168,6 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _meta_path(entry: Path) -> Path:
     return entry.with_name(entry.name + ".json")
 
@@ -194,22 +187,9 @@ def cached(entry: Path, check: dict[str, Any] | None = None) -> bool:
     if check and any(meta.get(k) != v for k, v in check.items()):
         return False
     try:
-        return _sha256_file(entry) == meta.get("sha256")
+        return file_sha256(entry) == meta.get("sha256")
     except OSError:
         return False
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def store(entry: Path, fill: Callable[[BinaryIO], None],
@@ -229,7 +209,8 @@ def store(entry: Path, fill: Callable[[BinaryIO], None],
         Path(tmp).unlink(missing_ok=True)
         raise
     record = {"sha256": sink.sha.hexdigest(), "size": sink.size, **(extra or {})}
-    _write_private(_meta_path(entry), json.dumps(record, sort_keys=True).encode())
+    atomic_write_bytes(_meta_path(entry), json.dumps(record, sort_keys=True).encode(),
+                       private=True)
     return entry
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from npu_data.errors import UserError
+from npu_data.shards.atomic import file_sha256
 
 _IMAGE_KEYS = ("ls_data_dir", "local_files_root", "allow_download")
 _WRITE_KEYS = ("reencode", "shard_size", "annotations", "with_predictions", "config",
@@ -37,14 +38,6 @@ def default_cache_dir() -> Path:
     """``$NPU_DATA_CACHE`` or ``~/.cache/npu-data``."""
     env = os.environ.get("NPU_DATA_CACHE")
     return Path(env) if env else Path.home() / ".cache" / "npu-data"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _read_report(path: Path) -> list[dict[str, Any]]:
@@ -113,7 +106,7 @@ class LabelStudioDataset:
         self._rejected: list[dict[str, Any]] = []
 
     def _key(self) -> str:
-        record = {"export_sha256": _sha256(self.json_file), "store": self.store,
+        record = {"export_sha256": file_sha256(self.json_file), "store": self.store,
                   "max_side": self.max_side,
                   "images_root": os.fspath(self.images_root or self.json_file.resolve().parent),
                   **{k: (os.fspath(Path(v).resolve()) if k in ("ls_data_dir", "local_files_root",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import tempfile
@@ -25,15 +26,27 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes | memoryview) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 hex digest of a file, read in 1 MiB pieces."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes | memoryview,
+                       private: bool = False) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one
+    (``private``: mode 0600, for the user's own caches)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            os.fchmod(fh.fileno(), 0o666 & ~_umask())  # mkstemp's 0600 is not what users expect
+            if not private:  # mkstemp's 0600 is not what users expect of a dataset
+                os.fchmod(fh.fileno(), 0o666 & ~_umask())
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
