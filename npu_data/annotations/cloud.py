@@ -42,6 +42,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from npu_data.annotations import fetch
 from npu_data.annotations.fetch import ImageError
+from npu_data.annotations.redact import redact_text
 from npu_data.errors import UserError
 
 # reference scheme -> (fsspec protocol, package, what it is)
@@ -53,7 +54,7 @@ SCHEMES = {"s3": ("s3", "s3fs", "S3"), "s3a": ("s3", "s3fs", "S3"),
            "abfs": ("abfs", "adlfs", "Azure Blob Storage")}
 PREFIXES = tuple(f"{s}://" for s in SCHEMES)
 _PROXY = re.compile(r"/(?:tasks|projects)/\d+/(?:resolve|presign)/?")
-_SIGNED = {"x-amz-signature", "x-amz-credential", "signature", "awsaccesskeyid",
+_SIGNED = {"x-amz-signature", "x-amz-credential", "signature", "awsaccesskeyid", "accesskeyid",
            "x-goog-signature", "x-goog-credential", "googleaccessid", "sig"}
 _AWS_PATH = re.compile(r"s3(?:[.-][a-z0-9-]+)*\.amazonaws\.com(?:\.cn)?")
 _AWS_VHOST = re.compile(r"(.+?)\.s3(?:[.-][a-z0-9-]+)*\.amazonaws\.com(?:\.cn)?")
@@ -87,7 +88,7 @@ def check_endpoint(url: str | None) -> str | None:
                         "in the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or a "
                         "profile (AWS_PROFILE)")
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UserError(f"--storage-endpoint {fetch.scrub(url)}: expected http(s)://host[:port] "
+        raise UserError(f"--storage-endpoint {redact_text(url)}: expected http(s)://host[:port] "
                         "(e.g. https://obs.cn-north-4.myhuaweicloud.com)")
     if parts.username or parts.password:
         raise UserError("--storage-endpoint: credentials do not belong in the URL — set them "

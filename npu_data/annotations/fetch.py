@@ -17,8 +17,10 @@ digest match the record, else it is fetched again.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import http.client
+import ipaddress
 import json
 import os
 import re
@@ -26,13 +28,17 @@ import ssl
 import stat
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import SplitResult, unquote, urljoin, urlsplit
 
+from npu_data.annotations.redact import redact_text
+from npu_data.common.atomic import atomic_write_bytes
+from npu_data.common.cache import cache_root
+from npu_data.common.hashing import file_sha256
 from npu_data.errors import UserError
-from npu_data.shards.atomic import atomic_write_bytes, file_sha256
 
 MiB = 1 << 20
 DEFAULT_MAX_BYTES = 64 * MiB
@@ -40,40 +46,13 @@ DEFAULT_TIMEOUT = 30.0
 MAX_REDIRECTS = 5
 CHUNK = 1 << 16
 REDIRECTS = (301, 302, 303, 307, 308)
-# query parameters that carry a signature or a credential (AWS SigV2/V4, GCS, Azure SAS)
-SECRET_PARAMS = ("x-amz-signature", "x-amz-credential", "x-amz-security-token", "signature",
-                 "awsaccesskeyid", "x-goog-signature", "x-goog-credential", "googleaccessid",
-                 "sig", "token", "access_token", "api_key", "apikey", "key")
-# environment variables whose values must never be echoed
-SECRET_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-              "AWS_SECURITY_TOKEN", "AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY",
-              "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_SAS_TOKEN",
-              "AZURE_CLIENT_SECRET", "GOOGLE_OAUTH_ACCESS_TOKEN", "LABEL_STUDIO_API_KEY")
-
-
 class ImageError(UserError):
     """An image cannot be found, read or decoded; ``reason`` says why (the task is rejected)."""
 
     def __init__(self, reason: str) -> None:
-        reason = scrub(reason)
+        reason = redact_text(reason)
         super().__init__(reason)
         self.reason = reason
-
-
-# ------------------------------------------------------------------------ no secrets shown
-_SECRET_QUERY = re.compile(r"(?i)([?&](?:" + "|".join(re.escape(p) for p in SECRET_PARAMS)
-                           + r")=)[^&#\s]*")
-
-
-def scrub(text: str) -> str:
-    """``text`` with signed-URL secrets and the values of credential variables replaced by
-    ``REDACTED`` (so reasons, errors and reports never carry them)."""
-    text = _SECRET_QUERY.sub(r"\1REDACTED", str(text))
-    for name in SECRET_ENV:
-        value = os.environ.get(name)
-        if value and len(value) >= 4:
-            text = text.replace(value, "REDACTED")
-    return text
 
 
 # ------------------------------------------------------------------------------ allowed hosts
@@ -139,12 +118,7 @@ def host_allowed(url: str, hosts: Iterable[str]) -> bool:
 # ------------------------------------------------------------------------------------ cache
 def default_cache_dir() -> Path:
     """Where downloads are cached for this user."""
-    env = os.environ.get("NPU_DATA_CACHE")
-    if env:
-        return Path(env) / "downloads"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
-    return base / "npu-data" / "downloads"
+    return cache_root("downloads")
 
 
 def private_dir(path: Path) -> Path:
@@ -253,6 +227,84 @@ def download(url: str, hosts: tuple[str, ...], cache: Path, max_bytes: int = DEF
     return store(entry, lambda sink: _http_get(url, hosts, sink, max_bytes, timeout))
 
 
+def proxy_for(url: str) -> tuple[str, int, dict[str, str]] | None:
+    """The proxy ``url`` is fetched through, as urllib and requests choose it: ``HTTPS_PROXY``
+    / ``HTTP_PROXY`` by the URL's scheme (else ``ALL_PROXY``), unless ``NO_PROXY`` names the
+    host (a domain suffix, ``host:port``, an address or network such as ``10.0.0.0/8``, or
+    ``*``). Returns (proxy host, port, its ``Proxy-Authorization`` header), or None."""
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    host = (parts.hostname or "").lower()
+    if not proxy or _bypass(host, parts.port, proxies.get("no", "")):
+        return None
+    if "://" not in proxy:
+        proxy = "http://" + proxy
+    p = urlsplit(proxy)
+    try:
+        pport = p.port or 80
+    except ValueError:
+        pport = -1
+    if p.scheme != "http" or not p.hostname or pport < 0:
+        raise ImageError(f"proxy {proxy} ({parts.scheme}_proxy): expected http://host:port — "
+                         "only plain http proxies are supported (https targets go through "
+                         "them by CONNECT)")
+    auth: dict[str, str] = {}
+    if p.username is not None:
+        cred = f"{unquote(p.username)}:{unquote(p.password or '')}".encode()
+        auth["Proxy-Authorization"] = "Basic " + base64.b64encode(cred).decode()
+    return p.hostname, pport, auth
+
+
+def _bypass(host: str, port: int | None, no_proxy: str) -> bool:
+    """Whether ``NO_PROXY`` names ``host`` (what urllib checks, plus networks as requests)."""
+    if not no_proxy:
+        return False
+    if urllib.request.proxy_bypass_environment(f"{host}:{port}" if port else host,
+                                               {"no": no_proxy}):
+        return True
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    for entry in no_proxy.split(","):
+        try:
+            if "/" in entry and addr in ipaddress.ip_network(entry.strip(), strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def _connect(parts: SplitResult, timeout: float) -> tuple[http.client.HTTPConnection, str,
+                                                          dict[str, str], str]:
+    """(connection, request target, extra headers, ' through proxy P' or '') for ``parts``:
+    straight to the host, or through the environment's proxy (https by a CONNECT tunnel,
+    whose TLS is still checked against the target host)."""
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    host, port = parts.hostname or "", parts.port
+    proxy = proxy_for(parts.geturl())
+    conn: http.client.HTTPConnection
+    if proxy is None:
+        if parts.scheme == "https":
+            conn = http.client.HTTPSConnection(host, port, timeout=timeout,
+                                               context=ssl.create_default_context())
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=timeout)
+        return conn, path, {}, ""
+    phost, pport, auth = proxy
+    via = f" through proxy {phost}:{pport}"
+    if parts.scheme == "https":
+        conn = http.client.HTTPSConnection(phost, pport, timeout=timeout,
+                                           context=ssl.create_default_context())
+        conn.set_tunnel(host, port or 443, headers=auth)
+        return conn, path, {}, via
+    conn = http.client.HTTPConnection(phost, pport, timeout=timeout)
+    netloc = f"[{host}]" if ":" in host else host
+    target = f"http://{netloc}{f':{port}' if port else ''}{path}"  # absolute, no user info
+    return conn, target, auth, via
+
+
 def _http_get(url: str, hosts: tuple[str, ...], sink: BinaryIO, max_bytes: int,
               timeout: float) -> None:
     shown = url
@@ -261,16 +313,10 @@ def _http_get(url: str, hosts: tuple[str, ...], sink: BinaryIO, max_bytes: int,
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ImageError(f"{shown}: not an http(s) URL — refused")
-        conn: http.client.HTTPConnection
-        if parts.scheme == "https":
-            conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout,
-                                               context=ssl.create_default_context())
-        else:
-            conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        conn, target, extra, via = _connect(parts, timeout)
         try:
             conn.request("GET", target, headers={"User-Agent": "npu-data",
-                                                 "Accept-Encoding": "identity"})
+                                                 "Accept-Encoding": "identity", **extra})
             resp = conn.getresponse()
             if resp.status in REDIRECTS:
                 location = resp.getheader("Location")
@@ -289,7 +335,7 @@ def _http_get(url: str, hosts: tuple[str, ...], sink: BinaryIO, max_bytes: int,
                 continue
             if resp.status != 200:
                 raise ImageError(f"{shown}: download failed (HTTP {resp.status} "
-                                 f"{resp.reason})")
+                                 f"{resp.reason}{via})")
             length = resp.getheader("Content-Length")
             if length and length.strip().isdigit() and int(length) > max_bytes:
                 raise ImageError(f"{shown}: {int(length)} bytes is larger than the download "
@@ -315,13 +361,13 @@ def _http_get(url: str, hosts: tuple[str, ...], sink: BinaryIO, max_bytes: int,
         except ImageError:
             raise
         except TimeoutError:
-            raise ImageError(f"{shown}: download timed out (no answer within {timeout:g} s) — "
-                             "raise --download-timeout for a slow server") from None
+            raise ImageError(f"{shown}: download timed out (no answer within {timeout:g} s"
+                             f"{via}) — raise --download-timeout for a slow server") from None
         except http.client.IncompleteRead as e:
             raise ImageError(f"{shown}: download truncated ({len(e.partial)} bytes "
                              "received)") from None
         except (OSError, http.client.HTTPException, ValueError) as e:
-            raise ImageError(f"{shown}: download failed ({e or type(e).__name__})") from None
+            raise ImageError(f"{shown}: download failed ({e or type(e).__name__}{via})") from None
         finally:
             conn.close()
     raise ImageError(f"{shown}: download failed (more than {MAX_REDIRECTS} redirects)")

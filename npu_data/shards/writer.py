@@ -19,11 +19,13 @@ from typing import Any
 import numpy as np
 import orjson
 
+from npu_data.annotations.redact import redact_columns
 from npu_data.annotations.table import AnnotationTable
+from npu_data.common.atomic import atomic_write_bytes, fsync_dir, npy_bytes
+from npu_data.common.hashing import file_sha256
 from npu_data.errors import UserError
 from npu_data.progress import bar
 from npu_data.shards import images as img
-from npu_data.shards.atomic import atomic_write_bytes, fsync_dir, npy_bytes
 from npu_data.shards.convert import to_pixels
 from npu_data.shards.format import (
     ALIGN,
@@ -38,7 +40,6 @@ from npu_data.shards.format import (
     column_file,
     column_schema,
     dumps,
-    sha256_file,
     shard_name,
 )
 from npu_data.shards.source import image_options, load_source
@@ -159,14 +160,15 @@ def write_shard(table: AnnotationTable, k: int, out_dir: Path, o: WriteOptions,
     for i, row in enumerate(rows):
         index[i] = (*row, int(table.columns["task_id"][keep[i]]))
     sub = table.select(keep)
-    cols = to_pixels(sub, index["height"].astype(np.int64), index["width"].astype(np.int64))
+    cols = redact_columns(to_pixels(sub, index["height"].astype(np.int64),  # no secrets on disk
+                                    index["width"].astype(np.int64)))
     files = {INDEX: npy_bytes(index)}
     for col, spec in column_schema().items():
         arr = np.ascontiguousarray(cols[col]).astype(np.dtype(spec["dtype"]), copy=False)
         files[column_file(col)] = npy_bytes(arr.reshape(-1, *spec["shape"]))
     for fname, data in files.items():
         _write_synced(tmp / fname, data)
-    listing = {DATA: {"size": pos + (-pos % ALIGN), "sha256": sha256_file(tmp / DATA)}}
+    listing = {DATA: {"size": pos + (-pos % ALIGN), "sha256": file_sha256(tmp / DATA)}}
     for fname, data in files.items():
         listing[fname] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     record = {"name": name, "tasks": [lo, hi], "samples": len(keep), "rejected": rejected,

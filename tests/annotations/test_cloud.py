@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import parse_qs, quote, urlsplit, urlunsplit
 
 import numpy as np
 import pytest
@@ -159,6 +159,14 @@ def test_import_reads_every_cloud_form_in_parallel(
     cache = tmp_path / "user-cache" / "downloads"
     records = "".join(p.read_text() for p in cache.glob("*.json"))
     _assert_no_secrets(out, err, rejected, manifest, records)
+    # the shards' image_ref / data_json hold the references redacted: no key id, no signature
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "ds").rglob("*") if p.is_file())
+    sigs = [v[0] for u in presigned for k, v in parse_qs(urlsplit(u).query).items()
+            if "signature" in k.lower()]
+    assert len(sigs) == len(presigned) and KEY_ID.encode() not in stored
+    assert not any(sig.encode() in stored for sig in sigs)
+    assert b"/tasks/3/resolve/?fileuri=REDACTED" in stored
+    assert f"{s3.endpoint}/{b}/photos/sub/img4.png?".encode() in stored  # which object it was
     assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
     assert len(list(cache.glob("*.json"))) == 7
     print(f"7 cloud images imported in {took:.2f} s")

@@ -1,0 +1,137 @@
+"""Image references as they may be stored or shown: secrets replaced by ``REDACTED``.
+
+A presigned URL's query carries a signature and the signer's key id (AWS ``X-Amz-Signature``/
+``X-Amz-Credential``/``X-Amz-Security-Token``, SigV2 ``Signature``/``AWSAccessKeyId``, Huawei
+OBS ``Signature``/``AccessKeyId``, GCS ``X-Goog-Signature``, an Azure SAS ``sig``/``se``/``sv``,
+any ``token``/``key``-like parameter), a Label Studio storage link its storage URI
+(``/tasks/<id>/resolve/?fileuri=``) and a URL may hold ``user:password@``. ``redact_url`` keeps
+the scheme, host and path (which object it was) and replaces the user info and, when any
+parameter is secret, every query value; ``redact_text`` does so for every URL in a message and
+also hides the values of credential variables of the environment. The shards' ``image_ref`` and
+``data_json`` columns, ``rejected.jsonl``, the manifest and every error hold only these forms;
+the full URL is used in memory, for the download itself.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import numpy as np
+import orjson
+
+REDACTED = "REDACTED"
+# parameter names holding a secret: any containing one of these words ...
+_SECRET_WORDS = ("sig", "token", "key", "credential", "secret", "passw", "auth", "session",
+                 "policy", "accessid", "jwt", "fileuri")
+# ... and the short ones of an Azure SAS (and a few others) that contain none of them
+_SECRET_NAMES = frozenset(("se", "sv", "sp", "st", "sr", "spr", "srt", "ss", "skoid", "sktid",
+                           "skt", "ske", "sks", "skv", "sdd", "pwd", "pass", "code", "hmac"))
+# environment variables whose values must never be echoed
+SECRET_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+              "AWS_SECURITY_TOKEN", "AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY",
+              "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_SAS_TOKEN",
+              "AZURE_CLIENT_SECRET", "GOOGLE_OAUTH_ACCESS_TOKEN", "LABEL_STUDIO_API_KEY",
+              "OBS_ACCESS_KEY_ID", "OBS_SECRET_ACCESS_KEY", "OBS_SECURITY_TOKEN")
+_URL = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://|/(?:tasks|projects)/\d+/)[^\s'\"<>()\[\]{}]+")
+_NAMES = "|".join((*_SECRET_WORDS, "x-amz-[a-z-]+", "x-goog-[a-z-]+"))
+_PAIR = re.compile(r"(?i)(?<![\w.%-])([\w.-]*(?:" + _NAMES + r")[\w.-]*=)[^&#\s'\"),;>]+")
+
+
+def secret_param(name: str) -> bool:
+    """Whether a query parameter called ``name`` carries a secret."""
+    n = name.strip().lower()
+    return n in _SECRET_NAMES or any(w in n for w in _SECRET_WORDS)
+
+
+def _query(query: str) -> str:
+    """``query`` with every value REDACTED if any parameter is secret, else as it was."""
+    pairs = [p.partition("=") for p in query.split("&")]
+    from urllib.parse import unquote_plus
+
+    if not any(secret_param(unquote_plus(name)) for name, _, _ in pairs):
+        return query
+    return "&".join(name + (f"={REDACTED}" if eq else "") for name, eq, _ in pairs)
+
+
+def redact_url(ref: str) -> str:
+    """``ref`` with its user info and (for a signed URL or a storage link) its query values
+    replaced by ``REDACTED``; scheme, host and path kept. Other references are returned as
+    they are."""
+    if not isinstance(ref, str):
+        return ref
+    base, hash_, fragment = ref.partition("#")
+    head, q, query = base.partition("?")
+    scheme, sep, rest = head.partition("://")
+    if sep:
+        authority, slash, path = rest.partition("/")
+        if "@" in authority:
+            authority = f"{REDACTED}@{authority.rpartition('@')[2]}"
+        head = f"{scheme}{sep}{authority}{slash}{path}"
+    if q:
+        query = _query(query)
+    if hash_ and "=" in fragment:
+        fragment = _query(fragment)
+    return head + q + query + hash_ + fragment
+
+
+def redact_text(text: Any) -> str:
+    """``text`` (a message) with every URL in it redacted, loose ``name=secret`` pairs
+    REDACTED, and the values of the environment's credential variables hidden."""
+    text = _URL.sub(lambda m: redact_url(m.group(0)), str(text))
+    text = _PAIR.sub(rf"\1{REDACTED}", text)
+    for name in SECRET_ENV:
+        value = os.environ.get(name)
+        if value and len(value) >= 4:
+            text = text.replace(value, REDACTED)
+    return text
+
+
+def _walk(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact_url(value) if ("?" in value or "@" in value or "#" in value) else value
+    if isinstance(value, list):
+        return [_walk(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _walk(v) for k, v in value.items()}
+    return value
+
+
+def redact_json(raw: bytes | str) -> bytes:
+    """A task's ``data`` JSON with every string value redacted as ``redact_url`` does (the
+    same bytes when nothing needed it)."""
+    data = raw.encode() if isinstance(raw, str) else bytes(raw)
+    if b"?" not in data and b"@" not in data and b"#" not in data:
+        return data
+    try:
+        parsed = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return redact_text(data.decode("utf-8", "replace")).encode()
+    clean = _walk(parsed)
+    return data if clean == parsed else orjson.dumps(clean)
+
+
+STORED_TEXT = ("image_ref", "data_json")  # the text columns that hold task references
+
+
+def redact_columns(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``columns`` (an AnnotationTable's) with ``image_ref`` and ``data_json`` redacted, as
+    they are written to disk; the other columns are the same arrays."""
+    out = dict(columns)
+    for name in STORED_TEXT:
+        data, offsets = columns[f"{name}.bytes"], columns[f"{name}.offsets"]
+        raw = np.ascontiguousarray(data).tobytes()
+        if b"?" not in raw and b"@" not in raw and b"#" not in raw:
+            continue
+        fix = redact_json if name == "data_json" else (
+            lambda b: redact_url(b.decode("utf-8", "surrogatepass")).encode(
+                "utf-8", "surrogatepass"))
+        pieces = [fix(raw[int(a):int(b)]) for a, b in zip(offsets[:-1], offsets[1:],
+                                                           strict=True)]
+        lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        new_offsets = np.zeros(len(pieces) + 1, dtype=np.asarray(offsets).dtype)
+        np.cumsum(lengths, out=new_offsets[1:])
+        out[f"{name}.bytes"] = np.frombuffer(b"".join(pieces), dtype=np.uint8).copy()
+        out[f"{name}.offsets"] = new_offsets
+    return out
