@@ -1,7 +1,7 @@
 """Brush masks for the parse and import benches: brush-heavy exports, as Label Studio writes them.
 
 A mask is a union of a few rotated ellipses and a stroke of discs (what an annotator paints),
-encoded with Label Studio's brush RLE (``npu_data.sample_data.mask_to_rle``). Encoding a mask
+encoded with Label Studio's brush RLE (``npu_data.tools.sample_data.mask_to_rle``). Encoding a mask
 takes tens of ms in Python, so a bench draws its masks from a small pool of distinct ones: the
 importer decodes every mask of the export all the same.
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from npu_data.sample_data import mask_to_rle
+from npu_data.tools.sample_data import mask_to_rle
 
 POOL = 16
 LABELS = ("cat", "dog", "car")

@@ -30,7 +30,7 @@ class BenchData:
 
 
 def _tars(encoded: Path, out: Path, n: int, fresh: bool) -> list[Path]:
-    from npu_data.shards.atomic import atomic_write_bytes
+    from npu_data.common.atomic import atomic_write_bytes
     from npu_data.shards.wds_io import export_wds
 
     listing = out / TAR_LIST
@@ -46,8 +46,8 @@ def _tars(encoded: Path, out: Path, n: int, fresh: bool) -> list[Path]:
 
 def ensure(root: str | Path, n: int, width: int, height: int, seed: int = 0) -> BenchData:
     """Make (or reuse, when the stamp matches) ``n`` images, their raw/encoded shards and tars."""
-    from npu_data.sample_data import make_bench_images
-    from npu_data.shards.atomic import atomic_write_bytes
+    from npu_data.common.atomic import atomic_write_bytes
+    from npu_data.tools.sample_data import make_bench_images
 
     base = Path(root) / f"bench_{n}_{width}x{height}_s{seed}"
     want = {"n": n, "width": width, "height": height, "seed": seed, "version": 1}

@@ -101,7 +101,7 @@ def _time(decode: Decoder, n: int, threads: int, repeats: int = 3) -> tuple[floa
 
 def run(files: list[Path], crop: int, threads: int) -> list[dict[str, Any]]:
     """One row per decoder (see the module doc)."""
-    from benches.baseline import augmentation
+    from npu_data.tools.baseline import augmentation
     from npu_data.transforms import draws
 
     blobs = [f.read_bytes() for f in files]
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--data-dir", type=Path, default=Path("/tmp/npu-data-bench-decoders"))
     args = ap.parse_args(argv)
-    from npu_data.sample_data import make_bench_images
+    from npu_data.tools.sample_data import make_bench_images
 
     root = args.data_dir / f"jpeg_{args.images}_{args.width}x{args.height}"
     files = sorted((root / "images").glob("*.jpg"))

@@ -73,10 +73,10 @@ def make_memmap(root: Path, n: int, side: int) -> MemmapImages:
 
 
 def make_shards(root: Path, n: int, side: int) -> Any:
-    from npu_data.sample_data import make_bench_images
     from npu_data.shards.reader import ShardDataset
     from npu_data.shards.source import image_options
     from npu_data.shards.writer import WriteOptions, write_dataset
+    from npu_data.tools.sample_data import make_bench_images
 
     out = root / f"shards_{n}_{side}"
     if not (out / "manifest.json").is_file():

@@ -20,8 +20,8 @@ os.environ.setdefault("NPU_DATA_QUIET", "1")
 from benches.brush import brush_results, rle_pool  # noqa: E402
 from npu_data.annotations import parse_export  # noqa: E402
 from npu_data.annotations.images import ImageOptions  # noqa: E402
-from npu_data.sample_data import make_bench_images  # noqa: E402
 from npu_data.shards.writer import WriteOptions, write_dataset  # noqa: E402
+from npu_data.tools.sample_data import make_bench_images  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -101,7 +101,7 @@ def run(device: str = "cpu", batch: int = 64, repeats: int = 3, seed: int = 0) -
 def _transform_cases(x: torch.Tensor, sizes: torch.Tensor, crops: torch.Tensor,
                      csizes: torch.Tensor, big: np.ndarray, small: np.ndarray
                      ) -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]:
-    from benches.baseline import augmentation
+    from npu_data.tools.baseline import augmentation
     from npu_data.transforms import ColorJitter
 
     out: list[tuple[str, Callable[[], Any], Callable[[], Any]]] = []

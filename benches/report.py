@@ -9,7 +9,7 @@ from typing import Any
 
 from benches.chart import SWEEP_TITLES, chart
 from benches.stages import STAGES
-from npu_data.shards.atomic import atomic_write_bytes
+from npu_data.common.atomic import atomic_write_bytes
 
 
 def _fmt(v: float | None, digits: int = 0) -> str:

@@ -101,7 +101,7 @@ def bound(stages: dict[str, float], workers: int) -> dict[str, Any]:
 
 
 def _augment_step(crop: int, device: torch.device) -> Step:
-    from benches.baseline import augmentation
+    from npu_data.tools.baseline import augmentation
 
     augment = augmentation(crop)
     gen = dev.manual_seed(0, device)
@@ -123,7 +123,7 @@ def _h2d_step(device: torch.device) -> Step:
 def baseline_plan(files: list[Path], export: Path, crop: int, device: torch.device) -> StagePlan:
     """The baseline's own read / decode / per-sample augment / collate (+ the copy to
     ``device`` a training loop does)."""
-    from benches import baseline
+    from npu_data.tools import baseline
 
     ds = baseline.JpegReference(files, baseline.targets(export, files), crop)
     return StagePlan(lambda n: [ds.read(i) for i in range(min(n, len(ds)))],
@@ -134,7 +134,8 @@ def baseline_plan(files: list[Path], export: Path, crop: int, device: torch.devi
 def torchvision_plan(files: list[Path], export: Path, crop: int, device: torch.device
                      ) -> StagePlan:
     """torchvision's baseline: open / Pillow decode / v2 transforms per sample / collate."""
-    from benches import baseline, torchvision_baseline
+    from benches import torchvision_baseline
+    from npu_data.tools import baseline
 
     ds = torchvision_baseline.TorchvisionJpeg(files, baseline.targets(export, files), crop)
     return StagePlan(lambda n: [ds.read(i) for i in range(min(n, len(ds)))],
@@ -183,9 +184,10 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     crop on the main process."""
     import numpy as np
 
-    from benches.baseline import augmentation
+    from npu_data.common.batch import CropPlan, PlannedIndices
     from npu_data.loaders import collate_samples, crop_read
-    from npu_data.shards.batch_read import CropPlan, PlannedIndices, SampleBatch, read_columns
+    from npu_data.shards.batch_read import SampleBatch, read_columns
+    from npu_data.tools.baseline import augmentation
     from npu_data.transforms import draws
 
     aug = augmentation(crop)
@@ -258,9 +260,9 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
     batch buffer, collate = the rest of the worker's work (JPEG headers, annotations into
     sample dicts, geometry, boxes drawn); augment = the pipeline after the crop on the main
     process."""
-    from benches.baseline import augmentation
     from npu_data.loaders import collate_samples, crop_read, stream_crop
     from npu_data.loaders.wds import planned_sample
+    from npu_data.tools.baseline import augmentation
     from npu_data.transforms import draws
 
     aug = augmentation(crop)

@@ -27,10 +27,11 @@ import numpy as np
 import psutil
 import torch
 
-from benches import baseline, extras, stages, torchvision_baseline
+from benches import extras, stages, torchvision_baseline
 from benches.datasets import BenchData, ensure
 from npu_data import device as dev
 from npu_data.loaders.wds import WebDatasetStream
+from npu_data.tools import baseline
 
 
 @dataclass

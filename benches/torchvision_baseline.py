@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from PIL import Image
 
-from benches import baseline
+from npu_data.tools import baseline
 
 LABEL = "baseline: torchvision v2 on PIL images (CPU)"
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benches import baseline
+from npu_data.tools import baseline
 
 
 def loader(tars: list[str], read_crop: bool, args: argparse.Namespace) -> Any:

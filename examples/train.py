@@ -36,9 +36,9 @@ from npu_data.transforms import (
 
 def make_dataset(root: Path, n: int) -> Path:
     """A small boxes + captions project imported into raw shards (rank 0 only)."""
-    from npu_data.sample_data import make_bench_images
     from npu_data.shards.source import image_options
     from npu_data.shards.writer import WriteOptions, write_dataset
+    from npu_data.tools.sample_data import make_bench_images
 
     out = root / "shards"
     if not (out / "manifest.json").is_file():

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
+from npu_data.common.dist import place
 from npu_data.errors import UserError
 
 DeviceLike = str | torch.device
@@ -99,7 +99,7 @@ def device_type(device: DeviceLike) -> str:
 def _with_index(dev: torch.device) -> torch.device:
     if dev.type == "cpu" or dev.index is not None:
         return dev
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_rank = place().local_rank
     count = device_count(dev.type)
     return torch.device(dev.type, local_rank % count if count else 0)
 

@@ -13,7 +13,7 @@ from label_studio_sdk.converter.brush import decode_rle
 from PIL import Image
 
 from npu_data.errors import UserError
-from npu_data.sample_data import (
+from npu_data.tools.sample_data import (
     encode_rle,
     make_bench_images,
     make_sample_project,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import os
-import tempfile
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,17 +24,15 @@ from urllib.parse import quote, unquote
 
 import orjson
 
+from npu_data.common.atomic import atomic_file, atomic_write_bytes
 from npu_data.errors import UserError
 from npu_data.progress import bar
-from npu_data.shards.atomic import atomic_write_bytes, fsync_dir
 
 TOKEN_ENV = "LABEL_STUDIO_API_KEY"
 EXPORT_NAME = "export.json"
 CONFIG_NAME = "label_config.xml"
 UPLOAD_PREFIX = "/data/upload/"
 CHUNK = 1 << 20
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
 
 
 @dataclass
@@ -173,12 +170,10 @@ def _stream_to_file(chunks: Iterable[bytes], target: Path, expected: int | None,
     """Write ``chunks`` to ``target`` atomically; refuse a short download."""
     import httpx
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     size = 0
     progress = bar(expected, desc=desc, unit="B") if desc else None
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with atomic_file(target, suffix=".part") as fh:
             try:
                 for chunk in chunks:
                     fh.write(chunk)
@@ -192,17 +187,9 @@ def _stream_to_file(chunks: Iterable[bytes], target: Path, expected: int | None,
             if expected is not None and size != expected:
                 raise UserError(f"{what}: download cut off after {size} of {expected} bytes "
                                 "— nothing was kept; run the pull again")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_UMASK)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     finally:
         if progress is not None:
             progress.close()
-    fsync_dir(target.parent)
     return size
 
 

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from npu_data.errors import UserError
-from npu_data.shards.preview import draw_sample
 from npu_data.shards.reader import ShardDataset
+from npu_data.tools.preview import draw_sample
 
 NAME = "show"
 HELP = "Draw sample I of a dataset (boxes, polygons, keypoints, ellipses, masks, caption)."

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import io
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -26,25 +28,18 @@ def _umask() -> int:
     return mask
 
 
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    """The SHA-256 hex digest of a file, read in 1 MiB pieces."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes | memoryview,
-                       private: bool = False) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one
-    (``private``: mode 0600, for the user's own caches)."""
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike[str], private: bool = False,
+                suffix: str = ".tmp") -> Iterator[BinaryIO]:
+    """A file handle whose content replaces ``path`` only when the block ends without an
+    error (temporary file beside it, fsync, rename, fsync of the folder); on an error nothing
+    is kept. ``private``: mode 0600, for the user's own caches."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
             if not private:  # mkstemp's 0600 is not what users expect of a dataset
                 os.fchmod(fh.fileno(), 0o666 & ~_umask())
             fh.flush()
@@ -54,6 +49,14 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes | memoryview,
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_dir(target.parent)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes | memoryview,
+                       private: bool = False) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one
+    (``private``: mode 0600, for the user's own caches)."""
+    with atomic_file(path, private) as fh:
+        fh.write(data)
 
 
 def npy_bytes(array: np.ndarray) -> bytes:

@@ -4,7 +4,7 @@ Images are copied once, straight into a ``(B, Hmax, Wmax, 3)`` uint8 buffer that
 as its ``(B, 3, Hmax, Wmax)`` channels-last view; only the padding is zeroed. Inside a
 DataLoader worker the buffers live in shared memory (no copy when the batch is sent to the
 main process); with ``pin=True`` (main process) they are page-locked for the accelerator.
-A ``SampleBatch`` (``ShardDataset.__getitems__``) is collated from its columns in one shot
+A ``ColumnBatch`` (``ShardDataset.__getitems__``'s ``SampleBatch``) is collated from its columns in one shot
 (``collate_columns``) into the same batch; a stream's samples tagged for crop at read
 (``stream_crop``) are collated from their geometry and stored sizes, each image's crop box
 resized straight into the batch (the same batch as collating and cropping after). Any other
@@ -24,6 +24,7 @@ import torch
 from torch.utils.data import default_collate
 
 from npu_data import device as dev
+from npu_data.common.batch import ColumnBatch
 from npu_data.errors import UserError
 from npu_data.loaders import stream_crop
 from npu_data.loaders.collate_columns import collate_columns
@@ -35,7 +36,6 @@ from npu_data.loaders.host import (
     torch_dtype,
     zeros_host,
 )
-from npu_data.shards.batch_read import SampleBatch
 
 Sample = dict[str, Any]
 Batch = dict[str, Any]
@@ -269,7 +269,7 @@ def collate_samples(samples: Sequence[Any], pin: bool = False) -> Any:
     if not samples:
         raise ValueError("collate_samples needs at least one sample")
     pin = pin and dev.pin_memory_supported(dev.best_device_type())
-    if isinstance(samples, SampleBatch):  # ShardDataset.__getitems__: one shot, same batch
+    if isinstance(samples, ColumnBatch):  # ShardDataset.__getitems__: one shot, same batch
         return collate_columns(samples.columns(), pin, samples.crop)
     plan = stream_crop.plan_of(samples[0])  # a stream's samples, to crop while read
     if plan is None and not is_shard_sample(samples[0]):

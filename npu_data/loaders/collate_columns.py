@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
+from npu_data.common.batch import BatchColumns, CropPlan
 from npu_data.loaders.host import (
     ROW_KEY,
     copy_images,
@@ -22,7 +23,6 @@ from npu_data.loaders.host import (
     sizes_tensor,
     torch_dtype,
 )
-from npu_data.shards.batch_read import BatchColumns, CropPlan
 
 Batch = dict[str, Any]
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from npu_data.shards.batch_read import CropPlan, EncodedImage, PlannedIndices
+from npu_data.common.batch import CropPlan, EncodedImage, PlannedIndices
 from npu_data.transforms import _native, draws, geometry
 from npu_data.transforms import functional as F
 from npu_data.transforms._kernels.resample import vertical_first_rule

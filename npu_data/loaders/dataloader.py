@@ -32,12 +32,12 @@ from torch.utils.data import DataLoader as TorchDataLoader
 from torch.utils.data import IterableDataset
 
 from npu_data import device as dev
+from npu_data.common.batch import ColumnBatch
 from npu_data.errors import UserError
 from npu_data.loaders import crop_read, stream_crop
 from npu_data.loaders.collate import collate_samples
 from npu_data.loaders.crop_read import PlannedBatches
 from npu_data.loaders.sampler import NpuDistributedSampler
-from npu_data.shards.batch_read import SampleBatch
 from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import draws
 from npu_data.transforms.params import Params, Transform
@@ -490,8 +490,8 @@ def _is_collate_samples(fn: Any) -> bool:
 
 
 def _listed(collate_fn: Callable[[list[Any]], Any], samples: Any) -> Any:
-    """Give a user ``collate_fn`` the plain list of sample dicts, not a lazy SampleBatch."""
-    return collate_fn(list(samples) if isinstance(samples, SampleBatch) else samples)
+    """Give a user ``collate_fn`` the plain list of sample dicts, not a lazy ColumnBatch."""
+    return collate_fn(list(samples) if isinstance(samples, ColumnBatch) else samples)
 
 
 def _length(loader: Any) -> int | None:

@@ -22,8 +22,9 @@ from typing import Any
 
 import orjson
 
+from npu_data.common.cache import cache_root
+from npu_data.common.hashing import file_sha256
 from npu_data.errors import UserError
-from npu_data.shards.atomic import file_sha256
 
 _IMAGE_KEYS = ("ls_data_dir", "local_files_root", "allow_download")
 _WRITE_KEYS = ("reencode", "shard_size", "annotations", "with_predictions", "config",
@@ -32,12 +33,6 @@ _REPORT = "rejected.jsonl"  # npu_data.shards.format.REJECTED
 # CLI flags named in rejection reasons -> the LabelStudioDataset keyword that fixes them
 _FIXES = (("--local-files-root", "local_files_root="), ("--ls-data-dir", "ls_data_dir="),
           ("--allow-download", "allow_download=['HOST']"), ("--images-root", "images_root="))
-
-
-def default_cache_dir() -> Path:
-    """``$NPU_DATA_CACHE`` or ``~/.cache/npu-data``."""
-    env = os.environ.get("NPU_DATA_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "npu-data"
 
 
 def _read_report(path: Path) -> list[dict[str, Any]]:
@@ -99,7 +94,7 @@ class LabelStudioDataset:
         self.transform = transform
         self.images_root = Path(images_root).resolve() if images_root else None
         self.store, self.max_side, self.options = store, max_side, options
-        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.cache_dir = Path(cache_dir) if cache_dir else cache_root("datasets")
         self.key = self._key()
         self.path = self.cache_dir / self.key
         self._ds: Any = None

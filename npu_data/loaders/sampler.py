@@ -21,7 +21,6 @@ begins in ``P``, 0 except after an elastic resume):
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator, Sized
 from typing import Any
 
@@ -29,19 +28,10 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
+from npu_data.common.dist import place
 from npu_data.errors import UserError
 
 _STATE_VERSION = 1
-
-
-def _world() -> tuple[int, int]:
-    """(num_replicas, rank) from torch.distributed, else RANK/WORLD_SIZE, else (1, 0)."""
-    dist = torch.distributed
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_world_size(), dist.get_rank()
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    return world, rank
 
 
 def epoch_permutation(n: int, epoch: int, seed: int, shuffle: bool,
@@ -89,7 +79,7 @@ class NpuDistributedSampler(Sampler[int]):
     def __init__(self, dataset: Sized, num_replicas: int | None = None, rank: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False,
                  locality_block: int | None = None) -> None:
-        env_world, env_rank = _world()
+        env_rank, env_world, _ = place()
         num_replicas = env_world if num_replicas is None else num_replicas
         rank = env_rank if rank is None else rank
         if num_replicas < 1:

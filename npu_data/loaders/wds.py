@@ -25,8 +25,8 @@ import torch
 from PIL import Image, ImageOps
 
 from npu_data.annotations.table import GROUP_NESTED, GROUPS
+from npu_data.common.batch import EncodedImage
 from npu_data.loaders.stream_crop import PLAN_KEY, CropState, StreamPlan
-from npu_data.shards.batch_read import EncodedImage
 from npu_data.shards.wds_io import WdsSample, iter_tar_samples, table_from_json
 
 

@@ -11,19 +11,15 @@ or decoded arrays (encoded) for collate to copy once into the padded buffer.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, Protocol, overload
 
 import numpy as np
 
 from npu_data.annotations.table import GROUP_NESTED, GROUP_TEXT, GROUPS, ranges_index
+from npu_data.common.batch import BatchColumns, ColumnBatch, CropPlan, EncodedImage, Sample
 from npu_data.errors import UserError
 from npu_data.shards.format import ENC_JPEG, ENC_RAW
 
-if TYPE_CHECKING:
-    from npu_data.shards.reader import ShardDataset
-
-Sample = dict[str, Any]
 BOX_EXTRA = ("boxes.corners", "boxes.xyxy")  # pixel columns the writer adds to the boxes
 
 
@@ -39,57 +35,24 @@ def sample_keys() -> list[str]:
     return [*keys, *BOX_EXTRA, "caption"]
 
 
-@dataclass
-class BatchColumns:
-    """One batch read column-wise; rows of every group are concatenated in batch order."""
+class Shards(Protocol):
+    """What a batch read needs of a ``reader.ShardDataset`` (which imports this module)."""
 
-    keys: list[str]                     # the sample dict's keys, in order
-    images: list[Any]                   # (H, W, 3) uint8 per sample (raw: memmap views),
-    #                                     or EncodedImage (JPEG bytes, read with a crop plan)
-    ints: dict[str, np.ndarray]         # "index", "task_id": (B,) int64
-    strings: dict[str, list[str]]       # "caption": one string per sample
-    counts: dict[str, np.ndarray] = field(default_factory=dict)  # group -> (B,) rows
-    rows: dict[str, np.ndarray] = field(default_factory=dict)    # column -> (rows, ...)
-    texts: dict[str, list[list[str]]] = field(default_factory=dict)  # text column per sample
-    # polygons: "polygons.points" in rows, vertices per polygon here; masks: packed bits
-    vertex_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    mask_bits: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
-    mask_bit_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    path: Any
+    _starts: np.ndarray
 
-    def __len__(self) -> int:
-        return len(self.images)
+    def __len__(self) -> int: ...
+    def __getitem__(self, i: int) -> Sample: ...
+    def shard(self, k: int) -> Any: ...
+    def image(self, k: int, local: int) -> np.ndarray: ...
 
 
-@dataclass(frozen=True)
-class CropPlan:
-    """The leading crop of a batch, known before its pixels are read: ``boxes (B, 4)`` int64
-    (top, left, height, width) per sample, resized to ``size = (height, width)``; boxes,
-    polygons and masks keeping less than ``min_visible`` of their area become invalid;
-    ``fast``: JPEGs may be decoded DCT-scaled (not exact, ``DataLoader(decode="fast")``)."""
-
-    boxes: np.ndarray
-    size: tuple[int, int]
-    min_visible: float
-    fast: bool = False
-
-
-class PlannedIndices(list[int]):
-    """A batch's dataset indices with the crop the reader applies (pickles with it)."""
-
-    def __init__(self, indices: Sequence[int], crop: CropPlan) -> None:
-        super().__init__(indices)
-        self.crop = crop
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (PlannedIndices, (list(self), self.crop))
-
-
-class SampleBatch(Sequence[Sample]):
+class SampleBatch(ColumnBatch):
     """The samples ``indices`` of ``dataset``: indexing gives ``dataset[i]`` dicts (cached);
     ``columns()`` reads the whole batch at once for ``collate_samples``; ``crop`` is the
     ``CropPlan`` of ``PlannedIndices`` (None otherwise)."""
 
-    def __init__(self, dataset: ShardDataset, indices: Sequence[int]) -> None:
+    def __init__(self, dataset: Shards, indices: Sequence[int]) -> None:
         self.dataset = dataset
         self.crop: CropPlan | None = getattr(indices, "crop", None)
         self.indices = [int(i) for i in indices]
@@ -123,32 +86,13 @@ class SampleBatch(Sequence[Sample]):
 class _Part:
     """The batch's samples that live in one shard: their batch positions and shard indices."""
 
-    def __init__(self, ds: ShardDataset, k: int, pos: np.ndarray, local: np.ndarray) -> None:
+    def __init__(self, ds: Shards, k: int, pos: np.ndarray, local: np.ndarray) -> None:
         self.k, self.pos, self.local = k, pos, local
         self.shard = ds.shard(k)
         self.rec = self.shard.index[local]
 
 
-@dataclass(frozen=True)
-class EncodedImage:
-    """A stored JPEG not decoded yet: its bytes (a view of the memory map), its stored
-    ``shape (H, W, 3)``, and ``decode()`` — the full Pillow decode ``ds[i]`` does."""
-
-    data: np.ndarray
-    shape: tuple[int, int, int]
-    dataset: Any
-    shard: int
-    local: int
-
-    def decode(self) -> np.ndarray:
-        try:
-            return self.dataset.image(self.shard, self.local)  # type: ignore[no-any-return]
-        except Exception:  # ds[i] names the sample and the fix
-            self.dataset[int(self.dataset._starts[self.shard]) + self.local]
-            raise
-
-
-def read_columns(ds: ShardDataset, indices: Sequence[int],
+def read_columns(ds: Shards, indices: Sequence[int],
                  lazy_jpeg: bool = False) -> BatchColumns:
     """Read samples ``indices`` of ``ds`` column-wise (the values ``ds[i]`` would hold);
     ``lazy_jpeg``: JPEG images stay ``EncodedImage`` (decoded by the reader's crop)."""
@@ -168,7 +112,7 @@ def read_columns(ds: ShardDataset, indices: Sequence[int],
         raise
 
 
-def _read(ds: ShardDataset, gi: np.ndarray, lazy_jpeg: bool = False) -> BatchColumns:
+def _read(ds: Shards, gi: np.ndarray, lazy_jpeg: bool = False) -> BatchColumns:
     b = len(gi)
     shard_of = np.searchsorted(ds._starts, gi, side="right") - 1
     local = gi - ds._starts[shard_of]
@@ -190,7 +134,7 @@ def _read(ds: ShardDataset, gi: np.ndarray, lazy_jpeg: bool = False) -> BatchCol
     return cols
 
 
-def _part_images(ds: ShardDataset, p: _Part, images: list[Any], lazy_jpeg: bool) -> None:
+def _part_images(ds: Shards, p: _Part, images: list[Any], lazy_jpeg: bool) -> None:
     data = p.shard.data
     rec = p.rec
     offs, lens = rec["offset"].tolist(), rec["length"].tolist()

@@ -8,7 +8,6 @@ See docs/format.md for the full description. Everything is plain little-endian d
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -83,15 +82,6 @@ def column_schema() -> dict[str, dict[str, Any]]:
 def column_file(column: str) -> str:
     """File name of annotation column ``column`` inside a shard."""
     return f"ann.{column}.npy"
-
-
-def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 22) -> str:
-    """Hex sha256 of a file, read in chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def dumps(obj: Any) -> bytes:

@@ -14,13 +14,7 @@ from PIL import Image, ImageOps
 from npu_data.annotations.table import GROUP_NESTED, GROUP_TEXT, GROUPS
 from npu_data.errors import DataCorruption, UserError
 from npu_data.shards.batch_read import SampleBatch
-from npu_data.shards.format import (
-    DATA,
-    ENC_RAW,
-    INDEX,
-    column_file,
-    read_manifest,
-)
+from npu_data.shards.format import DATA, ENC_RAW, INDEX, column_file, read_manifest
 
 
 class _Shard:

@@ -6,7 +6,7 @@ a ``RemoteStore``, which
 
 - fetches ``manifest.json`` once (in the process that opens the dataset) and keeps a copy in
   the cache folder ``<cache_dir>/<sha256 of the URL and endpoint>[:16]`` (default ``cache_dir``:
-  ``~/.cache/npu-data/remote``);
+  ``common.cache.cache_root("remote")``);
 - downloads a shard's files (those the manifest lists) on the shard's first use, each into a
   temporary name in the shard's cache folder, checked against the manifest's size and sha256,
   fsynced and renamed into place (a killed download leaves only a ``.*.tmp`` that the next
@@ -42,13 +42,13 @@ from typing import Any, TypeVar
 
 import orjson
 
+from npu_data.common.atomic import atomic_write_bytes, fsync_dir
+from npu_data.common.cache import cache_root
 from npu_data.errors import DataCorruption, UserError
-from npu_data.shards.atomic import atomic_write_bytes, fsync_dir
 from npu_data.shards.format import MANIFEST, read_manifest
 
 T = TypeVar("T")
 
-DEFAULT_CACHE = Path("~/.cache/npu-data/remote")
 ENDPOINT_VARS = ("NPU_DATA_S3_ENDPOINT", "AWS_ENDPOINT_URL")
 SECRET_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 CHUNK = 8 << 20
@@ -102,7 +102,7 @@ class RemoteStore:
         self.storage_options = _with_endpoint(self.url, storage_options or {})
         self.cache_limit = parse_bytes(cache_limit)
         self.cache_check = cache_check
-        base = Path(cache_dir).expanduser() if cache_dir is not None else DEFAULT_CACHE.expanduser()
+        base = Path(cache_dir).expanduser() if cache_dir is not None else cache_root("remote")
         ep = (self.storage_options.get("client_kwargs") or {}).get("endpoint_url", "")
         ident = f"{self.url}\n{ep}".rstrip("\n")  # same bucket name on another store: apart
         self.root = base / hashlib.sha256(ident.encode()).hexdigest()[:16]

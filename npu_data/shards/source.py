@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from npu_data.annotations.table import AnnotationTable
+from npu_data.common.hashing import file_sha256
 from npu_data.errors import UserError
-from npu_data.shards.format import sha256_file
 
 
 @dataclass
@@ -96,7 +96,7 @@ def load_source(source: Any, parse_options: dict[str, Any]) -> Source:
         conf = importlib.import_module("npu_data.annotations.config")
         kwargs["labels"] = conf.label_map_from_config(cfg.read_text(encoding="utf-8"))
     result = parse.parse_export(path, **kwargs)
-    return from_result(result, sha256_file(path))
+    return from_result(result, file_sha256(path))
 
 
 def image_options(export: str | os.PathLike[str] | None, **given: Any) -> Any:

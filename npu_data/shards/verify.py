@@ -10,8 +10,9 @@ from typing import Any, cast
 
 import numpy as np
 
+from npu_data.common.hashing import file_sha256
 from npu_data.progress import progress
-from npu_data.shards.format import DATA, INDEX, read_manifest, sha256_file
+from npu_data.shards.format import DATA, INDEX, read_manifest
 
 
 @dataclass
@@ -50,7 +51,7 @@ def verify_dataset(path: str | os.PathLike[str]) -> list[Problem]:
                 problems.append(Problem(name, f"{fname} has {f.stat().st_size} bytes, "
                                               f"manifest says {meta['size']}"))
                 bad_files.add(fname)
-            elif sha256_file(f) != meta["sha256"]:
+            elif file_sha256(f) != meta["sha256"]:
                 problems.append(Problem(name, f"{fname} sha256 differs from the manifest"))
                 if fname == INDEX:
                     bad_files.add(fname)

@@ -30,8 +30,8 @@ from npu_data.annotations.table import (
     AnnotationTable,
     TextColumnBuilder,
 )
+from npu_data.common.atomic import fsync_dir
 from npu_data.errors import UserError
-from npu_data.shards.atomic import fsync_dir
 from npu_data.shards.format import ENC_JPEG, ENC_PNG, ENC_RAW, PIXEL_COLUMNS
 
 _ENUMS = {"source": SOURCES, "direction": RELATION_DIRECTIONS, "kind": SCALAR_KINDS}
@@ -351,7 +351,7 @@ def wds_to_table(paths: Iterable[str], media_dir: str | os.PathLike[str]) -> Ann
     ``image_ref`` of each row is the absolute path of its extracted image file, so the
     writer's image resolution reads it back byte for byte.
     """
-    from npu_data.shards.atomic import atomic_write_bytes
+    from npu_data.common.atomic import atomic_write_bytes
 
     media = Path(media_dir).resolve()
     anns: list[dict[str, Any]] = []

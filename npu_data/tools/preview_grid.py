@@ -77,7 +77,7 @@ def grid(tiles: list[Image.Image], cols: int = 4, title: str = "", pad: int = 8)
 def preview_batch(batch: dict[str, Any], labels: dict[str, list[str]], controls: list[str],
                   limit: int = 8, cols: int = 4, title: str = "") -> Image.Image:
     """The grid picture of the first ``limit`` samples of an augmented batch."""
-    from npu_data.shards.preview import draw_sample
+    from npu_data.tools.preview import draw_sample
 
     tiles = [draw_sample(s, labels, controls) for s in batch_samples(batch, limit)]
     return grid(tiles, cols=cols, title=title)

@@ -494,7 +494,7 @@ def _task(task_id: int, image_ref: str, annotations: list[dict[str, Any]],
 
 
 def _write_json(path: Path, tasks: list[dict[str, Any]]) -> None:
-    from npu_data.shards.atomic import atomic_write_bytes
+    from npu_data.common.atomic import atomic_write_bytes
 
     atomic_write_bytes(path, json.dumps(tasks, ensure_ascii=False, indent=1).encode("utf-8"))
 

@@ -156,7 +156,7 @@ def _same(rle: list[int]) -> str | None:
 def test_rle_same_as_reference_on_random_masks_streams_and_truncations(
         block: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
     from npu_data.annotations import rle as rle_mod
-    from npu_data.sample_data import encode_rle as ours_encode
+    from npu_data.tools.sample_data import encode_rle as ours_encode
 
     if block is not None:
         monkeypatch.setattr(rle_mod, "_BLOCK", block)

@@ -11,8 +11,9 @@ import pytest
 import torch
 from PIL import Image
 
-from benches import baseline, chart, datasets, extras, stages, suite
+from benches import chart, datasets, extras, stages, suite
 from npu_data.cli import main
+from npu_data.tools import baseline
 from npu_data.transforms import geometry
 
 PIPELINES = {"baseline", "npu_data_raw", "npu_data_encoded", "webdataset"}

@@ -139,7 +139,7 @@ def jpegs(tmp_path_factory: pytest.TempPathFactory) -> ShardDataset:
     progressive, greyscale, CMYK, an EXIF-rotated and an XMP-rotated photo."""
     from PIL import Image
 
-    from npu_data.sample_data import make_bench_images
+    from npu_data.tools.sample_data import make_bench_images
 
     tmp = tmp_path_factory.mktemp("crop_read_jpeg")
     project = make_bench_images(tmp / "proj", n=18, width=97, height=61)
@@ -165,7 +165,7 @@ def jpegs(tmp_path_factory: pytest.TempPathFactory) -> ShardDataset:
 
 def test_jpeg_regions_decode_to_the_full_decode_cropped(jpegs: ShardDataset,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from npu_data.shards.batch_read import EncodedImage
+    from npu_data.common.batch import EncodedImage
 
     whole: list[int] = []
     real = EncodedImage.decode

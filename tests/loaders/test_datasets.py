@@ -15,7 +15,7 @@ import torch
 
 from npu_data.errors import UserError
 from npu_data.loaders import DataLoader, LabelStudioDataset
-from npu_data.sample_data import make_sample_project
+from npu_data.tools.sample_data import make_sample_project
 from tests.shards.export_maker import make_export
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from npu_data.sample_data import mask_to_rle
+from npu_data.tools.sample_data import mask_to_rle
 
 SIZES = [(40, 30), (32, 48), (50, 20), (24, 24), (36, 28), (30, 40)]  # (width, height)
 

@@ -17,10 +17,10 @@ from npu_data.annotations import ImageOptions
 from npu_data.cli import main
 from npu_data.loaders.collate import collate_samples
 from npu_data.loaders.wds import WebDatasetStream, assignment
-from npu_data.sample_data import make_sample_project
 from npu_data.shards.reader import ShardDataset
 from npu_data.shards.wds_io import read_wds_samples, wds_to_table
 from npu_data.shards.writer import WriteOptions, write_dataset
+from npu_data.tools.sample_data import make_sample_project
 
 DERIVED = ("boxes.corners", "boxes.xyxy")
 

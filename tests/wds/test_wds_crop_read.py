@@ -54,7 +54,7 @@ def odd_tars(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     greyscale, CMYK, EXIF-rotated (180 and 90 degrees), XMP-rotated — and one PNG."""
     from PIL import Image
 
-    from npu_data.sample_data import make_bench_images
+    from npu_data.tools.sample_data import make_bench_images
 
     tmp = tmp_path_factory.mktemp("wds_crop_odd")
     project = make_bench_images(tmp / "proj", n=14, width=97, height=61)

@@ -158,7 +158,7 @@ def hsv_luts(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         return _LUTS[key]
     import numpy as np
 
-    from npu_data.shards.atomic import atomic_save_npy
+    from npu_data.common.atomic import atomic_save_npy
 
     path = _cache_path()
     table: np.ndarray | None = None

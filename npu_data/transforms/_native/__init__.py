@@ -76,7 +76,7 @@ def _load(name: str = "npu_data_native", sources: list[Path] | None = None,
         load(name=name, sources=[str(p) for p in sources], extra_cflags=_FLAGS,
              extra_ldflags=ldflags or [], extra_include_paths=[str(_HERE)],
              build_directory=str(build), is_python_module=False, verbose=False)
-        from npu_data.shards.atomic import atomic_write_bytes
+        from npu_data.common.atomic import atomic_write_bytes
 
         atomic_write_bytes(done, b"ok\n")
     return torch.ops.npu_data

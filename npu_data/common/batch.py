@@ -1,0 +1,90 @@
+"""The batch types shared by the shard reader and the loaders: a batch read column-wise
+(``BatchColumns``), the crop a reader applies while reading (``CropPlan``, carried by
+``PlannedIndices``), a JPEG not decoded yet (``EncodedImage``), and ``ColumnBatch``, the lazy
+batch of sample dicts that ``collate_samples`` collates from its columns in one shot."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Sample = dict[str, Any]
+
+
+@dataclass
+class BatchColumns:
+    """One batch read column-wise; rows of every group are concatenated in batch order."""
+
+    keys: list[str]                     # the sample dict's keys, in order
+    images: list[Any]                   # (H, W, 3) uint8 per sample (raw: memmap views),
+    #                                     or EncodedImage (JPEG bytes, read with a crop plan)
+    ints: dict[str, np.ndarray]         # "index", "task_id": (B,) int64
+    strings: dict[str, list[str]]       # "caption": one string per sample
+    counts: dict[str, np.ndarray] = field(default_factory=dict)  # group -> (B,) rows
+    rows: dict[str, np.ndarray] = field(default_factory=dict)    # column -> (rows, ...)
+    texts: dict[str, list[list[str]]] = field(default_factory=dict)  # text column per sample
+    # polygons: "polygons.points" in rows, vertices per polygon here; masks: packed bits
+    vertex_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    mask_bits: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    mask_bit_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+
+@dataclass(frozen=True)
+class CropPlan:
+    """The leading crop of a batch, known before its pixels are read: ``boxes (B, 4)`` int64
+    (top, left, height, width) per sample, resized to ``size = (height, width)``; boxes,
+    polygons and masks keeping less than ``min_visible`` of their area become invalid;
+    ``fast``: JPEGs may be decoded DCT-scaled (not exact, ``DataLoader(decode="fast")``)."""
+
+    boxes: np.ndarray
+    size: tuple[int, int]
+    min_visible: float
+    fast: bool = False
+
+
+class PlannedIndices(list[int]):
+    """A batch's dataset indices with the crop the reader applies (pickles with it)."""
+
+    def __init__(self, indices: Sequence[int], crop: CropPlan) -> None:
+        super().__init__(indices)
+        self.crop = crop
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PlannedIndices, (list(self), self.crop))
+
+
+@dataclass(frozen=True)
+class EncodedImage:
+    """A stored JPEG not decoded yet: its bytes (a view of the memory map), its stored
+    ``shape (H, W, 3)``, and ``decode()`` — the full Pillow decode ``ds[i]`` does."""
+
+    data: np.ndarray
+    shape: tuple[int, int, int]
+    dataset: Any
+    shard: int
+    local: int
+
+    def decode(self) -> np.ndarray:
+        try:
+            return self.dataset.image(self.shard, self.local)  # type: ignore[no-any-return]
+        except Exception:  # ds[i] names the sample and the fix
+            self.dataset[int(self.dataset._starts[self.shard]) + self.local]
+            raise
+
+
+class ColumnBatch(Sequence[Sample]):
+    """A batch of sample dicts that can also be read column-wise at once (``columns()``);
+    ``crop``: the ``CropPlan`` the reader applies (None: none)."""
+
+    crop: CropPlan | None
+
+    @abstractmethod
+    def columns(self) -> BatchColumns:
+        """The whole batch read column-wise."""
