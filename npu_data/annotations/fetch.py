@@ -236,7 +236,8 @@ def proxy_for(url: str) -> tuple[str, int, dict[str, str]] | None:
     proxies = urllib.request.getproxies_environment()
     proxy = proxies.get(parts.scheme) or proxies.get("all")
     host = (parts.hostname or "").lower()
-    if not proxy or _bypass(host, parts.port, proxies.get("no", "")):
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if not proxy or _bypass(host, port, proxies.get("no", "")):
         return None
     if "://" not in proxy:
         proxy = "http://" + proxy
@@ -257,22 +258,31 @@ def proxy_for(url: str) -> tuple[str, int, dict[str, str]] | None:
 
 
 def _bypass(host: str, port: int | None, no_proxy: str) -> bool:
-    """Whether ``NO_PROXY`` names ``host`` (what urllib checks, plus networks as requests)."""
-    if not no_proxy:
-        return False
-    if urllib.request.proxy_bypass_environment(f"{host}:{port}" if port else host,
-                                               {"no": no_proxy}):
-        return True
+    """Whether ``NO_PROXY`` names ``host`` (urllib's and requests' rules: ``*``, a domain and
+    its subdomains with or without a leading dot, ``host:port``, an address, a network)."""
     try:
-        addr = ipaddress.ip_address(host)
+        addr: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host)
     except ValueError:
-        return False
-    for entry in no_proxy.split(","):
-        try:
-            if "/" in entry and addr in ipaddress.ip_network(entry.strip(), strict=False):
-                return True
-        except ValueError:
+        addr = None
+    for entry in no_proxy.lower().split(","):
+        entry = entry.strip()
+        if entry == "*":
+            return True
+        if not entry:
             continue
+        if "/" in entry:
+            try:
+                if addr is not None and addr in ipaddress.ip_network(entry, strict=False):
+                    return True
+            except ValueError:
+                pass
+            continue
+        name, eport = _split_host(entry)
+        if eport is not None and eport != port:
+            continue
+        name = name.lstrip(".").rstrip(".")
+        if host == name or (addr is None and host.endswith("." + name)):
+            return True
     return False
 
 
