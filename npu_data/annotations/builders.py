@@ -6,14 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from npu_data.annotations.table import (
-    GROUP_NESTED,
-    GROUP_TEXT,
-    GROUPS,
-    AnnotationTable,
-    _offsets,
-    _take_ranges,
-)
+from npu_data.annotations.table import AnnotationTable, _offsets, _take_ranges
+from npu_data.kinds.registry import BY_NAME
 
 
 def encode_texts(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -68,7 +62,7 @@ class GroupBuilder:
     def finish(self, num_samples: int, dead_slots: set[int]) -> dict[str, np.ndarray]:
         """Columns of the group, rows ordered by sample (stable), dead slots removed."""
         g = self.group
-        fixed = GROUPS[g]
+        kind = BY_NAME[g]
         cat = _concat(self.pieces, g)
         self.pieces = []
         keep = np.ones(len(cat), bool)
@@ -83,21 +77,21 @@ class GroupBuilder:
         cols: dict[str, np.ndarray] = {
             f"{g}.offsets": _offsets(np.bincount(cat.sample, minlength=num_samples)[:num_samples])
         }
-        for name, (dt, shape) in fixed.items():
+        for name, (dt, shape) in kind.fixed.items():
             col = cat.fixed.get(name)
             cols[f"{g}.{name}"] = (
                 np.zeros((0, *shape), dt) if col is None else col.astype(dt, copy=False)
             )
-        for name in GROUP_TEXT[g]:
+        for name in kind.text:
             vals, lens = cat.text.get(name, (np.zeros(0, np.uint8), np.zeros(len(cat), np.int64)))
             cols[f"{g}.{name}.bytes"] = vals
             cols[f"{g}.{name}.offsets"] = _offsets(lens)
-        for vname, oname, dt, shape in GROUP_NESTED.get(g, ()):
+        for nest in kind.nested:
             vals, lens = cat.nested.get(
-                vname, (np.zeros((0, *shape), dt), np.zeros(len(cat), np.int64))
+                nest.values, (np.zeros((0, *nest.shape), nest.dtype), np.zeros(len(cat), np.int64))
             )
-            cols[f"{g}.{vname}"] = vals.astype(dt, copy=False)
-            cols[f"{g}.{oname}"] = _offsets(lens)
+            cols[f"{g}.{nest.values}"] = vals.astype(nest.dtype, copy=False)
+            cols[f"{g}.{nest.offsets}"] = _offsets(lens)
         return cols
 
 

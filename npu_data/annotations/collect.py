@@ -15,11 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from npu_data.annotations.results import EXTRACT, KINDS, Batch, all_of_class, infer_type
+from npu_data.annotations.results import KINDS, Batch, all_of_class, infer_type
+from npu_data.kinds.registry import BY_NAME
+from npu_data.kinds.registry import KINDS as REGISTRY
 
-KIND_ORDER = list(EXTRACT)  # extraction order (rejection reasons depend on it)
+KIND_ORDER = [k.name for k in REGISTRY]  # extraction order (rejection reasons depend on it)
 KIND_INDEX = {k: i for i, k in enumerate(KIND_ORDER)}
-TYPED = {t: KIND_INDEX[k] for t, k in KINDS.items() if k != "relation"}
+TOP_LEVEL = {t for k in REGISTRY if k.top_level for t in k.result_types}  # no value/from_name
+TYPED = {t: KIND_INDEX[k] for t, k in KINDS.items() if t not in TOP_LEVEL}  # under "value"
 NOT_AN_OBJECT = "<not an object>"
 
 
@@ -29,7 +32,7 @@ def resolve(r: Any) -> tuple[str, str, dict] | str:
     if r.__class__ is not dict:
         return NOT_AN_OBJECT
     t = r.get("type")
-    val = r if t == "relation" else r.get("value")
+    val = r if t.__class__ is str and t in TOP_LEVEL else r.get("value")
     if val.__class__ is not dict:
         val = {}
     if t.__class__ is not str or t not in KINDS:
@@ -117,7 +120,7 @@ def _malformed(flat: list, types: list[Any], calls: Calls,
     names = [r.get("from_name") if r.__class__ is dict else "" for r in flat]
     ids = [r.get("id") if r.__class__ is dict else None for r in flat]
     if (all_of_class(types, str) and (all_of_class(names, str) or all(
-            n.__class__ is str or t == "relation" for n, t in zip(names, types, strict=True)))
+            n.__class__ is str or t in TOP_LEVEL for n, t in zip(names, types, strict=True)))
             and all(i is None or i.__class__ in (str, int) for i in ids)):
         return types
     sample_of = np.repeat([m[0] for m in calls.meta], list(map(len, calls.results))).tolist()
@@ -129,7 +132,7 @@ def _malformed(flat: list, types: list[Any], calls: Calls,
         t = types[i]
         if t is not None and t.__class__ is not str:
             bad = ("type", t)
-        elif t != "relation" and names[i].__class__ is not str:
+        elif t not in TOP_LEVEL and names[i].__class__ is not str:
             bad = ("from_name", names[i])
         elif ids[i] is not None and ids[i].__class__ not in (str, int):
             bad = ("id", ids[i])
@@ -152,7 +155,7 @@ def _batch(kind: str, flat: list, idx: np.ndarray | None, cols: list[np.ndarray]
         call_of = call_of[idx]
     n = len(res)
     control: np.ndarray
-    if kind == "relation":
+    if BY_NAME[kind].top_level:
         val = res
         control = np.full(n, -1, np.int16)
     else:

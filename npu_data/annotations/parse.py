@@ -18,8 +18,9 @@ from npu_data.annotations import results as R
 from npu_data.annotations.builders import GroupBuilder, Rows, SampleBuilder, build_table
 from npu_data.annotations.collect import TYPED, Calls, group, value_of
 from npu_data.annotations.scan import NOT_A_LIST, element_chunks, fast_chunks
-from npu_data.annotations.table import GROUPS, AnnotationTable
+from npu_data.annotations.table import AnnotationTable
 from npu_data.errors import UserError
+from npu_data.kinds.registry import KINDS
 from npu_data.progress import bar
 
 Mode = Literal["default", "latest", "ground-truth", "all"]
@@ -119,7 +120,7 @@ class _Parser:
         self.gid: dict[tuple[int, str], int] = {}
         self.gid_of: dict[int, dict[str, int]] = {}  # the same ids, by control
         self.samples = SampleBuilder()
-        self.groups = {g: GroupBuilder(g) for g in GROUPS}
+        self.groups = {k.name: GroupBuilder(k.name) for k in KINDS}
         self.stats = ParseStats()
         self.rejected: list[Rejection] = []
         self.slot = 0
@@ -206,7 +207,7 @@ class _Parser:
                 rows = rows.take(ok)
             new = rows.sample >= base
             rows.sample[new] = remap[rows.sample[new] - base]
-            self.groups[R.GROUP_OF[kind]].add(rows)
+            self.groups[kind].add(rows)
         for entry in ch.min_new:  # JSON_MIN tasks first seen in this chunk
             entry[0] = None if remap[entry[0] - base] < 0 else int(remap[entry[0] - base])
         width, height = [0] * n_new, [0] * n_new

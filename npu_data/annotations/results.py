@@ -19,21 +19,11 @@ import orjson
 from npu_data.annotations import checks as C
 from npu_data.annotations.builders import Rows, encode_texts
 from npu_data.annotations.rle import RLEError, rle_to_mask
-from npu_data.annotations.table import RELATION_DIRECTIONS, ranges_index
+from npu_data.annotations.table import ranges_index
+from npu_data.kinds.registry import BY_NAME, OF_TYPE
+from npu_data.kinds.relations import RELATION_DIRECTIONS
 
-# result type -> (kind, label keys)
-KINDS: dict[str, str] = {
-    "rectanglelabels": "box", "rectangle": "box", "polygonlabels": "polygon",
-    "polygon": "polygon", "keypointlabels": "keypoint", "keypoint": "keypoint",
-    "ellipselabels": "ellipse", "ellipse": "ellipse", "brushlabels": "mask", "brush": "mask",
-    "choices": "choice", "textarea": "text", "taxonomy": "taxonomy", "rating": "scalar",
-    "number": "scalar", "relation": "relation",
-}
-GROUP_OF = {"box": "boxes", "polygon": "polygons", "keypoint": "keypoints",
-            "ellipse": "ellipses", "mask": "masks", "choice": "choices", "text": "texts",
-            "taxonomy": "taxonomy", "scalar": "scalars", "relation": "relations"}
-LABEL_KEYS = {"box": "rectanglelabels", "polygon": "polygonlabels", "keypoint": "keypointlabels",
-              "ellipse": "ellipselabels", "mask": "brushlabels"}
+KINDS: dict[str, str] = {t: k.name for t, k in OF_TYPE.items()}  # result type -> kind name
 NAN = float("nan")
 FAST = True  # column-wise fast paths (tests switch them off to compare with the generic path)
 
@@ -112,7 +102,7 @@ def _valid(ctx: Context, b: Batch, kind: str) -> Batch:
     rejected, with the task id, result id, type, field and value in the reason)."""
     def fail(i: int, msg: str) -> None:
         s = int(b.sample[i])
-        t = b.res[i].get("type") or kind
+        t = b.res[i].get("type") or BY_NAME[kind].result_types[0]
         ctx.reject(s, f"task {ctx.task_of(s)}: result {b.rid[i]!r} ({t}): {msg} "
                       "— fix the export")
     chk = C.Check(b.val, b.res, b.pscore, FAST, fail)
@@ -170,10 +160,10 @@ def _check_relation(c: C.Check) -> None:
 
 
 CHECKS: dict[str, Callable[[C.Check], None]] = {
-    "box": _check_box, "polygon": _check_polygon, "keypoint": _check_keypoint,
-    "ellipse": _check_ellipse, "mask": _check_mask, "choice": lambda c: c.strings("choices"),
-    "text": lambda c: c.strings("text"), "taxonomy": lambda c: c.paths("taxonomy"),
-    "scalar": _check_scalar, "relation": _check_relation,
+    "boxes": _check_box, "polygons": _check_polygon, "keypoints": _check_keypoint,
+    "ellipses": _check_ellipse, "masks": _check_mask, "choices": lambda c: c.strings("choices"),
+    "texts": lambda c: c.strings("text"), "taxonomy": lambda c: c.paths("taxonomy"),
+    "scalars": _check_scalar, "relations": _check_relation,
 }
 
 
@@ -312,7 +302,7 @@ def _scores(b: Batch) -> np.ndarray:
 
 
 def boxes(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, 'box')
+    b = _valid(ctx, b, "boxes")
     xywhr = _float_cols(b.val, ("x", "y", "width", "height", "rotation"), (NAN,) * 4 + (0.0,))
     xywh = _check(ctx, xywhr[:, :4], ("x", "y", "width", "height"), "rectangle", b)
     rot = _angle(ctx, xywhr[:, 4], "rectangle", b)
@@ -325,7 +315,7 @@ def boxes(ctx: Context, b: Batch) -> Rows:
 
 
 def keypoints(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, 'keypoint')
+    b = _valid(ctx, b, "keypoints")
     xys = _float_cols(b.val, ("x", "y", "width"), (NAN, NAN, 0.0))
     xys = _check(ctx, xys, ("x", "y", "width"), "keypoint", b)
     src, lab = _labels(ctx, b, "keypointlabels")
@@ -338,7 +328,7 @@ def keypoints(ctx: Context, b: Batch) -> Rows:
 
 
 def ellipses(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, 'ellipse')
+    b = _valid(ctx, b, "ellipses")
     pr = _float_cols(b.val, ("x", "y", "radiusX", "radiusY", "rotation"), (NAN,) * 4 + (0.0,))
     p = _check(ctx, pr[:, :4], ("x", "y", "radiusX", "radiusY"), "ellipse", b)
     rot = _angle(ctx, pr[:, 4], "ellipse", b)
@@ -356,7 +346,7 @@ def _point(p: Any) -> tuple[float, float]:
 
 
 def polygons(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, 'polygon')
+    b = _valid(ctx, b, "polygons")
     n = len(b)
     plists: list[Any] = list(map(dict.get, b.val, repeat("points")))
     if not (FAST and all_of_class(plists, list)):
@@ -384,7 +374,7 @@ def polygons(ctx: Context, b: Batch) -> Rows:
 
 
 def masks(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, 'mask')
+    b = _valid(ctx, b, "masks")
     kept: list[int] = []
     bits: list[np.ndarray] = []
     hw: list[tuple[int, int]] = []
@@ -458,7 +448,7 @@ def _listed_rows(b: Batch, key: str) -> tuple[np.ndarray, list]:
 
 
 def choices(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, 'choice')
+    b = _valid(ctx, b, "choices")
     src, names = _listed_rows(b, "choices")
     rows = _common("choices", b, src)
     rows.fixed["label"] = np.asarray(ctx.label_ids(rows.fixed["control"], names), np.int32)
@@ -466,7 +456,7 @@ def choices(ctx: Context, b: Batch) -> Rows:
 
 
 def texts(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, 'text')
+    b = _valid(ctx, b, "texts")
     src, out = _listed_rows(b, "text")
     rows = _common("texts", b, src)
     rows.text["text"] = encode_texts(out)
@@ -474,7 +464,7 @@ def texts(ctx: Context, b: Batch) -> Rows:
 
 
 def taxonomy(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, 'taxonomy')
+    b = _valid(ctx, b, "taxonomy")
     src: list[int] = []
     out: list[str] = []
     for i, v in enumerate(b.val):
@@ -487,7 +477,7 @@ def taxonomy(ctx: Context, b: Batch) -> Rows:
 
 
 def scalars(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, 'scalar')
+    b = _valid(ctx, b, "scalars")
     kinds = [0 if r.get("type") == "rating" or "rating" in v else 1
              for r, v in zip(b.res, b.val, strict=True)]
     vals = [_to_float(v.get("rating" if k == 0 else "number"))
@@ -499,7 +489,7 @@ def scalars(ctx: Context, b: Batch) -> Rows:
 
 
 def relations(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, 'relation')
+    b = _valid(ctx, b, "relations")
     rows = _common("relations", b, None)
     rel = b.res
     dirs = [RELATION_DIRECTIONS.index(d) if (d := r.get("direction", "right"))
@@ -513,7 +503,7 @@ def relations(ctx: Context, b: Batch) -> Rows:
 
 
 EXTRACT: dict[str, Callable[[Context, Batch], Rows]] = {
-    "box": boxes, "polygon": polygons, "keypoint": keypoints, "ellipse": ellipses,
-    "mask": masks, "choice": choices, "text": texts, "taxonomy": taxonomy,
-    "scalar": scalars, "relation": relations,
+    "boxes": boxes, "polygons": polygons, "keypoints": keypoints, "ellipses": ellipses,
+    "masks": masks, "choices": choices, "texts": texts, "taxonomy": taxonomy,
+    "scalars": scalars, "relations": relations,
 }

@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from npu_data.kinds.registry import KINDS
+from npu_data.kinds.relations import RELATION_DIRECTIONS as RELATION_DIRECTIONS  # re-export
+from npu_data.kinds.scalars import SCALAR_KINDS as SCALAR_KINDS  # re-export
+
 # Per-sample columns (text columns are listed in SAMPLE_TEXT).
 SAMPLE_COLUMNS: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
     "task_id": (np.dtype("<i8"), ()),
@@ -22,43 +26,12 @@ SAMPLE_COLUMNS: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
 }
 SAMPLE_TEXT = ("image_ref", "data_json")
 
-_COMMON: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
-    "control": (np.dtype("<i2"), ()),
-    "annotation": (np.dtype("<i8"), ()),
-    "source": (np.dtype("u1"), ()),
-}
-
-# group -> fixed-width row columns (dtype, trailing shape)
-GROUPS: dict[str, dict[str, tuple[np.dtype, tuple[int, ...]]]] = {
-    "boxes": {**_COMMON, "xywhr": (np.dtype("<f8"), (5,)), "label": (np.dtype("<i4"), ()),
-              "score": (np.dtype("<f4"), ())},
-    "polygons": {**_COMMON, "closed": (np.dtype("u1"), ()), "label": (np.dtype("<i4"), ())},
-    "keypoints": {**_COMMON, "xy": (np.dtype("<f8"), (2,)), "size": (np.dtype("<f8"), ()),
-                  "label": (np.dtype("<i4"), ())},
-    "ellipses": {**_COMMON, "params": (np.dtype("<f8"), (5,)), "label": (np.dtype("<i4"), ())},
-    "masks": {**_COMMON, "height": (np.dtype("<i4"), ()), "width": (np.dtype("<i4"), ()),
-              "label": (np.dtype("<i4"), ())},
-    "choices": {**_COMMON, "label": (np.dtype("<i4"), ())},
-    "texts": {**_COMMON},
-    "taxonomy": {**_COMMON},
-    "scalars": {**_COMMON, "kind": (np.dtype("u1"), ()), "value": (np.dtype("<f8"), ())},
-    "relations": {**_COMMON, "direction": (np.dtype("u1"), ())},
-}
-# group -> text columns (each row has one string)
-GROUP_TEXT: dict[str, tuple[str, ...]] = {
-    "boxes": ("rid",), "polygons": ("rid",), "keypoints": ("rid",), "ellipses": ("rid",),
-    "masks": ("rid",), "choices": ("rid",), "texts": ("rid", "text"),
-    "taxonomy": ("rid", "path"), "scalars": ("rid",),
-    "relations": ("rid", "from_rid", "to_rid", "labels"),
-}
-# group -> nested variable-length columns: (values column, offsets column, dtype, trailing shape)
-GROUP_NESTED: dict[str, tuple[tuple[str, str, np.dtype, tuple[int, ...]], ...]] = {
-    "polygons": (("points", "point_offsets", np.dtype("<f8"), (2,)),),
-    "masks": (("bits", "bit_offsets", np.dtype("u1"), ()),),
-}
-
-RELATION_DIRECTIONS = ("right", "left", "bi")
-SCALAR_KINDS = ("rating", "number")
+# Views of the registry for the WebDataset mapping (npu_data/shards/wds_io.py, loaders/wds.py)
+# until it moves into the kind modules; everything else iterates ``KINDS``.
+GROUPS = {k.name: k.fixed for k in KINDS}
+GROUP_TEXT = {k.name: k.text for k in KINDS}
+GROUP_NESTED = {k.name: tuple((n.values, n.offsets, n.dtype, n.shape) for n in k.nested)
+                for k in KINDS if k.nested}
 SOURCES = ("annotation", "prediction")
 
 
@@ -138,23 +111,23 @@ class AnnotationTable:
             cols[f"{name}.bytes"], cols[f"{name}.offsets"] = _take_ranges(
                 self.columns[f"{name}.bytes"], self.columns[f"{name}.offsets"], idx
             )
-        for group, fixed in GROUPS.items():
+        for kind in KINDS:
+            group = kind.name
             off = self.columns[f"{group}.offsets"]
             starts = off[idx]
             lengths = off[idx + 1] - starts
             rows = ranges_index(starts, lengths)
             cols[f"{group}.offsets"] = _offsets(lengths)
-            for name in fixed:
+            for name in kind.fixed:
                 cols[f"{group}.{name}"] = self.columns[f"{group}.{name}"][rows]
-            for name in GROUP_TEXT[group]:
+            for name in kind.text:
                 key = f"{group}.{name}"
                 cols[f"{key}.bytes"], cols[f"{key}.offsets"] = _take_ranges(
                     self.columns[f"{key}.bytes"], self.columns[f"{key}.offsets"], rows
                 )
-            for values, offsets, _, _ in GROUP_NESTED.get(group, ()):
-                cols[f"{group}.{values}"], cols[f"{group}.{offsets}"] = _take_ranges(
-                    self.columns[f"{group}.{values}"], self.columns[f"{group}.{offsets}"], rows
-                )
+            for nest in kind.nested:
+                vals, offs = f"{group}.{nest.values}", f"{group}.{nest.offsets}"
+                cols[vals], cols[offs] = _take_ranges(self.columns[vals], self.columns[offs], rows)
         return AnnotationTable(len(idx), cols, list(self.controls),
                                {k: list(v) for k, v in self.labels.items()})
 
@@ -167,20 +140,21 @@ class AnnotationTable:
         for name in SAMPLE_TEXT:
             if len(self.columns[f"{name}.offsets"]) != n + 1:
                 raise ValueError(f"text column {name} has wrong offsets length")
-        for group, fixed in GROUPS.items():
+        for kind in KINDS:
+            group = kind.name
             off = self.columns[f"{group}.offsets"]
             if len(off) != n + 1:
                 raise ValueError(f"group {group} offsets length {len(off)}, expected {n + 1}")
             rows = int(off[-1])
-            for name in fixed:
+            for name in kind.fixed:
                 if len(self.columns[f"{group}.{name}"]) != rows:
                     raise ValueError(f"column {group}.{name} length mismatch")
-            for name in GROUP_TEXT[group]:
+            for name in kind.text:
                 if len(self.columns[f"{group}.{name}.offsets"]) != rows + 1:
                     raise ValueError(f"text column {group}.{name} length mismatch")
-            for _, offsets, _, _ in GROUP_NESTED.get(group, ()):
-                if len(self.columns[f"{group}.{offsets}"]) != rows + 1:
-                    raise ValueError(f"column {group}.{offsets} length mismatch")
+            for nest in kind.nested:
+                if len(self.columns[f"{group}.{nest.offsets}"]) != rows + 1:
+                    raise ValueError(f"column {group}.{nest.offsets} length mismatch")
 
 
 class TextColumnBuilder:
@@ -212,14 +186,6 @@ def empty_table(controls: list[str] | None = None,
     for name in SAMPLE_TEXT:
         cols[f"{name}.bytes"] = np.zeros(0, np.uint8)
         cols[f"{name}.offsets"] = np.zeros(1, np.int64)
-    for group, fixed in GROUPS.items():
-        cols[f"{group}.offsets"] = np.zeros(1, np.int64)
-        for name, (dt, shape) in fixed.items():
-            cols[f"{group}.{name}"] = np.zeros((0, *shape), dtype=dt)
-        for name in GROUP_TEXT[group]:
-            cols[f"{group}.{name}.bytes"] = np.zeros(0, np.uint8)
-            cols[f"{group}.{name}.offsets"] = np.zeros(1, np.int64)
-        for values, offsets, dt, shape in GROUP_NESTED.get(group, ()):
-            cols[f"{group}.{values}"] = np.zeros((0, *shape), dtype=dt)
-            cols[f"{group}.{offsets}"] = np.zeros(1, np.int64)
+    for kind in KINDS:
+        cols.update(kind.empty_columns())
     return AnnotationTable(0, cols, list(controls or []), dict(labels or {}))

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from npu_data.annotations.table import GROUP_NESTED, GROUP_TEXT, GROUPS, SAMPLE_TEXT
+from npu_data.annotations.table import SAMPLE_TEXT
 from npu_data.errors import UserError
+from npu_data.kinds.registry import KINDS
 
 FORMAT_NAME = "npu-data-shards"
 FORMAT_VERSION = 1
@@ -35,12 +36,10 @@ INDEX_DTYPE = np.dtype([
     ("channels", "<u2"), ("encoding", "u1"), ("crc32", "<u4"), ("task_id", "<i8"),
 ])
 
-# Columns converted to pixels of the stored image (float32): name -> trailing shape.
+# Columns stored as float32 pixels of the stored image: name -> trailing shape (a view of the
+# registry for the WebDataset mapping, shards/wds_io.py).
 PIXEL_COLUMNS: dict[str, tuple[int, ...]] = {
-    "boxes.xywhr": (5,), "boxes.corners": (4, 2), "boxes.xyxy": (4,),
-    "polygons.points": (2,), "keypoints.xy": (2,), "keypoints.size": (),
-    "ellipses.params": (5,),
-}
+    f"{k.name}.{c}": shape for k in KINDS for c, shape in k.pixel.items()}
 F32 = np.dtype("<f4")
 
 
@@ -59,23 +58,9 @@ def column_schema() -> dict[str, dict[str, Any]]:
     for name in SAMPLE_TEXT:
         add(f"{name}.bytes", np.dtype("u1"), ())
         add(f"{name}.offsets", np.dtype("<i8"), ())
-    for group, fixed in GROUPS.items():
-        add(f"{group}.offsets", np.dtype("<i8"), ())
-        for name, (dt, shape) in fixed.items():
-            key = f"{group}.{name}"
-            if key in PIXEL_COLUMNS:
-                add(key, F32, PIXEL_COLUMNS[key])
-            else:
-                add(key, dt, shape)
-        for name in GROUP_TEXT[group]:
-            add(f"{group}.{name}.bytes", np.dtype("u1"), ())
-            add(f"{group}.{name}.offsets", np.dtype("<i8"), ())
-        for values, offsets, dt, shape in GROUP_NESTED.get(group, ()):
-            key = f"{group}.{values}"
-            add(key, F32 if key in PIXEL_COLUMNS else dt, PIXEL_COLUMNS.get(key, shape))
-            add(f"{group}.{offsets}", np.dtype("<i8"), ())
-    for key in ("boxes.corners", "boxes.xyxy"):
-        add(key, F32, PIXEL_COLUMNS[key])
+    for kind in KINDS:
+        for name, (dt, shape) in kind.stored_columns().items():
+            add(name, dt, shape)
     return dict(sorted(out.items()))
 
 

@@ -1,0 +1,191 @@
+"""What every annotation kind declares (``Kind``) and the generic behaviour it inherits.
+
+A kind is one group of rows in the ``AnnotationTable`` and in a shard (``<name>.<column>``
+columns plus ``<name>.offsets``). Its module (``npu_data/kinds/<name>.py``) owns the schema,
+the percent -> pixel conversion, the columns the writer adds, how a sample's and a batch's
+rows are read, how collate pads them and how they follow a resized crop and a flip; the
+registry (``npu_data/kinds/registry.py``) lists the kinds and is the only such list.
+
+Kind modules import numpy only at module level: ``npu_data.annotations`` (parse, no torch)
+imports the registry. The torch hooks (collate padding, geometry) import torch and
+``npu_data.transforms.geometry`` when they are called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+Col = tuple[np.dtype, tuple[int, ...]]  # dtype, trailing shape
+Batch = dict[str, Any]
+I8, I16, I32, U8 = np.dtype("<i8"), np.dtype("<i2"), np.dtype("<i4"), np.dtype("u1")
+F32, F64 = np.dtype("<f4"), np.dtype("<f8")
+COMMON: dict[str, Col] = {"control": (I16, ()), "annotation": (I8, ()), "source": (U8, ())}
+
+
+@dataclass(frozen=True)
+class Nested:
+    """A variable-length value per row: ``values`` indexed by ``offsets`` (rows + 1)."""
+
+    values: str
+    offsets: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One annotation kind. Subclasses override the hooks whose generic version does not fit.
+
+    ``name``: the column prefix; ``result_types``: the Label Studio result types it holds;
+    ``fixed``: fixed-width row columns of the table (percent, as exported); ``text``: text
+    columns (one string per row); ``nested``: variable-length values per row; ``pixel``:
+    stored columns converted to float32 pixels of the stored image (name -> trailing shape,
+    including ``derived``, the pixel columns the writer adds); ``row_key``: the sample key
+    whose first dimension counts a sample's rows — the kinds with one are padded into
+    ``(B, N, ...)`` with ``<name>.valid``, the others collate their rows as they are;
+    ``top_level``: its results hold their fields at the top level (no ``value``, no
+    ``from_name``; ``control`` is -1).
+    """
+
+    name: str
+    result_types: tuple[str, ...]
+    fixed: dict[str, Col]
+    text: tuple[str, ...] = ("rid",)
+    nested: tuple[Nested, ...] = ()
+    pixel: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    derived: tuple[str, ...] = ()
+    row_key: str | None = None
+    top_level: bool = False
+
+    # --- schema ------------------------------------------------------------------------
+    def stored_columns(self) -> dict[str, Col]:
+        """Every ``ann.<column>.npy`` of this kind in a shard: column -> (dtype, shape)."""
+        n = self.name
+        out: dict[str, Col] = {f"{n}.offsets": (I8, ())}
+        for name, col in self.fixed.items():
+            out[f"{n}.{name}"] = (F32, self.pixel[name]) if name in self.pixel else col
+        for name in self.text:
+            out[f"{n}.{name}.bytes"], out[f"{n}.{name}.offsets"] = (U8, ()), (I8, ())
+        for nest in self.nested:
+            px = nest.values in self.pixel
+            out[f"{n}.{nest.values}"] = (F32, self.pixel[nest.values]) if px else (
+                nest.dtype, nest.shape)
+            out[f"{n}.{nest.offsets}"] = (I8, ())
+        for name in self.derived:
+            out[f"{n}.{name}"] = (F32, self.pixel[name])
+        return out
+
+    def empty_columns(self) -> dict[str, np.ndarray]:
+        """The table columns of this kind for zero samples."""
+        n = self.name
+        cols: dict[str, np.ndarray] = {f"{n}.offsets": np.zeros(1, np.int64)}
+        for name, (dt, shape) in self.fixed.items():
+            cols[f"{n}.{name}"] = np.zeros((0, *shape), dtype=dt)
+        for name in self.text:
+            cols[f"{n}.{name}.bytes"] = np.zeros(0, np.uint8)
+            cols[f"{n}.{name}.offsets"] = np.zeros(1, np.int64)
+        for nest in self.nested:
+            cols[f"{n}.{nest.values}"] = np.zeros((0, *nest.shape), dtype=nest.dtype)
+            cols[f"{n}.{nest.offsets}"] = np.zeros(1, np.int64)
+        return cols
+
+    def row_columns(self) -> list[str]:
+        """The stored fixed-width row columns (table columns, then the derived ones)."""
+        return [*self.fixed, *self.derived]
+
+    # --- import ------------------------------------------------------------------------
+    def to_pixels(self, cols: Mapping[str, np.ndarray], heights: np.ndarray,
+                  widths: np.ndarray) -> dict[str, np.ndarray]:
+        """This kind's columns of ``cols`` that change when percent becomes pixels of images
+        ``heights`` x ``widths`` (per sample, float64); none by default."""
+        return {}
+
+    # --- one sample (``ShardDataset[i]``) ------------------------------------------------
+    def sample_keys(self) -> list[str]:
+        """The keys this kind adds to a sample dict, in order."""
+        n = self.name
+        keys = [f"{n}.{c}" for c in self.fixed] + [f"{n}.{c}" for c in self.text]
+        for nest in self.nested:
+            keys += [f"{n}.{nest.values}", f"{n}.{nest.offsets}"]
+        return keys + [f"{n}.{c}" for c in self.derived]
+
+    def read_sample(self, col: Callable[[str], np.ndarray], j: int,
+                    hw: tuple[int, int]) -> dict[str, Any]:
+        """Sample ``j``'s rows of this kind, read through ``col(name)`` (a shard's columns);
+        ``hw``: the stored image's (height, width)."""
+        n = self.name
+        off = col(f"{n}.offsets")
+        a, b = int(off[j]), int(off[j + 1])
+        s: dict[str, Any] = {f"{n}.{c}": np.asarray(col(f"{n}.{c}")[a:b]) for c in self.fixed}
+        for c in self.text:
+            s[f"{n}.{c}"] = read_texts(col, f"{n}.{c}", a, b)
+        for nest in self.nested:
+            voff = np.asarray(col(f"{n}.{nest.offsets}")[a:b + 1])
+            vals = col(f"{n}.{nest.values}")[int(voff[0]):int(voff[-1])]
+            s.update(self.nested_sample(nest, np.asarray(vals), voff - voff[0], hw))
+        for c in self.derived:
+            s[f"{n}.{c}"] = np.asarray(col(f"{n}.{c}")[a:b])
+        return s
+
+    def nested_sample(self, nest: Nested, values: np.ndarray, offsets: np.ndarray,
+                      hw: tuple[int, int]) -> dict[str, np.ndarray]:
+        """The sample keys of one nested column: values and local offsets (start at 0)."""
+        return {f"{self.name}.{nest.values}": values, f"{self.name}.{nest.offsets}": offsets}
+
+    # --- collate (padded kinds) -----------------------------------------------------------
+    def own_keys(self) -> tuple[str, ...]:
+        """Sample keys the padding hooks below handle (the rest: generic row padding)."""
+        return ()
+
+    def pad_samples(self, samples: Sequence[Mapping[str, Any]], counts: np.ndarray,
+                    nmax: int, hw: tuple[int, int], pin: bool, batch: Batch) -> None:
+        """Pad ``own_keys`` of sample dicts into ``batch`` (``counts`` rows each, > 0 max)."""
+
+    def pad_columns(self, nested: Mapping[str, tuple[np.ndarray, np.ndarray]],
+                    sample: np.ndarray, slot: np.ndarray, bn: tuple[int, int],
+                    sizes: Sequence[tuple[int, int]], batch: Batch) -> None:
+        """Pad ``own_keys`` from a batch read column-wise: ``nested[<name>.<values>] =
+        (values, per-row lengths)`` in batch row order; row ``r`` goes to
+        ``(sample[r], slot[r])`` of ``bn = (B, N)``; ``sizes``: each sample's image size."""
+
+    def pad_empty(self, b: int, hw: tuple[int, int], batch: Batch) -> None:
+        """``own_keys`` for a batch without any row of this kind."""
+
+    # --- geometry (padded batches on any device) -----------------------------------------
+    def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
+                     min_visible: float) -> Batch:
+        """This kind's keys of ``batch`` through a resized crop (only the keys present)."""
+        return {}
+
+    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor) -> Batch:
+        """This kind's keys of ``batch`` mirrored where ``flip`` (B,) is set."""
+        return {}
+
+
+def row_sample(offsets: np.ndarray) -> np.ndarray:
+    """Sample index of every row of a group with ``offsets``."""
+    return np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
+
+
+def read_texts(col: Callable[[str], np.ndarray], name: str, a: int, b: int) -> list[str]:
+    """Strings ``a:b`` of text column ``name``."""
+    off = col(f"{name}.offsets")[a:b + 1]
+    data = col(f"{name}.bytes")
+    return [bytes(data[int(off[t]):int(off[t + 1])]).decode("utf-8") for t in range(b - a)]
+
+
+def valid(batch: Batch, name: str, like: torch.Tensor) -> torch.Tensor:
+    """``<name>.valid`` of ``batch`` as bool, all true when absent (``like``: (B, N, ...))."""
+    import torch
+
+    v = batch.get(f"{name}.valid")
+    if v is None:
+        return torch.ones(like.shape[:2], dtype=torch.bool, device=like.device)
+    return v.to(torch.bool)

@@ -1,0 +1,94 @@
+"""Rectangles (``rectanglelabels``): percent x, y, w, h + rotation; corners and envelope."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from npu_data.kinds.base import COMMON, F32, F64, I32, Batch, Kind, row_sample, valid
+
+if TYPE_CHECKING:
+    import torch
+
+
+def box_pixels(xywhr: np.ndarray, w: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(xywhr px, corners (N,4,2), xyxy envelope) of percent boxes on images of size w x h.
+
+    Corners follow Label Studio: the top-left corner is fixed and the box turns clockwise by
+    ``rotation`` degrees; percent is converted to pixels before rotating.
+    """
+    x = xywhr[:, 0] * w / 100.0
+    y = xywhr[:, 1] * h / 100.0
+    bw = xywhr[:, 2] * w / 100.0
+    bh = xywhr[:, 3] * h / 100.0
+    rad = np.deg2rad(xywhr[:, 4])
+    c, s = np.cos(rad), np.sin(rad)
+    cx = np.stack([x, x + bw * c, x + bw * c - bh * s, x - bh * s], axis=1)
+    cy = np.stack([y, y + bw * s, y + bw * s + bh * c, y + bh * c], axis=1)
+    corners = np.stack([cx, cy], axis=2)
+    xyxy = np.stack([cx.min(1), cy.min(1), cx.max(1), cy.max(1)], axis=1)
+    px = np.stack([x, y, bw, bh, xywhr[:, 4]], axis=1)
+    return px.astype(F32), corners.astype(F32), xyxy.astype(F32)
+
+
+class Boxes(Kind):
+    def to_pixels(self, cols: Mapping[str, np.ndarray], heights: np.ndarray,
+                  widths: np.ndarray) -> dict[str, np.ndarray]:
+        r = row_sample(cols["boxes.offsets"])
+        px, corners, xyxy = box_pixels(cols["boxes.xywhr"].reshape(-1, 5), widths[r], heights[r])
+        return {"boxes.xywhr": px, "boxes.corners": corners, "boxes.xyxy": xyxy}
+
+    def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
+                     min_visible: float) -> Batch:
+        from npu_data.transforms import geometry as G
+
+        out: Batch = {}
+        corners = _corners(batch)
+        if corners is not None:
+            mapped, out["boxes.xyxy"], out["boxes.valid"] = G.resized_crop_corners(
+                corners, valid(batch, "boxes", corners), crop_boxes, out_size, min_visible)
+            if "boxes.corners" in batch:
+                out["boxes.corners"] = mapped
+            if "boxes.xywhr" in batch:
+                out["boxes.xywhr"] = G.xywhr_from_corners(mapped)
+        elif "boxes.xyxy" in batch:
+            xyxy = batch["boxes.xyxy"]
+            out["boxes.xyxy"], out["boxes.valid"] = G.resized_crop_xyxy(
+                xyxy, valid(batch, "boxes", xyxy), crop_boxes, out_size, min_visible)
+        return out
+
+    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor) -> Batch:
+        from npu_data.transforms import geometry as G
+
+        out: Batch = {}
+        if "boxes.xyxy" in batch:
+            out["boxes.xyxy"] = G.hflip_xyxy(batch["boxes.xyxy"], widths, flip)
+        corners = _corners(batch)
+        if corners is not None:
+            flipped = G.hflip_corners(corners, widths, flip)
+            if "boxes.corners" in batch:
+                out["boxes.corners"] = flipped
+            if "boxes.xywhr" in batch:
+                out["boxes.xywhr"] = G.xywhr_from_corners(flipped)
+        return out
+
+
+def _corners(batch: Batch) -> torch.Tensor | None:
+    """The boxes' corners (B, N, 4, 2): stored, or from ``xywhr``; None without either."""
+    from npu_data.transforms import geometry as G
+
+    if "boxes.corners" in batch:
+        return batch["boxes.corners"]
+    if "boxes.xywhr" in batch:
+        return G.corners_from_xywhr(batch["boxes.xywhr"])
+    return None
+
+
+KIND = Boxes(
+    name="boxes", result_types=("rectanglelabels", "rectangle"),
+    fixed={**COMMON, "xywhr": (F64, (5,)), "label": (I32, ()), "score": (F32, ())},
+    pixel={"xywhr": (5,), "corners": (4, 2), "xyxy": (4,)}, derived=("corners", "xyxy"),
+    row_key="xyxy",
+)

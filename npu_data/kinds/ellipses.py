@@ -1,0 +1,49 @@
+"""Ellipses (``ellipselabels``): percent centre x, y, radii x, y + rotation in degrees."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from npu_data.kinds.base import COMMON, F32, F64, I32, Batch, Kind, row_sample, valid
+
+if TYPE_CHECKING:
+    import torch
+
+
+class Ellipses(Kind):
+    def to_pixels(self, cols: Mapping[str, np.ndarray], heights: np.ndarray,
+                  widths: np.ndarray) -> dict[str, np.ndarray]:
+        e = row_sample(cols["ellipses.offsets"])
+        p = cols["ellipses.params"].reshape(-1, 5)
+        w, h = widths[e], heights[e]
+        return {"ellipses.params": np.stack([p[:, 0] * w / 100.0, p[:, 1] * h / 100.0,
+                                             p[:, 2] * w / 100.0, p[:, 3] * h / 100.0,
+                                             p[:, 4]], axis=1).astype(F32)}
+
+    def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
+                     min_visible: float) -> Batch:
+        from npu_data.transforms import geometry as G
+
+        if "ellipses.params" not in batch:
+            return {}
+        el = batch["ellipses.params"]
+        params, keep = G.resized_crop_ellipses(el, valid(batch, "ellipses", el), crop_boxes,
+                                               out_size)
+        return {"ellipses.params": params, "ellipses.valid": keep}
+
+    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor) -> Batch:
+        from npu_data.transforms import geometry as G
+
+        if "ellipses.params" not in batch:
+            return {}
+        return {"ellipses.params": G.hflip_ellipses(batch["ellipses.params"], widths, flip)}
+
+
+KIND = Ellipses(
+    name="ellipses", result_types=("ellipselabels", "ellipse"),
+    fixed={**COMMON, "params": (F64, (5,)), "label": (I32, ())},
+    pixel={"params": (5,)}, row_key="params",
+)

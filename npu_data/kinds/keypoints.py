@@ -1,0 +1,48 @@
+"""Keypoints (``keypointlabels``): percent x, y and a size in percent of the width."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from npu_data.kinds.base import COMMON, F32, F64, I32, Batch, Kind, row_sample, valid
+
+if TYPE_CHECKING:
+    import torch
+
+
+class Keypoints(Kind):
+    def to_pixels(self, cols: Mapping[str, np.ndarray], heights: np.ndarray,
+                  widths: np.ndarray) -> dict[str, np.ndarray]:
+        k = row_sample(cols["keypoints.offsets"])
+        xy = cols["keypoints.xy"].reshape(-1, 2)
+        return {"keypoints.xy": np.stack([xy[:, 0] * widths[k] / 100.0,
+                                          xy[:, 1] * heights[k] / 100.0], axis=1).astype(F32),
+                "keypoints.size": (cols["keypoints.size"] * widths[k] / 100.0).astype(F32)}
+
+    def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
+                     min_visible: float) -> Batch:
+        from npu_data.transforms import geometry as G
+
+        if "keypoints.xy" not in batch:
+            return {}
+        kp = batch["keypoints.xy"]
+        xy, keep = G.resized_crop_keypoints(kp, valid(batch, "keypoints", kp), crop_boxes,
+                                            out_size)
+        return {"keypoints.xy": xy, "keypoints.valid": keep}
+
+    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor) -> Batch:
+        from npu_data.transforms import geometry as G
+
+        if "keypoints.xy" not in batch:
+            return {}
+        return {"keypoints.xy": G.hflip_points(batch["keypoints.xy"], widths, flip)}
+
+
+KIND = Keypoints(
+    name="keypoints", result_types=("keypointlabels", "keypoint"),
+    fixed={**COMMON, "xy": (F64, (2,)), "size": (F64, ()), "label": (I32, ())},
+    pixel={"xy": (2,), "size": ()}, row_key="xy",
+)

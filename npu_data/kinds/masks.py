@@ -1,0 +1,130 @@
+"""Brush masks (``brushlabels``, RLE): packed bits of the H x W mask per row.
+
+In the table the mask is at its decoded RLE size; the writer re-packs it at the stored image
+size. Samples hold ``masks.mask (M, H, W) uint8``; collate pads to ``(B, M, Hmax, Wmax)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from PIL import Image
+
+from npu_data.kinds.base import COMMON, I32, U8, Batch, Kind, Nested, row_sample, valid
+
+if TYPE_CHECKING:
+    import torch
+
+
+def resize_masks(cols: Mapping[str, np.ndarray], heights: np.ndarray,
+                 widths: np.ndarray) -> dict[str, np.ndarray]:
+    """Mask bits re-packed at each sample's stored size (nearest-neighbour when it differs)."""
+    rows = row_sample(cols["masks.offsets"])
+    mh, mw = cols["masks.height"], cols["masks.width"]
+    boff, bits = cols["masks.bit_offsets"], cols["masks.bits"]
+    parts: list[np.ndarray] = []
+    for j, s in enumerate(rows):
+        H, W = int(heights[s]), int(widths[s])
+        n = int(mh[j]) * int(mw[j])
+        flat = np.unpackbits(bits[int(boff[j]):int(boff[j + 1])], count=n)
+        mask: np.ndarray = flat.reshape(int(mh[j]), int(mw[j]))
+        if mask.shape != (H, W):
+            img = Image.fromarray(mask * np.uint8(255)).resize((W, H), Image.Resampling.NEAREST)
+            mask = (np.asarray(img) > 127).astype(np.uint8)
+        parts.append(np.packbits(mask.reshape(-1)))
+    lengths = np.array([len(p) for p in parts], dtype=np.int64)
+    offs = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offs[1:])
+    packed = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+    return {"masks.bits": packed, "masks.bit_offsets": offs,
+            "masks.height": heights[rows].astype("<i4"), "masks.width": widths[rows].astype("<i4")}
+
+
+def unpack_masks(bits: np.ndarray, offs: np.ndarray, size: tuple[int, ...]) -> np.ndarray:
+    """(M, H, W) uint8 0/1 masks unpacked from their packed bits (stored image size)."""
+    h, w = int(size[0]), int(size[1])
+    m = len(offs) - 1
+    out = np.zeros((m, h, w), np.uint8)
+    for t in range(m):
+        out[t] = np.unpackbits(bits[int(offs[t]):int(offs[t + 1])], count=h * w).reshape(h, w)
+    return out
+
+
+class Masks(Kind):
+    def to_pixels(self, cols: Mapping[str, np.ndarray], heights: np.ndarray,
+                  widths: np.ndarray) -> dict[str, np.ndarray]:
+        return resize_masks(cols, heights.astype(np.int64), widths.astype(np.int64))
+
+    def sample_keys(self) -> list[str]:
+        return [*(f"masks.{c}" for c in (*self.fixed, *self.text)), "masks.mask"]
+
+    def nested_sample(self, nest: Nested, values: np.ndarray, offsets: np.ndarray,
+                      hw: tuple[int, int]) -> dict[str, np.ndarray]:
+        return {"masks.mask": unpack_masks(values, offsets, hw)}
+
+    def own_keys(self) -> tuple[str, ...]:
+        return ("masks.mask",)
+
+    def pad_samples(self, samples: Sequence[Mapping[str, Any]], counts: np.ndarray,
+                    nmax: int, hw: tuple[int, int], pin: bool, batch: Batch) -> None:
+        import torch
+
+        from npu_data.loaders.host import zeros_host
+
+        out = zeros_host((len(samples), nmax, hw[0], hw[1]), torch.uint8, pin)
+        view = out.numpy()
+        for i, s in enumerate(samples):
+            m = s.get("masks.mask")
+            if m is not None and counts[i]:
+                view[i, :counts[i], :m.shape[1], :m.shape[2]] = m
+        batch["masks.mask"] = out
+
+    def pad_columns(self, nested: Mapping[str, tuple[np.ndarray, np.ndarray]],
+                    sample: np.ndarray, slot: np.ndarray, bn: tuple[int, int],
+                    sizes: Sequence[tuple[int, int]], batch: Batch) -> None:
+        import torch
+
+        bits, per_row = nested["masks.bits"]
+        hmax = max((h for h, _ in sizes), default=0)
+        wmax = max((w for _, w in sizes), default=0)
+        out = torch.zeros((*bn, hmax, wmax), dtype=torch.uint8)
+        view = out.numpy()
+        ends = np.cumsum(per_row).tolist()
+        start = 0
+        for r, (i, t) in enumerate(zip(sample.tolist(), slot.tolist(), strict=True)):
+            h, w = sizes[i]
+            view[i, t, :h, :w] = np.unpackbits(bits[start:ends[r]], count=h * w).reshape(h, w)
+            start = ends[r]
+        batch["masks.mask"] = out
+
+    def pad_empty(self, b: int, hw: tuple[int, int], batch: Batch) -> None:
+        import torch
+
+        batch["masks.mask"] = torch.zeros((b, 0, hw[0], hw[1]), dtype=torch.uint8)
+
+    def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
+                     min_visible: float) -> Batch:
+        from npu_data.transforms import geometry as G
+
+        if "masks.mask" not in batch:
+            return {}
+        mk = batch["masks.mask"]
+        mask, keep = G.resized_crop_masks(mk, valid(batch, "masks", mk), crop_boxes, out_size,
+                                          min_visible)
+        return {"masks.mask": mask, "masks.valid": keep}
+
+    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor) -> Batch:
+        from npu_data.transforms import geometry as G
+
+        if "masks.mask" not in batch:
+            return {}
+        return {"masks.mask": G.hflip_masks(batch["masks.mask"], widths, flip)}
+
+
+KIND = Masks(
+    name="masks", result_types=("brushlabels", "brush"),
+    fixed={**COMMON, "height": (I32, ()), "width": (I32, ()), "label": (I32, ())},
+    nested=(Nested("bits", "bit_offsets", U8, ()),), row_key="mask",
+)
