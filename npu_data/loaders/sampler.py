@@ -16,6 +16,16 @@ begins in ``P``, 0 except after an elastic resume):
   padded cyclically with its own first samples (``drop_last=False``: nothing is lost, at most
   ``W' - 1`` samples repeat) or truncated to a multiple of ``W'`` (``drop_last=True``: at most
   ``W' - 1`` samples are dropped). Nothing already seen is served again except that padding.
+
+Shard locality (``shard_window=K``, a dataset with a ``manifest`` such as ``ShardDataset``):
+``locality.window_layout`` replaces the layout — shards shuffled, the stream cut into one
+contiguous part per rank (so each rank reads mostly whole shards: at most ``W - 1`` shards are
+split between two ranks), samples shuffled inside windows of ``K`` consecutive shards of each
+part, the parts interleaved so the consumed-prefix rule above still holds. Resume keeps the
+chain of layouts of the epoch (``layouts``: ``[begin, world]`` pairs): an elastic resume lays
+out exactly the unseen samples again with the same rule over the new world.
+The sampler also tells a dataset that has ``prefetch(shards)`` (a remote ``ShardDataset``)
+which shards this rank reads next, as it enters each one.
 """
 
 from __future__ import annotations
@@ -30,8 +40,10 @@ from torch.utils.data import Sampler
 
 from npu_data.common.dist import place
 from npu_data.errors import UserError
+from npu_data.loaders.locality import shard_starts, window_layout
 
 _STATE_VERSION = 1
+PREFETCH_LOOKAHEAD = 8  # upcoming shards handed to ``dataset.prefetch`` at each shard change
 
 
 def epoch_permutation(n: int, epoch: int, seed: int, shuffle: bool,
@@ -74,11 +86,13 @@ class NpuDistributedSampler(Sampler[int]):
     Same arguments, ``set_epoch``, order, padding and dropping as torch's sampler (see the
     module docstring for resume and elastic semantics). ``locality_block=K`` optionally
     shuffles blocks of K neighbouring indices, then within blocks (fewer random disk reads).
+    ``shard_window=K`` hands each rank mostly whole shards of a ``ShardDataset``, shuffled
+    inside windows of K shards (fewer shards downloaded per node, less randomness).
     """
 
     def __init__(self, dataset: Sized, num_replicas: int | None = None, rank: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False,
-                 locality_block: int | None = None) -> None:
+                 locality_block: int | None = None, shard_window: int | None = None) -> None:
         env_rank, env_world, _ = place()
         num_replicas = env_world if num_replicas is None else num_replicas
         rank = env_rank if rank is None else rank
@@ -90,6 +104,14 @@ class NpuDistributedSampler(Sampler[int]):
             )
         if locality_block is not None and locality_block < 1:
             raise UserError(f"locality_block={locality_block}: use a positive block size or None")
+        if shard_window is not None:
+            if shard_window < 1:
+                raise UserError(f"shard_window={shard_window}: use a positive number of shards "
+                                "or None")
+            if locality_block is not None:
+                raise UserError("shard_window and locality_block both given: choose one (the "
+                                "shard window already keeps each rank on a few shards)")
+        self._starts = shard_starts(dataset) if shard_window is not None else None
         self.dataset = dataset
         self.num_replicas = num_replicas
         self.rank = rank
@@ -98,25 +120,54 @@ class NpuDistributedSampler(Sampler[int]):
         self.seed = seed
         self.drop_last = drop_last
         self.locality_block = locality_block
-        # (epoch, start of the layout in P, global consumed, world size of that layout)
-        self._resume: tuple[int, int, int, int] | None = None
+        self.shard_window = shard_window
+        # (epoch, start of the layout in P, global consumed, world size of that layout,
+        #  the epoch's layouts as (begin, world) pairs — shard_window only)
+        self._resume: tuple[int, int, int, int, tuple[tuple[int, int], ...]] | None = None
         self._yielded = 0
         self._pass: tuple[int, int, int] | None = None  # (epoch, consumed before, start)
+        self._layouts: tuple[tuple[int, int], ...] = ()  # of the last _global_list
+        self._pass_layouts: tuple[tuple[int, int], ...] = ()  # of the current pass
 
     # --- the epoch's layout -------------------------------------------------------------
     def _global_list(self) -> tuple[np.ndarray, int, int]:
         """(remaining interleaved global list, consumed before it, start of the layout in P)."""
         n = len(self.dataset)
+        if self._starts is not None:
+            return self._window_list(n)
         order = epoch_permutation(n, self.epoch, self.seed, self.shuffle, self.locality_block)
         resume = self._resume
         if resume is None or resume[0] != self.epoch:
             return layout(order, self.num_replicas, self.drop_last), 0, 0
-        _, start, consumed, old_world = resume
+        _, start, consumed, old_world, _ = resume
         if old_world == self.num_replicas:
             full = layout(order[start:], old_world, self.drop_last)
             return full[consumed - start:], consumed, start
         start = min(consumed, n)
         return layout(order[start:], self.num_replicas, self.drop_last), consumed, start
+
+    def _window_list(self, n: int) -> tuple[np.ndarray, int, int]:
+        """``_global_list`` with ``shard_window``: the epoch's layouts replayed in turn, each
+        over the samples its predecessors left unseen."""
+        assert self._starts is not None and self.shard_window is not None
+        resume = self._resume
+        chain: tuple[tuple[int, int], ...]
+        if resume is None or resume[0] != self.epoch:
+            chain, consumed = ((0, self.num_replicas),), 0
+        else:
+            _, _, consumed, old_world, chain = resume
+            if old_world != self.num_replicas:
+                chain = (*chain, (consumed, self.num_replicas))
+        left: np.ndarray = np.arange(n, dtype=np.int64)
+        for i, (begin, world) in enumerate(chain):
+            full = window_layout(left, self._starts, world, self.shard_window, self.drop_last,
+                                 self.seed, self.epoch, begin, self.shuffle)
+            if i == len(chain) - 1:
+                self._layouts = chain
+                return full[consumed - begin:], consumed, begin
+            seen = full[:chain[i + 1][0] - begin]
+            left = left[~np.isin(left, seen)]
+        raise AssertionError("unreachable")
 
     @property
     def num_samples(self) -> int:
@@ -136,9 +187,25 @@ class NpuDistributedSampler(Sampler[int]):
         # A pending resume is used by exactly one pass; later passes serve whole epochs.
         self._resume = None
         self._pass = (self.epoch, before, start)
-        mine = remaining[self.rank::self.num_replicas].tolist()
+        self._pass_layouts = self._layouts
+        mine_arr = remaining[self.rank::self.num_replicas]
+        mine = mine_arr.tolist()
         self._yielded = 0
-        for i in mine:
+        hook = getattr(self.dataset, "prefetch", None)
+        starts = self._starts if self._starts is not None else shard_starts(self.dataset, None)
+        if not callable(hook) or starts is None or not len(mine):
+            for i in mine:
+                self._yielded += 1
+                yield i
+            return
+        shard = np.searchsorted(starts, mine_arr, side="right") - 1
+        change = np.flatnonzero(np.r_[True, shard[1:] != shard[:-1]])
+        runs = shard[change]
+        entering = dict(zip(change.tolist(), range(len(change)), strict=True))
+        for pos, i in enumerate(mine):
+            j = entering.get(pos)
+            if j is not None:  # this rank enters a shard: the next ones can download now
+                hook(runs[j:j + PREFETCH_LOOKAHEAD].tolist())
             self._yielded += 1
             yield i
 
@@ -164,7 +231,7 @@ class NpuDistributedSampler(Sampler[int]):
             _, before, start = self._pass
         else:
             before, start = 0, 0
-        return {
+        state: dict[str, Any] = {
             "version": _STATE_VERSION,
             "epoch": int(self.epoch),
             "seed": int(self.seed),
@@ -176,6 +243,18 @@ class NpuDistributedSampler(Sampler[int]):
             "drop_last": bool(self.drop_last),
             "locality_block": self.locality_block,
         }
+        if self.shard_window is not None:
+            state["shard_window"] = self.shard_window
+            state["layouts"] = [list(x) for x in self._state_layouts()]
+        return state
+
+    def _state_layouts(self) -> tuple[tuple[int, int], ...]:
+        if self._resume is not None and self._resume[0] == self.epoch:
+            self._global_list()
+            return self._layouts
+        if self._pass is not None and self._pass[0] == self.epoch:
+            return self._pass_layouts
+        return ((0, self.num_replicas),)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue the saved epoch with exactly the unseen samples (on any world size)."""
@@ -185,14 +264,15 @@ class NpuDistributedSampler(Sampler[int]):
                 f"sampler state: saved for a dataset of {state['dataset_len']} samples but this "
                 f"one has {n} — resume with the same dataset"
             )
-        for key in ("shuffle", "locality_block"):
-            if key in state and state[key] != getattr(self, key):
+        for key in ("shuffle", "locality_block", "shard_window"):
+            if state.get(key) != getattr(self, key) and (key in state or key == "shard_window"):
                 raise UserError(
                     f"sampler state: saved with {key}={state[key]!r} but this sampler has "
                     f"{key}={getattr(self, key)!r} — construct it with the saved value"
                 )
         self.seed = int(state["seed"])
         self.epoch = int(state["epoch"])
+        layouts = tuple((int(b), int(w)) for b, w in state.get("layouts") or ())
         self._resume = (self.epoch, int(state.get("start", 0)), int(state["consumed"]),
-                        int(state["world_size"]))
+                        int(state["world_size"]), layouts or ((0, int(state["world_size"])),))
         self._yielded = 0

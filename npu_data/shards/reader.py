@@ -74,19 +74,20 @@ class ShardDataset:
 
     ``path`` may be an fsspec URL (``s3://bucket/prefix``): shards are then downloaded on
     first use into a node-local cache (``cache_dir``, ``cache_limit``, ``storage_options``,
-    ``cache_check``: see ``npu_data.shards.remote``) and ``self.path`` is that cache folder.
+    ``cache_check``: see ``npu_data.shards.remote``) and ``self.path`` is that cache folder;
+    ``prefetch`` shards are downloaded ahead of the reads (``prefetch(shards)``).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None,
                  cache_limit: int | str | None = None,
                  storage_options: dict[str, Any] | None = None,
-                 cache_check: str = "sha256") -> None:
+                 cache_check: str = "sha256", prefetch: int = 2) -> None:
         from npu_data.shards import remote
 
         self._remote: remote.RemoteStore | None = None
         if remote.is_url(path):
             self._remote = remote.RemoteStore(str(path), cache_dir, cache_limit,
-                                              storage_options, cache_check)
+                                              storage_options, cache_check, prefetch)
             self.path = self._remote.root
             self.manifest: dict[str, Any] = self._remote.manifest
         else:
@@ -136,6 +137,12 @@ class ShardDataset:
                 sh = self._shards[k] = self._remote.fetch(k, lambda p: _Shard(p).preload(files))
                 self._remote.trim(self._shards)
         return sh
+
+    def prefetch(self, shards: Sequence[int]) -> None:
+        """Shards about to be read, in order (a remote dataset downloads the next ones in the
+        background; a local folder has nothing to do)."""
+        if self._remote is not None:
+            self._remote.prefetch(shards)
 
     def _indices(self) -> list[np.ndarray]:
         """Every shard's index (of a remote dataset: only the index.npy files downloaded)."""

@@ -18,7 +18,13 @@ a ``RemoteStore``, which
   shards exceed ``cache_limit`` bytes (a shard in use by another process — its lock held — is
   skipped; maps already open stay valid after the unlink);
 - checks each cached shard on its first open in a process (``cache_check``: ``"sha256"``
-  re-hashes every file, ``"size"`` checks sizes only) and fetches a file again when it differs.
+  re-hashes every file, ``"size"`` checks sizes only) and fetches a file again when it differs;
+- prefetches: ``prefetch(shards)`` (called by ``NpuDistributedSampler`` as its rank enters
+  each shard, with the shards it reads next) fetches the next ``prefetch`` shards on a small
+  thread pool of the calling process, through the same locks (one download per shard per
+  node; a read of a shard being prefetched waits for that download instead of starting its
+  own, reads of other shards never wait). Lock descriptors are closed in forked children
+  (DataLoader workers) so an inherited descriptor never keeps a lock held.
 
 The endpoint of an S3-compatible store (MinIO, Huawei OBS, ...) comes from
 ``storage_options={"client_kwargs": {"endpoint_url": ...}}`` or the environment variable
@@ -36,7 +42,9 @@ import hashlib
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -56,6 +64,22 @@ SMALL = 16 << 20  # files up to this size are fetched whole, concurrently
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
           "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20,
           "gib": 1 << 30, "tib": 1 << 40}
+
+
+_LOCK_FDS: set[int] = set()  # lock descriptors open in this process
+_LOCK_FDS_GUARD = threading.Lock()
+
+
+def _close_inherited_locks() -> None:
+    """In a forked child: drop the parent's lock descriptors (the parent still holds the
+    locks; a copy kept open here would keep them held after the parent lets go)."""
+    for fd in list(_LOCK_FDS):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _LOCK_FDS.clear()
+
+
+os.register_at_fork(after_in_child=_close_inherited_locks)
 
 
 def is_url(path: Any) -> bool:
@@ -95,9 +119,17 @@ class RemoteStore:
     def __init__(self, url: str, cache_dir: str | os.PathLike[str] | None = None,
                  cache_limit: int | str | None = None,
                  storage_options: dict[str, Any] | None = None,
-                 cache_check: str = "sha256") -> None:
+                 cache_check: str = "sha256", prefetch: int = 2) -> None:
         if cache_check not in ("sha256", "size"):
             raise UserError(f"cache_check={cache_check!r}: use 'sha256' or 'size'")
+        if not isinstance(prefetch, int) or prefetch < 0:
+            raise UserError(f"prefetch={prefetch!r}: the number of shards to download ahead "
+                            "(0 turns prefetching off)")
+        self.prefetch_ahead = prefetch
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0
+        self._pending: dict[str, Future[None]] = {}
+        self._prefetched: set[str] = set()
         self.url = url.rstrip("/")
         self.storage_options = _with_endpoint(self.url, storage_options or {})
         self.cache_limit = parse_bytes(cache_limit)
@@ -120,6 +152,9 @@ class RemoteStore:
         state = dict(self.__dict__)
         state["_fs"] = None
         state["_checked"] = set()
+        state["_pool"] = None
+        state["_pending"] = {}
+        state["_prefetched"] = set()
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -206,7 +241,9 @@ class RemoteStore:
     def _lock(self, name: str, mode: int) -> Iterator[bool]:
         path = self.root / ".locks" / f"{name}.lock"
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        with _LOCK_FDS_GUARD:  # no fork between the open and the record
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            _LOCK_FDS.add(fd)
         try:
             try:
                 fcntl.flock(fd, mode)
@@ -215,7 +252,10 @@ class RemoteStore:
                 return
             yield True
         finally:
-            os.close(fd)  # releases the lock
+            with _LOCK_FDS_GUARD:
+                if fd in _LOCK_FDS:  # not already closed by a fork's child handler
+                    _LOCK_FDS.discard(fd)
+                    os.close(fd)  # releases the lock
 
     def _state(self, name: str) -> Path:
         return self.root / ".state" / f"{name}.json"
@@ -397,6 +437,36 @@ class RemoteStore:
                 out[k] = opener(path)
         return [out[k] for k in ks]
 
+    # --- prefetch ----------------------------------------------------------------------------
+    def prefetch(self, shards: Sequence[int]) -> None:
+        """Fetch ``shards[:1 + prefetch]`` (the shard a rank enters, then the ones it reads next)
+        in the background; returns at once. Shards complete or already on their way are
+        skipped; a failed prefetch is left to the read, which reports it."""
+        if not self.prefetch_ahead:
+            return
+        if self._pool is None or self._pool_pid != os.getpid():  # never a pool across a fork
+            self._pool = ThreadPoolExecutor(self.prefetch_ahead,
+                                            thread_name_prefix="npu-data-prefetch")
+            self._pool_pid = os.getpid()
+            self._pending = {}
+        for k in list(shards)[:1 + self.prefetch_ahead]:
+            name = self.manifest["shards"][int(k)]["name"]
+            job = self._pending.get(name)
+            if name in self._prefetched or (job is not None and not job.done()):
+                continue
+            self._pending[name] = self._pool.submit(self._prefetch_one, int(k))
+
+    def _prefetch_one(self, k: int) -> None:
+        name = self.manifest["shards"][k]["name"]
+        with contextlib.suppress(Exception):  # the read itself fetches again and reports
+            self.fetch(k, lambda folder: None)
+            self._prefetched.add(name)
+
+    def wait_prefetch(self) -> None:
+        """Block until the prefetches submitted so far have finished (tests, benches)."""
+        for job in list(self._pending.values()):
+            job.result()
+
     def _touch(self, name: str) -> None:
         with contextlib.suppress(OSError):
             os.utime(self._state(name))
@@ -428,6 +498,7 @@ class RemoteStore:
                     self._state(n).unlink(missing_ok=True)
                     shutil.rmtree(self.root / n, ignore_errors=True)
                     self._checked.discard(n)
+                    self._prefetched.discard(n)
                 total -= self._bytes[n]
                 removed.append(n)
         return removed

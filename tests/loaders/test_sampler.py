@@ -119,3 +119,127 @@ def test_locality_blocks_keep_neighbours_together() -> None:
     assert list(s) != order.tolist()
     with pytest.raises(UserError, match="locality_block"):
         NpuDistributedSampler(range(n), 1, 0, locality_block=0)
+
+
+class _Sharded:
+    """A stand-in for ShardDataset: its manifest's shard sample counts (and a prefetch log)."""
+
+    def __init__(self, counts: list[int]) -> None:
+        self.manifest = {"shards": [{"samples": c} for c in counts]}
+        self.starts = np.r_[0, np.cumsum(counts)]
+        self.asked: list[list[int]] = []
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def shard_of(self, idx: list[int]) -> np.ndarray:
+        return np.searchsorted(self.starts, np.asarray(idx), side="right") - 1
+
+    def prefetch(self, shards: list[int]) -> None:
+        self.asked.append(shards)
+
+
+COUNTS = [10] * 23 + [7]  # 237 samples, 24 shards
+
+
+@pytest.mark.parametrize("world,drop_last", list(itertools.product([1, 2, 3, 5, 8],
+                                                                   [False, True])))
+def test_shard_window_covers_each_epoch_once(world: int, drop_last: bool) -> None:
+    ds = _Sharded(COUNTS)
+    n = len(ds)
+    for epoch in (0, 1):
+        parts = []
+        for r in range(world):
+            s = NpuDistributedSampler(ds, world, r, seed=2, drop_last=drop_last, shard_window=2)
+            s.set_epoch(epoch)
+            parts.append(list(s))
+            assert len(parts[-1]) == len(s)
+        assert len({len(p) for p in parts}) == 1
+        got = [i for p in parts for i in p]
+        if drop_last:  # fewer than world samples dropped, none repeated
+            assert len(got) == len(set(got)) and n - len(got) < world
+        else:  # every sample, at most world - 1 padded repeats
+            assert set(got) == set(range(n)) and len(got) - n < world
+    e0 = list(NpuDistributedSampler(ds, 1, 0, seed=2, shard_window=2))
+    s1 = NpuDistributedSampler(ds, 1, 0, seed=2, shard_window=2)
+    s1.set_epoch(1)
+    assert e0 != list(s1) and sorted(e0) == list(range(n))
+
+
+def test_shard_window_touches_few_shards_per_rank() -> None:
+    ds, world = _Sharded(COUNTS), 4
+    for r in range(world):
+        local = list(NpuDistributedSampler(ds, world, r, seed=5, shard_window=2))
+        plain = list(NpuDistributedSampler(ds, world, r, seed=5))
+        few, many = len(set(ds.shard_of(local))), len(set(ds.shard_of(plain)))
+        assert few <= len(COUNTS) // world + 2 and many >= 3 * few
+        # inside the rank's stream at most window (+1 at a window edge) shards meet
+        runs = ds.shard_of(local)
+        for a in range(0, len(runs) - 20, 10):
+            assert len(set(runs[a:a + 20].tolist())) <= 4
+    # the order inside a window is shuffled, not sorted
+    one = list(NpuDistributedSampler(ds, 1, 0, seed=5, shard_window=3))
+    assert one != sorted(one)
+
+
+@pytest.mark.parametrize("world,stop", [(1, 17), (3, 9), (4, 0)])
+def test_shard_window_resume_equals_uninterrupted(world: int, stop: int) -> None:
+    ds = _Sharded(COUNTS)
+    full = [list(NpuDistributedSampler(ds, world, r, seed=8, shard_window=2))
+            for r in range(world)]
+    s = NpuDistributedSampler(ds, world, 0, seed=8, shard_window=2)
+    it = iter(s)
+    for _ in range(stop):
+        next(it)
+    state = s.state_dict()
+    assert state["layouts"] == [[0, world]] and state["consumed"] == stop * world
+    for r in range(world):
+        t = NpuDistributedSampler(ds, world, r, seed=8, shard_window=2)
+        t.load_state_dict(state)
+        assert list(t) == full[r][stop:]
+    with pytest.raises(UserError, match="shard_window"):
+        NpuDistributedSampler(ds, world, 0, seed=8).load_state_dict(state)
+
+
+def test_shard_window_elastic_chain_serves_exactly_the_unseen() -> None:
+    ds = _Sharded(COUNTS)
+    n = len(ds)
+    seen: list[int] = []
+    for r in range(2):
+        seen += list(NpuDistributedSampler(ds, 2, r, seed=1, shard_window=2))[:30]
+    st = NpuDistributedSampler(ds, 2, 0, seed=1, shard_window=2).state_dict(consumed=30)
+    three = [NpuDistributedSampler(ds, 3, r, seed=1, shard_window=2) for r in range(3)]
+    for t in three:
+        t.load_state_dict(st)
+    runs = [list(t) for t in three]
+    assert not set(i for p in runs for i in p) & set(seen)
+    assert set(i for p in runs for i in p) == set(range(n)) - set(seen)
+    for r in range(3):  # each new rank still reads few shards
+        assert len(set(ds.shard_of(runs[r]))) <= len(COUNTS) // 3 + 3
+    for p in runs:  # consume 12 more each, then 3 -> 5 ranks
+        seen += p[:12]
+    st2 = three[0].state_dict(consumed=12)
+    assert st2["layouts"] == [[0, 2], [60, 3]] and st2["consumed"] == 96
+    same = NpuDistributedSampler(ds, 3, 1, seed=1, shard_window=2)
+    same.load_state_dict(st2)
+    assert list(same) == runs[1][12:]  # same world again: exactly the rest
+    five = []
+    for r in range(5):
+        t = NpuDistributedSampler(ds, 5, r, seed=1, shard_window=2)
+        t.load_state_dict(st2)
+        five += list(t)
+    assert set(five) == set(range(n)) - set(seen) and len(five) - len(set(five)) < 5
+
+
+def test_sampler_tells_the_dataset_which_shards_come_next() -> None:
+    ds = _Sharded(COUNTS)
+    s = NpuDistributedSampler(ds, 2, 1, seed=4, shard_window=2)
+    order = list(s)
+    shards = ds.shard_of(order)
+    first_touch = [int(k) for j, k in enumerate(shards) if j == 0 or shards[j - 1] != k]
+    assert [a[0] for a in ds.asked] == first_touch  # asked on entering each shard run
+    assert ds.asked[0] == first_touch[:8]  # with the upcoming ones in order
+    with pytest.raises(UserError, match="lists no shards"):
+        NpuDistributedSampler(range(10), 1, 0, shard_window=2)
+    with pytest.raises(UserError, match="choose one"):
+        NpuDistributedSampler(ds, 1, 0, shard_window=2, locality_block=4)

@@ -329,3 +329,56 @@ def test_any_fsspec_url_and_a_corrupt_remote_file(s3: dict[str, Any], tmp_path: 
     assert f"file://{src}/shard-00000/data.bin" in msg and "upload the dataset" in msg
     assert not list((tmp_path / "cache2").glob("*/shard-00000/data.bin"))
     assert not list((tmp_path / "cache2").glob("*/shard-00000/.*.tmp"))
+
+
+def test_prefetch_downloads_the_next_shard_before_it_is_read(s3: dict[str, Any],
+                                                             tmp_path: Path) -> None:
+    from npu_data.loaders import NpuDistributedSampler
+
+    ds = _open(s3, tmp_path, prefetch=1)
+    store = ds._remote
+    assert store is not None
+    writes: list[tuple[str, str]] = []  # (thread, shard) of every downloaded file
+    opened: list[int] = []  # shards opened by reads
+    orig_write, orig_shard = remote.RemoteStore._write, ShardDataset.shard
+
+    def write(self: remote.RemoteStore, name: str, fname: str, blocks: Any) -> bool:
+        import threading
+
+        writes.append((threading.current_thread().name, name))
+        return orig_write(self, name, fname, blocks)
+
+    def shard(self: ShardDataset, k: int) -> Any:
+        opened.append(k)
+        return orig_shard(self, k)
+
+    sampler = NpuDistributedSampler(ds, 1, 0, shuffle=False)
+    loader = torch.utils.data.DataLoader(ds, batch_size=3, sampler=sampler,
+                                         collate_fn=_index_of)
+    try:
+        remote.RemoteStore._write = write  # type: ignore[method-assign]
+        ShardDataset.shard = shard  # type: ignore[method-assign]
+        it = iter(loader)
+        assert next(it) == [0, 1, 2]
+        store.wait_prefetch()
+        assert set(opened) == {0}  # shard 1 not read yet ...
+        assert _data_files(ds) == ["shard-00000", "shard-00001"]  # ... but already here
+        assert (ds.path / ".state" / "shard-00001.json").is_file()
+        assert "shard-00002" not in {n for _, n in writes}  # bounded: one shard ahead
+        ahead = [t for t, n in writes if n == "shard-00001"]
+        assert ahead and all(t.startswith("npu-data-prefetch") for t in ahead)
+        before = len(writes)
+        assert next(it) == [3, 4, 5]  # read from the cache: nothing downloaded for it
+        assert all(n != "shard-00001" for _, n in writes[before:])
+        assert [i for b in it for i in b] == [6, 7, 8]
+        store.wait_prefetch()
+    finally:
+        remote.RemoteStore._write = orig_write  # type: ignore[method-assign]
+        ShardDataset.shard = orig_shard  # type: ignore[method-assign]
+    assert _data_files(ds) == [f"shard-{k:05d}" for k in range(3)]
+    assert len([1 for _, n in writes if n == "shard-00002"]) == len(
+        ds.manifest["shards"][2]["files"])  # one download per file, prefetch or read
+    clone = pickle.loads(pickle.dumps(ds))
+    assert clone._remote._pool is None and clone._remote._pending == {}  # type: ignore[union-attr]
+    with pytest.raises(UserError, match="prefetch=-1"):
+        _open(s3, tmp_path, prefetch=-1)
