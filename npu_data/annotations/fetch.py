@@ -222,7 +222,7 @@ def download(url: str, hosts: tuple[str, ...], cache: Path, max_bytes: int = DEF
         raise ImageError(f"{url}: host {host} is not one that --allow-download names "
                          f"({','.join(hosts)}) — refused; add it if you trust it")
     entry = private_dir(cache) / entry_name(url, urlsplit(url).path)
-    if cached(entry):
+    if cached(entry) and entry.stat().st_size <= max_bytes:  # the cap holds for a hit too
         return entry
     return store(entry, lambda sink: _http_get(url, hosts, sink, max_bytes, timeout))
 

@@ -26,13 +26,18 @@ from npu_data.common.cache import cache_root
 from npu_data.common.hashing import file_sha256
 from npu_data.errors import UserError
 
-_IMAGE_KEYS = ("ls_data_dir", "local_files_root", "allow_download")
+# keywords of npu-data import's image options (ImageOptions checks them as the CLI does)
+_IMAGE_KEYS = ("ls_data_dir", "local_files_root", "allow_download", "storage_endpoint",
+               "download_workers", "max_download_bytes", "timeout")
+_NOT_KEYED = ("workers", "download_workers", "timeout")  # how, not what, is imported
 _WRITE_KEYS = ("reencode", "shard_size", "annotations", "with_predictions", "config",
                "reject_out_of_range", "strict", "workers")
 _REPORT = "rejected.jsonl"  # npu_data.shards.format.REJECTED
 # CLI flags named in rejection reasons -> the LabelStudioDataset keyword that fixes them
 _FIXES = (("--local-files-root", "local_files_root="), ("--ls-data-dir", "ls_data_dir="),
-          ("--allow-download", "allow_download=['HOST']"), ("--images-root", "images_root="))
+          ("--allow-download", "allow_download=['HOST']"), ("--images-root", "images_root="),
+          ("--storage-endpoint", "storage_endpoint="),
+          ("--max-download-mb", "max_download_bytes="), ("--download-timeout", "timeout="))
 
 
 def _read_report(path: Path) -> list[dict[str, Any]]:
@@ -73,10 +78,13 @@ class LabelStudioDataset:
     """Samples of a Label Studio export (``ShardDataset`` dicts), imported once and cached.
 
     ``transform`` is a device batch transform the DataLoader applies (not per sample).
-    Import options: ``store`` ("raw"/"encoded"), ``max_side``, ``images_root`` and any of
-    ``ls_data_dir``, ``local_files_root``, ``allow_download``, ``reencode``, ``shard_size``,
-    ``annotations``, ``with_predictions``, ``config``, ``reject_out_of_range``, ``strict``,
-    ``workers`` (as for ``npu-data import``).
+    Import options, as for ``npu-data import`` and checked as it checks them (a bad one is a
+    one-line ``UserError`` here, before anything is read): ``store`` ("raw"/"encoded"),
+    ``max_side``, ``images_root`` and any of ``ls_data_dir``, ``local_files_root``,
+    ``allow_download`` (host names), ``storage_endpoint``, ``download_workers``,
+    ``max_download_bytes``, ``timeout`` (``--download-timeout``), ``reencode``,
+    ``shard_size``, ``annotations``, ``with_predictions``, ``config``,
+    ``reject_out_of_range``, ``strict``, ``workers``.
     """
 
     def __init__(self, json_file: str | os.PathLike[str],
@@ -94,6 +102,8 @@ class LabelStudioDataset:
         self.transform = transform
         self.images_root = Path(images_root).resolve() if images_root else None
         self.store, self.max_side, self.options = store, max_side, options
+        self._image_options()  # the CLI's checks and one-line errors, now rather than later
+        self._write_options(None)
         self.cache_dir = Path(cache_dir) if cache_dir else cache_root("datasets")
         self.key = self._key()
         self.path = self.cache_dir / self.key
@@ -106,25 +116,42 @@ class LabelStudioDataset:
                   "images_root": os.fspath(self.images_root or self.json_file.resolve().parent),
                   **{k: (os.fspath(Path(v).resolve()) if k in ("ls_data_dir", "local_files_root",
                                                                 "config") else v)
-                     for k, v in sorted(self.options.items()) if k != "workers"}}
+                     for k, v in sorted(self.options.items()) if k not in _NOT_KEYED}}
         return hashlib.sha256(orjson.dumps(record, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
 
-    def _import(self) -> None:
+    def _image_options(self) -> Any:
         from npu_data.shards.source import image_options
-        from npu_data.shards.writer import WriteOptions, write_dataset
+
+        given = {k: self.options[k] for k in _IMAGE_KEYS if k in self.options}
+        hosts = given.get("allow_download")
+        if isinstance(hosts, str) and not hosts.strip() or (
+                isinstance(hosts, (list, tuple)) and hosts and not any(
+                    isinstance(h, str) and h.strip() for h in hosts)):
+            raise UserError("allow_download needs the hosts to download from, e.g. "
+                            "allow_download=['images.example.com'] (any other host is "
+                            "refused)")
+        return image_options(self.json_file, images_root=self.images_root, **given)
+
+    def _write_options(self, images: Any, resume: bool = False) -> Any:
+        from npu_data.shards.writer import WriteOptions, check_options  # the CLI's checks
+
+        write_kw = {k: self.options[k] for k in _WRITE_KEYS if k in self.options}
+        opts = WriteOptions(store=self.store, max_side=self.max_side, images=images,
+                            resume=resume, **write_kw)
+        check_options(opts)
+        return opts
+
+    def _import(self) -> None:
+        from npu_data.shards.writer import write_dataset
 
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         with (self.cache_dir / f"{self.key}.lock").open("w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent import finishes first
             if (self.path / "manifest.json").is_file():
                 return
-            images = image_options(self.json_file, images_root=self.images_root,
-                                   **{k: self.options[k] for k in _IMAGE_KEYS
-                                      if k in self.options})
-            write_kw = {k: self.options[k] for k in _WRITE_KEYS if k in self.options}
+            images = self._image_options()
             partial = self.cache_dir / f"{self.key}.partial"
-            opts = WriteOptions(store=self.store, max_side=self.max_side, images=images,
-                                resume=partial.exists(), **write_kw)
+            opts = self._write_options(images, resume=partial.exists())
             summary = write_dataset(self.json_file, partial, opts)
             if summary.samples == 0 and summary.rejected:
                 report = self.cache_dir / f"{self.key}.{_REPORT}"

@@ -310,3 +310,12 @@ def test_signed_urls_are_redacted_in_reasons(tmp_path: Path, server: _Server) ->
         resolve_image(url, _opts(tmp_path))
     assert "AKIAEXAMPLE" not in e.value.reason and "abc123" not in e.value.reason
     assert "X-Amz-Signature=REDACTED" in e.value.reason
+
+
+def test_a_cached_copy_obeys_the_cap_it_is_asked_under(tmp_path: Path, server: _Server) -> None:
+    url = server.url("/pic.png")
+    assert load_image(resolve_image(url, _opts(tmp_path))).shape == (6, 8, 3)
+    with pytest.raises(ImageError, match="larger than the download cap"):
+        resolve_image(url, _opts(tmp_path, max_download_bytes=len(PNG) - 1))
+    assert server.hits["/pic.png"] == 2  # asked again under the smaller cap, and refused
+    assert load_image(resolve_image(url, _opts(tmp_path))).shape == (6, 8, 3)

@@ -146,3 +146,141 @@ def test_none_rejected_no_warning(project, tmp_path: Path) -> None:
         assert len(ds) > 0 and ds.rejected == []
         again = LabelStudioDataset(project.export_path, cache_dir=tmp_path)
         assert again.rejected == [] and len(again) == len(ds)
+
+
+# --- the CLI's import options, passed through -------------------------------------------
+
+def _png(color: tuple[int, int, int]) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (6, 5), color).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+@pytest.fixture()
+def image_server():
+    """PNGs on 127.0.0.1: ``/img<i>.png`` is colour (i, 2i, 3i)."""
+    import http.server
+    import threading
+
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            hits.append(self.path)
+            name = self.path.split("?")[0]
+            ok = name.startswith("/img") and name.endswith(".png")
+            body = _png((int(name[4:-4]),) * 3) if ok else b"no"
+            self.send_response(200 if ok else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"127.0.0.1:{srv.server_address[1]}", hits
+    srv.shutdown()
+    srv.server_close()
+
+
+def _url_export(tmp_path: Path, host: str, n: int = 4) -> Path:
+    path = tmp_path / "urls.json"
+    path.write_text(json.dumps([{"id": i, "data": {"image": f"http://{host}/img{i}.png"},
+                                 "annotations": []} for i in range(n)]))
+    return path
+
+
+def test_bad_import_options_are_the_clis_one_line_errors(tmp_path: Path) -> None:
+    export = make_export(tmp_path / "proj", n=2)
+    cache = tmp_path / "cache"
+    cases = [({"allow_download": True}, "name them"),
+             ({"allow_download": ""}, "allow_download needs the hosts"),
+             ({"allow_download": [" "]}, "allow_download needs the hosts"),
+             ({"allow_download": "http://cdn.example.com/x"}, "name a host"),
+             ({"storage_endpoint": "ftp://obs.example.com"}, r"--storage-endpoint .*http"),
+             ({"storage_endpoint": "https://AKIAKEY:s3cretPw@obs.example.com"},
+              "credentials do not belong in the URL"),
+             ({"download_workers": 0}, r"download_workers 0: must be at least 1"),
+             ({"max_download_bytes": 0}, r"--max-download-mb"),
+             ({"timeout": -1}, r"--download-timeout"),
+             ({"shard_size": 0}, r"--shard-size 0"),
+             ({"workers": 0}, r"--workers 0"),
+             ({"reencode": "png:3"}, r"--reencode png:3"),
+             ({"storage": "x"}, "unknown option")]
+    for kw, match in cases:
+        with pytest.raises(UserError, match=match) as e:
+            LabelStudioDataset(export, cache_dir=cache, **kw)
+        assert "\n" not in str(e.value) and "s3cretPw" not in str(e.value), kw
+    with pytest.raises(UserError, match="--store x"):
+        LabelStudioDataset(export, cache_dir=cache, store="x")
+    assert not cache.exists()  # refused before anything was read or written
+
+
+def test_download_options_reach_the_import(tmp_path: Path, image_server,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from npu_data.annotations import fetch
+
+    host, hits = image_server
+    monkeypatch.setenv("NPU_DATA_CACHE", str(tmp_path / "user-cache"))
+    export = _url_export(tmp_path, host)
+    threads: set[str] = set()
+    real = fetch.download
+
+    def download(*a, **kw):
+        threads.add(threading.current_thread().name)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(fetch, "download", download)
+    ds = LabelStudioDataset(export, cache_dir=tmp_path / "c", allow_download=[host],
+                            download_workers=3, timeout=5, max_download_bytes=1 << 20,
+                            storage_endpoint="http://127.0.0.1:9")
+    assert [ds[i]["image"][0, 0].tolist() for i in range(4)] == [[i] * 3 for i in range(4)]
+    assert threads and all(t.startswith("npu-data-fetch") for t in threads)
+    record = ds.manifest["options"]["images"]
+    assert record["storage_endpoint"] == "http://127.0.0.1:9"
+    assert (record["download_workers"], record["max_download_bytes"]) == (3, 1 << 20)
+    # how many fetch at once is not what is imported: the same cache entry
+    again = LabelStudioDataset(export, cache_dir=tmp_path / "c", allow_download=[host],
+                               download_workers=1, timeout=9, max_download_bytes=1 << 20,
+                               storage_endpoint="http://127.0.0.1:9")
+    assert again.path == ds.path
+    # the size cap is honoured: every image over it, nothing kept, the fix named
+    with pytest.raises(UserError, match=r"larger than the download cap.*max_download_bytes="):
+        len(LabelStudioDataset(export, cache_dir=tmp_path / "c", allow_download=host,
+                               max_download_bytes=20))
+    # strict: the first task that cannot be downloaded stops the import
+    tasks = json.loads(export.read_text())
+    tasks[2]["data"]["image"] = tasks[2]["data"]["image"].replace("127.0.0.1", "localhost")
+    export.write_text(json.dumps(tasks))
+    with pytest.raises(UserError, match=r"^task 2 \(#2\): .*host localhost is not one that "
+                                        "--allow-download names"):
+        len(LabelStudioDataset(export, cache_dir=tmp_path / "c", allow_download=host,
+                               strict=True))
+    assert not any("localhost" in h for h in hits)
+    lenient = LabelStudioDataset(export, cache_dir=tmp_path / "c", allow_download=host)
+    with pytest.warns(UserWarning, match="1 of 4 task"):
+        assert len(lenient) == 3
+
+
+def test_images_root_confines_absolute_paths(tmp_path: Path) -> None:
+    root = tmp_path / "images"
+    root.mkdir()
+    for i in range(2):
+        (root / f"a{i}.png").write_bytes(_png((9, 9, 9)))
+    export = tmp_path / "proj" / "abs.json"
+    export.parent.mkdir()
+    export.write_text(json.dumps([{"id": i, "data": {"image": str(root / f"a{i}.png")}}
+                                  for i in range(2)]))
+    with pytest.raises(UserError, match="outside the images root.*pass images_root="):
+        len(LabelStudioDataset(export, cache_dir=tmp_path / "c"))
+    ok = LabelStudioDataset(export, images_root=root, cache_dir=tmp_path / "c")
+    assert len(ok) == 2 and ok[1]["image"][0, 0].tolist() == [9, 9, 9]
