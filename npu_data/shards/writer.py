@@ -91,7 +91,8 @@ class Summary:
     rejected_path: Path
 
 
-def _check_options(o: WriteOptions) -> None:
+def check_options(o: WriteOptions) -> None:
+    """A one-line ``UserError`` for options that cannot be written (before any work)."""
     if o.store not in ("raw", "encoded"):
         raise UserError(f"--store {o.store}: unknown — use raw or encoded")
     if o.shard_size < 1:
@@ -266,7 +267,7 @@ def write_dataset(source: Any, out_dir: str | os.PathLike[str],
     a ``ParseResult`` or an ``AnnotationTable``.
     """
     o = options or WriteOptions()
-    _check_options(o)
+    check_options(o)
     if o.images is None:  # image paths are confined even then: to the export's folder
         anchor = source if isinstance(source, (str, os.PathLike)) else None
         o = replace(o, images=image_options(anchor))
