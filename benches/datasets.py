@@ -31,7 +31,7 @@ class BenchData:
 
 def _tars(encoded: Path, out: Path, n: int, fresh: bool) -> list[Path]:
     from npu_data.common.atomic import atomic_write_bytes
-    from npu_data.shards.wds_io import export_wds
+    from npu_data.formats.webdataset.writer import export_wds
 
     listing = out / TAR_LIST
     if not fresh and listing.is_file():

@@ -234,9 +234,9 @@ def wds_plan(tars: list[Path], crop: int, device: torch.device,
              decode: str = "exact") -> StagePlan:
     """WebDataset tars: tar members read, decoded into sample dicts, then as ``shard_plan``
     (on the CPU the DataLoader crops while reading: ``_wds_crop_read_stages``)."""
+    from npu_data.formats.webdataset.reader import iter_tar_samples
+    from npu_data.formats.webdataset.stages import decode as decode_sample
     from npu_data.loaders import collate_samples
-    from npu_data.loaders.wds import decode_sample
-    from npu_data.shards.wds_io import iter_tar_samples
 
     def read(n: int) -> list[Any]:
         members = itertools.chain.from_iterable(iter_tar_samples(str(t)) for t in tars)
@@ -260,8 +260,8 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
     batch buffer, collate = the rest of the worker's work (JPEG headers, annotations into
     sample dicts, geometry, boxes drawn); augment = the pipeline after the crop on the main
     process."""
+    from npu_data.formats.webdataset.stages import planned as planned_sample
     from npu_data.loaders import collate_samples, crop_read, stream_crop
-    from npu_data.loaders.wds import planned_sample
     from npu_data.tools.baseline import augmentation
     from npu_data.transforms import draws
 

@@ -29,8 +29,8 @@ from npu_data.tools import baseline
 
 
 def loader(tars: list[str], read_crop: bool, args: argparse.Namespace) -> Any:
+    from npu_data.formats.webdataset.stream import WebDatasetStream
     from npu_data.loaders import DataLoader
-    from npu_data.loaders.wds import WebDatasetStream
 
     stream = WebDatasetStream(tars, shuffle=True, seed=0, buffer=args.batch_size)
     return DataLoader(stream, batch_size=args.batch_size, num_workers=args.workers,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from npu_data.shards.wds_io import export_wds
+from npu_data.formats.webdataset.writer import export_wds
 
 NAME = "export-wds"
 HELP = "Write a dataset folder as WebDataset tars (image + JSON annotations per sample)."

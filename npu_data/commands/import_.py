@@ -84,7 +84,7 @@ def _source(args: argparse.Namespace) -> tuple[str, str | AnnotationTable]:
     if len(tars) != len(sources):
         raise UserError("import takes either one Label Studio export or WebDataset .tar shards, "
                         "not both: run two imports into separate folders")
-    from npu_data.shards.wds_io import wds_to_table
+    from npu_data.formats.webdataset.reader import wds_to_table
 
     out = Path(args.out)
     media = out.parent / f"{out.name}.wds-media"  # images unpacked from the tars, kept for resume

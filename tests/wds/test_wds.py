@@ -15,10 +15,10 @@ import torch
 
 from npu_data.annotations import ImageOptions
 from npu_data.cli import main
+from npu_data.formats.webdataset import read_wds_samples, wds_to_table
+from npu_data.formats.webdataset.stream import WebDatasetStream, assignment
 from npu_data.loaders.collate import collate_samples
-from npu_data.loaders.wds import WebDatasetStream, assignment
 from npu_data.shards.reader import ShardDataset
-from npu_data.shards.wds_io import read_wds_samples, wds_to_table
 from npu_data.shards.writer import WriteOptions, write_dataset
 from npu_data.tools.sample_data import make_sample_project
 
@@ -150,7 +150,8 @@ def test_http_two_workers_every_sample_once(exported: tuple[Path, list[str]],
                                             http_root: str) -> None:
     ds_dir, tars = exported
     urls = [f"{http_root}/{Path(t).name}" for t in tars]
-    stream = WebDatasetStream(urls, shuffle=True, buffer=3, rank=0, world_size=1)
+    stream = WebDatasetStream(urls, shuffle=True, buffer=3, rank=0, world_size=1,
+                              allow_download="127.0.0.1")
     loader = torch.utils.data.DataLoader(stream, batch_size=2, num_workers=2,
                                          collate_fn=collate_samples)
     for epoch in range(2):
@@ -221,7 +222,7 @@ def test_shuffle_is_the_same_in_every_process_and_follows_set_epoch_in_persisten
     import sys
 
     _, tars = exported
-    code = ("import sys; from npu_data.loaders.wds import WebDatasetStream; "
+    code = ("import sys; from npu_data.loaders import WebDatasetStream; "
             "s = WebDatasetStream(sys.argv[1:], shuffle=True, seed=3, buffer=5); s.set_epoch(2); "
             "print([x['task_id'] for x in s])")
     runs = {subprocess.run([sys.executable, "-c", code, *map(str, tars)], capture_output=True,

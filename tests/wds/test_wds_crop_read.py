@@ -18,10 +18,10 @@ import torch
 from npu_data.annotations.images import ImageOptions
 from npu_data.cli import main
 from npu_data.errors import UserError
+from npu_data.formats.webdataset import stages
+from npu_data.formats.webdataset.stream import WebDatasetStream
 from npu_data.loaders import DataLoader, stream_crop
-from npu_data.loaders import wds as wds_mod
 from npu_data.loaders.collate import collate_samples
-from npu_data.loaders.wds import WebDatasetStream
 from npu_data.shards.writer import WriteOptions, write_dataset
 from npu_data.transforms import RandomHorizontalFlip, RandomResizedCrop, _native
 from tests.loaders.test_crop_read import _pipeline, _same_batch
@@ -91,7 +91,7 @@ def _to_png(path: str, which: int) -> None:
         for m, data in members:
             if m.name == f"{key}.jpg":
                 png = io.BytesIO()
-                Image.fromarray(wds_mod.decode_image(data)).save(png, "PNG")
+                Image.fromarray(stages.decode_image(data)).save(png, "PNG")
                 m, data = tarfile.TarInfo(f"{key}.png"), png.getvalue()
             elif m.name == f"{key}.json":
                 ann = orjson.loads(data)
@@ -162,13 +162,13 @@ def test_stream_crop_at_read_in_fresh_workers_and_every_pipeline(tars: list[str]
 def test_only_plain_jpegs_skip_the_full_decode(odd_tars: list[str],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     whole: list[tuple[int, ...]] = []
-    real = wds_mod.decode_image
+    real = stages.decode_image
 
     def spy(data: bytes) -> np.ndarray:
         whole.append(real(data).shape)
         return real(data)
 
-    monkeypatch.setattr(wds_mod, "decode_image", spy)
+    monkeypatch.setattr(stages, "decode_image", spy)
     after = _passes(odd_tars, False, batch_size=5)
     assert len(whole) == 3 * 14 and (97, 61, 3) in whole  # the 90-degree EXIF turn
     whole.clear()

@@ -1,0 +1,339 @@
+"""Reading WebDataset tars: a tar stream -> samples (``<key>.<ext>`` members grouped by key)
+-> an import table.
+
+Where a tar comes from is the user's to allow (``TarAccess``): local paths always;
+``http(s)://`` and ``s3://`` only from the hosts (buckets) ``allow_download`` names, each tar
+at most ``max_download_bytes`` — the checks of image downloads (``annotations.fetch``);
+``pipe:<command>`` (webdataset's shell pipes) only with ``allow_pipe=True``, since it runs
+the command.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tarfile
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+from urllib.parse import urlsplit
+
+import orjson
+
+from npu_data.annotations import fetch
+from npu_data.annotations.table import AnnotationTable
+from npu_data.errors import UserError
+from npu_data.formats.webdataset.mapping import table_from_json
+
+DEFAULT_MAX_TAR_BYTES = 16 << 30  # per tar read from a URL or a pipe
+
+
+class WdsSample(NamedTuple):
+    """One WebDataset sample: key, image file bytes, parsed ``<key>.json`` (``image_ext``
+    inside), and the tar it came from (named in errors)."""
+
+    key: str
+    image: bytes
+    annotations: dict[str, Any]
+    url: str = ""
+
+
+@dataclass(frozen=True)
+class TarAccess:
+    """Where tars may be read from: ``allow_download`` the hosts (``host``, ``host:port``,
+    ``*.example.com``; for ``s3://`` the bucket) of http(s)/s3 URLs; ``max_download_bytes``
+    per remote or piped tar; ``allow_pipe`` lets ``pipe:`` URLs run their command;
+    ``timeout`` for connects and stalled reads (a whole http transfer: ten times it);
+    ``storage_options`` for fsspec (s3fs)."""
+
+    allow_download: Any = ()
+    max_download_bytes: int = DEFAULT_MAX_TAR_BYTES
+    allow_pipe: bool = False
+    timeout: float = fetch.DEFAULT_TIMEOUT
+    storage_options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "allow_download", fetch.parse_hosts(self.allow_download))
+        if not isinstance(self.max_download_bytes, int) or self.max_download_bytes < 1:
+            raise UserError(f"max_download_bytes {self.max_download_bytes!r}: must be a "
+                            "positive number of bytes")
+
+
+def shown(url: str) -> str:
+    """``url`` as errors name it: no user/password, query or fragment; a pipe's program."""
+    if url.startswith("pipe:"):
+        words = url[5:].split()
+        return f"pipe:{words[0] if words else ''} ..."
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https", "s3"):
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{host}{port}{parts.path}"
+    return url
+
+
+# ------------------------------------------------------------------------------ streams
+def open_stream(url: str, access: TarAccess | None = None) -> Stream:
+    """A binary stream of a local tar, or of an allowed http(s), s3 or pipe URL."""
+    access = access or TarAccess()
+    scheme = urlsplit(url).scheme if "://" in url else ""
+    if url.startswith("pipe:"):
+        return _pipe(url, access)
+    if scheme in ("http", "https", "s3"):
+        host = urlsplit(url).hostname or "?"
+        if not access.allow_download:
+            raise UserError(f"{shown(url)}: a remote tar — pass allow_download=['{host}'] to "
+                            f"read tars from {host} (only the hosts named are read)")
+        if not fetch.host_allowed(url, access.allow_download):
+            raise UserError(f"{shown(url)}: host {host} is not one that allow_download names "
+                            f"({','.join(access.allow_download)}) — refused; add it if you "
+                            "trust it")
+        return _Spool(url, access) if scheme != "s3" else _s3(url, access)
+    if scheme:
+        raise UserError(f"{shown(url)}: tars are read from paths, http(s)://, s3:// or pipe: "
+                        "URLs — not this one")
+    try:
+        return open(url, "rb")
+    except OSError as exc:
+        raise UserError(f"{url}: cannot open ({exc.strerror}) — check the path") from None
+
+
+class Stream(Protocol):
+    """What a tar is read from: ``read`` and ``close``, usable in ``with``."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any, /) -> Any: ...
+
+
+class _Spool:
+    """An http(s) tar downloaded by ``fetch``'s checked getter (allowed hosts and redirects,
+    size cap, timeouts) in a thread into an unlinked temporary file, read while it grows."""
+
+    def __init__(self, url: str, access: TarAccess) -> None:
+        self._file = tempfile.TemporaryFile(prefix="npu-data-tar-")
+        self._fd = self._file.fileno()
+        self._size = self._pos = 0
+        self._done = self._stop = False
+        self._error: BaseException | None = None
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._fill, args=(url, access), daemon=True)
+        self._thread.start()
+
+    def _fill(self, url: str, access: TarAccess) -> None:
+        try:
+            fetch._http_get(url, access.allow_download, self,  # type: ignore[arg-type]
+                            access.max_download_bytes, access.timeout)
+        except BaseException as exc:  # handed to the reader
+            self._error = exc
+        with self._cond:
+            self._done = True
+            self._cond.notify_all()
+
+    def write(self, data: bytes) -> int:  # the getter's sink
+        with self._cond:  # never into a closed (maybe reused) descriptor
+            if self._stop:
+                raise OSError("the reader stopped")
+            n = os.pwrite(self._fd, data, self._size)
+            self._size += n
+            self._cond.notify_all()
+        return n
+
+    def read(self, n: int = -1) -> bytes:
+        with self._cond:
+            while self._pos >= self._size and not self._done:
+                self._cond.wait()
+            if self._error is not None and self._pos >= self._size:
+                raise self._error
+            avail = self._size - self._pos
+        want = avail if n is None or n < 0 else min(n, avail)
+        data = os.pread(self._fd, want, self._pos)
+        self._pos += len(data)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._file.close()
+
+    def __enter__(self) -> _Spool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Capped:
+    """A stream that stops with a UserError past ``cap`` bytes (pipes, s3)."""
+
+    def __init__(self, raw: Any, cap: int, url: str, close: Callable[[], None]) -> None:
+        self.raw, self.cap, self.url, self.total, self._close = raw, cap, url, 0, close
+
+    def read(self, n: int = -1) -> bytes:
+        data: bytes = self.raw.read(n)
+        self.total += len(data)
+        if self.total > self.cap:
+            raise UserError(f"{shown(self.url)}: larger than the cap of "
+                            f"{self.cap / (1 << 20):g} MiB a tar may have — refused (raise "
+                            "max_download_bytes if it is genuine)")
+        return data
+
+    def close(self) -> None:
+        self._close()
+
+    def __enter__(self) -> _Capped:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _pipe(url: str, access: TarAccess) -> Any:
+    if not access.allow_pipe:
+        raise UserError(f"{shown(url)}: a pipe: URL runs a shell command — refused; pass "
+                        "allow_pipe=True if you trust the command")
+    proc = subprocess.Popen(url[5:], shell=True, stdout=subprocess.PIPE)  # noqa: S602
+    assert proc.stdout is not None
+
+    class Piped(_Capped):
+        def read(self, n: int = -1) -> bytes:
+            data = super().read(n)
+            if not data and proc.wait() != 0:
+                raise UserError(f"{shown(url)}: the command exited with status "
+                                f"{proc.returncode} — check it")
+            return data
+
+    def close() -> None:
+        proc.stdout.close()  # type: ignore[union-attr]
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+    return Piped(proc.stdout, access.max_download_bytes, url, close)
+
+
+def _s3(url: str, access: TarAccess) -> Any:
+    try:
+        import fsspec
+        fs, path = fsspec.core.url_to_fs(url, **access.storage_options)
+        size = int(fs.size(path))
+    except ImportError as exc:
+        raise UserError(f"{shown(url)}: s3:// tars need s3fs ({exc.name} is not installed) — "
+                        "pip install 'npu-data[s3]'") from None
+    except Exception as exc:  # noqa: BLE001 — fsspec backends raise many kinds
+        raise UserError(f"{shown(url)}: cannot open ({type(exc).__name__}) — check the URL, "
+                        "the endpoint and your credentials") from None
+    if size > access.max_download_bytes:
+        raise UserError(f"{shown(url)}: {size} bytes is larger than the cap of "
+                        f"{access.max_download_bytes / (1 << 20):g} MiB a tar may have — "
+                        "refused (raise max_download_bytes if it is genuine)")
+    fh = fs.open(path, "rb")
+    return _Capped(fh, access.max_download_bytes, url, fh.close)
+
+
+# ------------------------------------------------------------------------------ samples
+def iter_tar_samples(url: str, access: TarAccess | None = None) -> Iterator[WdsSample]:
+    """Samples of one tar in order (members grouped by key = name up to the first dot)."""
+    with open_stream(url, access) as stream:
+        try:
+            tar = tarfile.open(fileobj=stream, mode="r|*")  # type: ignore[call-overload]
+        except tarfile.TarError as exc:
+            raise UserError(f"{shown(url)}: not a tar file ({exc})") from None
+        key: str | None = None
+        parts: dict[str, bytes] = {}
+        try:
+            for m in tar:
+                if not m.isfile():
+                    continue
+                k, _, ext = m.name.rsplit("/", 1)[-1].partition(".")
+                f = tar.extractfile(m)
+                data = f.read() if f is not None else b""
+                if key is not None and k != key:
+                    yield _sample(url, key, parts)
+                    parts = {}
+                key = k
+                parts[ext] = data
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise UserError(f"{shown(url)}: tar cut off or corrupt ({exc}) — export it "
+                            "again") from None
+        if key is not None:
+            yield _sample(url, key, parts)
+
+
+def _sample(url: str, key: str, parts: dict[str, bytes]) -> WdsSample:
+    if "json" not in parts:
+        raise UserError(f"{shown(url)}: sample {key} has no .json annotations — write it with "
+                        "`npu-data export-wds`")
+    try:
+        ann = orjson.loads(parts["json"])
+    except orjson.JSONDecodeError as exc:
+        raise UserError(f"{shown(url)}: sample {key}: {key}.json is not JSON ({exc}) — export "
+                        "it again") from None
+    if not isinstance(ann, dict):
+        raise UserError(f"{shown(url)}: sample {key}: {key}.json is not an object — export it "
+                        "again with `npu-data export-wds`")
+    ext = ann.get("image_ext") or next((e for e in parts if e != "json"), None)
+    if ext is None or ext not in parts:
+        raise UserError(f"{shown(url)}: sample {key} has no image file")
+    ann["image_ext"] = ext
+    return WdsSample(key, parts[ext], ann, url)
+
+
+def read_wds_samples(paths: Iterable[str], access: TarAccess | None = None
+                     ) -> Iterator[WdsSample]:
+    """Every sample of the tars ``paths`` (paths or allowed URLs), in order."""
+    for p in paths:
+        yield from iter_tar_samples(str(p), access)
+
+
+def wds_to_table(paths: Iterable[str], media_dir: str | os.PathLike[str],
+                 access: TarAccess | None = None) -> AnnotationTable:
+    """Extract the images of ``paths`` into ``media_dir`` and build the table to import.
+
+    ``image_ref`` of each row is the absolute path of its extracted image file, so the
+    writer's image resolution reads it back byte for byte.
+    """
+    from npu_data.common.atomic import atomic_write_bytes
+
+    media = Path(media_dir).resolve()
+    anns: list[dict[str, Any]] = []
+    refs: list[str] = []
+    where: list[WdsSample] = []
+    for n, smp in enumerate(read_wds_samples(paths, access)):
+        path = media / f"{n:09d}-{smp.key}.{smp.annotations['image_ext']}"
+        if not path.is_file() or path.stat().st_size != len(smp.image):
+            atomic_write_bytes(path, smp.image)
+        anns.append(smp.annotations)
+        refs.append(str(path))
+        where.append(smp._replace(image=b""))
+    if not anns:
+        raise UserError("no WebDataset samples found in the given tars")
+    try:
+        return table_from_json(anns, refs)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        from npu_data.formats.webdataset.mapping import sample_columns
+
+        for smp in where:  # name the sample at fault
+            try:
+                sample_columns(smp.annotations)
+            except (KeyError, TypeError, ValueError, IndexError) as bad:
+                raise bad_annotations(smp, bad) from None
+        raise UserError(f"the tars' annotations do not fit together ({exc}) — export them "
+                        "again with `npu-data export-wds`") from None
+
+
+def bad_annotations(smp: WdsSample, exc: BaseException) -> UserError:
+    """The one-line error of a sample whose JSON does not read."""
+    what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+    return UserError(f"{shown(smp.url)}: sample {smp.key}: annotations unreadable ({what}) — "
+                     "export it again with `npu-data export-wds`")
