@@ -24,6 +24,7 @@ from urllib.parse import quote, unquote
 
 import orjson
 
+from npu_data.annotations.redact import redact_text, redact_url
 from npu_data.common.atomic import atomic_file, atomic_write_bytes
 from npu_data.errors import UserError
 from npu_data.progress import bar
@@ -141,12 +142,12 @@ class _Server:
             if status in (401, 403):
                 return UserError(_auth_hint(status, self.token, what))
             body = str(exc.body)[:200].replace("\n", " ")
-            return UserError(f"{what}: the server answered {status} ({body})")
+            return UserError(redact_text(f"{what}: the server answered {status} ({body})"))
         if isinstance(exc, httpx.TransportError):
-            return UserError(f"{self.url}: cannot reach the Label Studio server "
-                             f"({type(exc).__name__}: {exc}) — check --url and that the "
-                             "server is running")
-        return UserError(f"{what}: {type(exc).__name__}: {exc}")
+            return UserError(redact_text(f"{self.url}: cannot reach the Label Studio server "
+                                         f"({type(exc).__name__}: {exc}) — check --url and "
+                                         "that the server is running"))
+        return UserError(redact_text(f"{what}: {type(exc).__name__}: {exc}"))
 
     def call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         import httpx
@@ -155,8 +156,8 @@ class _Server:
             return fn(*args, **kwargs)
         except (self.api_error, httpx.HTTPError) as exc:
             if isinstance(exc, self.api_error) and exc.status_code == 404:
-                raise UserError(f"{what}: not found on {self.url} (404) — check --project "
-                                "and --url") from None
+                raise UserError(redact_text(f"{what}: not found on {self.url} (404) — check "
+                                            "--project and --url")) from None
             raise self.error(exc, what) from None
 
     def headers(self) -> dict[str, str]:
@@ -347,7 +348,7 @@ def pull(opts: PullOptions) -> PullResult:
     if opts.download_resources:
         result.downloaded, result.skipped = download_resources(
             server, upload_refs(tasks), out, opts.workers, opts.chunk_size)
-    meta = {"url": server.url, "project": opts.project, "title": project.title,
+    meta = {"url": redact_url(server.url), "project": opts.project, "title": project.title,
             "export_id": export_id, "num_tasks": len(tasks),
             "with_predictions": opts.with_predictions, "pulled_at": time.time()}
     atomic_write_bytes(out / "pull.json", orjson.dumps(meta, option=orjson.OPT_INDENT_2))
