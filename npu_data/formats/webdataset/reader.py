@@ -169,7 +169,7 @@ class _Spool:
     def __enter__(self) -> _Spool:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, exc: object, tb: object, /) -> None:
         self.close()
 
 
@@ -194,7 +194,7 @@ class _Capped:
     def __enter__(self) -> _Capped:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, exc: object, tb: object, /) -> None:
         self.close()
 
 
@@ -203,23 +203,34 @@ def _pipe(url: str, access: TarAccess) -> Any:
         raise UserError(f"{shown(url)}: a pipe: URL runs a shell command — refused; pass "
                         "allow_pipe=True if you trust the command")
     proc = subprocess.Popen(url[5:], shell=True, stdout=subprocess.PIPE)  # noqa: S602
-    assert proc.stdout is not None
+    return _Pipe(proc, access.max_download_bytes, url)
 
-    class Piped(_Capped):
-        def read(self, n: int = -1) -> bytes:
-            data = super().read(n)
-            if not data and proc.wait() != 0:
-                raise UserError(f"{shown(url)}: the command exited with status "
-                                f"{proc.returncode} — check it")
-            return data
 
-    def close() -> None:
-        proc.stdout.close()  # type: ignore[union-attr]
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
+class _Pipe(_Capped):
+    """A ``pipe:`` command's output; a command that fails is an error once its tar is read
+    (not when the reader stopped it early)."""
 
-    return Piped(proc.stdout, access.max_download_bytes, url, close)
+    def __init__(self, proc: subprocess.Popen[bytes], cap: int, url: str) -> None:
+        super().__init__(proc.stdout, cap, url, lambda: None)
+        self.proc = proc
+
+    def close(self) -> None:
+        self.raw.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def __exit__(self, kind: object, exc: object, tb: object, /) -> None:
+        done = self.proc.poll()  # exited by itself before the reader let go
+        if done is None and kind is None:  # the tar was read: the command should be ending
+            try:
+                done = self.proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                done = None
+        self.close()
+        if kind is None and done not in (None, 0):
+            raise UserError(f"{shown(self.url)}: the command exited with status {done} — "
+                            "check it")
 
 
 def _s3(url: str, access: TarAccess) -> Any:
