@@ -169,13 +169,6 @@ def stream_context(stream: Any) -> Iterator[None]:
         yield
 
 
-def new_event(device: DeviceLike) -> Any:
-    """An event on ``device``, or None on the CPU."""
-    dev = torch.device(device)
-    mod = _module(dev.type)
-    return mod.Event() if mod is not None else None
-
-
 def pin_memory_supported(device: DeviceLike) -> bool:
     """True when pinned host memory helps copies to ``device``."""
     return is_accelerator(device)
@@ -220,15 +213,6 @@ def manual_seed(seed: int, device: DeviceLike) -> torch.Generator:
     gen = torch.Generator(device=torch.device(device))
     gen.manual_seed(seed)
     return gen
-
-
-def memory_stats(device: DeviceLike) -> dict[str, int]:
-    """Peak allocated bytes on an accelerator (empty on the CPU)."""
-    dev = torch.device(device)
-    mod = _module(dev.type)
-    if mod is None:
-        return {}
-    return {"peak_allocated_bytes": int(mod.max_memory_allocated(dev))}
 
 
 def describe(device: DeviceLike) -> str:

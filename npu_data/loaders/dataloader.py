@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import functools
 import gc
-import math
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-import numpy as np
 import torch
 from torch.utils.data import DataLoader as TorchDataLoader
 from torch.utils.data import IterableDataset
@@ -37,6 +35,7 @@ from npu_data.errors import UserError
 from npu_data.loaders import crop_read, stream_crop
 from npu_data.loaders.collate import collate_samples
 from npu_data.loaders.crop_read import PlannedBatches
+from npu_data.loaders.sample_ids import sample_ids
 from npu_data.loaders.sampler import NpuDistributedSampler
 from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import draws
@@ -298,7 +297,7 @@ class DataLoader(TorchDataLoader):
             return None
         if not isinstance(host, Mapping) or not isinstance(host.get("sizes"), torch.Tensor):
             return None
-        ids = _sample_ids(host)
+        ids = sample_ids(host)
         if ids is None:
             return None
         keys = draws.sample_keys(self.seed, epoch, ids)
@@ -437,17 +436,6 @@ def _worker_init(user_init: Callable[[int], None] | None, worker_id: int) -> Non
         user_init(worker_id)
 
 
-def _sample_ids(batch: Mapping[str, Any]) -> np.ndarray | None:
-    """The batch's sample ids: its ``index`` column, else hashes of its ``__key__`` strings."""
-    index = batch.get("index")
-    if isinstance(index, torch.Tensor) and index.ndim == 1 and not index.is_floating_point():
-        return index.numpy().astype(np.int64)
-    names = batch.get("__key__")
-    if isinstance(names, (list, tuple)) and names and all(isinstance(k, str) for k in names):
-        return draws.string_ids(list(names))
-    return None
-
-
 def _image_position(batch: list[Any] | tuple[Any, ...], key: int | str | None = None) -> int:
     """Index of the image tensor of a tuple/list batch: ``key`` when it is a position, else
     the first uint8 (B, C, H, W) tensor."""
@@ -499,8 +487,3 @@ def _length(loader: Any) -> int | None:
         return len(loader)
     except TypeError:
         return None
-
-
-def num_batches(samples: int, batch_size: int, drop_last: bool) -> int:
-    """Batches a pass over ``samples`` yields (torch's BatchSampler arithmetic)."""
-    return samples // batch_size if drop_last else math.ceil(samples / batch_size)

@@ -152,7 +152,7 @@ def crop_batch(batch: dict[str, Any], images: Sequence[Any], plan: StreamPlan,
     ``sizes`` the stored sizes, ``image`` a placeholder) through the plan's crop: each box
     decoded alone (``EncodedImage`` JPEGs; DCT-scaled with ``plan.fast``) or read from the array, resized into the batch
     buffer, the geometry moved, ``sizes`` the output size, marked ``Cropped``."""
-    from npu_data.loaders.dataloader import _sample_ids  # the ids the DataLoader keys with
+    from npu_data.loaders.sample_ids import sample_ids as _sample_ids  # the DataLoader's keys
 
     ids = _sample_ids(batch)
     if ids is None:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from npu_data.annotations.table import GROUPS
+from npu_data.shards.format import ENCODINGS
 from npu_data.shards.reader import ShardDataset
 
 LABELLED = tuple(g for g, cols in GROUPS.items() if "label" in cols)
@@ -35,10 +36,11 @@ def dataset_stats(ds: ShardDataset) -> DatasetStats:
     total = sum(int(f["size"]) for s in m["shards"] for f in s.get("files", {}).values())
     st = DatasetStats(len(ds), len(m["shards"]), total, ds.store, int(m["counts"]["rejected"]))
     hist = {c: np.zeros(len(ds.labels.get(c, [])) + 1, np.int64) for c in ds.controls}
-    enc = np.zeros(4, np.int64)
+    n_enc = len(ENCODINGS)
+    enc = np.zeros(n_enc, np.int64)
     for k in range(len(m["shards"])):
         sh = ds.shard(k)
-        enc += np.bincount(np.asarray(sh.index["encoding"]), minlength=4)[:4]
+        enc += np.bincount(np.asarray(sh.index["encoding"]), minlength=n_enc)[:n_enc]
         for g in GROUPS:
             st.results[g] = st.results.get(g, 0) + int(sh.col(f"{g}.offsets")[-1])
         for g in LABELLED:
@@ -57,7 +59,7 @@ def dataset_stats(ds: ShardDataset) -> DatasetStats:
     sizes = ds.sizes()
     if len(sizes):
         st.sizes = {"height": _summary(sizes[:, 0]), "width": _summary(sizes[:, 1])}
-    st.encodings = {n: int(v) for n, v in zip(("raw", "jpeg", "png", "other"), enc, strict=True)
+    st.encodings = {n: int(v) for n, v in zip(ENCODINGS, enc, strict=True)
                     if v}
     return st
 

@@ -12,9 +12,9 @@ from label_studio_sdk.converter.brush import decode_rle as sdk_decode
 from label_studio_sdk.converter.brush import encode_rle, mask2rle
 
 from npu_data.annotations import decode_rle, label_map_from_config, rle_to_mask
-from npu_data.annotations.coords import box_corners, box_envelope, keypoint_pixels
 from npu_data.annotations.rle import RLEError
 from npu_data.errors import UserError
+from npu_data.kinds.boxes import box_pixels
 
 SAMPLE = Path(__file__).parent / "data" / "labelstudio-export-sample.json"
 CONFIG = """<View><Image name="image" value="$image"/>
@@ -62,20 +62,17 @@ def test_label_map_sdk_and_etree_agree() -> None:
 
 
 def test_rotated_box_corners_by_hand() -> None:
-    w_img, h_img = 640.0, 480.0
-    corners = box_corners(np.array([[10, 20, 30, 40, 30]]), w_img, h_img)[0]
+    w_img, h_img = np.array([640.0]), np.array([480.0])
+    px, corners, env = box_pixels(np.array([[10.0, 20, 30, 40, 30]]), w_img, h_img)
     x, y, w, h = 64.0, 96.0, 192.0, 192.0  # pixels before rotating
     c, s = math.cos(math.radians(30)), math.sin(math.radians(30))
     expect = [(x, y), (x + w * c, y + w * s), (x + w * c - h * s, y + w * s + h * c),
               (x - h * s, y + h * c)]
-    np.testing.assert_allclose(corners, expect, atol=1e-9)
-    env = box_envelope(corners[None])[0]
-    np.testing.assert_allclose(env, [x - h * s, y, x + w * c, y + w * s + h * c], atol=1e-9)
-    flat = box_corners(np.array([[0, 0, 50, 50, 0]]), 100, 200)[0]
-    np.testing.assert_allclose(flat, [(0, 0), (50, 0), (50, 100), (0, 100)], atol=1e-12)
-    xy, size = keypoint_pixels(np.array([[50.0, 25.0]]), np.array([1.0]), 200, 100)
-    np.testing.assert_allclose(xy, [[100.0, 25.0]])
-    np.testing.assert_allclose(size, [2.0])
+    np.testing.assert_allclose(corners[0], expect, atol=1e-4)
+    np.testing.assert_allclose(env[0], [x - h * s, y, x + w * c, y + w * s + h * c], atol=1e-4)
+    np.testing.assert_allclose(px[0], [x, y, w, h, 30.0], atol=1e-4)
+    _, flat, _ = box_pixels(np.array([[0.0, 0, 50, 50, 0]]), np.array([100.0]), np.array([200.0]))
+    np.testing.assert_allclose(flat[0], [(0, 0), (50, 0), (50, 100), (0, 100)], atol=1e-12)
 
 
 # --- the vectorised decoder against the record-by-record one it replaced -------------------

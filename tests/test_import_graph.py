@@ -1,0 +1,199 @@
+"""The import graph of npu_data (read with ``ast``, nothing imported): packages import only
+the packages below them (ALLOWED, docs/architecture.md "Dependency graph") and no modules
+import each other in a cycle. Imports inside functions count; ``if TYPE_CHECKING:`` ones do
+not (they never run)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "npu_data"
+
+# part -> the parts it may import (a part is a subpackage or a top-level module of npu_data)
+BASE = {"errors", "progress", "common"}  # anyone may import these
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "progress": {"errors"},
+    "common": {"errors"},
+    "device": {"common", "errors"},
+    "transforms": BASE | {"device"},
+    "kinds": BASE | {"device", "transforms"},  # a kind's geometry calls transforms' kernels
+    "annotations": BASE | {"kinds"},
+    "shards": BASE | {"annotations", "kinds"},
+    "loaders": BASE | {"annotations", "device", "kinds", "shards", "transforms"},
+    "formats": BASE | {"annotations", "device", "kinds", "loaders", "shards", "transforms"},
+    "tools": BASE | {"annotations", "device", "formats", "kinds", "loaders", "shards",
+                     "transforms"},
+    "commands": BASE | {"annotations", "device", "formats", "kinds", "loaders", "shards",
+                        "tools", "transforms"},
+    "cli": BASE | {"commands"},
+}
+# Back edges still in the code, each with the move that removes it (source, target module).
+# An entry whose edge is gone fails test_known_back_edges_still_exist: the list only shrinks.
+KNOWN: dict[tuple[str, str], str] = {
+    ("npu_data.kinds.masks", "npu_data.loaders.host"):
+        "host buffers (zeros_host) belong below kinds, e.g. npu_data/buffers.py beside device",
+    ("npu_data.kinds.polygons", "npu_data.loaders.host"): "as kinds.masks",
+    ("npu_data.loaders", "npu_data.formats.webdataset.stream"):
+        "the old name npu_data.loaders.WebDatasetStream; import it from formats.webdataset",
+    ("npu_data.transforms.parity", "npu_data.loaders"):
+        "the suite's end-to-end DataLoader row is a tool: move it to npu_data/tools",
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str | None:
+    """The npu_data module ``name`` lives in (itself, or the nearest package above it)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+
+
+def _imports(module: str, path: Path, text: str | None = None) -> list[tuple[str, int]]:
+    """(imported npu_data module, line) for every import in ``module`` that runs."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    text = path.read_text(encoding="utf-8") if text is None else text
+    found: list[tuple[str, int]] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.extend((a.name, node.lineno) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for a in node.names:  # `from pkg import mod` imports the module pkg.mod
+                full = f"{source}.{a.name}"
+                found.append((full if full in MODULES else source, node.lineno))
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(text, str(path)))
+    out = []
+    for name, line in found:
+        target = _resolve(name) if name.split(".")[0] == "npu_data" else None
+        if target and target != module:
+            out.append((target, line))
+    return out
+
+
+EDGES = {m: _imports(m, p) for m, p in MODULES.items()}
+
+
+def _part(module: str) -> str:
+    return module.split(".")[1] if "." in module else ""
+
+
+def _where(src: str, dst: str) -> str:
+    line = min(ln for t, ln in EDGES[src] if t == dst)
+    return f"{MODULES[src].relative_to(ROOT.parent)}:{line}: {src} -> {dst}"
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as [a, b, ..., a], or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def walk(n: str) -> list[str] | None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                return [*stack[stack.index(m):], m]
+            if m not in state and (found := walk(m)):
+                return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state and (found := walk(n)):
+            return found
+    return None
+
+
+def test_every_part_is_placed() -> None:
+    parts = {_part(m) for m in MODULES} - {""}
+    assert parts <= set(ALLOWED), (
+        f"{sorted(parts - set(ALLOWED))}: new part(s) of npu_data — add them to ALLOWED in "
+        "tests/test_import_graph.py and to docs/architecture.md")
+
+
+def test_allowed_directions_have_no_cycle() -> None:
+    assert _cycle(ALLOWED) is None, f"ALLOWED has a cycle: {_cycle(ALLOWED)}"
+
+
+def test_parts_import_only_parts_below_them() -> None:
+    bad = sorted({_where(src, dst) for src, targets in EDGES.items() for dst, _ in targets
+                  if _part(src) and _part(dst) and _part(src) != _part(dst)
+                  and _part(dst) not in ALLOWED.get(_part(src), set())
+                  and (src, dst) not in KNOWN})
+    if bad:
+        pytest.fail("imports against the allowed directions (ALLOWED in "
+                    "tests/test_import_graph.py):\n" + "\n".join(bad), pytrace=False)
+
+
+def test_known_back_edges_still_exist() -> None:
+    gone = [f"{src} -> {dst}" for src, dst in sorted(KNOWN)
+            if dst not in {t for t, _ in EDGES.get(src, [])}]
+    if gone:
+        pytest.fail("gone, remove from KNOWN in tests/test_import_graph.py: " + ", ".join(gone),
+                    pytrace=False)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle per group of modules that import each other (found one by one)."""
+    graph = {n: set(t) for n, t in graph.items()}
+    out = []
+    while (cycle := _cycle(graph)) is not None:
+        out.append(cycle)
+        graph[cycle[0]].discard(cycle[1])  # drop one edge, look for the next cycle
+    return out
+
+
+def test_no_module_cycle() -> None:
+    graph = {m: {t for t, _ in targets} for m, targets in EDGES.items()}
+    cycles = _cycles(graph)
+    if cycles:
+        pytest.fail("import cycles:\n" + "\n\n".join(
+            "\n".join(_where(a, b) for a, b in zip(c, c[1:], strict=False)) for c in cycles),
+            pytrace=False)
+
+
+def test_the_reader_counts_what_runs() -> None:
+    """Module-level, function-level and relative imports count; TYPE_CHECKING ones do not."""
+    text = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from npu_data.shards import reader\nfrom npu_data import device as dev\n"
+            "def f():\n    from .format import DATA\n")
+    got = _imports("npu_data.shards.x", ROOT / "shards" / "x.py", text)
+    assert sorted(got) == [("npu_data.device", 4), ("npu_data.shards.format", 6)]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b", "c"}, "b": {"c"}}) is None
+    assert len(_cycles({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"c"}})) == 2
