@@ -56,7 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from npu_data.annotations.redact import redact_text  # no URL secret is ever shown
+
+        print(f"error: {redact_text(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -243,3 +243,20 @@ def test_errors_for_signed_urls_are_redacted(signed: _Signed, tmp_path: Path) ->
     with pytest.raises(UserError) as u:
         ImageOptions(storage_endpoint=f"ftp://{KEY_ID}.example.com/?token={TOKEN}")
     _assert_clean(str(u.value))
+
+
+def test_every_cli_error_is_redacted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    from npu_data.cli import main
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"https://alice:{PASSWORD}@127.0.0.1:{sock.getsockname()[1]}/ds"
+    for argv in (["inspect", str(tmp_path / f"ds?X-Amz-Security-Token={TOKEN}")],
+                 ["verify", dead]):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1
+        _assert_clean(err)
+        assert "REDACTED" in err
