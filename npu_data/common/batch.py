@@ -27,10 +27,8 @@ class BatchColumns:
     counts: dict[str, np.ndarray] = field(default_factory=dict)  # group -> (B,) rows
     rows: dict[str, np.ndarray] = field(default_factory=dict)    # column -> (rows, ...)
     texts: dict[str, list[list[str]]] = field(default_factory=dict)  # text column per sample
-    # polygons: "polygons.points" in rows, vertices per polygon here; masks: packed bits
-    vertex_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    mask_bits: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
-    mask_bit_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # nested values (polygon points, mask bits): "<kind>.<values>" -> (values, per-row lengths)
+    nested: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.images)

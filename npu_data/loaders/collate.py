@@ -26,10 +26,11 @@ from torch.utils.data import default_collate
 from npu_data import device as dev
 from npu_data.common.batch import ColumnBatch
 from npu_data.errors import UserError
+from npu_data.kinds.base import Kind
+from npu_data.kinds.registry import PADDED
 from npu_data.loaders import stream_crop
 from npu_data.loaders.collate_columns import collate_columns
 from npu_data.loaders.host import (
-    ROW_KEY,
     image_sizes,
     images_tensor,
     sizes_tensor,
@@ -39,6 +40,7 @@ from npu_data.loaders.host import (
 
 Sample = dict[str, Any]
 Batch = dict[str, Any]
+PADDED_BY_NAME: dict[str, Kind] = {k.name: k for k in PADDED}  # kinds padded to (B, N, ...)
 Path = tuple[int | str, ...]
 _MIXED_FIX = ("resize them to one size in the dataset, store them as shards (padded batches "
               "with 'sizes'), or pass a collate_fn")
@@ -135,23 +137,25 @@ def _pad_rows(arrays: Sequence[np.ndarray | None], counts: np.ndarray, nmax: int
     return out
 
 
-def _group(samples: Sequence[Sample], group: str, keys: list[str], pin: bool, batch: Batch,
+def _group(samples: Sequence[Sample], kind: Kind, keys: list[str], pin: bool, batch: Batch,
            hw: tuple[int, int]) -> None:
     b = len(samples)
-    row = f"{group}.{ROW_KEY[group]}"
+    group = kind.name
+    row = f"{group}.{kind.row_key}"
     counts = np.fromiter((len(s[row]) if row in s else 0 for s in samples), np.int64, count=b)
     nmax = int(counts.max()) if b else 0
     valid = torch.from_numpy(np.arange(nmax)[None, :] < counts[:, None])
     batch[f"{group}.valid"] = valid
+    own = kind.own_keys()
     if nmax == 0:  # fast path: a group no sample of this batch uses
-        _empty_group(samples[0], group, keys, b, hw, batch)
+        _empty_group(samples[0], kind, [k for k in keys if k not in own], b, batch)
+        kind.pad_empty(b, hw, batch)
         return
-    if group == "polygons":
-        _polygons(samples, counts, nmax, pin, batch)
+    kind.pad_samples(samples, counts, nmax, hw, pin, batch)
     for key in keys:
-        name = key.split(".", 1)[1]
-        if group == "polygons" and name in ("points", "point_offsets"):
+        if key in own:
             continue
+        name = key.split(".", 1)[1]
         vals = [s.get(key) for s in samples]
         if any(isinstance(v, list) for v in vals) or not all(
                 isinstance(v, np.ndarray) or v is None for v in vals):
@@ -161,66 +165,21 @@ def _group(samples: Sequence[Sample], group: str, keys: list[str], pin: bool, ba
             batch[key] = [torch.from_numpy(np.ascontiguousarray(v)) if v is not None else None
                           for v in vals]
             continue
-        if key == "masks.mask":
-            batch[key] = _masks(vals, counts, nmax, hw, pin)
-            continue
         fill = -1.0 if name == "label" else 0.0
         batch[key] = _pad_rows(vals, counts, nmax, pin, fill)
 
 
-def _empty_group(first: Sample, group: str, keys: list[str], b: int, hw: tuple[int, int],
-                 batch: Batch) -> None:
+def _empty_group(first: Sample, kind: Kind, keys: list[str], b: int, batch: Batch) -> None:
     for key in keys:
         name = key.split(".", 1)[1]
         v = first[key]
-        if group == "polygons" and name in ("points", "point_offsets"):
-            continue
-        if key == "masks.mask":
-            batch[key] = torch.zeros((b, 0, hw[0], hw[1]), dtype=torch.uint8)
-        elif isinstance(v, np.ndarray):
+        if isinstance(v, np.ndarray):
             dtype = torch_dtype(v.dtype)
             if name == "label" and dtype in (torch.int8, torch.int16, torch.int32):
                 dtype = torch.int64
             batch[key] = torch.zeros((b, 0, *v.shape[1:]), dtype=dtype)
         else:
             batch[key] = [[] for _ in range(b)]
-    if group == "polygons":
-        # V = 1, never 0: reductions over the vertex axis stay defined downstream
-        batch["polygons.points"] = torch.zeros((b, 0, 1, 2), dtype=torch.float32)
-        batch["polygons.vertex_valid"] = torch.zeros((b, 0, 1), dtype=torch.bool)
-
-
-def _polygons(samples: Sequence[Sample], counts: np.ndarray, nmax: int, pin: bool,
-              batch: Batch) -> None:
-    b = len(samples)
-    offs = [np.asarray(s.get("polygons.point_offsets", np.zeros(1, np.int64))) for s in samples]
-    vmax = max((int(np.diff(o).max()) for o in offs if len(o) > 1), default=0)
-    points = zeros_host((b, nmax, vmax, 2), torch.float32, pin)
-    vvalid = np.zeros((b, nmax, vmax), dtype=bool)
-    pview = points.numpy()
-    for i, s in enumerate(samples):
-        o = offs[i]
-        n = len(o) - 1
-        if n <= 0:
-            continue
-        lens = np.diff(o)
-        pts = np.asarray(s["polygons.points"], dtype=np.float32)
-        poly = np.repeat(np.arange(n), lens)
-        vert = np.arange(len(pts)) - np.repeat(o[:-1], lens)
-        pview[i, poly, vert] = pts
-        vvalid[i, poly, vert] = True
-    batch["polygons.points"] = points
-    batch["polygons.vertex_valid"] = torch.from_numpy(vvalid)
-
-
-def _masks(vals: Sequence[np.ndarray | None], counts: np.ndarray, nmax: int,
-           hw: tuple[int, int], pin: bool) -> torch.Tensor:
-    out = zeros_host((len(vals), nmax, hw[0], hw[1]), torch.uint8, pin)
-    view = out.numpy()
-    for i, m in enumerate(vals):
-        if m is not None and counts[i]:
-            view[i, :counts[i], :m.shape[1], :m.shape[2]] = m
-    return out
 
 
 def is_shard_sample(sample: Any) -> bool:
@@ -233,7 +192,7 @@ def is_shard_sample(sample: Any) -> bool:
         return image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
     if image is not None:
         return False
-    return any(isinstance(k, str) and k.split(".", 1)[0] in ROW_KEY and "." in k
+    return any(isinstance(k, str) and k.split(".", 1)[0] in PADDED_BY_NAME and "." in k
                for k in sample)
 
 
@@ -290,7 +249,7 @@ def collate_samples(samples: Sequence[Any], pin: bool = False) -> Any:
         if key in ("image", stream_crop.PLAN_KEY):
             continue
         group = key.split(".", 1)[0] if "." in key else None
-        if group is not None and group in ROW_KEY:
+        if group is not None and group in PADDED_BY_NAME:
             groups.setdefault(group, []).append(key)
             continue
         first = samples[0][key]
@@ -306,7 +265,7 @@ def collate_samples(samples: Sequence[Any], pin: bool = False) -> Any:
         else:
             batch[key] = [s[key] for s in samples]
     for group, gkeys in groups.items():
-        _group(samples, group, gkeys, pin, batch, hw)
+        _group(samples, PADDED_BY_NAME[group], gkeys, pin, batch, hw)
     if plan is not None:
         return stream_crop.crop_batch(batch, [s["image"] for s in samples], plan, pin)
     return batch

@@ -15,8 +15,9 @@ import torch
 from torch.utils.data import get_worker_info
 
 from npu_data.common.batch import BatchColumns, CropPlan
+from npu_data.kinds.base import Kind
+from npu_data.kinds.registry import PADDED
 from npu_data.loaders.host import (
-    ROW_KEY,
     copy_images,
     empty_host,
     image_sizes,
@@ -25,6 +26,7 @@ from npu_data.loaders.host import (
 )
 
 Batch = dict[str, Any]
+PADDED_BY_NAME: dict[str, Kind] = {k.name: k for k in PADDED}
 
 
 def collate_columns(cols: BatchColumns, pin: bool, crop: CropPlan | None = None) -> Batch:
@@ -43,7 +45,7 @@ def collate_columns(cols: BatchColumns, pin: bool, crop: CropPlan | None = None)
         if key == "image":
             continue
         group = key.split(".", 1)[0] if "." in key else None
-        if group is not None and group in ROW_KEY:
+        if group is not None and group in PADDED_BY_NAME:
             groups.setdefault(group, []).append(key)
         elif key in cols.ints:
             batch[key] = torch.from_numpy(cols.ints[key].astype(np.int64))
@@ -60,7 +62,7 @@ def collate_columns(cols: BatchColumns, pin: bool, crop: CropPlan | None = None)
             else:
                 batch[key] = np.split(rows, np.cumsum(counts)[:-1])
     for group, gkeys in groups.items():
-        _group_columns(cols, group, gkeys, batch, hw)
+        _group_columns(cols, PADDED_BY_NAME[group], gkeys, batch, hw)
     if crop is not None:
         from npu_data.loaders import crop_read
 
@@ -115,39 +117,35 @@ def _slots(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sample, np.arange(len(sample)) - np.repeat(starts, counts)
 
 
-def _group_columns(cols: BatchColumns, group: str, keys: list[str], batch: Batch,
+def _group_columns(cols: BatchColumns, kind: Kind, keys: list[str], batch: Batch,
                    hw: tuple[int, int]) -> None:
     b = len(cols)
+    group = kind.name
     counts = cols.counts[group]
     nmax = int(counts.max()) if b else 0
     batch[f"{group}.valid"] = torch.from_numpy(np.arange(nmax)[None, :] < counts[:, None])
+    own = kind.own_keys()
     if nmax == 0:
         for key in keys:
-            name = key.split(".", 1)[1]
-            if group == "polygons" and name in ("points", "point_offsets"):
+            if key in own:
                 continue
-            if key == "masks.mask":
-                batch[key] = torch.zeros((b, 0, hw[0], hw[1]), dtype=torch.uint8)
-            elif key in cols.texts:
+            if key in cols.texts:
                 batch[key] = [[] for _ in range(b)]
             else:
                 rows = cols.rows[key]
-                batch[key] = torch.zeros((b, 0, *rows.shape[1:]), dtype=_pad_dtype(rows, name))
-        if group == "polygons":
-            batch["polygons.points"] = torch.zeros((b, 0, 1, 2), dtype=torch.float32)
-            batch["polygons.vertex_valid"] = torch.zeros((b, 0, 1), dtype=torch.bool)
+                batch[key] = torch.zeros((b, 0, *rows.shape[1:]),
+                                         dtype=_pad_dtype(rows, key.split(".", 1)[1]))
+        kind.pad_empty(b, hw, batch)
         return
     sample, slot = _slots(counts)
-    if group == "polygons":
-        _polygon_columns(cols, sample, slot, (b, nmax), batch)
+    sizes = [(int(im.shape[0]), int(im.shape[1])) for im in cols.images]
+    kind.pad_columns(cols.nested, sample, slot, (b, nmax), sizes, batch)
     for key in keys:
-        name = key.split(".", 1)[1]
-        if group == "polygons" and name in ("points", "point_offsets"):
+        if key in own:
             continue
+        name = key.split(".", 1)[1]
         if key in cols.texts:
             batch[key] = cols.texts[key]  # fresh lists, one per sample
-        elif key == "masks.mask":
-            batch[key] = _mask_columns(cols, sample, slot, (b, nmax, *hw))
         else:
             rows = cols.rows[key]
             out = torch.full((b, nmax, *rows.shape[1:]), -1 if name == "label" else 0,
@@ -161,32 +159,3 @@ def _pad_dtype(rows: np.ndarray, name: str) -> torch.dtype:
     if name == "label" and dtype in (torch.int8, torch.int16, torch.int32):
         return torch.int64  # labels: long, -1 pads (as _pad_rows)
     return dtype
-
-
-def _polygon_columns(cols: BatchColumns, sample: np.ndarray, slot: np.ndarray,
-                     bn: tuple[int, int], batch: Batch) -> None:
-    lens = cols.vertex_counts
-    vmax = int(lens.max()) if len(lens) else 0
-    points = torch.zeros((*bn, vmax, 2), dtype=torch.float32)
-    vvalid = np.zeros((*bn, vmax), dtype=bool)
-    poly = np.repeat(np.arange(len(lens)), lens)
-    vert = np.arange(len(poly)) - np.repeat(np.cumsum(lens) - lens, lens)
-    pts = np.asarray(cols.rows["polygons.points"], dtype=np.float32)
-    points.numpy()[sample[poly], slot[poly], vert] = pts
-    vvalid[sample[poly], slot[poly], vert] = True
-    batch["polygons.points"] = points
-    batch["polygons.vertex_valid"] = torch.from_numpy(vvalid)
-
-
-def _mask_columns(cols: BatchColumns, sample: np.ndarray, slot: np.ndarray,
-                  shape: tuple[int, int, int, int]) -> torch.Tensor:
-    out = torch.zeros(shape, dtype=torch.uint8)
-    view = out.numpy()
-    ends = np.cumsum(cols.mask_bit_counts).tolist()
-    start = 0
-    for r, (i, t) in enumerate(zip(sample.tolist(), slot.tolist(), strict=True)):
-        h, w = cols.images[i].shape[:2]
-        bits = np.unpackbits(cols.mask_bits[start:ends[r]], count=h * w)
-        view[i, t, :h, :w] = bits.reshape(h, w)
-        start = ends[r]
-    return out

@@ -10,11 +10,6 @@ from torch.utils.data import get_worker_info
 
 from npu_data import device as dev
 
-# group -> the key whose first dimension counts the group's rows in a sample
-ROW_KEY = {
-    "boxes": "xyxy", "keypoints": "xy", "ellipses": "params", "masks": "mask",
-    "choices": "label", "scalars": "value", "polygons": "label",
-}
 TORCH_DTYPE = {
     np.dtype(np.uint8): torch.uint8, np.dtype(np.int8): torch.int8,
     np.dtype(np.int16): torch.int16, np.dtype(np.int32): torch.int32,

@@ -15,30 +15,28 @@ from typing import Any, Protocol, overload
 
 import numpy as np
 
-from npu_data.annotations.table import GROUP_NESTED, GROUP_TEXT, GROUPS, ranges_index
+from npu_data.annotations.table import ranges_index
 from npu_data.common.batch import BatchColumns, ColumnBatch, CropPlan, EncodedImage, Sample
 from npu_data.errors import UserError
+from npu_data.kinds.base import Kind
+from npu_data.kinds.texts import CAPTION_OF, caption
 from npu_data.shards.format import ENC_JPEG, ENC_RAW
 
-BOX_EXTRA = ("boxes.corners", "boxes.xyxy")  # pixel columns the writer adds to the boxes
 
-
-def sample_keys() -> list[str]:
-    """The keys of a ``ShardDataset`` sample dict, in the order ``ds[i]`` inserts them."""
+def sample_keys(kinds: Sequence[Kind]) -> list[str]:
+    """The keys of a ``ShardDataset`` sample dict of a dataset with ``kinds``, in the order
+    ``ds[i]`` inserts them."""
     keys = ["image", "index", "task_id"]
-    for group, fixed in GROUPS.items():
-        keys += [f"{group}.{name}" for name in fixed]
-        keys += [f"{group}.{name}" for name in GROUP_TEXT[group]]
-        for values, offsets, _, _ in GROUP_NESTED.get(group, ()):
-            keys += ["masks.mask"] if group == "masks" else [f"{group}.{values}",
-                                                              f"{group}.{offsets}"]
-    return [*keys, *BOX_EXTRA, "caption"]
+    for kind in kinds:
+        keys += kind.sample_keys()
+    return [*keys, "caption"]
 
 
 class Shards(Protocol):
     """What a batch read needs of a ``reader.ShardDataset`` (which imports this module)."""
 
     path: Any
+    kinds: tuple[Kind, ...]
     _starts: np.ndarray
 
     def __len__(self) -> int: ...
@@ -126,11 +124,11 @@ def _read(ds: Shards, gi: np.ndarray, lazy_jpeg: bool = False) -> BatchColumns:
     for p in parts:
         task_id[p.pos] = p.rec["task_id"]
         _part_images(ds, p, images, lazy_jpeg)
-    cols = BatchColumns(keys=sample_keys(), images=images,
+    cols = BatchColumns(keys=sample_keys(ds.kinds), images=images,
                         ints={"index": gi.astype(np.int64), "task_id": task_id}, strings={})
-    for group in GROUPS:
-        _read_group(group, parts, order, b, cols)
-    cols.strings["caption"] = [t[0] if t else "" for t in cols.texts["texts.text"]]
+    for kind in ds.kinds:
+        _read_group(kind, parts, order, b, cols)
+    cols.strings["caption"] = [caption(t) for t in cols.texts.get(CAPTION_OF, [[]] * b)]
     return cols
 
 
@@ -190,8 +188,9 @@ def _split(values: list[str], counts: np.ndarray) -> list[list[str]]:
     return [values[s:t] for s, t in zip(cut[:-1], cut[1:], strict=True)]
 
 
-def _read_group(group: str, parts: list[_Part], order: np.ndarray, b: int,
+def _read_group(kind: Kind, parts: list[_Part], order: np.ndarray, b: int,
                 cols: BatchColumns) -> None:
+    group = kind.name
     counts = np.zeros(b, np.int64)
     starts = []
     for p in parts:
@@ -200,42 +199,43 @@ def _read_group(group: str, parts: list[_Part], order: np.ndarray, b: int,
         counts[p.pos] = e - a
         starts.append(a)
     cols.counts[group] = counts
-    names = [*GROUPS[group], *([] if group != "boxes" else [k.split(".", 1)[1]
-                                                            for k in BOX_EXTRA])]
-    nested = GROUP_NESTED.get(group, ())
+    names = kind.row_columns()
     if not counts.any():  # empty for the whole batch: typed empty columns, nothing read
         first = parts[0].shard if parts else None
         for name in names:
             cols.rows[f"{group}.{name}"] = _empty_col(first, f"{group}.{name}")
-        for name in GROUP_TEXT[group]:
+        for name in kind.text:
             cols.texts[f"{group}.{name}"] = [[] for _ in range(b)]
-        if group == "polygons":
-            cols.rows["polygons.points"] = _empty_col(first, "polygons.points")
+        for nest in kind.nested:
+            cols.nested[f"{group}.{nest.values}"] = (
+                _empty_col(first, f"{group}.{nest.values}"), np.zeros(0, np.int64))
         return
     rows = [ranges_index(a, counts[p.pos]) for p, a in zip(parts, starts, strict=True)]
     perm = _to_batch_order(counts, order)
     for name in names:
         cols.rows[f"{group}.{name}"] = _gather(parts, f"{group}.{name}", rows, perm)
-    for name in GROUP_TEXT[group]:
+    for name in kind.text:
         key = f"{group}.{name}"
         cols.texts[key] = _split(_gather_texts(parts, key, rows, perm), counts)
-    for values, offsets, _, _ in nested:
-        _read_nested(group, values, offsets, parts, rows, perm, cols)
+    for nest in kind.nested:
+        cols.nested[f"{group}.{nest.values}"] = _read_nested(
+            f"{group}.{nest.values}", f"{group}.{nest.offsets}", parts, rows, perm)
 
 
 def _empty_col(shard: Any, name: str) -> np.ndarray:
     return np.asarray(shard.col(name)[:0]) if shard is not None else np.zeros(0, np.float32)
 
 
-def _read_nested(group: str, values: str, offsets: str, parts: list[_Part],
-                 rows: list[np.ndarray], perm: np.ndarray | None, cols: BatchColumns) -> None:
-    """Variable-length values of each row (polygon points, mask bits), in batch row order."""
+def _read_nested(values: str, offsets: str, parts: list[_Part], rows: list[np.ndarray],
+                 perm: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Variable-length values of each row (polygon points, mask bits) and their lengths, in
+    batch row order."""
     counts, got = [], []
     for p, r in zip(parts, rows, strict=True):
-        off = p.shard.col(f"{group}.{offsets}")
+        off = p.shard.col(offsets)
         a, e = np.asarray(off[r]), np.asarray(off[r + 1])
         counts.append(e - a)
-        got.append(np.asarray(p.shard.col(f"{group}.{values}")[ranges_index(a, e - a)]))
+        got.append(np.asarray(p.shard.col(values)[ranges_index(a, e - a)]))
     per_row = counts[0] if len(counts) == 1 else np.concatenate(counts)
     vals = got[0] if len(got) == 1 else np.concatenate(got)
     if perm is not None:
@@ -243,7 +243,4 @@ def _read_nested(group: str, values: str, offsets: str, parts: list[_Part],
         np.cumsum(per_row[:-1], out=starts[1:])
         vals = vals[ranges_index(starts[perm], per_row[perm])]
         per_row = per_row[perm]
-    if group == "masks":
-        cols.mask_bits, cols.mask_bit_counts = vals, per_row
-    else:
-        cols.rows[f"{group}.{values}"], cols.vertex_counts = vals, per_row
+    return vals, per_row

@@ -8,6 +8,7 @@ See docs/format.md for the full description. Everything is plain little-endian d
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,8 @@ import orjson
 
 from npu_data.annotations.table import SAMPLE_TEXT
 from npu_data.errors import UserError
-from npu_data.kinds.registry import KINDS
+from npu_data.kinds.base import Kind
+from npu_data.kinds.registry import KINDS, kinds_named
 
 FORMAT_NAME = "npu-data-shards"
 FORMAT_VERSION = 1
@@ -62,6 +64,28 @@ def column_schema() -> dict[str, dict[str, Any]]:
         for name, (dt, shape) in kind.stored_columns().items():
             add(name, dt, shape)
     return dict(sorted(out.items()))
+
+
+def kinds_with_rows(shards: list[dict[str, Any]]) -> list[str]:
+    """Names of the kinds with at least one row in ``shards`` (manifest entries), read from
+    the sizes of their column files: a column with rows is larger than an empty one."""
+    return [k.name for k in KINDS if any(_has_rows(k, s.get("files", {})) for s in shards)]
+
+
+def _has_rows(kind: Kind, files: dict[str, Any]) -> bool:
+    name = kind.row_columns()[0]
+    dt, shape = kind.stored_columns()[f"{kind.name}.{name}"]
+    meta = files.get(column_file(f"{kind.name}.{name}"))
+    empty = io.BytesIO()
+    np.save(empty, np.zeros((0, *shape), dt), allow_pickle=False)
+    return meta is None or int(meta["size"]) > len(empty.getvalue())
+
+
+def dataset_kinds(manifest: dict[str, Any]) -> tuple[Kind, ...]:
+    """The kinds a dataset has rows of: the manifest's ``kinds`` (written since they were
+    recorded), else from its column files' sizes (``kinds_with_rows``)."""
+    names = manifest.get("kinds")
+    return kinds_named(names if names is not None else kinds_with_rows(manifest["shards"]))
 
 
 def column_file(column: str) -> str:

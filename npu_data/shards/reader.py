@@ -11,10 +11,18 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps
 
-from npu_data.annotations.table import GROUP_NESTED, GROUP_TEXT, GROUPS
 from npu_data.errors import DataCorruption, UserError
+from npu_data.kinds.base import Kind
+from npu_data.kinds.texts import CAPTION_OF, caption
 from npu_data.shards.batch_read import SampleBatch
-from npu_data.shards.format import DATA, ENC_RAW, INDEX, column_file, read_manifest
+from npu_data.shards.format import (
+    DATA,
+    ENC_RAW,
+    INDEX,
+    column_file,
+    dataset_kinds,
+    read_manifest,
+)
 
 
 class _Shard:
@@ -68,7 +76,8 @@ class ShardDataset:
     """A dataset folder written by ``npu-data import`` (see docs/format.md), or its URL.
 
     Opening reads only ``manifest.json``; each shard's files are memory-mapped on first use.
-    ``ds[i]`` returns the sample dict of docs/architecture.md; ``ds.__getitems__(indices)``
+    ``ds[i]`` returns the sample dict of docs/architecture.md (with the keys of the kinds the
+    dataset has rows of, ``ds.kinds``); ``ds.__getitems__(indices)``
     (called by torch's DataLoader) a ``SampleBatch`` that ``collate_samples`` reads
     column-wise into the same batch as collating the ``ds[i]`` dicts.
 
@@ -96,6 +105,8 @@ class ShardDataset:
         self.labels: dict[str, list[str]] = self.manifest["labels"]
         self.controls: list[str] = self.manifest["controls"]
         self.store: str = self.manifest["store"]
+        # the kinds with rows: only these appear in samples and batches
+        self.kinds: tuple[Kind, ...] = dataset_kinds(self.manifest)
         counts = np.array([s["samples"] for s in self.manifest["shards"]], dtype=np.int64)
         self._starts = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=self._starts[1:])
@@ -203,40 +214,8 @@ class ShardDataset:
         rec = sh.index[j]
         s: dict[str, Any] = {"image": self.image(k, j), "index": gi,
                              "task_id": int(rec["task_id"])}
-        for group, fixed in GROUPS.items():
-            off = sh.col(f"{group}.offsets")
-            a, b = int(off[j]), int(off[j + 1])
-            for name in fixed:
-                s[f"{group}.{name}"] = np.asarray(sh.col(f"{group}.{name}")[a:b])
-            for name in GROUP_TEXT[group]:
-                s[f"{group}.{name}"] = _texts(sh, f"{group}.{name}", a, b)
-            for values, offsets, _, _ in GROUP_NESTED.get(group, ()):
-                voff = np.asarray(sh.col(f"{group}.{offsets}")[a:b + 1])
-                vals = sh.col(f"{group}.{values}")[int(voff[0]):int(voff[-1])]
-                if group == "masks":
-                    s["masks.mask"] = _masks(vals, voff - voff[0], s["image"].shape[:2])
-                else:
-                    s[f"{group}.{values}"] = np.asarray(vals)
-                    s[f"{group}.{offsets}"] = voff - voff[0]
-        for key in ("boxes.corners", "boxes.xyxy"):
-            off = sh.col("boxes.offsets")
-            s[key] = np.asarray(sh.col(key)[int(off[j]):int(off[j + 1])])
-        s["caption"] = s["texts.text"][0] if s["texts.text"] else ""
+        hw = (int(rec["height"]), int(rec["width"]))
+        for kind in self.kinds:
+            s.update(kind.read_sample(sh.col, j, hw))
+        s["caption"] = caption(s.get(CAPTION_OF, []))
         return s
-
-
-def _texts(sh: _Shard, name: str, a: int, b: int) -> list[str]:
-    off = sh.col(f"{name}.offsets")[a:b + 1]
-    data = sh.col(f"{name}.bytes")
-    return [bytes(data[int(off[t]):int(off[t + 1])]).decode("utf-8") for t in range(b - a)]
-
-
-def _masks(bits: np.ndarray, offs: np.ndarray, size: tuple[int, ...]) -> np.ndarray:
-    """(M, H, W) uint8 0/1 masks unpacked from their packed bits (stored image size)."""
-    h, w = int(size[0]), int(size[1])
-    m = len(offs) - 1
-    out = np.zeros((m, h, w), np.uint8)
-    for t in range(m):
-        flat = np.unpackbits(bits[int(offs[t]):int(offs[t + 1])], count=h * w)
-        out[t] = flat.reshape(h, w)
-    return out

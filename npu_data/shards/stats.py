@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from npu_data.annotations.table import GROUPS
+from npu_data.kinds.registry import KINDS
 from npu_data.shards.format import ENCODINGS
 from npu_data.shards.reader import ShardDataset
 
-LABELLED = tuple(g for g, cols in GROUPS.items() if "label" in cols)
+LABELLED = tuple(k.name for k in KINDS if "label" in k.fixed)
 
 
 @dataclass
@@ -41,7 +41,8 @@ def dataset_stats(ds: ShardDataset) -> DatasetStats:
     for k in range(len(m["shards"])):
         sh = ds.shard(k)
         enc += np.bincount(np.asarray(sh.index["encoding"]), minlength=n_enc)[:n_enc]
-        for g in GROUPS:
+        for kind in KINDS:
+            g = kind.name
             st.results[g] = st.results.get(g, 0) + int(sh.col(f"{g}.offsets")[-1])
         for g in LABELLED:
             ctrl = np.asarray(sh.col(f"{g}.control"), dtype=np.int64)
