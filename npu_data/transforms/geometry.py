@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from npu_data.kinds.registry import KINDS
+
 Batch = dict[str, Any]
 
 _FLIP_CORNERS = [1, 0, 3, 2]  # keeps corner 0 the box's own top-left, order clockwise
@@ -340,85 +342,20 @@ def xywhr_from_corners(corners: torch.Tensor) -> torch.Tensor:
     return torch.stack([c0[..., 0], c0[..., 1], w, h, r], dim=-1)
 
 
-def _valid(batch: Batch, group: str, like: torch.Tensor) -> torch.Tensor:
-    v = batch.get(f"{group}.valid")
-    if v is None:
-        return torch.ones(like.shape[:2], dtype=torch.bool, device=like.device)
-    return v.to(torch.bool)
-
-
-def _box_corners(batch: Batch) -> torch.Tensor | None:
-    if "boxes.corners" in batch:
-        return batch["boxes.corners"]
-    if "boxes.xywhr" in batch:
-        return corners_from_xywhr(batch["boxes.xywhr"])
-    return None
-
-
 def resized_crop_geometry(
     batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int], min_visible: float = 0.25
 ) -> Batch:
-    """The geometry keys of ``batch`` through a resized crop (only the keys present)."""
+    """The geometry keys of ``batch`` through a resized crop (only the keys present; each
+    kind maps its own: ``Kind.resized_crop`` in ``npu_data/kinds``)."""
     out: Batch = {}
-    corners = _box_corners(batch)
-    if corners is not None:
-        valid = _valid(batch, "boxes", corners)
-        mapped, xyxy, keep = resized_crop_corners(corners, valid, crop_boxes, out_size, min_visible)
-        out["boxes.xyxy"] = xyxy
-        out["boxes.valid"] = keep
-        if "boxes.corners" in batch:
-            out["boxes.corners"] = mapped
-        if "boxes.xywhr" in batch:
-            out["boxes.xywhr"] = xywhr_from_corners(mapped)
-    elif "boxes.xyxy" in batch:
-        xyxy = batch["boxes.xyxy"]
-        out["boxes.xyxy"], out["boxes.valid"] = resized_crop_xyxy(
-            xyxy, _valid(batch, "boxes", xyxy), crop_boxes, out_size, min_visible
-        )
-    if "polygons.points" in batch:
-        pts = batch["polygons.points"]
-        vv = batch.get("polygons.vertex_valid")
-        vv = torch.ones(pts.shape[:-1], dtype=torch.bool, device=pts.device) if vv is None else vv
-        out["polygons.points"], out["polygons.valid"] = resized_crop_polygons(
-            pts, vv.to(torch.bool), _valid(batch, "polygons", pts), crop_boxes, out_size,
-            min_visible,
-        )
-    if "keypoints.xy" in batch:
-        kp = batch["keypoints.xy"]
-        out["keypoints.xy"], out["keypoints.valid"] = resized_crop_keypoints(
-            kp, _valid(batch, "keypoints", kp), crop_boxes, out_size
-        )
-    if "ellipses.params" in batch:
-        el = batch["ellipses.params"]
-        out["ellipses.params"], out["ellipses.valid"] = resized_crop_ellipses(
-            el, _valid(batch, "ellipses", el), crop_boxes, out_size
-        )
-    if "masks.mask" in batch:
-        mk = batch["masks.mask"]
-        out["masks.mask"], out["masks.valid"] = resized_crop_masks(
-            mk, _valid(batch, "masks", mk), crop_boxes, out_size, min_visible
-        )
+    for kind in KINDS:
+        out.update(kind.resized_crop(batch, crop_boxes, out_size, min_visible))
     return out
 
 
 def hflip_geometry(batch: Batch, widths: torch.Tensor, flip: torch.Tensor) -> Batch:
-    """The geometry keys of ``batch`` mirrored where ``flip`` (B,) is set."""
+    """The geometry keys of ``batch`` mirrored where ``flip`` (B,) is set (``Kind.hflip``)."""
     out: Batch = {}
-    if "boxes.xyxy" in batch:
-        out["boxes.xyxy"] = hflip_xyxy(batch["boxes.xyxy"], widths, flip)
-    corners = _box_corners(batch)
-    if corners is not None:
-        flipped = hflip_corners(corners, widths, flip)
-        if "boxes.corners" in batch:
-            out["boxes.corners"] = flipped
-        if "boxes.xywhr" in batch:
-            out["boxes.xywhr"] = xywhr_from_corners(flipped)
-    if "polygons.points" in batch:
-        out["polygons.points"] = hflip_points(batch["polygons.points"], widths, flip)
-    if "keypoints.xy" in batch:
-        out["keypoints.xy"] = hflip_points(batch["keypoints.xy"], widths, flip)
-    if "ellipses.params" in batch:
-        out["ellipses.params"] = hflip_ellipses(batch["ellipses.params"], widths, flip)
-    if "masks.mask" in batch:
-        out["masks.mask"] = hflip_masks(batch["masks.mask"], widths, flip)
+    for kind in KINDS:
+        out.update(kind.hflip(batch, widths, flip))
     return out
