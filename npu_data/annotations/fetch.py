@@ -26,7 +26,6 @@ import os
 import re
 import ssl
 import stat
-import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterable
@@ -35,7 +34,7 @@ from typing import Any, BinaryIO
 from urllib.parse import SplitResult, unquote, urljoin, urlsplit
 
 from npu_data.annotations.redact import redact_text
-from npu_data.common.atomic import atomic_write_bytes
+from npu_data.common.atomic import atomic_file, atomic_write_bytes
 from npu_data.common.cache import cache_root
 from npu_data.common.hashing import file_sha256
 from npu_data.errors import UserError
@@ -171,17 +170,9 @@ def store(entry: Path, fill: Callable[[BinaryIO], None],
     """Write a cache entry atomically: ``fill`` writes the body to a private temporary file
     in the cache folder; its size and SHA-256 (and ``extra``) are recorded beside it."""
     _meta_path(entry).unlink(missing_ok=True)  # an entry without its record is never used
-    fd, tmp = tempfile.mkstemp(prefix=".dl-", suffix=".tmp", dir=entry.parent)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            sink = _HashingWriter(raw)
-            fill(sink)  # type: ignore[arg-type]
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(tmp, entry)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(entry, private=True) as raw:
+        sink = _HashingWriter(raw)
+        fill(sink)  # type: ignore[arg-type]
     record = {"sha256": sink.sha.hexdigest(), "size": sink.size, **(extra or {})}
     atomic_write_bytes(_meta_path(entry), json.dumps(record, sort_keys=True).encode(),
                        private=True)
