@@ -103,6 +103,11 @@ def is_cloud(ref: str) -> bool:
         ref.startswith(("http://", "https://")) and bool(_signed_params(ref)))
 
 
+def is_signed(ref: str) -> bool:
+    """Whether ``ref`` is an http(s) URL carrying a signature (a presigned URL)."""
+    return ref.startswith(("http://", "https://")) and bool(_signed_params(ref))
+
+
 def _signed_params(ref: str) -> set[str]:
     return {k.lower() for k in parse_qs(urlsplit(ref).query, keep_blank_values=True)} & _SIGNED
 

@@ -48,10 +48,11 @@ REDIRECTS = (301, 302, 303, 307, 308)
 class ImageError(UserError):
     """An image cannot be found, read or decoded; ``reason`` says why (the task is rejected)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, status: int | None = None) -> None:
         reason = redact_text(reason)
         super().__init__(reason)
         self.reason = reason
+        self.status = status  # the HTTP status a server refused the download with
 
 
 # ------------------------------------------------------------------------------ allowed hosts
@@ -336,7 +337,7 @@ def _http_get(url: str, hosts: tuple[str, ...], sink: BinaryIO, max_bytes: int,
                 continue
             if resp.status != 200:
                 raise ImageError(f"{shown}: download failed (HTTP {resp.status} "
-                                 f"{resp.reason}{via})")
+                                 f"{resp.reason}{via})", status=resp.status)
             length = resp.getheader("Content-Length")
             if length and length.strip().isdigit() and int(length) > max_bytes:
                 raise ImageError(f"{shown}: {int(length)} bytes is larger than the download "

@@ -156,8 +156,7 @@ def resolve_image(ref: str, options: ImageOptions | None) -> Path:
             # download from a host they may have named
             if ref.startswith(("http://", "https://")) and fetch.host_allowed(
                     ref, options.allow_download):
-                return fetch.download(ref, options.allow_download, _cache(options),
-                                      options.max_download_bytes, options.timeout)
+                return _download(ref, options)
             raise
     if ref.startswith(("http://", "https://")):
         local = _server_path(ref)  # the server's own files: read where they are when we can
@@ -166,8 +165,7 @@ def resolve_image(ref: str, options: ImageOptions | None) -> Path:
                 or (local.startswith("/data/local-files")
                     and options.local_files_root is not None)):
             return _resolve_server(local, ref, options)
-        return fetch.download(ref, options.allow_download, _cache(options),
-                              options.max_download_bytes, options.timeout)
+        return _download(ref, options)
     if ref.startswith(("/data/upload/", "/data/local-files")):
         return _resolve_server(ref, ref, options)
     if ref.startswith("file://"):
@@ -176,6 +174,25 @@ def resolve_image(ref: str, options: ImageOptions | None) -> Path:
             raise ImageError(f"{ref}: a file on another machine ({parts.netloc}) — refused")
         return _confined(unquote(parts.path), ref, options)
     return _confined(ref, ref, options)
+
+
+def _download(ref: str, options: ImageOptions) -> Path:
+    """``fetch.download`` of ``ref``. A presigned URL in Label Studio's doubly escaped form
+    (``%252F``) that the server refuses as written is asked for once more with that extra
+    escaping undone (the error reported is the first one)."""
+    def get(url: str) -> Path:
+        return fetch.download(url, options.allow_download, _cache(options),
+                              options.max_download_bytes, options.timeout)
+
+    try:
+        return get(ref)
+    except ImageError as first:
+        if "%25" not in ref or first.status not in (400, 403, 404) or not cloud.is_signed(ref):
+            raise
+        try:
+            return get(ref.replace("%25", "%"))
+        except ImageError:
+            raise first from None
 
 
 def prefetch(refs: list[str], options: ImageOptions | None) -> dict[str, Path | UserError]:

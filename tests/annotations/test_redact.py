@@ -37,6 +37,10 @@ def _png(color: tuple[int, int, int]) -> bytes:
     return buf.getvalue()
 
 
+PATHS = {"/b/red.png": (250, 0, 0), "/b/green.png": (0, 250, 0), "/b/blue.png": (0, 0, 250),
+         "/b/my%20file.png": (9, 99, 199)}
+
+
 class _Signed:
     """Serves ``/b/<name>.png`` only with the expected signature in the query (as S3 does)."""
 
@@ -51,12 +55,11 @@ class _Signed:
             def do_GET(self) -> None:  # noqa: N802
                 outer.seen.append(self.path)
                 path, _, query = self.path.partition("?")
-                q = parse_qs(query)
-                signed = q.get("X-Amz-Signature") == [SIG] or q.get("sig") == [SAS_SIG]
-                ok = path in ("/b/red.png", "/b/green.png", "/b/blue.png") and (
-                    signed or path == "/b/blue.png")
-                body = _png({"/b/red.png": (250, 0, 0), "/b/green.png": (0, 250, 0)}.get(
-                    path, (0, 0, 250))) if ok else b"SignatureDoesNotMatch"
+                q = parse_qs(query)  # S3 checks the signature over the query as decoded
+                signed = (q.get("X-Amz-Signature") == [SIG] and q.get("X-Amz-Credential") == [
+                    f"{KEY_ID}/20260101/us-east-1/s3/aws4_request"]) or q.get("sig") == [SAS_SIG]
+                ok = path in PATHS and (signed or path == "/b/blue.png")
+                body = _png(PATHS[path]) if ok else b"SignatureDoesNotMatch"
                 self.send_response(200 if ok else 403)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -260,3 +263,23 @@ def test_every_cli_error_is_redacted(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert err.startswith("error: ") and err.count("\n") == 1
         _assert_clean(err)
         assert "REDACTED" in err
+
+
+def test_a_doubly_escaped_presigned_url_is_asked_for_once_undone(signed: _Signed,
+                                                                 tmp_path: Path) -> None:
+    from npu_data.annotations import load_image
+
+    opts = ImageOptions(allow_download=signed.host, cache_dir=tmp_path / "c", timeout=5)
+    double = signed.aws("/b/my%20file.png").replace("%", "%25")  # as Label Studio writes it
+    assert load_image(resolve_image(double, opts))[0, 0].tolist() == [9, 99, 199]
+    assert [p.split("?")[0] for p in signed.seen] == ["/b/my%2520file.png", "/b/my%20file.png"]
+    signed.seen.clear()
+    with pytest.raises(ImageError, match="HTTP 403") as e:  # not signed: only as written
+        resolve_image(f"http://{signed.host}/b/my%2520file.png", opts)
+    assert len(signed.seen) == 1
+    signed.seen.clear()
+    wrong = signed.aws("/b/my%20file.png", sig="e" * 64).replace("%", "%25")
+    with pytest.raises(ImageError, match="HTTP 403") as e:  # both refused: the first error
+        resolve_image(wrong, opts)
+    assert len(signed.seen) == 2 and "/b/my%2520file.png?" in str(e.value)
+    _assert_clean(str(e.value))
