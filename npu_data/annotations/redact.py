@@ -89,8 +89,8 @@ def redact_text(text: Any) -> str:
 
 
 def _walk(value: Any) -> Any:
-    if isinstance(value, str):
-        return redact_url(value) if ("?" in value or "@" in value or "#" in value) else value
+    if isinstance(value, str):  # a URL or a server path; other text is the user's own
+        return redact_url(value) if ("://" in value or value.startswith("/")) else value
     if isinstance(value, list):
         return [_walk(v) for v in value]
     if isinstance(value, dict):
@@ -99,8 +99,9 @@ def _walk(value: Any) -> Any:
 
 
 def redact_json(raw: bytes | str) -> bytes:
-    """A task's ``data`` JSON with every string value redacted as ``redact_url`` does (the
-    same bytes when nothing needed it)."""
+    """A task's ``data`` JSON with every URL or server path in it (``scheme://...``,
+    ``/tasks/...``) redacted as ``redact_url`` does; other text, and the bytes when nothing
+    needed it, unchanged."""
     data = raw.encode() if isinstance(raw, str) else bytes(raw)
     if b"?" not in data and b"@" not in data and b"#" not in data:
         return data

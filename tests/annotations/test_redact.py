@@ -155,7 +155,7 @@ def test_messages_and_task_json_are_redacted(monkeypatch: pytest.MonkeyPatch) ->
     clean = json.loads(redact_json(raw))
     assert clean == {"image": "https://REDACTED@h.example.com/a.png",
                      "extra": [{"thumb": "https://h.example.com/t.png?sig=REDACTED"}], "n": 3}
-    plain = b'{"image": "photos/a?b.png", "w": 1}'
+    plain = b'{"image": "photos/a?b.png", "caption": "a cat? key=3, token=no", "w": 1}'
     assert redact_json(plain) == plain  # untouched bytes when nothing is secret
 
 
