@@ -5,7 +5,11 @@ HOST[,HOST...]``; ``*.example.com`` for its subdomains, ``host:port`` for one po
 redirect only to a named host (never ``https`` to ``http``), stop reading past a size cap
 (``max_download_bytes``, 64 MiB by default; a larger ``Content-Length`` is refused before the
 body is read), and time out on a connect or a read that stalls (``timeout``) and on a whole
-transfer that takes longer than ten times that.
+transfer that takes longer than ten times that. They go through the proxy the environment
+names, as urllib and requests choose it (``proxy_for``: ``HTTPS_PROXY``/``HTTP_PROXY``/
+``ALL_PROXY`` unless ``NO_PROXY`` names the host; https through a CONNECT tunnel, the TLS
+certificate still checked against the image's host); the allow-list judges the image's host,
+never the proxy. S3 reads (``cloud``, botocore) follow the same variables by themselves.
 
 The cache lives in the user's own cache folder (``$NPU_DATA_CACHE/downloads``, else
 ``$XDG_CACHE_HOME/npu-data/downloads``, else ``~/.cache/npu-data/downloads``), created with
