@@ -111,10 +111,7 @@ class Scene:
 
     def rect_corners(self, k: int) -> np.ndarray:
         """The 4 pixel corners of rectangle ``k`` (Label Studio's rotation about the top-left)."""
-        x, y, w, h, r = self.rects[k]
-        c, s = math.cos(math.radians(r)), math.sin(math.radians(r))
-        return np.array([[x, y], [x + w * c, y + w * s], [x + w * c - h * s, y + w * s + h * c],
-                         [x - h * s, y + h * c]], dtype=np.float64)
+        return rect_corners(*self.rects[k])
 
     def disc_mask(self) -> np.ndarray:
         """(H, W) bool: pixels whose centre lies inside the disc (the brush mask)."""
@@ -145,6 +142,15 @@ class Scene:
         parts.append(f"{_a(self.triangle_colour)} {self.triangle_colour} triangle")
         ground = "warm" if self.warm else "cool"
         return f"{', '.join(parts[:-1])} and {parts[-1]} on a {ground} textured background"
+
+
+def rect_corners(x: float, y: float, w: float, h: float, rotation: float) -> np.ndarray:
+    """(4, 2) pixel corners of a rectangle turned clockwise by ``rotation`` degrees about its
+    top-left corner, written out per corner as the ground truth the pipeline is tested against
+    (independent of ``kinds.boxes.box_pixels``)."""
+    c, s = math.cos(math.radians(rotation)), math.sin(math.radians(rotation))
+    return np.array([[x, y], [x + w * c, y + w * s], [x + w * c - h * s, y + w * s + h * c],
+                     [x - h * s, y + h * c]], dtype=np.float64)
 
 
 def _a(word: str) -> str:
@@ -202,10 +208,8 @@ def _place_rect(rng: np.random.Generator, w: int, h: int, rotated: bool
         bw, bh = rng.uniform(0.15, 0.35) * side, rng.uniform(0.12, 0.3) * side
         rot = float(rng.uniform(15, 40)) if rotated else 0.0
         x, y = rng.uniform(0, w - bw), rng.uniform(0, h - bh)
-        c, s = math.cos(math.radians(rot)), math.sin(math.radians(rot))
-        xs = [x, x + bw * c, x + bw * c - bh * s, x - bh * s]
-        ys = [y, y + bw * s, y + bw * s + bh * c, y + bh * c]
-        if min(xs) >= 1 and max(xs) <= w - 1 and min(ys) >= 1 and max(ys) <= h - 1:
+        xs, ys = rect_corners(x, y, bw, bh, rot).T
+        if xs.min() >= 1 and xs.max() <= w - 1 and ys.min() >= 1 and ys.max() <= h - 1:
             return (round(x, 2), round(y, 2), round(bw, 2), round(bh, 2), round(rot, 2))
     return (w * 0.1, h * 0.1, w * 0.2, h * 0.2, 0.0)
 
