@@ -27,6 +27,7 @@ from npu_data.formats.webdataset.stream import WebDatasetStream
 from npu_data.formats.webdataset.writer import manifest_path
 from npu_data.shards.format import PIXEL_COLUMNS
 from npu_data.shards.reader import ShardDataset
+from npu_data.transforms import RandomResizedCrop
 from tests.wds.test_wds import _import, assert_same_sample
 
 
@@ -185,6 +186,20 @@ def test_bad_annotations_name_the_sample(exported: tuple[Path, list[str]], tmp_p
     _write_tar(bad, [(n, orjson.dumps(ann) if n == name else d) for n, d in members])
     with pytest.raises(UserError, match="upgrade npu-data"):
         list(WebDatasetStream([str(bad)], rank=0, world_size=1))
+    ann = orjson.loads(data)
+    ann["width"] += 1  # annotations for another size than the image's
+    ann.pop("masks", None)
+    _write_tar(bad, [(n, orjson.dumps(ann) if n == name else d) for n, d in members])
+    with pytest.raises(UserError, match=f"sample {key}: the image is 72x96 pixels but its "
+                                        "annotations are for 72x97"):
+        list(WebDatasetStream([str(bad)], rank=0, world_size=1))
+    _write_tar(bad, [(n, b"not an image" if n == f"{key}.jpg" else d) for n, d in members])
+    for read_crop in (False, True):  # decoded whole, or only its header read
+        from npu_data.loaders import DataLoader
+
+        with pytest.raises(UserError, match=f"sample {key}: the image does not decode"):
+            list(DataLoader(WebDatasetStream([str(bad)], rank=0, world_size=1), batch_size=2,
+                            device="cpu", transform=RandomResizedCrop(16), read_crop=read_crop))
 
 
 # ------------------------------------------------------------------------------ tar URLs
@@ -290,3 +305,33 @@ def test_a_stream_left_early_stops_its_download(exported: tuple[Path, list[str]]
     first = next(it)
     it.close()  # closes the spool; its thread stops at its next write
     assert first.key == _members(tars[0])[0][0].split(".")[0]
+
+
+def test_s3_tars_from_a_named_bucket(exported: tuple[Path, list[str]],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import moto.server as moto_server
+    import s3fs
+
+    _, tars = exported
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFAKEFAKEFAKE")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fAkEsEcReT")
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        monkeypatch.setenv("NPU_DATA_S3_ENDPOINT", f"http://{host}:{port}")
+        fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": f"http://{host}:{port}"},
+                               skip_instance_cache=True)
+        fs.mkdir("tars-bucket")
+        fs.put(tars[0], "tars-bucket/a.tar")
+        url = "s3://tars-bucket/a.tar"
+        assert _keys([url], allow_download="tars-bucket") == _keys(tars[:1])
+        with pytest.raises(UserError, match="larger than the cap"):
+            _keys([url], allow_download="tars-bucket", max_download_bytes=1000)
+        with pytest.raises(UserError, match="cannot open"):
+            _keys(["s3://tars-bucket/missing.tar"], allow_download="tars-bucket")
+    finally:
+        server.stop()

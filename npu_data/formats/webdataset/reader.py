@@ -234,9 +234,12 @@ class _Pipe(_Capped):
 
 
 def _s3(url: str, access: TarAccess) -> Any:
+    from npu_data.shards.remote import _with_endpoint  # the endpoint as remote datasets get it
+
     try:
         import fsspec
-        fs, path = fsspec.core.url_to_fs(url, **access.storage_options)
+        fs, path = fsspec.core.url_to_fs(url, skip_instance_cache=True,
+                                         **_with_endpoint(url, access.storage_options))
         size = int(fs.size(path))
     except ImportError as exc:
         raise UserError(f"{shown(url)}: s3:// tars need s3fs ({exc.name} is not installed) — "
