@@ -28,7 +28,7 @@ from npu_data import device as dev
 from npu_data.transforms import _native
 from npu_data.transforms import functional as F
 from npu_data.transforms import reference as R
-from npu_data.transforms.compose import replay_reference
+from npu_data.transforms.replay import replay_reference
 
 
 def _time(fn: Callable[[], Any], repeats: int, sync: Callable[[], None]) -> float:

@@ -29,20 +29,15 @@ step() {  # name, seconds, command...
   timeout "$limit" "$@" > "$out/$name.log" 2>&1
   echo "   exit $? ($name)"; tail -n 25 "$out/$name.log"
 }
-# parity again with reduced-precision float32 matmuls allowed (TF32, as many training scripts
-# set): the torch kernels have no matmul, so it must stay 0 levels (issue 13)
-tf32_parity="import sys, torch; torch.backends.cuda.matmul.allow_tf32 = True
-torch.backends.cudnn.allow_tf32 = True; torch.set_float32_matmul_precision('high')
-from npu_data.cli import main; sys.exit(main(['parity', '--device', sys.argv[1], '--batches', sys.argv[2]]))"
+# parity's rows "<kernel> (torch, tf32/hf32 | bf16 matmul | bf16 autocast)" run the device
+# kernels with those switches really on (they act on CUDA) and emulated: all must be 0 levels
 if [ -n "$quick" ]; then
   step "parity-$device" 180 npu-data parity --device "$device" --batches 1
-  step "parity-$device-tf32" 180 python -c "$tf32_parity" "$device" 1
   step "kernels-$device" 120 python -m benches.kernels --device "$device" --batch 8 --repeats 1
   step "bench-$device" 120 npu-data bench --quick --device "$device" --out "$out/bench-$device"
   exit 0
 fi
 step "parity-$device" 180 npu-data parity --device "$device" --batches 4
-step "parity-$device-tf32" 120 python -c "$tf32_parity" "$device" 2
 step "kernels-$device" 120 python -m benches.kernels --device "$device" --batch 256 --repeats 5 \
   --out "$out/kernels-$device.json"
 step "kernels-$device-64" 120 python -m benches.kernels --device "$device" --batch 64 --repeats 5

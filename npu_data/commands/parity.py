@@ -8,7 +8,8 @@ from npu_data.errors import UserError
 
 NAME = "parity"
 HELP = ("Run every augmentation kernel on random padded batches on a device and compare each "
-        "sample with the Pillow reference (exit 1 if any kernel is outside its tolerance).")
+        "sample with the Pillow reference, the device kernels also under TF32/HF32, bf16 "
+        "matmuls and bf16 autocast (exit 1 if any row is outside its tolerance).")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -19,6 +20,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of images and parameters (0)")
     p.add_argument("--batches", type=int, default=2, help="random batches per kernel (2)")
     p.add_argument("--batch-size", type=int, default=8, help="samples per batch (8)")
+    p.add_argument("--precision", action=argparse.BooleanOptionalAction, default=True,
+                   help="also run the torch kernels under each reduced-precision mode "
+                        "(rows '<kernel> (torch, <mode>)', expected exact; default: on)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     print(f"device: {describe(device)}  seed: {args.seed}  batches: {args.batches}")
     rows = run_parity_suite(device, seed=args.seed, batches=args.batches,
-                            batch_size=args.batch_size)
+                            batch_size=args.batch_size, precision=args.precision)
     header = ("kernel", "max diff", "mean diff", "frac >1", "tolerance", "result")
     table = [header] + [
         (r.kernel, f"{r.max:g}", f"{r.mean:.4g}", f"{r.frac:.3%}", r.tolerance,

@@ -25,9 +25,9 @@ from npu_data.common.batch import CropPlan, EncodedImage, PlannedIndices
 from npu_data.transforms import _native, draws, geometry
 from npu_data.transforms import functional as F
 from npu_data.transforms._kernels.resample import vertical_first_rule
+from npu_data.transforms.base import Batch, Params, Transform
 from npu_data.transforms.compose import Compose
 from npu_data.transforms.crop import _CropBase
-from npu_data.transforms.params import Batch, Params, Transform
 
 
 def leading_crop(transform: Any) -> tuple[_CropBase, int] | None:

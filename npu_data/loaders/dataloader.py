@@ -39,7 +39,7 @@ from npu_data.loaders.sample_ids import sample_ids
 from npu_data.loaders.sampler import NpuDistributedSampler
 from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import draws
-from npu_data.transforms.params import Params, Transform
+from npu_data.transforms.base import Params, Transform
 
 BatchTransform = Callable[..., Any]
 _MASK = (1 << 63) - 1

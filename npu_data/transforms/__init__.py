@@ -12,13 +12,15 @@ import importlib
 from typing import Any
 
 from npu_data.transforms import functional, geometry
+from npu_data.transforms.base import Transform
 from npu_data.transforms.color import ColorJitter
-from npu_data.transforms.compose import Compose, Normalize, replay_reference, sample_image
+from npu_data.transforms.compose import Compose
 from npu_data.transforms.crop import CenterCrop, RandomResizedCrop, Resize, ResizeCenterCrop
 from npu_data.transforms.draws import sample_params
 from npu_data.transforms.flip import RandomHorizontalFlip
-from npu_data.transforms.params import Transform
+from npu_data.transforms.normalize import Normalize
 from npu_data.transforms.presets import LEVELS, NpuPreprocessor
+from npu_data.transforms.replay import replay_reference, sample_image
 
 _LAZY = {
     "reference": ("npu_data.transforms.reference", None),

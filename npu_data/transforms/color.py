@@ -9,26 +9,18 @@ import numpy as np
 import torch
 
 from npu_data.errors import UserError
-from npu_data.transforms import _native
 from npu_data.transforms import functional as F
-from npu_data.transforms._kernels import color as K
-from npu_data.transforms.draws import Draws
-from npu_data.transforms.params import (
+from npu_data.transforms.base import (
     Batch,
     Params,
     Transform,
     random_permutations,
     uniform,
 )
+from npu_data.transforms.draws import Draws
 
-OPS = ("brightness", "contrast", "saturation", "hue")
+OPS = F.COLOR_OPS
 _IDENTITY = (1.0, 1.0, 1.0, 0.0)
-_KERNELS = {
-    "brightness": F.adjust_brightness,
-    "contrast": F.adjust_contrast,
-    "saturation": F.adjust_saturation,
-    "hue": F.adjust_hue,
-}
 
 
 def _factor_range(
@@ -62,31 +54,13 @@ def _factor_range(
     return lo, hi
 
 
-def _fused_blend(x: torch.Tensor, sizes: torch.Tensor, op: torch.Tensor, factors: torch.Tensor,
-                 active: torch.Tensor) -> torch.Tensor:
-    """Brightness (op 0), contrast (1) or saturation (2) per sample, where ``active``."""
-    gray = K.grayscale(x)  # (B, 1, H, W) int32
-    mask = K.valid_mask(sizes, x.shape[-2], x.shape[-1])
-    total = torch.where(mask, gray, 0).to(torch.int64).sum(dim=(1, 2, 3))
-    count = (sizes[:, 0].to(torch.int64) * sizes[:, 1].to(torch.int64)).clamp(min=1)
-    mean = torch.div(2 * total + count, 2 * count, rounding_mode="floor").to(torch.int32)
-    sel = op.view(-1, 1, 1, 1)
-    in1 = torch.where(sel == 2, gray, torch.where(sel == 1, mean.view(-1, 1, 1, 1), 0))
-    alpha = torch.gather(factors, 1, op.view(-1, 1).clamp(0, 2)).squeeze(1)
-    alpha = torch.where(active, alpha, torch.ones_like(alpha))
-    out = K.blend(in1.expand_as(x), x, alpha)
-    # like F.adjust_contrast, contrast leaves the padding at 0
-    zero_pad = (active & (op == 1)).view(-1, 1, 1, 1) & ~mask
-    return torch.where(zero_pad, torch.zeros((), dtype=out.dtype, device=out.device), out)
-
-
 class ColorJitter(Transform):
     """Random brightness, contrast, saturation and hue, drawn per sample (torchvision ranges).
 
     ``order="random"`` (default) applies the enabled adjustments in an independent random
-    order per sample, as torchvision's per-image PIL path does: one hue pass plus up to six
-    fused blend passes (the blends before and after each sample's hue step). ``order="fixed"`` applies brightness, contrast,
-    saturation, hue in that order: one pass each.
+    order per sample, as torchvision's per-image PIL path does; ``order="fixed"`` applies
+    brightness, contrast, saturation, hue in that order. Either way one
+    ``functional.color_jitter`` call runs the batch's whole sequence.
     """
 
     name = "ColorJitter"
@@ -119,7 +93,7 @@ class ColorJitter(Transform):
             perm = random_permutations(b, n, dev, generator)
         else:
             perm = torch.arange(n, device=dev).expand(b, n)
-        ids = torch.tensor(self.enabled, dtype=torch.int64, device=dev)
+        ids = torch.tensor(self.enabled, dtype=torch.int64).to(dev, non_blocking=True)
         params: Params = {"order": ids[perm]}
         for op, ident in zip(OPS, _IDENTITY, strict=True):
             rng = self.ranges[op]
@@ -148,46 +122,12 @@ class ColorJitter(Transform):
         return params
 
     def _apply(self, batch: Batch, params: Params) -> Batch:
-        x = batch["image"]
-        sizes = batch["sizes"]
-        order = params["order"]
-        n = order.shape[1]
-        if _native.for_tensor(x) is not None:  # compiled CPU kernels: every op in one call
-            factors = torch.stack([params[op] for op in OPS[:3]], dim=1)
-            x = F.color_sequence(x, sizes, order, factors, K.hue_shift(params["hue"]))
-        elif n == 1 or self.order == "fixed":  # the order is known: one pass per op
-            for op_id in self.enabled:
-                x = _KERNELS[OPS[op_id]](x, sizes, params[OPS[op_id]])
-        else:
-            x = self._apply_random_order(x, sizes, order, params)
+        order = params["order"] if self.order == "random" else None
         out = dict(batch)
-        out["image"] = x
+        out["image"] = F.color_jitter(batch["image"], batch["sizes"], self.enabled, order,
+                                      params["brightness"], params["contrast"],
+                                      params["saturation"], params["hue"])
         return out
-
-    def _apply_random_order(
-        self, x: torch.Tensor, sizes: torch.Tensor, order: torch.Tensor, params: Params
-    ) -> torch.Tensor:
-        """Per-sample order with ONE hue pass: the blends before each sample's hue step, hue,
-        then the blends after it. Each blend step is one fused pass whose first image is
-        chosen per sample (black, the grey mean, or the pixel's grey); factor 1 is an exact
-        identity, so samples with nothing to do at a step stay unchanged."""
-        b, n = order.shape
-        hue_id = OPS.index("hue")
-        factors = torch.stack([params[op] for op in OPS[:3]], dim=1)  # (B, 3)
-        if hue_id not in self.enabled:
-            for k in range(n):
-                x = _fused_blend(x, sizes, order[:, k], factors, torch.ones_like(order[:, k],
-                                                                               dtype=torch.bool))
-            return x
-        steps = torch.arange(n - 1, device=order.device).view(1, -1)
-        hue_at = torch.argmax((order == hue_id).to(torch.int64), dim=1, keepdim=True)  # (B, 1)
-        blends = torch.gather(order, 1, steps + (steps >= hue_at).to(steps.dtype))  # (B, n-1)
-        for k in range(n - 1):  # before hue
-            x = _fused_blend(x, sizes, blends[:, k], factors, k < hue_at[:, 0])
-        x = F.adjust_hue(x, sizes, params["hue"])
-        for k in range(n - 1):  # after hue
-            x = _fused_blend(x, sizes, blends[:, k], factors, k >= hue_at[:, 0])
-        return x
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms import reference

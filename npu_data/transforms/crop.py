@@ -16,8 +16,8 @@ import torch
 from npu_data.errors import UserError
 from npu_data.transforms import functional as F
 from npu_data.transforms import geometry
+from npu_data.transforms.base import Batch, Params, Transform, pair, rand
 from npu_data.transforms.draws import Draws
-from npu_data.transforms.params import Batch, Params, Transform, pair, rand
 
 
 def _check_min_visible(min_visible: float, who: str) -> float:
@@ -52,9 +52,8 @@ class _CropBase(Transform):
         out = dict(batch)
         out["image"] = F.resized_crop(batch["image"], batch["sizes"], boxes, self.size)
         sizes = batch["sizes"]
-        out["sizes"] = torch.tensor(self.size, dtype=sizes.dtype, device=sizes.device).expand(
-            sizes.shape[0], 2
-        )
+        out["sizes"] = torch.tensor(self.size, dtype=sizes.dtype).to(
+            sizes.device, non_blocking=True).expand(sizes.shape[0], 2)
         out.update(geometry.resized_crop_geometry(batch, boxes, self.size, self.min_visible))
         return out
 
@@ -206,7 +205,7 @@ class CenterCrop(_CropBase):
 
     def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
         sizes = batch["sizes"].to(torch.int64)
-        want = torch.tensor(self.size, dtype=torch.int64, device=sizes.device)
+        want = torch.tensor(self.size, dtype=torch.int64).to(sizes.device, non_blocking=True)
         crop = torch.minimum(sizes, want)
         start = torch.round((sizes - crop).to(torch.float32) / 2).to(torch.int64)
         return {"boxes": torch.cat([start, crop], dim=1)}
@@ -243,7 +242,7 @@ class ResizeCenterCrop(_CropBase):
     def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
         sizes = batch["sizes"].to(torch.float32)
         scale = self.resize_size / sizes.amin(dim=1, keepdim=True)
-        want = torch.tensor(self.size, dtype=torch.float32, device=sizes.device)
+        want = torch.tensor(self.size, dtype=torch.float32).to(sizes.device, non_blocking=True)
         crop = torch.minimum(torch.round(want / scale), sizes).clamp(min=1)
         start = torch.round((sizes - crop) / 2)
         return {"boxes": torch.cat([start, crop], dim=1).to(torch.int64)}

@@ -8,8 +8,8 @@ import torch
 from npu_data.errors import UserError
 from npu_data.transforms import functional as F
 from npu_data.transforms import geometry
+from npu_data.transforms.base import Batch, Params, Transform, rand
 from npu_data.transforms.draws import Draws
-from npu_data.transforms.params import Batch, Params, Transform, rand
 
 
 class RandomHorizontalFlip(Transform):

@@ -6,25 +6,33 @@ and runs wherever the tensors are (NPU, CUDA, CPU) with no host synchronisation 
 loop over samples or pixels. Semantics are Pillow's (torchvision's PIL path); the CPU
 versions are in :mod:`npu_data.transforms.reference` and the agreement is checked by
 :mod:`npu_data.transforms.parity`. Padding outside ``sizes`` comes out as 0.
+
+Each function validates its arguments, then runs the implementation that
+:func:`npu_data.transforms._dispatch.kernel` picks for the images (compiled CPU kernels or
+torch ops): one dispatch point per op. Per-sample parameters may live on the host or on the
+images' device; host values are read only to validate them or to pick a cheaper path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 
 from npu_data.errors import UserError
-from npu_data.transforms import _kernels, _native
+from npu_data.transforms import _kernels
+from npu_data.transforms._dispatch import kernel
 from npu_data.transforms._kernels import color as _color
-from npu_data.transforms._kernels.resample import resize_two_passes, vertical_first_rule
+
+COLOR_OPS = ("brightness", "contrast", "saturation", "hue")  # color_jitter's op ids 0..3
 
 __all__ = [
+    "COLOR_OPS",
     "adjust_brightness",
     "adjust_contrast",
     "adjust_hue",
     "adjust_saturation",
+    "color_jitter",
     "hflip",
     "normalize",
     "resized_crop",
@@ -63,11 +71,6 @@ def _out_size(size: int | Sequence[int]) -> tuple[int, int]:
     return h, w
 
 
-def _mask_padding(out: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
-    mask = _color.valid_mask(sizes, out.shape[-2], out.shape[-1])
-    return torch.where(mask, out, torch.zeros((), dtype=out.dtype, device=out.device))
-
-
 def resized_crop(
     images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor, size: int | Sequence[int]
 ) -> torch.Tensor:
@@ -88,80 +91,14 @@ def resized_crop(
     if boxes.shape != (images.shape[0], 4):
         raise UserError(f"crop boxes must have shape ({images.shape[0]}, 4) "
                         f"(top, left, height, width), got {tuple(boxes.shape)}")
-    bx = boxes.to(device=images.device, dtype=torch.int64)
-    native = _native.for_tensor(images)
-    if native is not None:
-        _check_boxes_inside(bx, images)
-        return native.resized_crop(images, bx, out_h, out_w, vertical_first_rule())
-    if not _kernels.host_values(boxes):
-        # The pass order of each sample is on the device: both orders for every sample,
-        # each picked per sample (no read back; a box outside the batch reads clamped rows).
-        # Host boxes avoid the double work.
-        v_first = _vertical_first(bx, out_h, out_w)
-        hv = _resized_crop_torch(images, bx, out_h, out_w, vertical=False)
-        vh = _resized_crop_torch(images, bx, out_h, out_w, vertical=True)
-        return torch.where(v_first.view(-1, 1, 1, 1), vh, hv).contiguous()
-    host = boxes.to(torch.int64)  # host boxes: checked and read whatever the images' device
-    _check_boxes_inside(host, images)
-    order = _vertical_first(host, out_h, out_w).numpy()
-    if not order.any() or order.all():
-        return _resized_crop_torch(images, bx, out_h, out_w, vertical=bool(order.any()))
-    # Pillow >= 13 runs the vertical pass first when the height shrinks more than twice as
-    # much as the width: each sample runs its own order once, in two groups known here.
-    out = images.new_empty((images.shape[0], images.shape[1], out_h, out_w))
-    for vertical in (False, True):
-        idx = torch.from_numpy(np.flatnonzero(order == vertical)).to(images.device)
-        part = _resized_crop_torch(images.index_select(0, idx), bx.index_select(0, idx),
-                                   out_h, out_w, vertical=vertical)
-        out.index_copy_(0, idx, part)
-    return out
-
-
-def _vertical_first(bx: torch.Tensor, out_h: int, out_w: int) -> torch.Tensor:
-    """(B,) bool: the samples Pillow >= 13 resizes vertically first (the height shrinks by
-    more than twice as many pixels as the width)."""
-    ch, cw = bx[:, 2], bx[:, 3]
-    if not vertical_first_rule():
-        return torch.zeros_like(ch, dtype=torch.bool)
-    return ((ch - out_h) > 0) & ((ch - out_h) > 2 * (cw - out_w))
-
-
-def _check_boxes_inside(bx: torch.Tensor, images: torch.Tensor) -> None:
-    height, width = images.shape[-2:]
-    inside = (bx[:, 0] >= 0) & (bx[:, 1] >= 0) & (bx[:, 2] >= 1) & (bx[:, 3] >= 1) & \
-        (bx[:, 0] + bx[:, 2] <= height) & (bx[:, 1] + bx[:, 3] <= width)
-    if not bool(inside.all()):
-        i = int(torch.nonzero(~inside)[0, 0])
-        raise UserError(f"crop box {bx[i].tolist()} of sample {i} (top, left, height, width) "
-                        f"lies outside the {height}x{width} batch: clip it to the image")
-
-
-def _resized_crop_torch(images: torch.Tensor, bx: torch.Tensor, out_h: int, out_w: int,
-                        vertical: bool) -> torch.Tensor:
-    """Both passes on every sample of the batch, horizontal or ``vertical`` first (any
-    device): integer tap sums over gathered rows (``_kernels.resample``)."""
-    top, left, ch, cw = bx.unbind(1)
-    hwc = images.permute(0, 2, 3, 1)  # (B, H, W, C): free for channels-last batches
-    if vertical:  # rows of H first, then the columns: (B, out_w, out_h, C)
-        z = resize_two_passes(hwc, (top, ch, out_h), (left, cw, out_w))
-        return z.permute(0, 3, 2, 1).contiguous()
-    z = resize_two_passes(hwc.transpose(1, 2), (left, cw, out_w), (top, ch, out_h))
-    return z.permute(0, 3, 1, 2).contiguous()
+    impl = kernel("resized_crop", images)
+    return impl(images, sizes, boxes.to(torch.int64), out_h, out_w)
 
 
 def hflip(images: torch.Tensor, sizes: torch.Tensor, flip_mask: torch.Tensor) -> torch.Tensor:
     """Mirror each flagged sample left-right within its valid width (exact)."""
     _check_images(images, sizes)
-    native = _native.for_tensor(images)
-    if native is not None:
-        return native.hflip(images, sizes, flip_mask.to(torch.bool))
-    width = images.shape[-1]
-    flip = flip_mask.to(device=images.device, dtype=torch.bool).view(-1, 1)
-    cols = torch.arange(width, device=images.device).view(1, width)
-    w = sizes[:, 1].to(device=images.device, dtype=torch.int64).view(-1, 1)
-    src = torch.where(flip & (cols < w), w - 1 - cols, cols)  # (B, W)
-    index = src.view(-1, 1, 1, width).expand_as(images)
-    return torch.gather(images, 3, index)
+    return kernel("hflip", images)(images, sizes, flip_mask)
 
 
 def adjust_brightness(
@@ -170,10 +107,7 @@ def adjust_brightness(
     """``ImageEnhance.Brightness(factor)`` per sample (blend with black; exact)."""
     _check_images(images, sizes)
     f = _checked_nonneg(factors, images, "brightness")
-    fast = _compiled_colour_op(images, sizes, 0, f)
-    if fast is not None:
-        return fast
-    return _color.blend(torch.zeros_like(images), images, f)
+    return kernel("adjust_brightness", images)(images, sizes, f)
 
 
 def adjust_contrast(
@@ -183,12 +117,7 @@ def adjust_contrast(
     grayscale image over its valid region (exact)."""
     _check_images(images, sizes)
     f = _checked_nonneg(factors, images, "contrast")
-    fast = _compiled_colour_op(images, sizes, 1, f)
-    if fast is not None:
-        return fast
-    mean = _color.contrast_mean(images, sizes.to(images.device)).view(-1, 1, 1, 1)
-    out = _color.blend(mean.expand_as(images), images, f)
-    return _mask_padding(out, sizes.to(images.device))
+    return kernel("adjust_contrast", images)(images, sizes, f)
 
 
 def adjust_saturation(
@@ -197,11 +126,7 @@ def adjust_saturation(
     """``ImageEnhance.Color(factor)`` per sample: blend with each pixel's grayscale (exact)."""
     _check_images(images, sizes)
     f = _checked_nonneg(factors, images, "saturation")
-    fast = _compiled_colour_op(images, sizes, 2, f)
-    if fast is not None:
-        return fast
-    gray = _color.grayscale(images).expand_as(images)
-    return _color.blend(gray, images, f)
+    return kernel("adjust_saturation", images)(images, sizes, f)
 
 
 def adjust_hue(
@@ -214,48 +139,43 @@ def adjust_hue(
     a reference for the host, not for accelerators).
     """
     _check_images(images, sizes)
+    shifts = _hue_shifts(factors, images)
+    op = "adjust_hue_direct" if direct else "adjust_hue"
+    return kernel(op, images)(images, sizes, shifts)
+
+
+def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
+                 order: torch.Tensor | None, brightness: torch.Tensor, contrast: torch.Tensor,
+                 saturation: torch.Tensor, hue: torch.Tensor) -> torch.Tensor:
+    """Several colour ops per sample in one call: ColorJitter's sequence.
+
+    ``ops``: the op ids in play (indices into :data:`COLOR_OPS`: 0 brightness, 1 contrast,
+    2 saturation, 3 hue); ``order (B, len(ops))``: each sample's own permutation of ``ops``
+    (applied left to right), or None for ``ops`` in that order for every sample. The four
+    factor tensors are (B,), as for the single ops (factor 1, or hue 0, leaves a sample as it
+    is; every factor is used only if its op is in ``ops``). Equal, sample by sample, to the
+    single ops applied in each sample's order.
+    """
+    _check_images(images, sizes)
+    ids = [int(op) for op in ops]
+    if len(set(ids)) != len(ids) or not all(0 <= op < len(COLOR_OPS) for op in ids):
+        raise UserError(f"color_jitter: ops must be distinct ids in 0..3 {COLOR_OPS}, "
+                        f"got {list(ops)}")
+    if order is not None and tuple(order.shape) != (images.shape[0], len(ids)):
+        raise UserError(f"color_jitter: order must have shape ({images.shape[0]}, {len(ids)}) "
+                        f"(one permutation of ops per sample), got {tuple(order.shape)}")
+    factors = torch.stack([_checked_nonneg(brightness, images, "brightness"),
+                           _checked_nonneg(contrast, images, "contrast"),
+                           _checked_nonneg(saturation, images, "saturation")], dim=1)
+    shifts = _hue_shifts(hue, images)
+    return kernel("color_jitter", images)(images, sizes, ids, order, factors, shifts)
+
+
+def _hue_shifts(factors: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
     f = _check_factors(factors, images.shape[0], "hue")
     if _kernels.host_values(f) and bool(torch.any((f < -0.5) | (f > 0.5))):
         raise UserError("hue factors must lie in [-0.5, 0.5]")
-    f = f.to(images.device)
-    shift = _color.hue_shift(f)
-    fast = None if direct else _compiled_colour_op(images, sizes, 3, torch.ones_like(f), shift)
-    if fast is not None:
-        return fast
-    if direct:
-        hsv = _color.rgb_to_hsv(images)
-        h = torch.remainder(hsv[:, 0].to(torch.int64) + shift.view(-1, 1, 1), 256)
-        hsv = torch.stack([h.to(torch.uint8), hsv[:, 1], hsv[:, 2]], dim=1)
-        return _color.hsv_to_rgb(hsv)
-    return _color.adjust_hue_lut(images, shift)
-
-
-def _compiled_colour_op(images: torch.Tensor, sizes: torch.Tensor, op: int,
-                        factors: torch.Tensor, shifts: torch.Tensor | None = None
-                        ) -> torch.Tensor | None:
-    """One colour op (``color_sequence`` id ``op``) through the compiled CPU kernels, or
-    ``None`` when they do not apply to these tensors."""
-    if _native.for_tensor(images) is None:
-        return None
-    b = images.shape[0]
-    order = torch.full((b, 1), op, dtype=torch.int64)
-    shift = shifts if shifts is not None else torch.zeros(b, dtype=torch.int64)
-    return color_sequence(images, sizes, order, factors.view(-1, 1).expand(b, 3), shift)
-
-
-def color_sequence(images: torch.Tensor, sizes: torch.Tensor, order: torch.Tensor,
-                   factors: torch.Tensor, shifts: torch.Tensor) -> torch.Tensor:
-    """Several colour ops per sample in one pass over the batch (compiled CPU kernels only).
-
-    ``order (B, n)``: op ids applied left to right (0 brightness, 1 contrast, 2 saturation,
-    3 hue; -1 skips); ``factors (B, 3)``: brightness, contrast and saturation factors;
-    ``shifts (B,)``: hue shifts in levels (:func:`npu_data.transforms._kernels.color.hue_shift`).
-    """
-    native = _native.for_tensor(images)
-    if native is None:
-        raise UserError("color_sequence needs the compiled CPU kernels on CPU tensors")
-    return native.color_ops(images, sizes.to(torch.int64), order.to(torch.int64),
-                            factors.to(torch.float32), shifts.to(torch.int64))
+    return _color.hue_shift(_kernels.to_device(f, images.device))
 
 
 def _checked_nonneg(factors: torch.Tensor, images: torch.Tensor, name: str) -> torch.Tensor:
@@ -263,7 +183,7 @@ def _checked_nonneg(factors: torch.Tensor, images: torch.Tensor, name: str) -> t
     # Validation reads the values only of host (CPU) tensors: no host sync on accelerators.
     if _kernels.host_values(f) and bool(torch.any(f < 0)):
         raise UserError(f"{name} factors must be non-negative")
-    return f.to(images.device)
+    return _kernels.to_device(f, images.device)
 
 
 def to_dtype(images: torch.Tensor, dtype: torch.dtype = torch.float32,
@@ -285,11 +205,6 @@ def normalize(
         raise UserError(f"mean and std need {images.shape[1]} values, got {len(mean)}, {len(std)}")
     if any(s <= 0 for s in std):
         raise UserError(f"std values must be positive, got {list(std)}")
-    m = torch.tensor(mean, dtype=torch.float32, device=images.device).view(1, -1, 1, 1)
-    s = torch.tensor(std, dtype=torch.float32, device=images.device).view(1, -1, 1, 1)
-    native = _native.for_tensor(images)
-    if native is not None and images.dtype == torch.uint8:
-        out = native.normalize(images, m.flatten(), s.flatten(), channels_last)
-        return out if dtype == torch.float32 else out.to(dtype)
-    out = ((images.to(torch.float32) / 255.0 - m) / s).to(dtype)
-    return out.contiguous(memory_format=torch.channels_last) if channels_last else out
+    m = _kernels.to_device(torch.tensor(mean, dtype=torch.float32), images.device)
+    s = _kernels.to_device(torch.tensor(std, dtype=torch.float32), images.device)
+    return kernel("normalize", images)(images, m, s, dtype, channels_last)

@@ -3,7 +3,9 @@
 :func:`compare_tensor` measures two arrays; :func:`run_parity_suite` runs every kernel of
 :mod:`npu_data.transforms.functional` (and a full augmentation pipeline) on random padded
 batches on a device and compares each sample's valid region with
-:mod:`npu_data.transforms.reference`, against the budgets in :data:`TOLERANCES`.
+:mod:`npu_data.transforms.reference`, against the budgets in :data:`TOLERANCES`; the torch
+kernels (the device path) also under each reduced-precision mode of
+:mod:`npu_data.transforms.precision`, against :data:`PRECISION_TOLERANCES`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from npu_data.device import DeviceLike, resolve_device
 from npu_data.errors import UserError
 
 __all__ = [
+    "PRECISION_TOLERANCES",
     "TOLERANCES",
     "ParityReport",
     "ParityRow",
@@ -40,6 +43,12 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "normalize": (1e-5, 1e-6),
     "pipeline": (1, 0.1),
     "loader": (1, 0.1),
+}
+# the torch kernels under TF32/HF32, bf16 matmuls or bf16 autocast (rows "<kernel> (torch,
+# <mode>)"): they have no matmul, so the pixels are Pillow's exactly; normalize (float32 out)
+# keeps its budget. The loader runs in its own processes and has no such rows.
+PRECISION_TOLERANCES: dict[str, tuple[float, float]] = {
+    k: (TOLERANCES[k] if k == "normalize" else (0, 0.0)) for k in TOLERANCES if k != "loader"
 }
 
 
@@ -130,16 +139,17 @@ def compare_tensor(
     )
 
 
-def within(kernel: str, max_abs: float, mean_abs: float) -> bool:
-    """True when ``max_abs`` / ``mean_abs`` meet ``TOLERANCES[kernel]``."""
-    max_tol, mean_tol = TOLERANCES[kernel]
+def within(kernel: str, max_abs: float, mean_abs: float,
+           tolerance: tuple[float, float] | None = None) -> bool:
+    """True when ``max_abs`` / ``mean_abs`` meet ``tolerance`` (``TOLERANCES[kernel]``)."""
+    max_tol, mean_tol = TOLERANCES[kernel] if tolerance is None else tolerance
     mean_ok = mean_abs == 0.0 if mean_tol == 0 else mean_abs < mean_tol
     return max_abs <= max_tol and mean_ok
 
 
-def tolerance_text(kernel: str) -> str:
-    """``TOLERANCES[kernel]`` for people, e.g. ``max<=1, mean<0.1`` or ``exact``."""
-    max_tol, mean_tol = TOLERANCES[kernel]
+def tolerance_text(kernel: str, tolerance: tuple[float, float] | None = None) -> str:
+    """``tolerance`` (``TOLERANCES[kernel]``) for people: ``max<=1, mean<0.1`` or ``exact``."""
+    max_tol, mean_tol = TOLERANCES[kernel] if tolerance is None else tolerance
     if max_tol == 0 and mean_tol == 0:
         return "exact"
     return f"max<={max_tol:g}, mean<{mean_tol:g}"
@@ -161,8 +171,8 @@ class ParityRow:
 class _Acc:
     """Accumulates per-sample reports into one row."""
 
-    def __init__(self, kernel: str) -> None:
-        self.kernel = kernel
+    def __init__(self, kernel: str, tolerance: tuple[float, float]) -> None:
+        self.kernel, self.tolerance = kernel, tolerance
         self.max, self.total, self.off, self.numel, self.samples = 0.0, 0.0, 0.0, 0, 0
 
     def add(self, expected: Any, actual: Any) -> None:
@@ -182,8 +192,8 @@ class _Acc:
             mean,
             frac,
             self.samples,
-            tolerance_text(self.kernel),
-            within(self.kernel, self.max, mean),
+            tolerance_text(self.kernel, self.tolerance),
+            within(self.kernel, self.max, mean, self.tolerance),
         )
 
 
@@ -254,38 +264,52 @@ def _pipeline() -> Any:
 
 
 def run_parity_suite(
-    device: DeviceLike = "auto", seed: int = 0, batches: int = 2, batch_size: int = 8
+    device: DeviceLike = "auto", seed: int = 0, batches: int = 2, batch_size: int = 8,
+    precision: bool = True,
 ) -> list[ParityRow]:
     """Run every kernel on ``batches`` random padded batches on ``device`` and compare each
-    sample with the Pillow reference; one :class:`ParityRow` per kernel (plus "pipeline").
+    sample with the Pillow reference; one :class:`ParityRow` per kernel (plus "pipeline" and
+    "loader").
 
     On the CPU with the compiled kernels available, the pure-torch kernels (the ones that run
-    on CUDA and NPU) are checked too, as rows named ``"<kernel> (torch)"``.
+    on CUDA and NPU) are checked too, as rows named ``"<kernel> (torch)"``. With
+    ``precision``, the torch kernels run again, down the accelerators' path, under each mode
+    of :data:`npu_data.transforms.precision.MODES` that ``device`` has: rows
+    ``"<kernel> (torch, <mode>)"`` (no loader row).
     """
     from dataclasses import replace
 
-    from npu_data.transforms import _native
+    from npu_data.transforms import _dispatch, _native
+    from npu_data.transforms._kernels import accelerator_path
+    from npu_data.transforms.precision import MODES, reduced_precision
 
     if batches < 1 or batch_size < 1:
         raise UserError(f"run_parity_suite: batches and batch_size must be >= 1, got {batches} "
                         f"and {batch_size}")
     dev = resolve_device(device)
-    rows = _run_suite(dev, seed, batches, batch_size)
-    if _native.for_tensor(torch.empty(0, device=dev)) is not None:
+    rows = _run_suite(dev, seed, batches, batch_size, TOLERANCES)
+    if _dispatch.compiled_for(torch.empty(0, device=dev)):
         with _native.disabled():
             rows += [replace(r, kernel=f"{r.kernel} (torch)")
-                     for r in _run_suite(dev, seed, batches, batch_size)]
+                     for r in _run_suite(dev, seed, batches, batch_size, TOLERANCES)]
+    for mode, (_, _, autocast) in MODES.items() if precision else ():
+        if autocast and not torch.amp.is_autocast_available(dev.type):
+            continue
+        with accelerator_path(), reduced_precision(mode, dev):
+            rows += [replace(r, kernel=f"{r.kernel} (torch, {mode})") for r in
+                     _run_suite(dev, seed, batches, batch_size, PRECISION_TOLERANCES)]
     return rows
 
 
-def _run_suite(dev: torch.device, seed: int, batches: int, batch_size: int) -> list[ParityRow]:
+def _run_suite(dev: torch.device, seed: int, batches: int, batch_size: int,
+               tolerances: dict[str, tuple[float, float]]) -> list[ParityRow]:
     from npu_data.device import manual_seed
     from npu_data.transforms import functional as F
     from npu_data.transforms import reference as R
-    from npu_data.transforms.compose import replay_reference, sample_image
+    from npu_data.transforms.replay import replay_reference, sample_image
 
     rng = np.random.default_rng(seed)
-    accs = {k: _Acc(k) for k in TOLERANCES}
+    accs = {k: _Acc(k, tol) for k, tol in tolerances.items()}
     color: dict[str, tuple[Callable[..., torch.Tensor], Callable[..., np.ndarray], float, float]]
     color = {
         "adjust_brightness": (F.adjust_brightness, R.adjust_brightness, 0.0, 2.0),
@@ -326,7 +350,8 @@ def _run_suite(dev: torch.device, seed: int, batches: int, batch_size: int) -> l
         for i in range(batch_size):
             ref = replay_reference(pipe, sample_image(batch, i), params, i)
             accs["pipeline"].add(ref, sample_image(result, i))
-        _loader_rows(accs["loader"], pipe, imgs, dev, seed + b)
+        if "loader" in accs:
+            _loader_rows(accs["loader"], pipe, imgs, dev, seed + b)
     return [acc.row() for acc in accs.values()]
 
 
@@ -348,7 +373,7 @@ def _loader_rows(acc: _Acc, pipe: Any, imgs: list[np.ndarray], dev: torch.device
     """End to end: the DataLoader's device batches (parameters drawn on the host, keyed by
     (seed, epoch, index)) against the reference replayed from each batch's ``aug``."""
     from npu_data.loaders import DataLoader
-    from npu_data.transforms.compose import sample_image
+    from npu_data.transforms.replay import sample_image
 
     loader = DataLoader(_Samples(imgs), batch_size=max(1, len(imgs) // 2), shuffle=True,
                         device=dev, transform=pipe, seed=seed)

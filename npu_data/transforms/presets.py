@@ -7,11 +7,12 @@ from collections.abc import Sequence
 import torch
 
 from npu_data.errors import UserError
+from npu_data.transforms.base import Transform, pair
 from npu_data.transforms.color import ColorJitter
-from npu_data.transforms.compose import IMAGENET_MEAN, IMAGENET_STD, Compose, Normalize
+from npu_data.transforms.compose import Compose
 from npu_data.transforms.crop import RandomResizedCrop, ResizeCenterCrop
 from npu_data.transforms.flip import RandomHorizontalFlip
-from npu_data.transforms.params import Transform, pair
+from npu_data.transforms.normalize import IMAGENET_MEAN, IMAGENET_STD, Normalize
 
 LEVELS = {
     0: "resize the shorter side to image_size, centre crop (evaluation)",

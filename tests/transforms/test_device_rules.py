@@ -39,6 +39,7 @@ from npu_data.transforms import functional as F
 from npu_data.transforms._kernels import accelerator_path
 from npu_data.transforms._kernels import color as K
 from npu_data.transforms.draws import sample_keys
+from npu_data.transforms.precision import MODES, reduced_precision, round_mantissa
 
 aten = torch.ops.aten
 _SYNC_OPS = {aten._local_scalar_dense, aten.item, aten.nonzero, aten.nonzero_static,
@@ -256,71 +257,35 @@ def test_the_audit_sees_what_it_must_refuse() -> None:
     assert not clean.float64 and not clean.syncs, clean.summary()
 
 
-# --- reduced-precision matmul, emulated --------------------------------------------------
-# CUDA with allow_tf32 / set_float32_matmul_precision("high") and Ascend with allow_hf32 feed
-# float32 matmuls (and cuDNN convolutions) to the units rounded to 10 explicit mantissa bits;
-# bf16 keeps 7 (8 significant bits). Products are accumulated in float32 either way.
-_MATMULS = {aten.mm: (0, 1), aten.bmm: (0, 1), aten.addmm: (1, 2), aten.baddbmm: (1, 2),
-            aten.addbmm: (1, 2), aten.mv: (0, 1), aten.addmv: (1, 2), aten.dot: (0, 1),
-            aten.vdot: (0, 1), aten.convolution: (0, 1), aten._convolution: (0, 1)}
-
-
-def round_mantissa(t: torch.Tensor, bits: int) -> torch.Tensor:
-    """float32 ``t`` rounded to nearest (ties to even) with ``bits`` explicit mantissa bits."""
-    drop = 23 - bits
-    i = t.contiguous().view(torch.int32)
-    lsb = (i >> drop) & 1
-    rounded = (i + ((1 << (drop - 1)) - 1) + lsb) & ~((1 << drop) - 1)
-    return rounded.view(torch.float32).view_as(t)
-
-
-class ReducedPrecisionMatmul(TorchDispatchMode):
-    """Rounds the float32 operands of every matmul/convolution to ``bits`` mantissa bits."""
-
-    def __init__(self, bits: int) -> None:
-        super().__init__()
-        self.bits = bits
-        self.seen: Counter[str] = Counter()
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-                           ) -> Any:
-        operands = _MATMULS.get(func.overloadpacket)
-        if operands is not None:
-            self.seen[func.name()] += 1
-            args = tuple(round_mantissa(a, self.bits)
-                         if i in operands and isinstance(a, torch.Tensor)
-                         and a.dtype == torch.float32 else a for i, a in enumerate(args))
-        return func(*args, **(kwargs or {}))
-
-
-_PRECISIONS = {"tf32/hf32": 10, "bf16": 7}
-
-
+# --- reduced-precision matmul (npu_data.transforms.precision: set for real, emulated) -------
 def test_the_precision_emulation_changes_what_it_must() -> None:
     """Negative control: a product needing more than 11 significant bits changes."""
     a = torch.tensor([[255.0, 1.0]])
     b = torch.tensor([[4194303.0], [3.0]])  # 2**22 - 1: the largest resize weight
     exact = torch.mm(a, b)
-    for name, bits in _PRECISIONS.items():
-        mode = ReducedPrecisionMatmul(bits)
-        with mode:
+    before = (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32)
+    for name, (_, precision, autocast) in MODES.items():
+        with reduced_precision(name, torch.device("cpu")) as mode:
+            assert torch.get_float32_matmul_precision() == precision
+            assert torch.is_autocast_enabled("cpu") == autocast
             approx = torch.mm(a, b)
             conv = torch.nn.functional.conv1d(a.view(1, 1, 2), b.view(1, 1, 2))
-        assert mode.seen and not torch.equal(approx, exact), name
-        assert conv.item() != exact.item(), name
+        assert mode.seen and not torch.equal(approx.float(), exact), name
+        assert conv.float().item() != exact.item(), name
+    assert (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32) == before
+    assert not torch.is_autocast_enabled("cpu")
     x = torch.tensor([1.0, 1.0 + 2**-10, 1.0 + 2**-11, 1.0 + 3 * 2**-11, 3.0 * 2**-130])
     assert round_mantissa(x, 10).tolist() == [1.0, 1.0 + 2**-10, 1.0, 1.0 + 2**-9,
                                               3.0 * 2**-130]
 
 
-@pytest.mark.parametrize("precision", list(_PRECISIONS))
+@pytest.mark.parametrize("precision", list(MODES))
 @pytest.mark.parametrize("case", list(CASES))
 def test_exact_under_reduced_precision_matmul(case: str, precision: str) -> None:
-    """Under TF32/HF32 or bf16 matmul inputs the torch kernels still give the compiled
-    kernels' (Pillow's) pixels bit for bit: they have no matmul for the setting to reach."""
+    """Under TF32/HF32, bf16 matmul inputs or bf16 autocast the torch kernels still give the
+    compiled kernels' (Pillow's) pixels bit for bit: they have no matmul for it to reach."""
     expected = CASES[case]()
-    mode = ReducedPrecisionMatmul(_PRECISIONS[precision])
-    with accelerator_path(), mode:
+    with accelerator_path(), reduced_precision(precision, torch.device("cpu")) as mode:
         got = CASES[case]()
     e = expected["image"] if isinstance(expected, dict) else expected
     g = got["image"] if isinstance(got, dict) else got
@@ -425,6 +390,98 @@ def test_runs_on_the_meta_device(case: str) -> None:
     got = fn(mbatch, margs)
     assert got.device == meta
     assert (got.shape, got.dtype) == (expected.shape, expected.dtype)
+
+
+# --- host parameters on a device batch (what the DataLoader hands to apply) ----------------
+def _host_param_cases() -> dict[str, tuple[Any, dict[str, torch.Tensor]]]:
+    batch, small = _with_geometry(_batch()), _with_geometry(_jittered())
+    return {
+        "RandomResizedCrop(96)": (RandomResizedCrop(96), batch),
+        "ColorJitter(0.4,0.4,0.4,0.1)": (ColorJitter(0.4, 0.4, 0.4, 0.1), small),
+        "ColorJitter fixed order": (ColorJitter(0.4, 0.4, 0.4, 0.1, order="fixed"), small),
+        "RandomHorizontalFlip": (RandomHorizontalFlip(), small),
+        "Compose crop+jitter+flip+normalize": (
+            Compose([RandomResizedCrop(96), ColorJitter(0.4, 0.4, 0.4, 0.1),
+                     RandomHorizontalFlip(), Normalize()]), batch),
+    }
+
+
+class BlockingCopies(TorchDispatchMode):
+    """Counts host-to-device copies made without ``non_blocking``: on CUDA/NPU the host waits
+    for the device's queue to drain before each (``torch.tensor(..., device=)`` is one too;
+    the source check below finds those)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                           ) -> Any:
+        kw = kwargs or {}
+        packet = func.overloadpacket
+        if packet is aten._to_copy and args[0].device.type == "cpu" and not kw.get(
+                "non_blocking", False) and kw.get("device", args[0].device).type != "cpu":
+            self.seen[func.name()] += 1
+        if packet is aten.copy_ and args[1].device.type == "cpu" and args[0].device.type != \
+                "cpu" and not (args[2] if len(args) > 2 else kw.get("non_blocking", False)):
+            self.seen[func.name()] += 1
+        return func(*args, **kw)
+
+
+def test_blocking_copies_are_seen() -> None:
+    """Negative control for :class:`BlockingCopies`."""
+    x = torch.arange(4)
+    with BlockingCopies() as copies:
+        x.to("meta", non_blocking=True)
+        torch.empty(4, device="meta").copy_(x, non_blocking=True)
+        x.to(torch.float32)
+    assert not copies.seen
+    with BlockingCopies() as copies:
+        x.to("meta")
+        torch.empty(4, device="meta").copy_(x)
+    assert sum(copies.seen.values()) == 2, copies.seen
+
+
+def test_no_tensor_is_built_directly_on_the_device() -> None:
+    """``torch.tensor(data, device=d)`` / ``t.new_tensor(data)`` copy from the host and wait
+    for ``d``'s queue: the transforms build on the host and queue the copy (``to_device``)."""
+    import ast
+    from pathlib import Path
+
+    import npu_data.transforms as T
+
+    found = []
+    for path in sorted(Path(T.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                continue
+            name = node.func.attr
+            direct = name in ("tensor", "as_tensor") and any(k.arg == "device"
+                                                             for k in node.keywords)
+            if direct or name == "new_tensor":
+                found.append(f"{path.name}:{node.lineno}")
+    assert not found, found
+
+
+@pytest.mark.parametrize("case", list(_host_param_cases()))
+def test_host_parameters_apply_to_a_device_batch(case: str) -> None:
+    """The DataLoader draws parameters on the host and ``apply`` takes them as they are
+    (CPU tensors) with the batch on the device: no device->host read is needed and no host
+    tensor meets a device tensor in an op. On ``meta`` both would raise, as a mixed-device
+    op does on CUDA/NPU; every key (pixels and geometry) comes out on the batch's device
+    with the shapes and dtypes of the CPU run."""
+    t, batch = _host_param_cases()[case]
+    params = _params(t, batch)
+    assert all(v.device.type == "cpu" for v in params.values())
+    expected = t.apply(batch, params)
+    meta = {k: v.to("meta") for k, v in batch.items()}
+    with BlockingCopies() as copies:
+        got = t.apply(meta, params)
+    assert not copies.seen, f"host-to-device copies that wait for the device: {copies.seen}"
+    assert set(got) == set(expected)
+    for k, e in expected.items():
+        assert got[k].device.type == "meta", k
+        assert (got[k].shape, got[k].dtype) == (e.shape, e.dtype), k
 
 
 if __name__ == "__main__":

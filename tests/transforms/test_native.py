@@ -12,11 +12,15 @@ import torch
 from PIL import Image
 
 from npu_data.errors import UserError
-from npu_data.transforms import ColorJitter, Compose, RandomHorizontalFlip, RandomResizedCrop
-from npu_data.transforms import _native
+from npu_data.transforms import (
+    ColorJitter,
+    Compose,
+    RandomHorizontalFlip,
+    RandomResizedCrop,
+    _native,
+)
 from npu_data.transforms import functional as F
 from npu_data.transforms import reference as R
-
 
 
 def test_compiled_kernels_load_here() -> None:

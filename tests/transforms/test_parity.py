@@ -12,7 +12,14 @@ import torch
 from npu_data import cli
 from npu_data.transforms import functional as F
 from npu_data.transforms import parity
-from npu_data.transforms.parity import TOLERANCES, compare_tensor, run_parity_suite, within
+from npu_data.transforms.parity import (
+    PRECISION_TOLERANCES,
+    TOLERANCES,
+    compare_tensor,
+    run_parity_suite,
+    within,
+)
+from npu_data.transforms.precision import MODES
 
 
 def test_identical_uint8_is_exact() -> None:
@@ -78,16 +85,42 @@ def test_within_applies_max_and_mean_bounds() -> None:
 
 def test_suite_passes_on_cpu_for_every_kernel() -> None:
     rows = run_parity_suite("cpu", seed=0, batches=1, batch_size=5)
-    # the compiled CPU kernels, then the pure-torch kernels that run on CUDA and NPU
-    assert [r.kernel for r in rows] == list(TOLERANCES) + [f"{k} (torch)" for k in TOLERANCES]
+    # the compiled CPU kernels, then the pure-torch kernels that run on CUDA and NPU, then
+    # those again under each reduced-precision mode (no loader row there)
+    assert [r.kernel for r in rows] == list(TOLERANCES) + [f"{k} (torch)" for k in TOLERANCES] \
+        + [f"{k} (torch, {mode})" for mode in MODES for k in PRECISION_TOLERANCES]
+    assert "loader" not in PRECISION_TOLERANCES and "normalize" in PRECISION_TOLERANCES
     bad = [r for r in rows if not r.passed]
     assert not bad, bad
     for r in rows:
-        base = r.kernel.removesuffix(" (torch)")
+        base = r.kernel.split(" (")[0]
         assert r.samples >= 5 and r.max <= TOLERANCES[base][0]
         assert within(base, r.max, r.mean)
         if base != "normalize":  # Pillow's rules reproduced exactly, pass order included
             assert r.max == 0, r
+        if "(torch, " in r.kernel and base != "normalize":
+            assert r.tolerance == "exact", r
+
+
+def test_precision_rows_catch_a_kernel_that_uses_a_matmul(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Negative control: brightness as a float32 matmul is exact at full precision but not
+    with TF32/HF32 or bf16 operands, so only its precision rows fail."""
+    real = F.adjust_brightness
+
+    def via_matmul(images: torch.Tensor, sizes: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+        real(images, sizes, f)  # its checks
+        x = images.to(torch.float32).reshape(images.shape[0], -1, 1)
+        scale = f.to(torch.float32).view(-1, 1, 1) * (1 + 2**-9)  # needs more than 8 bits
+        out = torch.bmm(x, scale) / (1 + 2**-9)
+        return out.clamp(0, 255).to(torch.uint8).view_as(images)
+
+    monkeypatch.setattr(F, "adjust_brightness", via_matmul)
+    rows = {r.kernel: r for r in run_parity_suite("cpu", seed=2, batches=1, batch_size=4)}
+    assert rows["adjust_brightness"].passed and rows["adjust_brightness (torch)"].passed
+    for mode in MODES:
+        assert not rows[f"adjust_brightness (torch, {mode})"].passed, mode
+        assert rows[f"hflip (torch, {mode})"].passed, mode
 
 
 def test_suite_detects_a_kernel_one_level_off(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,7 +131,8 @@ def test_suite_detects_a_kernel_one_level_off(monkeypatch: pytest.MonkeyPatch) -
         return torch.where(out < 255, out + 1, out)
 
     monkeypatch.setattr(F, "adjust_brightness", off_by_one)
-    rows = {r.kernel: r for r in run_parity_suite("cpu", seed=1, batches=1, batch_size=3)}
+    rows = {r.kernel: r for r in run_parity_suite("cpu", seed=1, batches=1, batch_size=3,
+                                                  precision=False)}
     assert not rows["adjust_brightness"].passed and rows["adjust_brightness"].max == 1.0
     assert rows["hflip"].passed
 
@@ -111,6 +145,13 @@ def test_parity_command_on_cpu(capsys: pytest.CaptureFixture[str]) -> None:
     for kernel in TOLERANCES:
         line = next(ln for ln in out.splitlines() if ln.startswith(kernel + " "))
         assert line.rstrip().endswith("PASS")
+    for mode in MODES:
+        line = next(ln for ln in out.splitlines() if ln.startswith(f"pipeline (torch, {mode})"))
+        assert line.split()[4] == "0" and line.split()[-2:] == ["exact", "PASS"], line
+    code = cli.main(["parity", "--device", "cpu", "--batches", "1", "--batch-size", "2",
+                     "--no-precision"])
+    out = capsys.readouterr().out
+    assert code == 0 and "(torch, " not in out and "hflip (torch)" in out
 
 
 def test_parity_command_fails_when_a_kernel_is_off(monkeypatch: pytest.MonkeyPatch,

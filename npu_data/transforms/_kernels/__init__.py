@@ -25,6 +25,12 @@ def host_values(t: torch.Tensor) -> bool:
     return t.device.type == "cpu" and not getattr(_STATE, "accelerator", False)
 
 
+def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A (host) parameter tensor on the batch's ``device``, queued without waiting: a
+    blocking host-to-device copy would make the host wait for the device's queue."""
+    return t.to(device, non_blocking=True)
+
+
 @contextlib.contextmanager
 def accelerator_path() -> Iterator[None]:
     """Run CPU tensors exactly down the code path of CUDA/NPU tensors: the pure-torch kernels

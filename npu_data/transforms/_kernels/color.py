@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from npu_data.transforms._kernels import to_device
+
 
 def _f(x: torch.Tensor) -> torch.Tensor:
     """Round float64 values to float32 precision (a C ``float`` assignment), kept as float64."""
@@ -39,13 +41,57 @@ def valid_mask(sizes: torch.Tensor, height: int, width: int) -> torch.Tensor:
     return (rows < sizes[:, 0].view(-1, 1, 1, 1)) & (cols < sizes[:, 1].view(-1, 1, 1, 1))
 
 
-def contrast_mean(images: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
-    """``int(mean(L) + 0.5)`` over each sample's valid region, exactly, as (B,) int32."""
-    gray = grayscale(images)
-    mask = valid_mask(sizes, images.shape[-2], images.shape[-1])
+def gray_mean(gray: torch.Tensor, sizes: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``int(mean(L) + 0.5)`` of ``gray`` (B, 1, H, W) over ``mask``, exactly, as (B,) int32."""
     total = torch.where(mask, gray, 0).to(torch.int64).sum(dim=(1, 2, 3))
     n = (sizes[:, 0].to(torch.int64) * sizes[:, 1].to(torch.int64)).clamp(min=1)
     return torch.div(2 * total + n, 2 * n, rounding_mode="floor").to(torch.int32)
+
+
+def contrast_mean(images: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """``int(mean(L) + 0.5)`` over each sample's valid region, exactly, as (B,) int32."""
+    mask = valid_mask(sizes, images.shape[-2], images.shape[-1])
+    return gray_mean(grayscale(images), sizes, mask)
+
+
+def mask_padding(out: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """``out`` with 0 outside each sample's valid region."""
+    mask = valid_mask(sizes, out.shape[-2], out.shape[-1])
+    return torch.where(mask, out, torch.zeros((), dtype=out.dtype, device=out.device))
+
+
+# --- the torch implementations of functional's colour ops (factors (B,) on the device) ------
+def adjust_brightness(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
+                      ) -> torch.Tensor:
+    """Blend with black."""
+    return blend(torch.zeros_like(images), images, factors)
+
+
+def adjust_contrast(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
+                    ) -> torch.Tensor:
+    """Blend with the grey mean of the valid region; the padding comes out 0."""
+    s = to_device(sizes, images.device)
+    mean = contrast_mean(images, s).view(-1, 1, 1, 1)
+    return mask_padding(blend(mean.expand_as(images), images, factors), s)
+
+
+def adjust_saturation(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
+                      ) -> torch.Tensor:
+    """Blend with each pixel's grey."""
+    return blend(grayscale(images).expand_as(images), images, factors)
+
+
+def adjust_hue(images: torch.Tensor, sizes: torch.Tensor, shifts: torch.Tensor) -> torch.Tensor:
+    """Hue shifted by ``shifts (B,)`` levels through the two tables."""
+    return adjust_hue_lut(images, shifts)
+
+
+def adjust_hue_direct(images: torch.Tensor, sizes: torch.Tensor, shifts: torch.Tensor
+                      ) -> torch.Tensor:
+    """Hue through Pillow's per-pixel arithmetic (float64: a host reference only)."""
+    hsv = rgb_to_hsv(images)
+    h = torch.remainder(hsv[:, 0].to(torch.int64) + shifts.view(-1, 1, 1), 256)
+    return hsv_to_rgb(torch.stack([h.to(torch.uint8), hsv[:, 1], hsv[:, 2]], dim=1))
 
 
 def rgb_to_hsv(images: torch.Tensor) -> torch.Tensor:
@@ -174,7 +220,7 @@ def hsv_luts(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
             atomic_save_npy(path, table)
         except OSError:
             pass  # a read-only cache only costs the rebuild next time
-    t = torch.from_numpy(np.ascontiguousarray(table)).to(device)
+    t = to_device(torch.from_numpy(np.ascontiguousarray(table)), device)
     _LUTS[key] = (t[0], t[1])
     return _LUTS[key]
 

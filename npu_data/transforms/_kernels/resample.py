@@ -21,6 +21,8 @@ import threading
 import numpy as np
 import torch
 
+from npu_data.transforms._kernels import to_device
+
 PRECISION_BITS = 22
 _HALF = 1 << (PRECISION_BITS - 1)
 
@@ -83,7 +85,8 @@ def weight_tables(out_size: int, length: int, device: torch.device
             if got is None or got[0] < cap:
                 xmin, w = coefficients_np(np.arange(1, cap + 1), out_size,
                                           taps_bound(cap, out_size))
-                got = (cap, torch.from_numpy(xmin).to(device), torch.from_numpy(w).to(device))
+                got = (cap, to_device(torch.from_numpy(xmin), device),
+                       to_device(torch.from_numpy(w), device))
                 _TABLES[key] = got
     return got[1], got[2]
 

@@ -1,4 +1,4 @@
-"""Shared plumbing of the random transforms: batch handling, validation, parameter draws.
+"""The ``Transform`` base class and its plumbing: batch handling, validation, parameter draws.
 
 A transform is called on a batch dict (see docs/architecture.md) or on a bare uint8 tensor
 ``(B, C, H, W)`` and returns the same kind. Parameters are drawn on the batch's device in one
@@ -26,7 +26,7 @@ def as_batch(data: Any, who: str, *, need_uint8: bool = True) -> tuple[Batch, bo
     if isinstance(data, torch.Tensor):
         check_image(data, who, need_uint8=need_uint8)
         b, _, h, w = data.shape
-        sizes = torch.tensor([h, w], dtype=torch.int64, device=data.device).expand(b, 2)
+        sizes = _host_sizes(h, w, data.device).expand(b, 2)
         return {"image": data, "sizes": sizes}, True
     if isinstance(data, Mapping):
         if "image" not in data:
@@ -40,9 +40,7 @@ def as_batch(data: Any, who: str, *, need_uint8: bool = True) -> tuple[Batch, bo
         given: Any = batch.get("sizes")
         if given is None:
             b, _, h, w = image.shape
-            batch["sizes"] = torch.tensor([h, w], dtype=torch.int64, device=image.device).expand(
-                b, 2
-            )
+            batch["sizes"] = _host_sizes(h, w, image.device).expand(b, 2)
         elif not isinstance(given, torch.Tensor) or given.shape != (image.shape[0], 2):
             raise UserError(
                 f"{who}: batch 'sizes' must be a tensor (B, 2) of valid (height, width), got "
@@ -52,6 +50,11 @@ def as_batch(data: Any, who: str, *, need_uint8: bool = True) -> tuple[Batch, bo
     raise UserError(
         f"{who}: expected a batch dict or a uint8 tensor (B, C, H, W), got {type(data).__name__}"
     )
+
+
+def _host_sizes(h: int, w: int, device: torch.device) -> torch.Tensor:
+    # built on the host and queued: torch.tensor(..., device=) would wait for the device
+    return torch.tensor([h, w], dtype=torch.int64).to(device, non_blocking=True)
 
 
 def check_image(image: Any, who: str, *, need_uint8: bool = True) -> None:

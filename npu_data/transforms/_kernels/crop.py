@@ -1,0 +1,74 @@
+"""The torch ``resized_crop``: per-sample crop boxes through Pillow's two resize passes.
+
+Pillow >= 13 runs the vertical pass first when the height shrinks by more than twice as many
+pixels as the width (:func:`vertical_first`). With boxes on the host (:func:`host_values`)
+each sample runs its own order once, in two groups known on the host; with boxes on the
+device both orders run for every sample and each keeps its own (nothing is read back).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from npu_data.errors import UserError
+from npu_data.transforms._kernels import host_values, to_device
+from npu_data.transforms._kernels.resample import resize_two_passes, vertical_first_rule
+
+
+def vertical_first(boxes: torch.Tensor, out_h: int, out_w: int) -> torch.Tensor:
+    """(B,) bool: the samples Pillow >= 13 resizes vertically first (the height shrinks by
+    more than twice as many pixels as the width)."""
+    ch, cw = boxes[:, 2], boxes[:, 3]
+    if not vertical_first_rule():
+        return torch.zeros_like(ch, dtype=torch.bool)
+    return ((ch - out_h) > 0) & ((ch - out_h) > 2 * (cw - out_w))
+
+
+def check_boxes_inside(boxes: torch.Tensor, images: torch.Tensor) -> None:
+    """Refuse a host box that leaves the padded batch (one line naming the sample)."""
+    height, width = images.shape[-2:]
+    bx = boxes
+    inside = (bx[:, 0] >= 0) & (bx[:, 1] >= 0) & (bx[:, 2] >= 1) & (bx[:, 3] >= 1) & \
+        (bx[:, 0] + bx[:, 2] <= height) & (bx[:, 1] + bx[:, 3] <= width)
+    if not bool(inside.all()):
+        i = int(torch.nonzero(~inside)[0, 0])
+        raise UserError(f"crop box {bx[i].tolist()} of sample {i} (top, left, height, width) "
+                        f"lies outside the {height}x{width} batch: clip it to the image")
+
+
+def _passes(images: torch.Tensor, bx: torch.Tensor, out_h: int, out_w: int,
+            vertical: bool) -> torch.Tensor:
+    """Both passes on every sample of the batch, horizontal or ``vertical`` first: integer
+    tap sums over gathered rows (``_kernels.resample``)."""
+    top, left, ch, cw = bx.unbind(1)
+    hwc = images.permute(0, 2, 3, 1)  # (B, H, W, C): free for channels-last batches
+    if vertical:  # rows of H first, then the columns: (B, out_w, out_h, C)
+        z = resize_two_passes(hwc, (top, ch, out_h), (left, cw, out_w))
+        return z.permute(0, 3, 2, 1).contiguous()
+    z = resize_two_passes(hwc.transpose(1, 2), (left, cw, out_w), (top, ch, out_h))
+    return z.permute(0, 3, 1, 2).contiguous()
+
+
+def resized_crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
+                 out_h: int, out_w: int) -> torch.Tensor:
+    """``boxes (B, 4)`` int64 (top, left, height, width) on the host or the images' device."""
+    bx = to_device(boxes, images.device)
+    if not host_values(boxes):
+        # each sample's pass order is on the device: both orders, each picked per sample (no
+        # read back; a box outside the batch reads clamped rows)
+        v_first = vertical_first(bx, out_h, out_w)
+        hv = _passes(images, bx, out_h, out_w, vertical=False)
+        vh = _passes(images, bx, out_h, out_w, vertical=True)
+        return torch.where(v_first.view(-1, 1, 1, 1), vh, hv).contiguous()
+    check_boxes_inside(boxes, images)  # host boxes: checked and read whatever the device
+    order = vertical_first(boxes, out_h, out_w).numpy()
+    if not order.any() or order.all():
+        return _passes(images, bx, out_h, out_w, vertical=bool(order.any()))
+    out = images.new_empty((images.shape[0], images.shape[1], out_h, out_w))
+    for vertical in (False, True):  # each sample its own order, once: two groups
+        idx = to_device(torch.from_numpy(np.flatnonzero(order == vertical)), images.device)
+        part = _passes(images.index_select(0, idx), bx.index_select(0, idx), out_h, out_w,
+                       vertical=vertical)
+        out.index_copy_(0, idx, part)
+    return out

@@ -1,0 +1,78 @@
+"""The compiled CPU implementations behind :mod:`npu_data.transforms.functional`.
+
+Thin wrappers of ``torch.ops.npu_data.*`` with the torch implementations' signatures
+(``transforms/_kernels``); :mod:`npu_data.transforms._dispatch` picks them for CPU tensors
+when the library loads. The colour ops are all ``color_ops``: one op id per sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from npu_data.transforms import _native
+from npu_data.transforms._kernels.crop import check_boxes_inside
+from npu_data.transforms._kernels.resample import vertical_first_rule
+
+
+def _ops() -> Any:
+    ops = _native.ops()
+    if ops is None:  # _dispatch picks this backend only where the library loaded
+        raise RuntimeError("npu-data: the compiled CPU kernels are not loaded")
+    return ops
+
+
+def resized_crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
+                 out_h: int, out_w: int) -> torch.Tensor:
+    bx = boxes.to(images.device)
+    check_boxes_inside(bx, images)  # the kernel reads the boxes' rows unchecked
+    return _ops().resized_crop(images, bx, out_h, out_w, vertical_first_rule())
+
+
+def hflip(images: torch.Tensor, sizes: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
+    return _ops().hflip(images, sizes, flip.to(torch.bool))
+
+
+def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
+                 order: torch.Tensor | None, factors: torch.Tensor, shifts: torch.Tensor
+                 ) -> torch.Tensor:
+    b = images.shape[0]
+    if order is None:
+        order = torch.tensor(list(ops), dtype=torch.int64).view(1, -1).expand(b, len(ops))
+    return _ops().color_ops(images, sizes.to(torch.int64), order.to(torch.int64),
+                            factors.to(torch.float32), shifts.to(torch.int64))
+
+
+def _single(op: int, images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor,
+            shifts: torch.Tensor | None = None) -> torch.Tensor:
+    b = images.shape[0]
+    order = torch.full((b, 1), op, dtype=torch.int64)
+    shift = shifts if shifts is not None else torch.zeros(b, dtype=torch.int64)
+    return color_jitter(images, sizes, (op,), order, factors.view(-1, 1).expand(b, 3), shift)
+
+
+def adjust_brightness(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
+                      ) -> torch.Tensor:
+    return _single(0, images, sizes, factors)
+
+
+def adjust_contrast(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
+                    ) -> torch.Tensor:
+    return _single(1, images, sizes, factors)
+
+
+def adjust_saturation(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
+                      ) -> torch.Tensor:
+    return _single(2, images, sizes, factors)
+
+
+def adjust_hue(images: torch.Tensor, sizes: torch.Tensor, shifts: torch.Tensor) -> torch.Tensor:
+    return _single(3, images, sizes, torch.ones(images.shape[0]), shifts)
+
+
+def normalize(images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, dtype: torch.dtype,
+              channels_last: bool) -> torch.Tensor:
+    out = _ops().normalize(images, mean, std, channels_last)
+    return out if dtype == torch.float32 else out.to(dtype)

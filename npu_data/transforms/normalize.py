@@ -1,0 +1,66 @@
+"""Normalize: the last step of a pipeline, uint8 to normalised floats."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from npu_data.errors import UserError
+from npu_data.transforms import functional as F
+from npu_data.transforms.base import Batch, Params, Transform
+from npu_data.transforms.draws import Draws
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+class Normalize(Transform):
+    """uint8 -> ``(x / 255 - mean) / std`` in ``dtype`` (float32 by default); ``channels_last``
+    picks the output memory format. Put it last: it ends the uint8 part of a pipeline."""
+
+    name = "Normalize"
+
+    def __init__(
+        self,
+        mean: Sequence[float] = IMAGENET_MEAN,
+        std: Sequence[float] = IMAGENET_STD,
+        dtype: torch.dtype = torch.float32,
+        channels_last: bool = False,
+    ) -> None:
+        self.mean = tuple(float(v) for v in mean)
+        self.std = tuple(float(v) for v in std)
+        if len(self.mean) != len(self.std) or not self.mean:
+            raise UserError(
+                f"{self.name}: mean and std need one value per channel, got {len(self.mean)} "
+                f"and {len(self.std)}"
+            )
+        if any(s <= 0 for s in self.std):
+            raise UserError(f"{self.name}: std values must be > 0, got {self.std}")
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise UserError(f"{self.name}: dtype must be a float dtype, got {dtype!r}")
+        self.dtype = dtype
+        self.channels_last = bool(channels_last)
+
+    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
+        return {}
+
+    def _apply(self, batch: Batch, params: Params) -> Batch:
+        image = batch["image"]
+        if image.shape[1] != len(self.mean):
+            raise UserError(
+                f"{self.name}: images have {image.shape[1]} channels but mean/std have "
+                f"{len(self.mean)} values"
+            )
+        out = dict(batch)
+        out["image"] = F.normalize(image, self.mean, self.std, self.dtype, self.channels_last)
+        return out
+
+    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+        from npu_data.transforms import reference
+
+        return np.asarray(reference.normalize(image, self.mean, self.std, channels_last=True))
+
+    def __repr__(self) -> str:
+        return f"{self.name}(mean={self.mean}, std={self.std}, dtype={self.dtype})"

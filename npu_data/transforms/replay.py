@@ -1,0 +1,28 @@
+"""Replaying a batch's parameters sample by sample on the CPU reference (tests and tools)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from npu_data.transforms.base import Params, Transform, as_batch
+
+
+def replay_reference(
+    transform: Transform, image: np.ndarray, params: Params, index: int
+) -> np.ndarray:
+    """Sample ``index`` of a batch through the CPU reference with the batch's parameters.
+
+    ``image`` is that sample's valid HxWx3 uint8 image (see :func:`sample_image`); ``params``
+    what ``transform.run`` / ``get_params`` returned for the batch.
+    """
+    return transform.apply_reference(image, params, index)
+
+
+def sample_image(batch: Any, index: int) -> np.ndarray:
+    """Sample ``index``'s valid region as an HxWx3 numpy array (copies to the host: tests
+    and tools only)."""
+    b, _ = as_batch(batch, "sample_image", need_uint8=False)
+    h, w = (int(v) for v in b["sizes"][index].tolist())
+    return b["image"][index, :, :h, :w].permute(1, 2, 0).contiguous().cpu().numpy()
