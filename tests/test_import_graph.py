@@ -19,8 +19,10 @@ ALLOWED: dict[str, set[str]] = {
     "progress": {"errors"},
     "common": {"errors"},
     "device": {"common", "errors"},
-    "transforms": BASE | {"device"},
-    "kinds": BASE | {"device", "transforms"},  # a kind's geometry calls transforms' kernels
+    # the kinds are the batch's types: transforms.geometry dispatches over the registry and
+    # hands each kind its kernels (as torchvision's transforms over its tv_tensors)
+    "kinds": BASE | {"device"},
+    "transforms": BASE | {"device", "kinds"},
     "annotations": BASE | {"kinds"},
     "shards": BASE | {"annotations", "kinds"},
     "loaders": BASE | {"annotations", "device", "kinds", "shards", "transforms"},

@@ -7,14 +7,16 @@ rows are read, how collate pads them and how they follow a resized crop and a fl
 registry (``npu_data/kinds/registry.py``) lists the kinds and is the only such list.
 
 Kind modules import numpy only at module level: ``npu_data.annotations`` (parse, no torch)
-imports the registry. The torch hooks (collate padding, geometry) import torch and
-``npu_data.transforms.geometry`` when they are called.
+imports the registry; the collate hooks import torch when they are called. Kinds sit below
+``npu_data.transforms`` (as torchvision's tv_tensors below its transforms): the geometry
+hooks get the kernels (``npu_data.transforms.geometry``) as ``G`` from its dispatch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -160,11 +162,13 @@ class Kind:
 
     # --- geometry (padded batches on any device) -----------------------------------------
     def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
-                     min_visible: float) -> Batch:
-        """This kind's keys of ``batch`` through a resized crop (only the keys present)."""
+                     min_visible: float, G: ModuleType) -> Batch:
+        """This kind's keys of ``batch`` through a resized crop (only the keys present);
+        ``G``: the geometry kernels (``npu_data.transforms.geometry``)."""
         return {}
 
-    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor) -> Batch:
+    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
+              G: ModuleType) -> Batch:
         """This kind's keys of ``batch`` mirrored where ``flip`` (B,) is set."""
         return {}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,11 +42,9 @@ class Boxes(Kind):
         return {"boxes.xywhr": px, "boxes.corners": corners, "boxes.xyxy": xyxy}
 
     def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
-                     min_visible: float) -> Batch:
-        from npu_data.transforms import geometry as G
-
+                     min_visible: float, G: ModuleType) -> Batch:
         out: Batch = {}
-        corners = _corners(batch)
+        corners = _corners(batch, G)
         if corners is not None:
             mapped, out["boxes.xyxy"], out["boxes.valid"] = G.resized_crop_corners(
                 corners, valid(batch, "boxes", corners), crop_boxes, out_size, min_visible)
@@ -59,13 +58,12 @@ class Boxes(Kind):
                 xyxy, valid(batch, "boxes", xyxy), crop_boxes, out_size, min_visible)
         return out
 
-    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor) -> Batch:
-        from npu_data.transforms import geometry as G
-
+    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
+              G: ModuleType) -> Batch:
         out: Batch = {}
         if "boxes.xyxy" in batch:
             out["boxes.xyxy"] = G.hflip_xyxy(batch["boxes.xyxy"], widths, flip)
-        corners = _corners(batch)
+        corners = _corners(batch, G)
         if corners is not None:
             flipped = G.hflip_corners(corners, widths, flip)
             if "boxes.corners" in batch:
@@ -75,10 +73,8 @@ class Boxes(Kind):
         return out
 
 
-def _corners(batch: Batch) -> torch.Tensor | None:
+def _corners(batch: Batch, G: ModuleType) -> torch.Tensor | None:
     """The boxes' corners (B, N, 4, 2): stored, or from ``xywhr``; None without either."""
-    from npu_data.transforms import geometry as G
-
     if "boxes.corners" in batch:
         return batch["boxes.corners"]
     if "boxes.xywhr" in batch:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,9 +25,7 @@ class Ellipses(Kind):
                                              p[:, 4]], axis=1).astype(F32)}
 
     def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
-                     min_visible: float) -> Batch:
-        from npu_data.transforms import geometry as G
-
+                     min_visible: float, G: ModuleType) -> Batch:
         if "ellipses.params" not in batch:
             return {}
         el = batch["ellipses.params"]
@@ -34,9 +33,8 @@ class Ellipses(Kind):
                                                out_size)
         return {"ellipses.params": params, "ellipses.valid": keep}
 
-    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor) -> Batch:
-        from npu_data.transforms import geometry as G
-
+    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
+              G: ModuleType) -> Batch:
         if "ellipses.params" not in batch:
             return {}
         return {"ellipses.params": G.hflip_ellipses(batch["ellipses.params"], widths, flip)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,9 +24,7 @@ class Keypoints(Kind):
                 "keypoints.size": (cols["keypoints.size"] * widths[k] / 100.0).astype(F32)}
 
     def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
-                     min_visible: float) -> Batch:
-        from npu_data.transforms import geometry as G
-
+                     min_visible: float, G: ModuleType) -> Batch:
         if "keypoints.xy" not in batch:
             return {}
         kp = batch["keypoints.xy"]
@@ -33,9 +32,8 @@ class Keypoints(Kind):
                                             out_size)
         return {"keypoints.xy": xy, "keypoints.valid": keep}
 
-    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor) -> Batch:
-        from npu_data.transforms import geometry as G
-
+    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
+              G: ModuleType) -> Batch:
         if "keypoints.xy" not in batch:
             return {}
         return {"keypoints.xy": G.hflip_points(batch["keypoints.xy"], widths, flip)}

@@ -7,6 +7,7 @@ size. Samples hold ``masks.mask (M, H, W) uint8``; collate pads to ``(B, M, Hmax
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -105,9 +106,7 @@ class Masks(Kind):
         batch["masks.mask"] = torch.zeros((b, 0, hw[0], hw[1]), dtype=torch.uint8)
 
     def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
-                     min_visible: float) -> Batch:
-        from npu_data.transforms import geometry as G
-
+                     min_visible: float, G: ModuleType) -> Batch:
         if "masks.mask" not in batch:
             return {}
         mk = batch["masks.mask"]
@@ -115,9 +114,8 @@ class Masks(Kind):
                                           min_visible)
         return {"masks.mask": mask, "masks.valid": keep}
 
-    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor) -> Batch:
-        from npu_data.transforms import geometry as G
-
+    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
+              G: ModuleType) -> Batch:
         if "masks.mask" not in batch:
             return {}
         return {"masks.mask": G.hflip_masks(batch["masks.mask"], widths, flip)}

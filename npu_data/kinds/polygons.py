@@ -6,6 +6,7 @@ Collate pads them into ``points (B, N, V, 2)`` with ``vertex_valid (B, N, V)``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -79,10 +80,8 @@ class Polygons(Kind):
         batch["polygons.vertex_valid"] = torch.zeros((b, 0, 1), dtype=torch.bool)
 
     def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
-                     min_visible: float) -> Batch:
+                     min_visible: float, G: ModuleType) -> Batch:
         import torch
-
-        from npu_data.transforms import geometry as G
 
         if "polygons.points" not in batch:
             return {}
@@ -93,9 +92,8 @@ class Polygons(Kind):
                                                crop_boxes, out_size, min_visible)
         return {"polygons.points": points, "polygons.valid": keep}
 
-    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor) -> Batch:
-        from npu_data.transforms import geometry as G
-
+    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
+              G: ModuleType) -> Batch:
         if "polygons.points" not in batch:
             return {}
         return {"polygons.points": G.hflip_points(batch["polygons.points"], widths, flip)}

@@ -86,7 +86,6 @@ def test_only_the_kinds_compare_against_kind_names() -> None:
             if names := _compares_kind_name(node):
                 found.append(f"{rel}:{node.lineno} compares against {sorted(names)}")
     assert not found, "\n".join(found)
-    assert all((PACKAGE / rel).is_file() for rel in ALLOWED)  # the allowances stay current
 
 
 def test_the_ast_check_sees_a_kind_branch() -> None:
