@@ -52,6 +52,7 @@ import orjson
 
 from npu_data.common.atomic import atomic_write_bytes, fsync_dir
 from npu_data.common.cache import cache_root
+from npu_data.common.hashing import file_sha256
 from npu_data.errors import DataCorruption, UserError
 from npu_data.shards.format import MANIFEST, read_manifest
 
@@ -275,11 +276,7 @@ class RemoteStore:
             return False
         if not full:
             return True
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            while block := fh.read(CHUNK):
-                h.update(block)
-        return h.hexdigest() == meta["sha256"]
+        return file_sha256(path, CHUNK) == meta["sha256"]
 
     def _bad_files(self, name: str, full: bool) -> list[str]:
         folder = self.root / name
