@@ -1,6 +1,7 @@
 """Geometry that follows the image: boxes, rotated boxes, polygons, keypoints, masks.
 
-Batched and branch-free (no host syncs). Coordinates are continuous pixels (pixel ``(i, j)``
+Batched and branch-free (no host syncs); the per-sample parameters (crop boxes, flips) may
+be host tensors, copied to the geometry's device without waiting. Coordinates are continuous pixels (pixel ``(i, j)``
 covers ``[j, j+1) x [i, i+1)``). A resized crop with crop box ``(top, left, height, width)``
 and output ``(out_h, out_w)`` maps ``x' = (x - left) * out_w / width`` and
 ``y' = (y - top) * out_h / height``; a horizontal flip maps ``x' = w - x`` within each
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 
 from npu_data.kinds.registry import KINDS
+from npu_data.transforms._kernels import to_device
 
 Batch = dict[str, Any]
 
@@ -24,9 +26,10 @@ _FLIP_CORNERS = [1, 0, 3, 2]  # keeps corner 0 the box's own top-left, order clo
 _KERNELS = sys.modules[__name__]  # handed to each kind's geometry hooks (kinds sit below)
 
 
-def _affine(crop_boxes: torch.Tensor, out_size: tuple[int, int]) -> tuple[torch.Tensor, ...]:
-    """Per-sample ``(top, left, scale_y, scale_x)``, each ``(B,)`` float32."""
-    boxes = crop_boxes.to(torch.float32)
+def _affine(crop_boxes: torch.Tensor, out_size: tuple[int, int], device: torch.device
+            ) -> tuple[torch.Tensor, ...]:
+    """Per-sample ``(top, left, scale_y, scale_x)``, each ``(B,)`` float32 on ``device``."""
+    boxes = to_device(crop_boxes, device).to(torch.float32)
     top, left, height, width = boxes.unbind(-1)
     return top, left, out_size[0] / height, out_size[1] / width
 
@@ -39,7 +42,7 @@ def resized_crop_points(
     xy: torch.Tensor, crop_boxes: torch.Tensor, out_size: tuple[int, int]
 ) -> torch.Tensor:
     """Map points ``(B, ..., 2)`` (x, y) into the resized crop (no clipping)."""
-    top, left, sy, sx = _affine(crop_boxes, out_size)
+    top, left, sy, sx = _affine(crop_boxes, out_size, xy.device)
     nd = xy.ndim - 1
     x = (xy[..., 0] - _bshape(left, nd)) * _bshape(sx, nd)
     y = (xy[..., 1] - _bshape(top, nd)) * _bshape(sy, nd)
@@ -60,7 +63,7 @@ def clip_xyxy(
     """
     oh, ow = out_size
     lo = xyxy.new_zeros(4)
-    hi = xyxy.new_tensor([ow, oh, ow, oh])
+    hi = to_device(torch.tensor([ow, oh, ow, oh], dtype=xyxy.dtype), xyxy.device)
     clipped = torch.minimum(torch.maximum(xyxy, lo), hi)
     before = _area(xyxy)
     after = _area(clipped)
@@ -222,7 +225,7 @@ def resized_crop_ellipses(
     re-diagonalised, so a rotated ellipse stretched unevenly gets its new axes and angle.
     Those whose centre leaves ``[0, out_w] x [0, out_h]`` become invalid.
     """
-    _, _, sy, sx = _affine(crop_boxes, out_size)
+    _, _, sy, sx = _affine(crop_boxes, out_size, params.device)
     # float32 for the loaders' float32 columns (no float64 on a device); float64 stays float64
     work = torch.promote_types(params.dtype, torch.float32)
     p = params.to(work)
@@ -247,7 +250,7 @@ def resized_crop_ellipses(
 def hflip_ellipses(params: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
     """Ellipses mirrored where ``flip`` (B,) is set: ``cx' = w - cx``, rotation negated."""
     centre = hflip_points(params[..., :2], widths, flip)
-    rot = torch.where(_bshape(flip, 2), -params[..., 4], params[..., 4])
+    rot = torch.where(_bshape(to_device(flip, params.device), 2), -params[..., 4], params[..., 4])
     return torch.cat([centre, params[..., 2:4], rot.unsqueeze(-1)], dim=-1)
 
 
@@ -275,7 +278,7 @@ def resized_crop_masks(
     """
     b, m, h, w = masks.shape
     oh, ow = out_size
-    top, left, height, width = crop_boxes.to(torch.int64).unbind(-1)
+    top, left, height, width = to_device(crop_boxes, masks.device).to(torch.int64).unbind(-1)
     rows = _nearest_index(top, height, oh).clamp(0, max(h - 1, 0))
     cols = _nearest_index(left, width, ow).clamp(0, max(w - 1, 0))
     bi = torch.arange(b, device=masks.device).view(b, 1, 1, 1)
@@ -291,33 +294,33 @@ def resized_crop_masks(
 def hflip_points(xy: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
     """Points ``(B, ..., 2)``: ``x' = w - x`` where ``flip`` (B,) is set."""
     nd = xy.ndim - 1
-    w = _bshape(widths.to(xy.dtype), nd)
-    x = torch.where(_bshape(flip, nd), w - xy[..., 0], xy[..., 0])
+    w = _bshape(to_device(widths, xy.device).to(xy.dtype), nd)
+    x = torch.where(_bshape(to_device(flip, xy.device), nd), w - xy[..., 0], xy[..., 0])
     return torch.stack([x, xy[..., 1]], dim=-1)
 
 
 def hflip_xyxy(xyxy: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
     """Boxes ``(B, N, 4)``: mirrored, x0/x1 swapped so that x0 <= x1 still holds."""
-    w = widths.to(xyxy.dtype).view(-1, 1)
+    w = to_device(widths, xyxy.device).to(xyxy.dtype).view(-1, 1)
     flipped = torch.stack(
         [w - xyxy[..., 2], xyxy[..., 1], w - xyxy[..., 0], xyxy[..., 3]], dim=-1
     )
-    return torch.where(flip.view(-1, 1, 1), flipped, xyxy)
+    return torch.where(to_device(flip, xyxy.device).view(-1, 1, 1), flipped, xyxy)
 
 
 def hflip_corners(corners: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
     """Rotated boxes ``(B, N, 4, 2)``: mirrored and reordered ``[1, 0, 3, 2]`` so corner 0 is
     still the box's own top-left and the order stays clockwise (rotation becomes ``-r``)."""
     mirrored = hflip_points(corners, widths, flip)[..., _FLIP_CORNERS, :]
-    return torch.where(flip.view(-1, 1, 1, 1), mirrored, corners)
+    return torch.where(to_device(flip, corners.device).view(-1, 1, 1, 1), mirrored, corners)
 
 
 def hflip_masks(masks: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
     """Masks ``(B, M, H, W)``: columns mirrored within each sample's valid width."""
     b, m, h, w = masks.shape
     j = torch.arange(w, device=masks.device).view(1, w)
-    wv = widths.to(torch.int64).view(b, 1)
-    src = torch.where(flip.view(b, 1) & (j < wv), wv - 1 - j, j)
+    wv = to_device(widths, masks.device).to(torch.int64).view(b, 1)
+    src = torch.where(to_device(flip, masks.device).view(b, 1) & (j < wv), wv - 1 - j, j)
     return masks.gather(-1, src.view(b, 1, 1, w).expand(b, m, h, w))
 
 
