@@ -6,7 +6,7 @@ count): the baseline, torchvision's v2 transforms on PIL images in a torch DataL
 per-sample Pillow reference (torch DataLoader, JPEG files, Pillow decode, each transform's CPU
 reference moving the boxes, ``benches.baseline``), npu-data from raw shards, npu-data from encoded shards, and
 WebDataset tars (``npu-data export-wds`` of the same JPEGs) streamed by
-``npu_data.loaders.WebDatasetStream`` into our DataLoader and device transforms; Kornia's
+``npu_data.formats.webdataset.WebDatasetStream`` into our DataLoader and device transforms; Kornia's
 augmentation on our raw-shard batches when Kornia is installed (``benches.extras``). DALI and
 FFCV are listed, "not installed" unless importable.
 """

@@ -8,8 +8,7 @@ from npu_data.loaders.collate import collate_samples
 from npu_data.loaders.dataloader import DataLoader
 from npu_data.loaders.sampler import NpuDistributedSampler
 
-__all__ = ["DataLoader", "LabelStudioDataset", "NpuDistributedSampler", "WebDatasetStream",
-           "collate_samples"]
+__all__ = ["DataLoader", "LabelStudioDataset", "NpuDistributedSampler", "collate_samples"]
 
 
 def __getattr__(name: str) -> Any:
@@ -17,8 +16,4 @@ def __getattr__(name: str) -> Any:
         from npu_data.loaders.datasets import LabelStudioDataset
 
         return LabelStudioDataset
-    if name == "WebDatasetStream":  # formats.webdataset.stream
-        from npu_data.formats.webdataset.stream import WebDatasetStream
-
-        return WebDatasetStream
     raise AttributeError(f"module 'npu_data.loaders' has no attribute {name!r}")

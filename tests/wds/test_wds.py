@@ -222,7 +222,7 @@ def test_shuffle_is_the_same_in_every_process_and_follows_set_epoch_in_persisten
     import sys
 
     _, tars = exported
-    code = ("import sys; from npu_data.loaders import WebDatasetStream; "
+    code = ("import sys; from npu_data.formats.webdataset import WebDatasetStream; "
             "s = WebDatasetStream(sys.argv[1:], shuffle=True, seed=3, buffer=5); s.set_epoch(2); "
             "print([x['task_id'] for x in s])")
     runs = {subprocess.run([sys.executable, "-c", code, *map(str, tars)], capture_output=True,
