@@ -31,16 +31,14 @@ ALLOWED: dict[str, set[str]] = {
                      "transforms"},
     "commands": BASE | {"annotations", "device", "formats", "kinds", "loaders", "shards",
                         "tools", "transforms"},
-    "cli": BASE | {"commands"},
 }
+ALLOWED["cli"] = ALLOWED["commands"] | {"commands"}
 # Back edges still in the code, each with the move that removes it (source, target module).
 # An entry whose edge is gone fails test_known_back_edges_still_exist: the list only shrinks.
 KNOWN: dict[tuple[str, str], str] = {
     ("npu_data.kinds.masks", "npu_data.loaders.host"):
         "host buffers (zeros_host) belong below kinds, e.g. npu_data/buffers.py beside device",
     ("npu_data.kinds.polygons", "npu_data.loaders.host"): "as kinds.masks",
-    ("npu_data.loaders", "npu_data.formats.webdataset.stream"):
-        "the old name npu_data.loaders.WebDatasetStream; import it from formats.webdataset",
     ("npu_data.transforms.parity", "npu_data.loaders"):
         "the suite's end-to-end DataLoader row is a tool: move it to npu_data/tools",
 }
