@@ -369,8 +369,9 @@ class DataLoader(TorchDataLoader):
             self.host_bytes += tensor_bytes(host)
             with dev.stream_context(stream):
                 moved = to_device(host, self.device, non_blocking=accel)
-                aug = None if drawn is None else (
-                    drawn, to_device(drawn, self.device, non_blocking=accel))
+                # apply() takes the host parameters as they are (the kernels queue what they
+                # need on the device and read pass orders on the host, never back)
+                aug = None if drawn is None else (drawn, drawn)
                 pending.append((moved, aug))
             return True
 
@@ -383,8 +384,6 @@ class DataLoader(TorchDataLoader):
                 consumer = dev.current_stream(self.device)
                 consumer.wait_stream(stream)
                 _record(batch, consumer)
-                if aug is not None:
-                    _record(aug[1], consumer)
             submit()
             out = self._transform(batch, base + self._pass_batches, aug_epoch, aug)
             self._pass_batches += 1
