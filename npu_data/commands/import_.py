@@ -8,6 +8,9 @@ from pathlib import Path
 
 from npu_data.annotations.table import AnnotationTable
 from npu_data.errors import UserError
+from npu_data.shards.distributed_import import Group, import_group, leave
+from npu_data.shards.format import REJECTED
+from npu_data.shards.remote import is_url
 from npu_data.shards.source import image_options
 from npu_data.shards.writer import WriteOptions, write_dataset
 
@@ -20,7 +23,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("export", metavar="EXPORT", nargs="+",
                    help="Label Studio JSON / JSON_MIN export file, or WebDataset .tar shards "
                         "(local paths or http(s) URLs, e.g. from `npu-data export-wds`)")
-    p.add_argument("--out", required=True, metavar="DIR", help="dataset folder to write")
+    p.add_argument("--out", required=True, metavar="DIR|URL",
+                   help="dataset folder to write, or an fsspec URL (s3://bucket/prefix; "
+                        "endpoint from NPU_DATA_S3_ENDPOINT): written in a staging folder "
+                        "under the cache, then uploaded, manifest last (--resume finishes an "
+                        "interrupted upload). Under torchrun the ranks split the shards")
     p.add_argument("--store", choices=("raw", "encoded"), default="raw",
                    help="raw: decoded HWC RGB pixels (fastest to read); encoded: the original "
                         "file bytes (smallest) (default: raw)")
@@ -102,7 +109,22 @@ def _download_hosts(given: list[str] | None) -> list[str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the import and print a summary."""
+    """Run the import and print a summary; under torchrun the ranks split the shards
+    (``shards.distributed_import``), ``--out URL`` uploads the result (``shards.upload``)."""
+    group = import_group()
+    try:
+        return _run(args, group)
+    finally:
+        leave(group)
+
+
+def _run(args: argparse.Namespace, group: Group) -> int:
+    target = None
+    if is_url(args.out):
+        from npu_data.shards.upload import UrlTarget
+
+        target = UrlTarget(args.out, args.resume, group)
+        args = target.local_args(args)  # --out: the staging folder
     if args.max_download_mb <= 0 or args.download_timeout <= 0:
         raise UserError("--max-download-mb and --download-timeout must be positive")
     hosts = _download_hosts(args.allow_download)
@@ -118,12 +140,22 @@ def run(args: argparse.Namespace) -> int:
                         strict=args.strict, images=images, annotations=args.annotations,
                         with_predictions=args.with_predictions, config=args.config,
                         reject_out_of_range=args.reject_out_of_range)
-    s = write_dataset(source, args.out, opts)
+    s = write_dataset(source, args.out, opts, group)
+    where, rejected_at = str(s.out_dir), str(s.rejected_path)
+    if target is not None:
+        up = target.upload(s.shards)
+        where, rejected_at = target.url, f"{target.url}/{REJECTED}"
+    if group.rank != 0:
+        return 0
+    if target is not None:
+        there = f", {up.skipped} already there" if up.skipped else ""
+        print(f"uploaded {up.files} files ({up.bytes / 1e6:.1f} MB) to {target.url}{there}, "
+              "manifest last")
     resumed = f" ({s.resumed_shards} kept from an earlier run)" if s.resumed_shards else ""
-    print(f"imported {s.samples} of {s.tasks} tasks into {s.out_dir} "
+    print(f"imported {s.samples} of {s.tasks} tasks into {where} "
           f"({s.shards} shards{resumed}, {s.bytes / 1e6:.1f} MB, store {opts.store})")
     if s.rejected:
-        print(f"rejected {s.rejected} tasks: reasons in {s.rejected_path}", file=sys.stdout)
+        print(f"rejected {s.rejected} tasks: reasons in {rejected_at}", file=sys.stdout)
     else:
         print("rejected 0 tasks")
     return 0

@@ -1,10 +1,11 @@
-"""``npu-data inspect``: a readable summary of a shard folder."""
+"""``npu-data inspect``: a readable summary of a shard folder or its URL."""
 
 from __future__ import annotations
 
 import argparse
 
 from npu_data.shards.reader import ShardDataset
+from npu_data.shards.remote import is_url
 from npu_data.shards.stats import dataset_stats
 
 NAME = "inspect"
@@ -13,7 +14,9 @@ HELP = "Summarise a dataset folder: samples, shards, bytes, labels, image sizes,
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``npu-data inspect``."""
-    p.add_argument("dataset", metavar="DIR", help="folder written by `npu-data import`")
+    p.add_argument("dataset", metavar="DIR|URL",
+                   help="folder written by `npu-data import`, or its URL (s3://bucket/prefix: "
+                        "read through the node-local cache)")
 
 
 def _row(key: str, value: object) -> str:
@@ -24,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the summary table."""
     ds = ShardDataset(args.dataset)
     st = dataset_stats(ds)
-    lines = [f"dataset {ds.path}",
+    lines = [f"dataset {args.dataset if is_url(args.dataset) else ds.path}",
              _row("samples", st.samples), _row("shards", st.shards),
              _row("bytes", f"{st.bytes:,} ({st.bytes / 1e6:.1f} MB)"),
              _row("store", st.store + (f" ({', '.join(f'{k} {v}' for k, v in st.encodings.items())})"

@@ -1,11 +1,13 @@
-"""``npu-data verify``: check every file and every sample of a shard folder."""
+"""``npu-data verify``: check every file and every sample of a shard folder or its URL."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from npu_data.shards.verify import verify_dataset
+from npu_data.errors import DataCorruption
+from npu_data.shards.remote import RemoteStore, is_url
+from npu_data.shards.verify import Problem, verify_dataset
 
 NAME = "verify"
 HELP = "Check every file's size and sha256 and every sample's crc32 against the manifest."
@@ -13,17 +15,39 @@ HELP = "Check every file's size and sha256 and every sample's crc32 against the 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``npu-data verify``."""
-    p.add_argument("dataset", metavar="DIR", help="folder written by `npu-data import`")
+    p.add_argument("dataset", metavar="DIR|URL",
+                   help="folder written by `npu-data import`, or its URL (s3://bucket/prefix: "
+                        "every shard is downloaded into the node-local cache and checked)")
+
+
+def remote_problems(url: str) -> tuple[str, list[Problem]]:
+    """(cache folder, problems) of the dataset at ``url``: each shard fetched through the
+    cache (a remote file that differs from the manifest is a problem), then the cached copy
+    checked sample by sample."""
+    store = RemoteStore(url)
+    problems: list[Problem] = []
+    for k, shard in enumerate(store.manifest["shards"]):
+        try:
+            store.fetch(k, lambda folder: None)
+        except DataCorruption as exc:
+            problems.append(Problem(shard["name"], str(exc)))
+    bad = {p.shard for p in problems}
+    problems += [p for p in verify_dataset(store.root) if p.shard not in bad]
+    return str(store.root), problems
 
 
 def run(args: argparse.Namespace) -> int:
     """Exit 0 when intact, 1 listing each problem (shard, sample, task)."""
-    problems = verify_dataset(args.dataset)
+    if is_url(args.dataset):
+        _, problems = remote_problems(args.dataset)
+        fix = "upload the dataset folder again (manifest.json last)"
+    else:
+        problems = verify_dataset(args.dataset)
+        fix = "import the dataset again (or --resume after deleting the broken shard folders)"
     if not problems:
         print(f"{args.dataset}: ok")
         return 0
     for p in problems:
-        print(f"error: {args.dataset}/{p}", file=sys.stderr)
-    print(f"{len(problems)} problem(s) — import the dataset again (or --resume after "
-          "deleting the broken shard folders)", file=sys.stderr)
+        print(f"error: {args.dataset.rstrip('/')}/{p}", file=sys.stderr)
+    print(f"{len(problems)} problem(s) — {fix}", file=sys.stderr)
     return 1

@@ -114,52 +114,29 @@ def _with_endpoint(url: str, options: dict[str, Any]) -> dict[str, Any]:
     return opts
 
 
-class RemoteStore:
-    """One remote dataset URL and its node-local cache folder (see the module docstring)."""
+class RemoteFolder:
+    """A folder URL on an fsspec file system (endpoint from the options or the environment),
+    with errors that name the URL and never the credentials. Pickles without its file system."""
 
-    def __init__(self, url: str, cache_dir: str | os.PathLike[str] | None = None,
-                 cache_limit: int | str | None = None,
-                 storage_options: dict[str, Any] | None = None,
-                 cache_check: str = "sha256", prefetch: int = 2) -> None:
-        if cache_check not in ("sha256", "size"):
-            raise UserError(f"cache_check={cache_check!r}: use 'sha256' or 'size'")
-        if not isinstance(prefetch, int) or prefetch < 0:
-            raise UserError(f"prefetch={prefetch!r}: the number of shards to download ahead "
-                            "(0 turns prefetching off)")
-        self.prefetch_ahead = prefetch
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_pid = 0
-        self._pending: dict[str, Future[None]] = {}
-        self._prefetched: set[str] = set()
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
         self.url = url.rstrip("/")
         self.storage_options = _with_endpoint(self.url, storage_options or {})
-        self.cache_limit = parse_bytes(cache_limit)
-        self.cache_check = cache_check
-        base = Path(cache_dir).expanduser() if cache_dir is not None else cache_root("remote")
-        ep = (self.storage_options.get("client_kwargs") or {}).get("endpoint_url", "")
-        ident = f"{self.url}\n{ep}".rstrip("\n")  # same bucket name on another store: apart
-        self.root = base / hashlib.sha256(ident.encode()).hexdigest()[:16]
         self._fs: Any = None
         self._fs_pid = 0
         self._rpath = ""
-        self._checked: set[str] = set()  # shards checked in this process
-        self.manifest = self._fetch_manifest()
-        self._listing = {s["name"]: s["files"] for s in self.manifest["shards"]}
-        self._bytes = {name: sum(int(m["size"]) for m in files.values())
-                       for name, files in self._listing.items()}
 
-    # --- pickling: no file system, no per-process checks --------------------------------
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_fs"] = None
-        state["_checked"] = set()
-        state["_pool"] = None
-        state["_pending"] = {}
-        state["_prefetched"] = set()
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+
+    def ident(self) -> str:
+        """A short key of the URL and the endpoint (the same bucket on two stores differs)."""
+        ep = (self.storage_options.get("client_kwargs") or {}).get("endpoint_url", "")
+        return hashlib.sha256(f"{self.url}\n{ep}".rstrip("\n").encode()).hexdigest()[:16]
 
     # --- remote access -------------------------------------------------------------------
     def _filesystem(self) -> tuple[Any, str]:
@@ -224,6 +201,44 @@ class RemoteStore:
             raise
         except Exception as exc:
             raise self._error(what, exc) from None
+
+
+class RemoteStore(RemoteFolder):
+    """One remote dataset URL and its node-local cache folder (see the module docstring)."""
+
+    def __init__(self, url: str, cache_dir: str | os.PathLike[str] | None = None,
+                 cache_limit: int | str | None = None,
+                 storage_options: dict[str, Any] | None = None,
+                 cache_check: str = "sha256", prefetch: int = 2) -> None:
+        if cache_check not in ("sha256", "size"):
+            raise UserError(f"cache_check={cache_check!r}: use 'sha256' or 'size'")
+        if not isinstance(prefetch, int) or prefetch < 0:
+            raise UserError(f"prefetch={prefetch!r}: the number of shards to download ahead "
+                            "(0 turns prefetching off)")
+        self.prefetch_ahead = prefetch
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0
+        self._pending: dict[str, Future[None]] = {}
+        self._prefetched: set[str] = set()
+        super().__init__(url, storage_options)
+        self.cache_limit = parse_bytes(cache_limit)
+        self.cache_check = cache_check
+        base = Path(cache_dir).expanduser() if cache_dir is not None else cache_root("remote")
+        self.root = base / self.ident()  # same bucket name on another store: apart
+        self._checked: set[str] = set()  # shards checked in this process
+        self.manifest = self._fetch_manifest()
+        self._listing = {s["name"]: s["files"] for s in self.manifest["shards"]}
+        self._bytes = {name: sum(int(m["size"]) for m in files.values())
+                       for name, files in self._listing.items()}
+
+    # --- pickling: no file system, no per-process checks --------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_checked"] = set()
+        state["_pool"] = None
+        state["_pending"] = {}
+        state["_prefetched"] = set()
+        return state
 
     def _fetch_manifest(self) -> dict[str, Any]:
         with self._remote(MANIFEST) as (fs, rpath):
@@ -313,6 +328,7 @@ class RemoteStore:
         """One file, streamed in ``CHUNK`` blocks; a mismatch is retried once."""
         for _ in range(2):
             with self._remote(f"{name}/{fname}") as (fs, rpath):
+                fs.invalidate_cache(rpath)  # no stale size/ETag from an earlier listing
                 with fs.open(rpath, "rb") as src:
                     if self._write(name, fname, iter(lambda: src.read(CHUNK), b"")):
                         return

@@ -3,6 +3,8 @@
 Shard ``k`` holds input rows ``[k*shard_size, (k+1)*shard_size)`` minus the rejected ones,
 so any number of workers produces the same bytes. Each shard is written into a temporary
 folder, fsynced and renamed into place with its completion record; the manifest comes last.
+Split over ranks (``group``, ``shards.distributed_import``), each rank writes its own shards
+and rank 0 writes the manifest from every rank's completion records.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from npu_data.errors import UserError
 from npu_data.progress import bar
 from npu_data.shards import images as img
 from npu_data.shards.convert import to_pixels
+from npu_data.shards.distributed_import import SINGLE, Group
 from npu_data.shards.format import (
     ALIGN,
     COMPLETE,
@@ -260,11 +263,12 @@ def table_sha256(table: AnnotationTable) -> str:
 
 
 def write_dataset(source: Any, out_dir: str | os.PathLike[str],
-                  options: WriteOptions | None = None) -> Summary:
+                  options: WriteOptions | None = None, group: Group = SINGLE) -> Summary:
     """Write ``source`` and its images to ``out_dir`` (see the module docstring).
 
     ``source``: a Label Studio export path (parsed with the options' annotation settings),
-    a ``ParseResult`` or an ``AnnotationTable``.
+    a ``ParseResult`` or an ``AnnotationTable``. ``group``: the ranks splitting the work
+    (every rank calls this with the same arguments; ``out_dir`` shared by the ranks).
     """
     o = options or WriteOptions()
     check_options(o)
@@ -284,34 +288,52 @@ def write_dataset(source: Any, out_dir: str | os.PathLike[str],
                         "or drop --strict to skip it")
     fp = {"options": o.fingerprint(), "source_sha256": source_sha256,
           "table_sha256": table_sha256(table)}
-    _prepare(out, o.resume)
+    error = None
+    if group.rank == 0:
+        try:
+            _prepare(out, o.resume)
+        except UserError as exc:
+            error = str(exc)
+    group.agree(error)  # every rank waits for the prepared folder, or stops with its error
     nshards = -(-n // o.shard_size)
+    mine = [k for k in range(nshards) if group.mine(k)]
     records: dict[int, dict[str, Any]] = {}
-    if o.resume:
-        for k in range(nshards):
-            rec = _completed(out, k, fp)
-            if rec is not None:
-                records[k] = rec
-    resumed = len(records)
-    todo = [k for k in range(nshards) if k not in records]
-    pb = bar(total=n, desc="import", unit="task")
-    pb.update(sum(r["tasks"][1] - r["tasks"][0] for r in records.values()))
     try:
-        for rec in _run_shards(todo, table, out, o, tix, fp):
-            records[int(rec["name"].split("-")[1])] = rec
-            pb.update(rec["tasks"][1] - rec["tasks"][0])
-    finally:
-        pb.close()
+        if o.resume:
+            for k in mine:
+                rec = _completed(out, k, fp)
+                if rec is not None:
+                    records[k] = rec
+        resumed = group.gather(len(records))
+        todo = [k for k in mine if k not in records]
+        pb = bar(total=sum(min(n, (k + 1) * o.shard_size) - k * o.shard_size for k in mine),
+                 desc="import" if group.world == 1 else f"import (rank {group.rank})",
+                 unit="task")
+        pb.update(sum(r["tasks"][1] - r["tasks"][0] for r in records.values()))
+        try:
+            for rec in _run_shards(todo, table, out, o, tix, fp):
+                records[int(rec["name"].split("-")[1])] = rec
+                pb.update(rec["tasks"][1] - rec["tasks"][0])
+        finally:
+            pb.close()
+    except UserError as exc:
+        group.agree(str(exc))
+        raise
+    group.agree(None)
+    for part in group.gather(records):
+        records.update(part)
     ordered = [records[k] for k in range(nshards)]
     all_rejected = sorted(earlier + [r for rec in ordered for r in rec["rejected"]],
                           key=lambda r: (r["index"], r["task_id"]))
-    atomic_write_bytes(out / REJECTED, b"".join(
-        orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in all_rejected))
     manifest = _manifest(table, o, ordered, all_rejected, fp, tasks if tasks is not None else n)
-    atomic_write_bytes(out / MANIFEST, dumps(manifest))
+    if group.rank == 0:
+        atomic_write_bytes(out / REJECTED, b"".join(
+            orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in all_rejected))
+        atomic_write_bytes(out / MANIFEST, dumps(manifest))
+    group.barrier()  # no rank returns before the manifest is there
     total_bytes = sum(m["size"] for rec in ordered for m in rec["files"].values())
     return Summary(out, manifest["counts"]["samples"], manifest["counts"]["tasks"], nshards,
-                   len(all_rejected), resumed, total_bytes, out / REJECTED)
+                   len(all_rejected), sum(resumed), total_bytes, out / REJECTED)
 
 
 def _manifest(table: AnnotationTable, o: WriteOptions, records: list[dict[str, Any]],
