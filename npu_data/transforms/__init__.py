@@ -1,9 +1,11 @@
 """Batched on-device augmentation with per-sample random parameters.
 
-Pure kernels live in :mod:`~npu_data.transforms.functional` (device) and
+Pure kernels live in :mod:`~npu_data.transforms.functional` (each op dispatches once, in
+``_dispatch``, to the compiled CPU kernels or the torch ones) and
 :mod:`~npu_data.transforms.reference` (Pillow, per sample); geometry companions in
 :mod:`~npu_data.transforms.geometry`; the random transforms below draw per-sample parameters
-on the batch's device and apply them, geometry included. See docs/architecture.md.
+(on the batch's device, or keyed on the host) and apply them through ``functional``,
+geometry included. See docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 A transform is called on a batch dict (see docs/architecture.md) or on a bare uint8 tensor
 ``(B, C, H, W)`` and returns the same kind. Parameters are drawn on the batch's device in one
-vectorised call (no host syncs) and are plain tensors, so a batch can be replayed sample by
-sample through ``npu_data.transforms.reference``.
+vectorised call (no host syncs), or on the host by :meth:`Transform.draw` (keyed), and are
+plain tensors that :meth:`Transform.apply` takes on either side, so a batch can be replayed
+sample by sample through ``npu_data.transforms.reference``.
 """
 
 from __future__ import annotations
@@ -166,7 +167,8 @@ class Transform:
         return self._draw(batch, generator)
 
     def apply(self, data: Any, params: Params) -> Any:
-        """Apply already drawn ``params`` (deterministic)."""
+        """Apply already drawn ``params`` (deterministic), host tensors or on the batch's
+        device: host ones are copied where needed without waiting for the device."""
         batch, bare = as_batch(data, self.name, need_uint8=self.needs_uint8)
         return finish(self._apply(batch, params), bare)
 
