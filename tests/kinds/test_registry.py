@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import pkgutil
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -139,3 +140,41 @@ def test_kinds_come_from_the_column_sizes(boxes_only: ShardDataset) -> None:
     manifest.pop("kinds")
     assert [k.name for k in dataset_kinds(manifest)] == ["boxes"]
     assert len(PADDED) < len(KINDS)  # some kinds are collated unpadded
+
+
+def _worked_example() -> Kind:
+    """The ``lines`` kind of docs/architecture.md, run from the docs' own code block."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = doc[doc.index("### Adding a kind"):]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    exec(textwrap.dedent(code), namespace)  # noqa: S102 - the repository's own docs
+    return namespace["KIND"]
+
+
+def test_the_documented_kind_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    from npu_data.loaders import collate as collate_module
+    from npu_data.transforms import geometry
+
+    lines = _worked_example()
+    assert lines.stored_columns()["lines.points"] == (np.dtype("<f4"), (2, 2))
+    cols = lines.empty_columns()
+    cols["lines.offsets"] = np.array([0, 1, 1], np.int64)
+    cols["lines.points"] = np.array([[[10.0, 50.0], [50.0, 100.0]]])
+    px = lines.to_pixels(cols, np.array([20.0, 10.0]), np.array([40.0, 30.0]))
+    np.testing.assert_allclose(px["lines.points"], [[[4, 10], [20, 20]]])
+    samples = [{"image": np.zeros((20, 40, 3), np.uint8), "lines.points": px["lines.points"],
+                "lines.label": np.array([3], np.int32)},
+               {"image": np.zeros((10, 30, 3), np.uint8),
+                "lines.points": np.zeros((0, 2, 2), np.float32),
+                "lines.label": np.zeros(0, np.int32)}]
+    monkeypatch.setitem(collate_module.PADDED_BY_NAME, "lines", lines)
+    batch = collate_samples(samples)
+    assert batch["lines.points"].shape == (2, 1, 2, 2)
+    assert batch["lines.valid"].tolist() == [[True], [False]]
+    assert batch["lines.label"].tolist() == [[3], [-1]]
+    crop = torch.tensor([[0, 0, 20, 40], [0, 0, 10, 30]])
+    out = lines.resized_crop(batch, crop, (10, 20), 0.25, geometry)
+    assert torch.allclose(out["lines.points"][0, 0], torch.tensor([[2.0, 5.0], [10.0, 10.0]]))
+    flipped = lines.hflip(batch, torch.tensor([40, 30]), torch.tensor([True, False]), geometry)
+    assert torch.allclose(flipped["lines.points"][0, 0], torch.tensor([[36.0, 10], [20, 20]]))
