@@ -279,6 +279,20 @@ def test_the_precision_emulation_changes_what_it_must() -> None:
                                               3.0 * 2**-130]
 
 
+def test_reduced_precision_refuses_what_it_cannot_set() -> None:
+    from npu_data.errors import UserError
+
+    with pytest.raises(UserError, match="mode must be one of tf32/hf32"):
+        with reduced_precision("fp8", torch.device("cpu")):
+            pass
+    with pytest.raises(UserError, match="no autocast for meta"):
+        with reduced_precision("bf16 autocast", torch.device("meta")):
+            pass
+    with reduced_precision("tf32/hf32", torch.device("meta")) as mode:  # no autocast needed
+        torch.mm(torch.ones(2, 2, device="meta"), torch.ones(2, 2, device="meta"))
+    assert mode.seen
+
+
 @pytest.mark.parametrize("precision", list(MODES))
 @pytest.mark.parametrize("case", list(CASES))
 def test_exact_under_reduced_precision_matmul(case: str, precision: str) -> None:
