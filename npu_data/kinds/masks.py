@@ -72,7 +72,7 @@ class Masks(Kind):
                     nmax: int, hw: tuple[int, int], pin: bool, batch: Batch) -> None:
         import torch
 
-        from npu_data.loaders.host import zeros_host
+        from npu_data.buffers import zeros_host
 
         out = zeros_host((len(samples), nmax, hw[0], hw[1]), torch.uint8, pin)
         view = out.numpy()

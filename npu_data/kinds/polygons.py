@@ -33,7 +33,7 @@ class Polygons(Kind):
                     nmax: int, hw: tuple[int, int], pin: bool, batch: Batch) -> None:
         import torch
 
-        from npu_data.loaders.host import zeros_host
+        from npu_data.buffers import zeros_host
 
         b = len(samples)
         offs = [np.asarray(s.get("polygons.point_offsets", np.zeros(1, np.int64)))

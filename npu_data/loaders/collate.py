@@ -24,19 +24,19 @@ import torch
 from torch.utils.data import default_collate
 
 from npu_data import device as dev
-from npu_data.common.batch import ColumnBatch
-from npu_data.errors import UserError
-from npu_data.kinds.base import Kind
-from npu_data.kinds.registry import PADDED
-from npu_data.loaders import stream_crop
-from npu_data.loaders.collate_columns import collate_columns
-from npu_data.loaders.host import (
+from npu_data.buffers import (
     image_sizes,
     images_tensor,
     sizes_tensor,
     torch_dtype,
     zeros_host,
 )
+from npu_data.common.batch import ColumnBatch
+from npu_data.errors import UserError
+from npu_data.kinds.base import Kind
+from npu_data.kinds.registry import PADDED
+from npu_data.loaders import stream_crop
+from npu_data.loaders.collate_columns import collate_columns
 
 Sample = dict[str, Any]
 Batch = dict[str, Any]

@@ -14,16 +14,16 @@ import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
-from npu_data.common.batch import BatchColumns, CropPlan
-from npu_data.kinds.base import Kind
-from npu_data.kinds.registry import PADDED
-from npu_data.loaders.host import (
+from npu_data.buffers import (
     copy_images,
     empty_host,
     image_sizes,
     sizes_tensor,
     torch_dtype,
 )
+from npu_data.common.batch import BatchColumns, CropPlan
+from npu_data.kinds.base import Kind
+from npu_data.kinds.registry import PADDED
 
 Batch = dict[str, Any]
 PADDED_BY_NAME: dict[str, Kind] = {k.name: k for k in PADDED}

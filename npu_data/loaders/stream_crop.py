@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from npu_data.buffers import empty_host
 from npu_data.common.batch import CropPlan
 from npu_data.errors import UserError
 from npu_data.loaders import crop_read
-from npu_data.loaders.host import empty_host
 from npu_data.transforms import draws
 from npu_data.transforms.crop import _CropBase
 

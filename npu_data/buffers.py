@@ -1,4 +1,5 @@
-"""Host batch buffers shared by both collates: shared memory in workers, pinned on request."""
+"""Host batch buffers (collates and the kinds' collate hooks): shared memory in DataLoader
+workers, pinned on request."""
 
 from __future__ import annotations
 
