@@ -135,11 +135,6 @@ def pair(value: int | Sequence[int], what: str, who: str) -> tuple[int, int]:
     return out
 
 
-def batch_index(params: Params, index: int) -> dict[str, torch.Tensor]:
-    """Sample ``index``'s parameters (each tensor's row ``index``), on the CPU."""
-    return {k: v[index].detach().cpu() for k, v in params.items()}
-
-
 class Transform:
     """Base of the batched random transforms (torchvision-v2 style).
 
