@@ -19,6 +19,11 @@ if TYPE_CHECKING:
     import torch
 
 
+def unpack_mask(bits: np.ndarray, h: int, w: int) -> np.ndarray:
+    """One (h, w) uint8 0/1 mask from its packed bits (``np.packbits`` of the row-major mask)."""
+    return np.unpackbits(bits, count=h * w).reshape(h, w)
+
+
 def resize_masks(cols: Mapping[str, np.ndarray], heights: np.ndarray,
                  widths: np.ndarray) -> dict[str, np.ndarray]:
     """Mask bits re-packed at each sample's stored size (nearest-neighbour when it differs)."""
@@ -28,9 +33,7 @@ def resize_masks(cols: Mapping[str, np.ndarray], heights: np.ndarray,
     parts: list[np.ndarray] = []
     for j, s in enumerate(rows):
         H, W = int(heights[s]), int(widths[s])
-        n = int(mh[j]) * int(mw[j])
-        flat = np.unpackbits(bits[int(boff[j]):int(boff[j + 1])], count=n)
-        mask: np.ndarray = flat.reshape(int(mh[j]), int(mw[j]))
+        mask = unpack_mask(bits[int(boff[j]):int(boff[j + 1])], int(mh[j]), int(mw[j]))
         if mask.shape != (H, W):
             img = Image.fromarray(mask * np.uint8(255)).resize((W, H), Image.Resampling.NEAREST)
             mask = (np.asarray(img) > 127).astype(np.uint8)
@@ -49,7 +52,7 @@ def unpack_masks(bits: np.ndarray, offs: np.ndarray, size: tuple[int, ...]) -> n
     m = len(offs) - 1
     out = np.zeros((m, h, w), np.uint8)
     for t in range(m):
-        out[t] = np.unpackbits(bits[int(offs[t]):int(offs[t + 1])], count=h * w).reshape(h, w)
+        out[t] = unpack_mask(bits[int(offs[t]):int(offs[t + 1])], h, w)
     return out
 
 
@@ -96,7 +99,7 @@ class Masks(Kind):
         start = 0
         for r, (i, t) in enumerate(zip(sample.tolist(), slot.tolist(), strict=True)):
             h, w = sizes[i]
-            view[i, t, :h, :w] = np.unpackbits(bits[start:ends[r]], count=h * w).reshape(h, w)
+            view[i, t, :h, :w] = unpack_mask(bits[start:ends[r]], h, w)
             start = ends[r]
         batch["masks.mask"] = out
 
