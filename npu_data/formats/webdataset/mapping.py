@@ -49,17 +49,31 @@ def _spec(group: str) -> list[tuple[str, np.dtype, tuple[int, ...]]]:
 
 
 SPEC = {group: _spec(group) for group in GROUPS}
+# (JSON name, sample key, dtype, trailing shape) and the keys that count a group's rows
+_COLUMNS = {g: [(n, f"{g}.{n}", d, s) for n, d, s in spec] for g, spec in SPEC.items()}
+_ROW_KEYS = {g: [f"{g}.{n}" for n, _, _ in SPEC[g] if not n.startswith("point")]
+             + [f"{g}.{n}" for n in GROUP_TEXT[g]] for g in GROUPS}
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False  # shared by every sample without rows (as read-only as mmaps)
+    return a
+
+
+_EMPTY_ARRAYS = {g: {k: _frozen(np.zeros((0, *s), d)) for _, k, d, s in _COLUMNS[g]}
+                 | ({f"masks.{n}": _frozen(np.zeros(0, "<i4")) for n in _SIZE}
+                    if g == "masks" else {})
+                 | ({"polygons.point_offsets": _frozen(np.zeros(1, "<i8"))}
+                    if g == "polygons" else {}) for g in GROUPS}
+_EMPTY_LISTS = {g: [f"{g}.{n}" for n in GROUP_TEXT[g]] + (["masks.bits"] if g == "masks" else [])
+                for g in GROUPS}
 
 
 def _empty(group: str) -> dict[str, Any]:
-    cols: dict[str, Any] = {f"{group}.{n}": np.zeros((0, *s), d) for n, d, s in SPEC[group]}
-    if group == "masks":
-        cols.update({f"masks.{n}": np.zeros(0, "<i4") for n in _SIZE})
-        cols["masks.bits"] = []
-    if group == "polygons":
-        cols["polygons.point_offsets"] = np.zeros(1, "<i8")
-    for name in GROUP_TEXT[group]:
-        cols[f"{group}.{name}"] = []
+    """The columns of a group without rows (fresh lists, shared read-only arrays)."""
+    cols: dict[str, Any] = dict(_EMPTY_ARRAYS[group])
+    for key in _EMPTY_LISTS[group]:
+        cols[key] = []
     return cols
 
 
@@ -113,11 +127,13 @@ def sample_columns(ann: dict[str, Any]) -> dict[str, Any]:
             cols.update(_empty(group))
             continue
         n = len(g["control"])
-        for name, dt, shape in SPEC[group]:
-            a = np.array(g[name], dt)
-            cols[f"{group}.{name}"] = a.reshape(-1, *shape)
+        for name, key, dt, shape in _COLUMNS[group]:
+            cols[key] = np.array(g[name], dt).reshape(-1, *shape)
         for name in GROUP_TEXT[group]:
-            cols[f"{group}.{name}"] = [str(t) for t in g[name]]
+            texts = g[name]
+            if not all(type(t) is str for t in texts):
+                raise ValueError(f"{group}.{name}: not a list of strings")
+            cols[f"{group}.{name}"] = texts
         if group == "masks":
             cols["masks.height"] = np.full(n, H, "<i4")
             cols["masks.width"] = np.full(n, W, "<i4")
@@ -128,8 +144,7 @@ def sample_columns(ann: dict[str, Any]) -> dict[str, Any]:
 
 def _check(group: str, n: int, cols: dict[str, Any], pixels: int) -> None:
     """ValueError unless every column of ``group`` has ``n`` rows (and nested ones add up)."""
-    for key in [f"{group}.{name}" for name, _, _ in SPEC[group] if not name.startswith("point")] + [
-            f"{group}.{name}" for name in GROUP_TEXT[group]]:
+    for key in _ROW_KEYS[group]:
         if len(cols[key]) != n:
             raise ValueError(f"{key} has {len(cols[key])} rows, {group}.control has {n}")
     if group == "polygons":
