@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from npu_data.formats.webdataset.writer import export_wds
+from npu_data.formats.webdataset.writer import export_wds, manifest_path
 
 NAME = "export-wds"
-HELP = "Write a dataset folder as WebDataset tars (image + JSON annotations per sample)."
+HELP = ("Write a dataset folder as WebDataset tars (image + JSON annotations per sample, "
+        "pixel coordinates; docs/format.md) and their manifest.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,5 +22,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     paths = export_wds(args.dataset, args.out, args.maxcount, args.maxsize)
-    print(f"wrote {len(paths)} tars: {paths[0] if paths else '-'} ...", file=sys.stderr)
+    print(f"wrote {len(paths)} tars: {paths[0] if paths else '-'} ... and "
+          f"{manifest_path(args.out)}", file=sys.stderr)
     return 0

@@ -280,6 +280,8 @@ def test_remote_tars_are_capped(exported: tuple[Path, list[str]], server: tuple[
                   max_download_bytes=size // 2)
     with pytest.raises(UserError, match="max_download_bytes 0"):
         _keys(tars, max_download_bytes=0)
+    with pytest.raises(UserError, match="timeout -1"):
+        _keys(tars, timeout=-1)
 
 
 def test_pipe_urls_only_when_opted_in(exported: tuple[Path, list[str]], tmp_path: Path) -> None:

@@ -60,6 +60,8 @@ class TarAccess:
         if not isinstance(self.max_download_bytes, int) or self.max_download_bytes < 1:
             raise UserError(f"max_download_bytes {self.max_download_bytes!r}: must be a "
                             "positive number of bytes")
+        if not isinstance(self.timeout, (int, float)) or not self.timeout > 0:
+            raise UserError(f"timeout {self.timeout!r}: must be a positive number of seconds")
 
 
 def shown(url: str) -> str:
