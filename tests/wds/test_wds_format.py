@@ -337,3 +337,47 @@ def test_s3_tars_from_a_named_bucket(exported: tuple[Path, list[str]],
             _keys(["s3://tars-bucket/missing.tar"], allow_download="tars-bucket")
     finally:
         server.stop()
+
+
+def test_import_maps_label_ids_of_tars_with_other_label_maps(
+        exported: tuple[Path, list[str]], tmp_path: Path) -> None:
+    """Tars whose samples list labels and controls in another order (another export): the
+    table maps every id onto the union, so each row keeps its label and control names."""
+    _, tars = exported
+
+    def names(table: Any) -> list[tuple[str, str | None]]:
+        out = []
+        for group in GROUPS:
+            if "label" not in GROUPS[group]:
+                continue
+            for c, v in zip(table.columns[f"{group}.control"].tolist(),
+                            table.columns[f"{group}.label"].tolist(), strict=True):
+                out.append((table.controls[c], table.label_name(c, v)))
+        return out
+
+    members = []
+    for name, data in _members(tars[1]):
+        if name.endswith(".json"):
+            ann = orjson.loads(data)
+            old_controls, old_labels = ann["controls"], ann["labels"]
+            controls = old_controls[::-1]
+            labels = {c: old_labels[c][::-1] for c in old_labels}
+            for group in GROUPS:
+                g = ann.get(group)
+                if not g:
+                    continue
+                if "label" in g:
+                    g["label"] = [-1 if v < 0 else labels[old_controls[c]].index(
+                        old_labels[old_controls[c]][v]) for c, v in zip(g["control"], g["label"],
+                                                                       strict=True)]
+                g["control"] = [-1 if c < 0 else controls.index(old_controls[c])
+                                for c in g["control"]]
+            assert controls != old_controls and labels != old_labels
+            ann["controls"], ann["labels"] = controls, labels
+            data = orjson.dumps(ann)
+        members.append((name, data))
+    other = tmp_path / "other.tar"
+    _write_tar(other, members)
+    want = wds_to_table([tars[0], tars[1]], tmp_path / "m1")
+    got = wds_to_table([tars[0], str(other)], tmp_path / "m2")
+    assert names(got) == names(want) and len(names(want)) > 10
