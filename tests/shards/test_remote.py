@@ -343,3 +343,47 @@ def test_prefetch_downloads_the_next_shard_before_it_is_read(s3: dict[str, Any],
     assert clone._remote._pool is None and clone._remote._pending == {}  # type: ignore[union-attr]
     with pytest.raises(UserError, match="prefetch=-1"):
         _open(s3, tmp_path, prefetch=-1)
+
+
+def test_prefetch_with_forked_workers_and_locality(s3: dict[str, Any], tmp_path: Path) -> None:
+    """Workers fork while prefetch threads hold shard locks: no inherited lock stays held (the
+    epoch finishes), every sample comes once per rank, and rank 1 downloads only its shards."""
+    from npu_data.loaders import NpuDistributedSampler
+
+    seen: list[int] = []
+    for rank in range(3):
+        ds = _open(s3, tmp_path / f"node{rank}", prefetch=2)
+        sampler = NpuDistributedSampler(ds, 3, rank, seed=1, shard_window=1)
+        loader = torch.utils.data.DataLoader(ds, batch_size=1, sampler=sampler, num_workers=2,
+                                             collate_fn=_index_of, timeout=60)
+        mine = [i for batch in loader for i in batch]
+        ds._remote.wait_prefetch()  # type: ignore[union-attr]
+        assert sorted(mine) == sorted(sampler)
+        assert _data_files(ds) == sorted({f"shard-{i // 3:05d}" for i in mine})
+        seen += mine
+    assert sorted(seen) == list(range(N))  # 9 samples, 3 ranks of one shard each
+
+
+def _try_lock(store: remote.RemoteStore, released: Any, got: Any) -> None:
+    import fcntl
+
+    released.wait(30)
+    with store._lock("shard-00000", fcntl.LOCK_EX | fcntl.LOCK_NB) as ok:
+        got.value = int(ok)
+
+
+def test_forked_child_does_not_keep_a_parent_lock(s3: dict[str, Any], tmp_path: Path) -> None:
+    """A worker forked while the parent (e.g. a prefetch thread) holds a shard's lock must not
+    keep that lock held once the parent lets go."""
+    import fcntl
+
+    store = _open(s3, tmp_path)._remote
+    assert store is not None
+    ctx = mp.get_context("fork")
+    released, got = ctx.Event(), ctx.Value("i", -1)
+    with store._lock("shard-00000", fcntl.LOCK_EX):
+        child = ctx.Process(target=_try_lock, args=(store, released, got))
+        child.start()  # forked while the lock is held
+    released.set()
+    child.join(60)
+    assert child.exitcode == 0 and got.value == 1
