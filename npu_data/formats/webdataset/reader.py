@@ -47,7 +47,8 @@ class TarAccess:
     ``*.example.com``; for ``s3://`` the bucket) of http(s)/s3 URLs; ``max_download_bytes``
     per remote or piped tar; ``allow_pipe`` lets ``pipe:`` URLs run their command;
     ``timeout`` for connects and stalled reads (a whole http transfer: ten times it);
-    ``storage_options`` for fsspec (s3fs)."""
+    ``storage_options`` for fsspec (s3fs). An http(s) tar is downloaded into an unlinked
+    temporary file (``TMPDIR``) that the reader follows; it is gone once the tar is read."""
 
     allow_download: Any = ()
     max_download_bytes: int = DEFAULT_MAX_TAR_BYTES
@@ -72,7 +73,10 @@ def shown(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme in ("http", "https", "s3"):
         host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
+        try:
+            port = f":{parts.port}" if parts.port else ""
+        except ValueError:  # not a number: the URL is refused by name anyway
+            port = ""
         return f"{parts.scheme}://{host}{port}{parts.path}"
     return url
 
