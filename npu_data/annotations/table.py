@@ -26,7 +26,7 @@ SAMPLE_COLUMNS: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
 }
 SAMPLE_TEXT = ("image_ref", "data_json")
 
-# Views of the registry for the WebDataset mapping (npu_data/shards/wds_io.py, loaders/wds.py)
+# Views of the registry for the WebDataset mapping (npu_data/formats/webdataset/mapping.py)
 # until it moves into the kind modules; everything else iterates ``KINDS``.
 GROUPS = {k.name: k.fixed for k in KINDS}
 GROUP_TEXT = {k.name: k.text for k in KINDS}
