@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from npu_data.annotations.table import AnnotationTable
@@ -125,6 +126,7 @@ def _run(args: argparse.Namespace, group: Group) -> int:
 
         target = UrlTarget(args.out, args.resume, group)
         args = target.local_args(args)  # --out: the staging folder
+        group = replace(group, shared=False)  # one staging folder per node
     if args.max_download_mb <= 0 or args.download_timeout <= 0:
         raise UserError("--max-download-mb and --download-timeout must be positive")
     hosts = _download_hosts(args.allow_download)

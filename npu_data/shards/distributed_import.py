@@ -23,6 +23,7 @@ class Group:
 
     rank: int = 0
     world: int = 1
+    shared: bool = True  # every rank sees the same output folder (False: one per node)
 
     def mine(self, k: int) -> bool:
         """Whether shard ``k`` is this rank's to write."""

@@ -326,6 +326,13 @@ def write_dataset(source: Any, out_dir: str | os.PathLike[str],
     all_rejected = sorted(earlier + [r for rec in ordered for r in rec["rejected"]],
                           key=lambda r: (r["index"], r["task_id"]))
     manifest = _manifest(table, o, ordered, all_rejected, fp, tasks if tasks is not None else n)
+    if group.world > 1 and group.shared:  # a folder on each node would be half a dataset
+        lost = [k for k in range(nshards) if group.rank == 0
+                and not (out / shard_name(k) / COMPLETE).is_file()]
+        group.agree(None if not lost else (
+            f"{out}: {shard_name(lost[0])} (written by rank {lost[0] % group.world}) is not in "
+            "this folder — give --out a folder every rank sees (one node or a shared file "
+            "system), or an s3:// URL"))
     if group.rank == 0:
         atomic_write_bytes(out / REJECTED, b"".join(
             orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in all_rejected))
