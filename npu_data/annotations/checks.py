@@ -44,6 +44,9 @@ def _str_list(v: Any) -> bool:
 class Check:
     """The checks of one batch's values; ``fail(row, message)`` reports a bad one."""
 
+    MISSING = MISSING  # for the kinds' checks
+    show = staticmethod(show)
+
     def __init__(self, vals: Sequence[dict], res: Sequence[dict], pscore: Sequence[Any],
                  fast: bool, fail: Callable[[int, str], None]) -> None:
         self.vals, self.res, self.pscore, self.fast = vals, res, pscore, fast
@@ -75,7 +78,7 @@ class Check:
                 if ok.all():
                     return
         for i, v in enumerate(col):
-            self._number(i, key, v, required, nonneg)
+            self.number(i, key, v, required, nonneg)
 
     def required_numbers(self, keys: tuple[str, ...], nonneg: tuple[str, ...] = ()) -> None:
         """``numbers(key, nonneg=key in nonneg)`` for each of ``keys`` (all required), with one
@@ -97,7 +100,7 @@ class Check:
         for key in keys:
             self.numbers(key, nonneg=key in nonneg)
 
-    def _number(self, i: int, key: str, v: Any, required: bool, nonneg: bool) -> None:
+    def number(self, i: int, key: str, v: Any, required: bool, nonneg: bool) -> None:
         if v is MISSING:
             if required:
                 self.fail(i, f"field {key!r} is missing")

@@ -184,7 +184,7 @@ class _Parser:
                                  else int(np.concatenate(self.samples.task_id)[s]))
         batches = group(ch.calls, self._control, self.stats.results, ctx.unknown,
                         ctx.reject_field)
-        pieces = {k: R.EXTRACT[k](ctx, b) for k, b in batches.items()}
+        pieces = {k: R.extract(ctx, k, b) for k, b in batches.items()}
         del batches
         task_id, task_index, refs, datas = (list(c) for c in zip(*ch.rows, strict=True)) \
             if ch.rows else ([], [], [], [])

@@ -1,13 +1,15 @@
-"""Vectorised extraction of one chunk's results, per kind, into group rows.
+"""The toolkit of result extraction: one chunk's results of a kind, in, rows of it, out.
 
-Each kind's results arrive as a ``Batch`` (columns in export order). Values are read with
-C-level ``map`` passes; the per-result Python loops remain as the generic path, taken when a
-column holds anything but the common shapes (or when ``FAST`` is off, to test one against the
-other).
+Each kind's results arrive as a ``Batch`` (columns in export order); the kind's own
+``Kind.check`` and ``Kind.extract`` (``npu_data/kinds/<name>.py``) read them with the helpers
+here, which this module hands them as ``R``. Values are read with C-level ``map`` passes; the
+per-result Python loops remain as the generic path, taken when a column holds anything but the
+common shapes (or when ``FAST`` is off, to test one against the other).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from itertools import chain, repeat
 from operator import itemgetter
@@ -18,10 +20,11 @@ import orjson
 
 from npu_data.annotations import checks as C
 from npu_data.annotations.builders import Rows, encode_texts
-from npu_data.annotations.rle import RLEError, rle_to_mask
-from npu_data.annotations.table import ranges_index
+from npu_data.annotations.rle import RLEError as RLEError  # re-exported: kinds read R.*
+from npu_data.annotations.rle import rle_to_mask as rle_to_mask
+from npu_data.annotations.table import ranges_index as ranges_index
+from npu_data.kinds.base import Kind
 from npu_data.kinds.registry import BY_NAME, OF_TYPE
-from npu_data.kinds.relations import RELATION_DIRECTIONS
 
 KINDS: dict[str, str] = {t: k.name for t, k in OF_TYPE.items()}  # result type -> kind name
 NAN = float("nan")
@@ -97,74 +100,24 @@ class Context:
                             f"{key!r} {what} — fix the export")
 
 
-def _valid(ctx: Context, b: Batch, kind: str) -> Batch:
+def extract(ctx: Context, kind: str, b: Batch) -> Rows:
+    """Rows of ``kind`` from its results ``b`` of one chunk (``Kind.extract``)."""
+    return BY_NAME[kind].extract(ctx, b, sys.modules[__name__])
+
+
+def valid_rows(ctx: Context, b: Batch, kind: Kind) -> Batch:
     """``b`` less the results whose values fail the checks of ``kind`` (their tasks are
     rejected, with the task id, result id, type, field and value in the reason)."""
     def fail(i: int, msg: str) -> None:
         s = int(b.sample[i])
-        t = b.res[i].get("type") or BY_NAME[kind].result_types[0]
+        t = b.res[i].get("type") or kind.result_types[0]
         ctx.reject(s, f"task {ctx.task_of(s)}: result {b.rid[i]!r} ({t}): {msg} "
                       "— fix the export")
     chk = C.Check(b.val, b.res, b.pscore, FAST, fail)
-    CHECKS[kind](chk)
+    kind.check(chk)
     if not chk.bad:
         return b
     return b.take([i for i in range(len(b)) if i not in chk.bad])
-
-
-def _check_box(c: C.Check) -> None:
-    c.required_numbers(("x", "y", "width", "height"), nonneg=("width", "height"))
-    c.numbers("rotation", required=False)
-    c.labels("rectanglelabels")
-    c.score()
-
-
-def _check_keypoint(c: C.Check) -> None:
-    c.required_numbers(("x", "y"))
-    c.numbers("width", required=False, nonneg=True)
-    c.labels("keypointlabels")
-
-
-def _check_ellipse(c: C.Check) -> None:
-    c.required_numbers(("x", "y", "radiusX", "radiusY"), nonneg=("radiusX", "radiusY"))
-    c.numbers("rotation", required=False)
-    c.labels("ellipselabels")
-
-
-def _check_polygon(c: C.Check) -> None:
-    c.points()
-    c.flag("closed")
-    c.labels("polygonlabels")
-
-
-def _check_mask(c: C.Check) -> None:
-    for i, v in enumerate(c.vals):  # another format string is a kind we count and skip
-        fmt = v.get("format", "rle")
-        if fmt.__class__ is not str:
-            c.fail(i, f"field 'format' = {C.show(fmt)} is not a string")
-    c.ints("rle", [i for i, v in enumerate(c.vals) if v.get("format", "rle") == "rle"])
-    c.labels("brushlabels")
-
-
-def _check_scalar(c: C.Check) -> None:
-    for i, (r, v) in enumerate(zip(c.res, c.vals, strict=True)):
-        key = "rating" if r.get("type") == "rating" or "rating" in v else "number"
-        c._number(i, key, v.get(key, C.MISSING), True, False)
-
-
-def _check_relation(c: C.Check) -> None:
-    c.text_of("from_id")
-    c.text_of("to_id")
-    c.one_of("direction", RELATION_DIRECTIONS)
-    c.strings("labels", required=False)
-
-
-CHECKS: dict[str, Callable[[C.Check], None]] = {
-    "boxes": _check_box, "polygons": _check_polygon, "keypoints": _check_keypoint,
-    "ellipses": _check_ellipse, "masks": _check_mask, "choices": lambda c: c.strings("choices"),
-    "texts": lambda c: c.strings("text"), "taxonomy": lambda c: c.paths("taxonomy"),
-    "scalars": _check_scalar, "relations": _check_relation,
-}
 
 
 def _floats(dicts: Sequence[dict], key: str, default: float = NAN) -> np.ndarray:
@@ -172,10 +125,10 @@ def _floats(dicts: Sequence[dict], key: str, default: float = NAN) -> np.ndarray
     try:
         return np.asarray(vals, dtype=np.float64).reshape(len(vals))
     except (TypeError, ValueError):
-        return np.asarray([_to_float(v) for v in vals], dtype=np.float64)
+        return np.asarray([to_float(v) for v in vals], dtype=np.float64)
 
 
-def _float_cols(dicts: Sequence[dict], keys: tuple[str, ...], defaults: tuple[float, ...]
+def float_cols(dicts: Sequence[dict], keys: tuple[str, ...], defaults: tuple[float, ...]
                 ) -> np.ndarray:
     """``(n, len(keys))`` float64 of ``keys`` (>= 2), each as ``_floats`` reads it."""
     if FAST:  # one pass when every key is there and every value converts
@@ -187,14 +140,14 @@ def _float_cols(dicts: Sequence[dict], keys: tuple[str, ...], defaults: tuple[fl
     return np.stack([_floats(dicts, k, d) for k, d in zip(keys, defaults, strict=True)], 1)
 
 
-def _to_float(v: Any) -> float:
+def to_float(v: Any) -> float:
     try:
         return float(v) if not isinstance(v, bool) else NAN
     except (TypeError, ValueError):
         return NAN
 
 
-def _check(ctx: Context, arr: np.ndarray, names: Sequence[str], what: str, b: Batch,
+def in_range(ctx: Context, arr: np.ndarray, names: Sequence[str], what: str, b: Batch,
            rows_item: np.ndarray | None = None, lo: float = 0.0, hi: float = 100.0
            ) -> np.ndarray:
     """Clip (and count) or reject values of ``arr`` (n, k) outside [lo, hi] or not finite."""
@@ -213,7 +166,7 @@ def _check(ctx: Context, arr: np.ndarray, names: Sequence[str], what: str, b: Ba
     return arr
 
 
-def _angle(ctx: Context, arr: np.ndarray, what: str, b: Batch) -> np.ndarray:
+def angle(ctx: Context, arr: np.ndarray, what: str, b: Batch) -> np.ndarray:
     """Rotation in degrees: a non-finite value becomes 0 (counted) or rejects the task."""
     bad = ~np.isfinite(arr)
     if not bad.any():
@@ -227,7 +180,7 @@ def _angle(ctx: Context, arr: np.ndarray, what: str, b: Batch) -> np.ndarray:
     return arr[:, None]
 
 
-def _common(group: str, b: Batch, src: np.ndarray | None) -> Rows:
+def common(group: str, b: Batch, src: np.ndarray | None) -> Rows:
     """Rows of ``group`` for batch rows ``src`` (None: every row once, in order)."""
     rows = Rows(group)
     if src is None:
@@ -244,7 +197,7 @@ def _common(group: str, b: Batch, src: np.ndarray | None) -> Rows:
     return rows
 
 
-def _labels(ctx: Context, b: Batch, key: str) -> tuple[np.ndarray | None, np.ndarray]:
+def labels(ctx: Context, b: Batch, key: str) -> tuple[np.ndarray | None, np.ndarray]:
     """Row -> batch row (None: one row each, in order), and label ids (one row per label; -1
     for a result without one)."""
     vals = b.val
@@ -290,135 +243,30 @@ def all_of_class(values: list, cls: type) -> bool:
     return not values or set(map(type, values)) == {cls}
 
 
-def _pick(arr: np.ndarray, src: np.ndarray | None) -> np.ndarray:
+def pick(arr: np.ndarray, src: np.ndarray | None) -> np.ndarray:
     return arr if src is None else arr[src]
 
 
-def _scores(b: Batch) -> np.ndarray:
+def scores(b: Batch) -> np.ndarray:
     raw = list(map(dict.get, b.res, repeat("score"), b.pscore))
     if raw.count(None) == len(raw):
         return np.full(len(raw), NAN, np.float32)
-    return np.asarray([_to_float(x) if x is not None else NAN for x in raw], np.float32)
+    return np.asarray([to_float(x) if x is not None else NAN for x in raw], np.float32)
 
 
-def boxes(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, "boxes")
-    xywhr = _float_cols(b.val, ("x", "y", "width", "height", "rotation"), (NAN,) * 4 + (0.0,))
-    xywh = _check(ctx, xywhr[:, :4], ("x", "y", "width", "height"), "rectangle", b)
-    rot = _angle(ctx, xywhr[:, 4], "rectangle", b)
-    src, lab = _labels(ctx, b, "rectanglelabels")
-    rows = _common("boxes", b, src)
-    rows.fixed["xywhr"] = _pick(np.concatenate([xywh, rot], axis=1), src)
-    rows.fixed["label"] = lab
-    rows.fixed["score"] = _pick(_scores(b), src)
-    return rows
-
-
-def keypoints(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, "keypoints")
-    xys = _float_cols(b.val, ("x", "y", "width"), (NAN, NAN, 0.0))
-    xys = _check(ctx, xys, ("x", "y", "width"), "keypoint", b)
-    src, lab = _labels(ctx, b, "keypointlabels")
-    rows = _common("keypoints", b, src)
-    xys = _pick(xys, src)
-    rows.fixed["xy"] = xys[:, :2]
-    rows.fixed["size"] = xys[:, 2]
-    rows.fixed["label"] = lab
-    return rows
-
-
-def ellipses(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, "ellipses")
-    pr = _float_cols(b.val, ("x", "y", "radiusX", "radiusY", "rotation"), (NAN,) * 4 + (0.0,))
-    p = _check(ctx, pr[:, :4], ("x", "y", "radiusX", "radiusY"), "ellipse", b)
-    rot = _angle(ctx, pr[:, 4], "ellipse", b)
-    src, lab = _labels(ctx, b, "ellipselabels")
-    rows = _common("ellipses", b, src)
-    rows.fixed["params"] = _pick(np.concatenate([p, rot], axis=1), src)
-    rows.fixed["label"] = lab
-    return rows
-
-
-def _point(p: Any) -> tuple[float, float]:
+def point(p: Any) -> tuple[float, float]:
     if isinstance(p, (list, tuple)) and len(p) >= 2:
-        return _to_float(p[0]), _to_float(p[1])
+        return to_float(p[0]), to_float(p[1])
     return NAN, NAN
 
 
-def polygons(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, "polygons")
-    n = len(b)
-    plists: list[Any] = list(map(dict.get, b.val, repeat("points")))
-    if not (FAST and all_of_class(plists, list)):
-        plists = [p if isinstance(p, list) else [] for p in (p or [] for p in plists)]
-    lens = np.fromiter(map(len, plists), np.int64, count=n)
-    flat = list(chain.from_iterable(plists))
-    try:
-        pts = np.asarray(flat, np.float64).reshape(len(flat), 2)
-    except (TypeError, ValueError):
-        pts = np.asarray([_point(p) for p in flat], np.float64).reshape(len(flat), 2)
-    owner = np.repeat(np.arange(n), lens)
-    pts = _check(ctx, pts, ("x", "y"), "polygon", b, rows_item=owner)
-    src, lab = _labels(ctx, b, "polygonlabels")
-    rows = _common("polygons", b, src)
-    if src is None:
-        rows.nested["points"] = (pts, lens)
-    else:
-        starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
-        rows.nested["points"] = (pts[ranges_index(starts[src], lens[src])], lens[src])
-    closed = np.fromiter(map(bool, map(dict.get, b.val, repeat("closed"), repeat(True))),
-                         np.uint8, count=n)
-    rows.fixed["closed"] = _pick(closed, src)
-    rows.fixed["label"] = lab
-    return rows
-
-
-def masks(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, "masks")
-    kept: list[int] = []
-    bits: list[np.ndarray] = []
-    hw: list[tuple[int, int]] = []
-    for i, (res, val) in enumerate(zip(b.res, b.val, strict=True)):
-        fmt = val.get("format", "rle")
-        if fmt != "rle":
-            ctx.unknown[f"brushlabels(format={fmt})"] = ctx.unknown.get(
-                f"brushlabels(format={fmt})", 0) + 1
-            continue
-        h = res.get("original_height", val.get("original_height"))
-        w = res.get("original_width", val.get("original_width"))
-        if h.__class__ is not int or w.__class__ is not int or h <= 0 or w <= 0:
-            ctx.reject(int(b.sample[i]), f"task {ctx.task_of(int(b.sample[i]))}: brush result "
-                                         f"{b.rid[i]!r} has no original_width/original_height "
-                                         f"(positive integers) — fix the export")
-            continue
-        try:
-            mask = rle_to_mask(val.get("rle") or [], h, w)
-        except (RLEError, TypeError, ValueError) as e:
-            ctx.reject(int(b.sample[i]), f"brush result {b.rid[i]!r}: {e}")
-            continue
-        kept.append(i)
-        bits.append(np.packbits(mask.ravel()))
-        hw.append((h, w))
-    b = b.take(kept)
-    src, lab = _labels(ctx, b, "brushlabels")
-    rows = _common("masks", b, src)
-    sel = range(len(b)) if src is None else src.tolist()
-    chosen = [bits[i] for i in sel]
-    rows.nested["bits"] = (np.concatenate(chosen) if chosen else np.zeros(0, np.uint8),
-                           np.fromiter((c.size for c in chosen), np.int64, count=len(chosen)))
-    hwa = _pick(np.asarray(hw, np.int32).reshape(len(hw), 2), src)
-    rows.fixed["height"], rows.fixed["width"] = hwa[:, 0], hwa[:, 1]
-    rows.fixed["label"] = lab
-    return rows
-
-
-def _listed(v: Any) -> list:
+def listed(v: Any) -> list:
     if v is None:
         return []
     return v if isinstance(v, list) else [v]
 
 
-def _text(v: Any) -> str:
+def as_text(v: Any) -> str:
     return v if isinstance(v, str) else orjson.dumps(v).decode()
 
 
@@ -430,7 +278,7 @@ def _strings(lists: list) -> list | None:
     return flat if all_of_class(flat, str) else None
 
 
-def _listed_rows(b: Batch, key: str) -> tuple[np.ndarray, list]:
+def listed_rows(b: Batch, key: str) -> tuple[np.ndarray, list]:
     """Batch row of every entry of ``value[key]`` (a list, a single value or none), and the
     entries."""
     raw: list[Any] = list(map(dict.get, b.val, repeat(key)))
@@ -441,69 +289,9 @@ def _listed_rows(b: Batch, key: str) -> tuple[np.ndarray, list]:
     src: list[int] = []
     out: list = []
     for i, v in enumerate(raw):
-        for c in _listed(v):
+        for c in listed(v):
             src.append(i)
-            out.append(_text(c))
+            out.append(as_text(c))
     return np.asarray(src, np.int64), out
 
 
-def choices(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, "choices")
-    src, names = _listed_rows(b, "choices")
-    rows = _common("choices", b, src)
-    rows.fixed["label"] = np.asarray(ctx.label_ids(rows.fixed["control"], names), np.int32)
-    return rows
-
-
-def texts(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, "texts")
-    src, out = _listed_rows(b, "text")
-    rows = _common("texts", b, src)
-    rows.text["text"] = encode_texts(out)
-    return rows
-
-
-def taxonomy(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, "taxonomy")
-    src: list[int] = []
-    out: list[str] = []
-    for i, v in enumerate(b.val):
-        for path in _listed(v.get("taxonomy")):
-            src.append(i)
-            out.append(orjson.dumps([_text(p) for p in _listed(path)]).decode())
-    rows = _common("taxonomy", b, np.asarray(src, np.int64))
-    rows.text["path"] = encode_texts(out)
-    return rows
-
-
-def scalars(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, "scalars")
-    kinds = [0 if r.get("type") == "rating" or "rating" in v else 1
-             for r, v in zip(b.res, b.val, strict=True)]
-    vals = [_to_float(v.get("rating" if k == 0 else "number"))
-            for v, k in zip(b.val, kinds, strict=True)]
-    rows = _common("scalars", b, None)
-    rows.fixed["kind"] = np.asarray(kinds, np.uint8)
-    rows.fixed["value"] = np.asarray(vals, np.float64)
-    return rows
-
-
-def relations(ctx: Context, b: Batch) -> Rows:
-    b = _valid(ctx, b, "relations")
-    rows = _common("relations", b, None)
-    rel = b.res
-    dirs = [RELATION_DIRECTIONS.index(d) if (d := r.get("direction", "right"))
-            in RELATION_DIRECTIONS else 0 for r in rel]
-    rows.fixed["direction"] = np.asarray(dirs, np.uint8)
-    rows.text["from_rid"] = encode_texts([str(r.get("from_id", "")) for r in rel])
-    rows.text["to_rid"] = encode_texts([str(r.get("to_id", "")) for r in rel])
-    rows.text["labels"] = encode_texts(
-        [orjson.dumps([_text(x) for x in _listed(r.get("labels"))]).decode() for r in rel])
-    return rows
-
-
-EXTRACT: dict[str, Callable[[Context, Batch], Rows]] = {
-    "boxes": boxes, "polygons": polygons, "keypoints": keypoints, "ellipses": ellipses,
-    "masks": masks, "choices": choices, "texts": texts, "taxonomy": taxonomy,
-    "scalars": scalars, "relations": relations,
-}

@@ -24,6 +24,11 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 
+    from npu_data.annotations.builders import Rows
+    from npu_data.annotations.checks import Check
+    from npu_data.annotations.results import Batch as ResultBatch
+    from npu_data.annotations.results import Context
+
 Col = tuple[np.dtype, tuple[int, ...]]  # dtype, trailing shape
 Batch = dict[str, Any]
 I8, I16, I32, U8 = np.dtype("<i8"), np.dtype("<i2"), np.dtype("<i4"), np.dtype("u1")
@@ -103,6 +108,15 @@ class Kind:
         return [*self.fixed, *self.derived]
 
     # --- import ------------------------------------------------------------------------
+    def check(self, c: Check) -> None:
+        """Fail (``c.fail(row, why)``) the results whose values this kind cannot read; none
+        by default."""
+
+    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+        """This kind's rows from its results ``b`` of one chunk (``R``: the extraction
+        toolkit, ``npu_data.annotations.results``, which hands itself over)."""
+        raise NotImplementedError(f"kind {self.name!r} has no extract hook")
+
     def to_pixels(self, cols: Mapping[str, np.ndarray], heights: np.ndarray,
                   widths: np.ndarray) -> dict[str, np.ndarray]:
         """This kind's columns of ``cols`` that change when percent becomes pixels of images

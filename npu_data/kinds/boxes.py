@@ -13,6 +13,11 @@ from npu_data.kinds.base import COMMON, F32, F64, I32, Batch, Kind, row_sample, 
 if TYPE_CHECKING:
     import torch
 
+    from npu_data.annotations.builders import Rows
+    from npu_data.annotations.checks import Check
+    from npu_data.annotations.results import Batch as ResultBatch
+    from npu_data.annotations.results import Context
+
 
 def box_pixels(xywhr: np.ndarray, w: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, ...]:
     """(xywhr px, corners (N,4,2), xyxy envelope) of percent boxes on images of size w x h.
@@ -35,6 +40,24 @@ def box_pixels(xywhr: np.ndarray, w: np.ndarray, h: np.ndarray) -> tuple[np.ndar
 
 
 class Boxes(Kind):
+    def check(self, c: Check) -> None:
+        c.required_numbers(("x", "y", "width", "height"), nonneg=("width", "height"))
+        c.numbers("rotation", required=False)
+        c.labels("rectanglelabels")
+        c.score()
+
+    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+        b = R.valid_rows(ctx, b, self)
+        xywhr = R.float_cols(b.val, ("x", "y", "width", "height", "rotation"), (R.NAN,) * 4 + (0.0,))
+        xywh = R.in_range(ctx, xywhr[:, :4], ("x", "y", "width", "height"), "rectangle", b)
+        rot = R.angle(ctx, xywhr[:, 4], "rectangle", b)
+        src, lab = R.labels(ctx, b, "rectanglelabels")
+        rows = R.common(self.name, b, src)
+        rows.fixed["xywhr"] = R.pick(np.concatenate([xywh, rot], axis=1), src)
+        rows.fixed["label"] = lab
+        rows.fixed["score"] = R.pick(R.scores(b), src)
+        return rows
+
     def to_pixels(self, cols: Mapping[str, np.ndarray], heights: np.ndarray,
                   widths: np.ndarray) -> dict[str, np.ndarray]:
         r = row_sample(cols["boxes.offsets"])

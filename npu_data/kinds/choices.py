@@ -2,7 +2,31 @@
 
 from __future__ import annotations
 
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+import numpy as np
+
 from npu_data.kinds.base import COMMON, I32, Kind
 
-KIND = Kind(name="choices", result_types=("choices",), fixed={**COMMON, "label": (I32, ())},
+if TYPE_CHECKING:
+    from npu_data.annotations.builders import Rows
+    from npu_data.annotations.checks import Check
+    from npu_data.annotations.results import Batch as ResultBatch
+    from npu_data.annotations.results import Context
+
+
+class Choices(Kind):
+    def check(self, c: Check) -> None:
+        c.strings("choices")
+
+    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+        b = R.valid_rows(ctx, b, self)
+        src, names = R.listed_rows(b, "choices")
+        rows = R.common(self.name, b, src)
+        rows.fixed["label"] = np.asarray(ctx.label_ids(rows.fixed["control"], names), np.int32)
+        return rows
+
+
+KIND = Choices(name="choices", result_types=("choices",), fixed={**COMMON, "label": (I32, ())},
             row_key="label")

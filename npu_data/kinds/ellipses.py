@@ -13,8 +13,29 @@ from npu_data.kinds.base import COMMON, F32, F64, I32, Batch, Kind, row_sample, 
 if TYPE_CHECKING:
     import torch
 
+    from npu_data.annotations.builders import Rows
+    from npu_data.annotations.checks import Check
+    from npu_data.annotations.results import Batch as ResultBatch
+    from npu_data.annotations.results import Context
+
 
 class Ellipses(Kind):
+    def check(self, c: Check) -> None:
+        c.required_numbers(("x", "y", "radiusX", "radiusY"), nonneg=("radiusX", "radiusY"))
+        c.numbers("rotation", required=False)
+        c.labels("ellipselabels")
+
+    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+        b = R.valid_rows(ctx, b, self)
+        pr = R.float_cols(b.val, ("x", "y", "radiusX", "radiusY", "rotation"), (R.NAN,) * 4 + (0.0,))
+        p = R.in_range(ctx, pr[:, :4], ("x", "y", "radiusX", "radiusY"), "ellipse", b)
+        rot = R.angle(ctx, pr[:, 4], "ellipse", b)
+        src, lab = R.labels(ctx, b, "ellipselabels")
+        rows = R.common(self.name, b, src)
+        rows.fixed["params"] = R.pick(np.concatenate([p, rot], axis=1), src)
+        rows.fixed["label"] = lab
+        return rows
+
     def to_pixels(self, cols: Mapping[str, np.ndarray], heights: np.ndarray,
                   widths: np.ndarray) -> dict[str, np.ndarray]:
         e = row_sample(cols["ellipses.offsets"])

@@ -13,8 +13,30 @@ from npu_data.kinds.base import COMMON, F32, F64, I32, Batch, Kind, row_sample, 
 if TYPE_CHECKING:
     import torch
 
+    from npu_data.annotations.builders import Rows
+    from npu_data.annotations.checks import Check
+    from npu_data.annotations.results import Batch as ResultBatch
+    from npu_data.annotations.results import Context
+
 
 class Keypoints(Kind):
+    def check(self, c: Check) -> None:
+        c.required_numbers(("x", "y"))
+        c.numbers("width", required=False, nonneg=True)
+        c.labels("keypointlabels")
+
+    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+        b = R.valid_rows(ctx, b, self)
+        xys = R.float_cols(b.val, ("x", "y", "width"), (R.NAN, R.NAN, 0.0))
+        xys = R.in_range(ctx, xys, ("x", "y", "width"), "keypoint", b)
+        src, lab = R.labels(ctx, b, "keypointlabels")
+        rows = R.common(self.name, b, src)
+        xys = R.pick(xys, src)
+        rows.fixed["xy"] = xys[:, :2]
+        rows.fixed["size"] = xys[:, 2]
+        rows.fixed["label"] = lab
+        return rows
+
     def to_pixels(self, cols: Mapping[str, np.ndarray], heights: np.ndarray,
                   widths: np.ndarray) -> dict[str, np.ndarray]:
         k = row_sample(cols["keypoints.offsets"])

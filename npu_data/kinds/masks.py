@@ -18,6 +18,11 @@ from npu_data.kinds.base import COMMON, I32, U8, Batch, Kind, Nested, row_sample
 if TYPE_CHECKING:
     import torch
 
+    from npu_data.annotations.builders import Rows
+    from npu_data.annotations.checks import Check
+    from npu_data.annotations.results import Batch as ResultBatch
+    from npu_data.annotations.results import Context
+
 
 def unpack_mask(bits: np.ndarray, h: int, w: int) -> np.ndarray:
     """One (h, w) uint8 0/1 mask from its packed bits (``np.packbits`` of the row-major mask)."""
@@ -57,6 +62,52 @@ def unpack_masks(bits: np.ndarray, offs: np.ndarray, size: tuple[int, ...]) -> n
 
 
 class Masks(Kind):
+    def check(self, c: Check) -> None:
+        for i, v in enumerate(c.vals):  # another format string is a kind we count and skip
+            fmt = v.get("format", "rle")
+            if fmt.__class__ is not str:
+                c.fail(i, f"field 'format' = {c.show(fmt)} is not a string")
+        c.ints("rle", [i for i, v in enumerate(c.vals) if v.get("format", "rle") == "rle"])
+        c.labels("brushlabels")
+
+    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+        b = R.valid_rows(ctx, b, self)
+        kept: list[int] = []
+        bits: list[np.ndarray] = []
+        hw: list[tuple[int, int]] = []
+        for i, (res, val) in enumerate(zip(b.res, b.val, strict=True)):
+            fmt = val.get("format", "rle")
+            if fmt != "rle":
+                ctx.unknown[f"brushlabels(format={fmt})"] = ctx.unknown.get(
+                    f"brushlabels(format={fmt})", 0) + 1
+                continue
+            h = res.get("original_height", val.get("original_height"))
+            w = res.get("original_width", val.get("original_width"))
+            if h.__class__ is not int or w.__class__ is not int or h <= 0 or w <= 0:
+                ctx.reject(int(b.sample[i]), f"task {ctx.task_of(int(b.sample[i]))}: brush result "
+                                             f"{b.rid[i]!r} has no original_width/original_height "
+                                             f"(positive integers) — fix the export")
+                continue
+            try:
+                mask = R.rle_to_mask(val.get("rle") or [], h, w)
+            except (R.RLEError, TypeError, ValueError) as e:
+                ctx.reject(int(b.sample[i]), f"brush result {b.rid[i]!r}: {e}")
+                continue
+            kept.append(i)
+            bits.append(np.packbits(mask.ravel()))
+            hw.append((h, w))
+        b = b.take(kept)
+        src, lab = R.labels(ctx, b, "brushlabels")
+        rows = R.common(self.name, b, src)
+        sel = range(len(b)) if src is None else src.tolist()
+        chosen = [bits[i] for i in sel]
+        rows.nested["bits"] = (np.concatenate(chosen) if chosen else np.zeros(0, np.uint8),
+                               np.fromiter((c.size for c in chosen), np.int64, count=len(chosen)))
+        hwa = R.pick(np.asarray(hw, np.int32).reshape(len(hw), 2), src)
+        rows.fixed["height"], rows.fixed["width"] = hwa[:, 0], hwa[:, 1]
+        rows.fixed["label"] = lab
+        return rows
+
     def to_pixels(self, cols: Mapping[str, np.ndarray], heights: np.ndarray,
                   widths: np.ndarray) -> dict[str, np.ndarray]:
         return resize_masks(cols, heights.astype(np.int64), widths.astype(np.int64))

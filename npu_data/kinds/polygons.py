@@ -6,6 +6,7 @@ Collate pads them into ``points (B, N, V, 2)`` with ``vertex_valid (B, N, V)``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import chain, repeat
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -16,8 +17,45 @@ from npu_data.kinds.base import COMMON, F32, F64, I32, U8, Batch, Kind, Nested, 
 if TYPE_CHECKING:
     import torch
 
+    from npu_data.annotations.builders import Rows
+    from npu_data.annotations.checks import Check
+    from npu_data.annotations.results import Batch as ResultBatch
+    from npu_data.annotations.results import Context
+
 
 class Polygons(Kind):
+    def check(self, c: Check) -> None:
+        c.points()
+        c.flag("closed")
+        c.labels("polygonlabels")
+
+    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+        b = R.valid_rows(ctx, b, self)
+        n = len(b)
+        plists: list[Any] = list(map(dict.get, b.val, repeat("points")))
+        if not (R.FAST and R.all_of_class(plists, list)):
+            plists = [p if isinstance(p, list) else [] for p in (p or [] for p in plists)]
+        lens = np.fromiter(map(len, plists), np.int64, count=n)
+        flat = list(chain.from_iterable(plists))
+        try:
+            pts = np.asarray(flat, np.float64).reshape(len(flat), 2)
+        except (TypeError, ValueError):
+            pts = np.asarray([R.point(p) for p in flat], np.float64).reshape(len(flat), 2)
+        owner = np.repeat(np.arange(n), lens)
+        pts = R.in_range(ctx, pts, ("x", "y"), "polygon", b, rows_item=owner)
+        src, lab = R.labels(ctx, b, "polygonlabels")
+        rows = R.common(self.name, b, src)
+        if src is None:
+            rows.nested["points"] = (pts, lens)
+        else:
+            starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+            rows.nested["points"] = (pts[R.ranges_index(starts[src], lens[src])], lens[src])
+        closed = np.fromiter(map(bool, map(dict.get, b.val, repeat("closed"), repeat(True))),
+                             np.uint8, count=n)
+        rows.fixed["closed"] = R.pick(closed, src)
+        rows.fixed["label"] = lab
+        return rows
+
     def to_pixels(self, cols: Mapping[str, np.ndarray], heights: np.ndarray,
                   widths: np.ndarray) -> dict[str, np.ndarray]:
         pt = row_sample(cols["polygons.offsets"])[row_sample(cols["polygons.point_offsets"])]

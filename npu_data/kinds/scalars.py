@@ -2,9 +2,39 @@
 
 from __future__ import annotations
 
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+import numpy as np
+
 from npu_data.kinds.base import COMMON, F64, U8, Kind
+
+if TYPE_CHECKING:
+    from npu_data.annotations.builders import Rows
+    from npu_data.annotations.checks import Check
+    from npu_data.annotations.results import Batch as ResultBatch
+    from npu_data.annotations.results import Context
 
 SCALAR_KINDS = ("rating", "number")
 
-KIND = Kind(name="scalars", result_types=("rating", "number"),
+
+class Scalars(Kind):
+    def check(self, c: Check) -> None:
+        for i, (r, v) in enumerate(zip(c.res, c.vals, strict=True)):
+            key = "rating" if r.get("type") == "rating" or "rating" in v else "number"
+            c.number(i, key, v.get(key, c.MISSING), True, False)
+
+    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+        b = R.valid_rows(ctx, b, self)
+        kinds = [0 if r.get("type") == "rating" or "rating" in v else 1
+                 for r, v in zip(b.res, b.val, strict=True)]
+        vals = [R.to_float(v.get("rating" if k == 0 else "number"))
+                for v, k in zip(b.val, kinds, strict=True)]
+        rows = R.common(self.name, b, None)
+        rows.fixed["kind"] = np.asarray(kinds, np.uint8)
+        rows.fixed["value"] = np.asarray(vals, np.float64)
+        return rows
+
+
+KIND = Scalars(name="scalars", result_types=("rating", "number"),
             fixed={**COMMON, "kind": (U8, ()), "value": (F64, ())}, row_key="value")

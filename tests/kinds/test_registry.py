@@ -14,6 +14,7 @@ import torch
 
 import npu_data
 import npu_data.kinds
+from npu_data.annotations import results as R
 from npu_data.annotations.images import ImageOptions
 from npu_data.annotations.table import AnnotationTable, empty_table
 from npu_data.kinds.base import Kind
@@ -26,7 +27,7 @@ from tests.shards.export_maker import make_export
 
 PACKAGE = Path(npu_data.__file__).parent
 NAMES = {k.name for k in KINDS}
-HOOKS = ("stored_columns", "empty_columns", "row_columns", "to_pixels", "sample_keys",
+HOOKS = ("check", "extract", "stored_columns", "empty_columns", "row_columns", "to_pixels", "sample_keys",
          "read_sample", "nested_sample", "own_keys", "pad_samples", "pad_columns",
          "pad_empty", "resized_crop", "hflip")
 # Files allowed to compare against a kind name, and why.
@@ -49,6 +50,7 @@ def test_every_kind_module_is_registered_once() -> None:
 def test_every_kind_has_every_hook(kind: Kind) -> None:
     for hook in HOOKS:
         assert callable(getattr(kind, hook)), hook
+    assert type(kind).extract is not Kind.extract  # every kind reads its own results
     assert kind.result_types and {"control", "annotation", "source"} <= set(kind.fixed)
     assert "rid" in kind.text
     values = {n.values for n in kind.nested}
@@ -157,6 +159,16 @@ def test_the_documented_kind_works(monkeypatch: pytest.MonkeyPatch) -> None:
     from npu_data.transforms import geometry
 
     lines = _worked_example()
+    ctx = R.Context(lambda c, name: 7, lambda cs, names: [7] * len(names), clip=False)
+    val = [{"points": [[10, 50], [50, 100]], "linelabels": ["a"]},
+           {"points": [[1, 2]], "linelabels": ["a"]}]
+    results = R.Batch(np.array([0, 1]), np.array([0, 1]), np.array([1, 2]), np.zeros(2, np.uint8),
+                      np.zeros(2, np.int16), ["l0", "l1"], [{"type": "linelabels"}] * 2, val,
+                      [None, None])
+    rows = lines.extract(ctx, results, R)
+    assert rows.fixed["points"].tolist() == [[[10, 50], [50, 100]]]
+    assert rows.fixed["label"].tolist() == [7] and rows.sample.tolist() == [0]
+    assert list(ctx.bad) == [1] and "a line has 2" in ctx.bad[1]
     assert lines.stored_columns()["lines.points"] == (np.dtype("<f4"), (2, 2))
     cols = lines.empty_columns()
     cols["lines.offsets"] = np.array([0, 1, 1], np.int64)
