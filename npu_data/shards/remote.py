@@ -452,9 +452,11 @@ class RemoteStore(RemoteFolder):
 
     # --- prefetch ----------------------------------------------------------------------------
     def prefetch(self, shards: Sequence[int]) -> None:
-        """Fetch ``shards[:1 + prefetch]`` (the shard a rank enters, then the ones it reads next)
-        in the background; returns at once. Shards complete or already on their way are
-        skipped; a failed prefetch is left to the read, which reports it."""
+        """Fetch ``shards[1:1 + prefetch]`` (``shards[0]``: the shard a rank enters, read now;
+        then the ones it reads next) in the background, at most ``prefetch`` at a time;
+        returns at once. Shards complete or
+        already on their way are skipped; a failed prefetch is left to the read, which reports
+        it."""
         if not self.prefetch_ahead:
             return
         if self._pool is None or self._pool_pid != os.getpid():  # never a pool across a fork
@@ -462,10 +464,12 @@ class RemoteStore(RemoteFolder):
                                             thread_name_prefix="npu-data-prefetch")
             self._pool_pid = os.getpid()
             self._pending = {}
-        for k in list(shards)[:1 + self.prefetch_ahead]:
+        self._pending = {n: job for n, job in self._pending.items() if not job.done()}
+        for k in list(shards)[1:1 + self.prefetch_ahead]:
+            if len(self._pending) >= self.prefetch_ahead:  # bounded: a shuffled order (every
+                break  # sample a new shard) must not queue the whole dataset
             name = self.manifest["shards"][int(k)]["name"]
-            job = self._pending.get(name)
-            if name in self._prefetched or (job is not None and not job.done()):
+            if name in self._prefetched or name in self._pending:
                 continue
             self._pending[name] = self._pool.submit(self._prefetch_one, int(k))
 

@@ -226,4 +226,6 @@ class UrlTarget:
         self.group.agree(error)  # no rank returns before the manifest is up
         if int(os.environ.get("LOCAL_RANK", "0")) == 0:
             shutil.rmtree(self.staging, ignore_errors=True)
+            shutil.rmtree(self.staging.with_name(f"{self.staging.name}.wds-media"),
+                          ignore_errors=True)  # images unpacked from tars, kept for resume
         return total

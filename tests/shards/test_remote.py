@@ -387,3 +387,28 @@ def test_forked_child_does_not_keep_a_parent_lock(s3: dict[str, Any], tmp_path: 
     released.set()
     child.join(60)
     assert child.exitcode == 0 and got.value == 1
+
+
+def test_prefetch_is_bounded(s3: dict[str, Any], tmp_path: Path) -> None:
+    """A shuffled order enters a new shard at every sample: never more than ``prefetch``
+    shards queued, the entered one left to its read."""
+    import threading
+
+    store = _open(s3, tmp_path, prefetch=1)._remote
+    assert store is not None
+    go, started = threading.Event(), []
+
+    def slow(k: int) -> None:
+        started.append(k)
+        go.wait(30)
+
+    store._prefetch_one = slow  # type: ignore[method-assign]
+    for order in ([0, 1, 2], [2, 0, 1], [1, 2, 0], [0, 2, 1]):
+        store.prefetch(order)
+        assert len(store._pending) == 1  # bounded while the first is still running
+    go.set()
+    store.wait_prefetch()
+    assert started == [1]
+    store.prefetch([1, 2, 0])
+    store.wait_prefetch()
+    assert started == [1, 2]
