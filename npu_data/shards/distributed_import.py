@@ -56,6 +56,7 @@ class Group:
 
 
 SINGLE = Group()
+_JOINED = False  # import_group initialised the process group (leave destroys it)
 
 
 def import_group() -> Group:
@@ -66,18 +67,23 @@ def import_group() -> Group:
     import torch.distributed as dist
 
     if not dist.is_initialized():
+        global _JOINED
         if not os.environ.get("MASTER_ADDR"):
             raise UserError(f"WORLD_SIZE={world} without MASTER_ADDR: start a split import with "
                             "torchrun (e.g. torchrun --nproc_per_node 2 -m npu_data.cli import "
                             "...), or unset WORLD_SIZE")
         dist.init_process_group("gloo")
+        _JOINED = True
     return Group(dist.get_rank(), dist.get_world_size())
 
 
 def leave(group: Group) -> None:
-    """Leave the process group ``import_group`` joined (after the last collective)."""
-    if group.world > 1:
+    """Leave the process group ``import_group`` joined (after the last collective); one the
+    caller had initialised stays."""
+    global _JOINED
+    if group.world > 1 and _JOINED:
         import torch.distributed as dist
 
         if dist.is_initialized():
             dist.destroy_process_group()
+        _JOINED = False
