@@ -10,10 +10,12 @@ and of the shards a node touches, not a real network's; the download bytes carry
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -64,16 +66,17 @@ def main(argv: list[str] | None = None) -> int:
     """Print one line per (locality, cache state): images/s and MB downloaded per node."""
     ap = argparse.ArgumentParser(prog="npu-data bench remote")
     ap.add_argument("--quick", action="store_true", help="32 small images, 4 shards (seconds)")
-    ap.add_argument("--n", type=int, default=1024, help="images (default %(default)s)")
-    ap.add_argument("--shard-size", type=int, default=32, help="default %(default)s")
+    ap.add_argument("--n", type=int, help="images (default 1024; --quick: 32)")
+    ap.add_argument("--shard-size", type=int, help="default 32 (--quick: 8)")
     ap.add_argument("--world", type=int, default=2, help="nodes, one rank each (default 2)")
     ap.add_argument("--window", type=int, default=2, help="shard_window (default 2)")
     ap.add_argument("--batch-size", type=int, default=16, help="default %(default)s")
     args = ap.parse_args(argv)
-    n, shard_size, size = args.n, args.shard_size, (500, 375)
-    if args.quick:
-        n, shard_size, size = 32, 8, (128, 96)
-    if min(n, shard_size, args.world, args.window, args.batch_size) < 1:
+    n, shard_size, size = (32, 8, (128, 96)) if args.quick else (1024, 32, (500, 375))
+    n, shard_size = args.n or n, args.shard_size or shard_size
+    if min(n, shard_size, args.world, args.window, args.batch_size) < 1 or (
+            args.n is not None and args.n < 1) or (args.shard_size is not None
+                                                     and args.shard_size < 1):
         ap.error("--n, --shard-size, --world, --window and --batch-size must be at least 1")
     try:
         import moto.server as moto_server
@@ -101,14 +104,16 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
                            "AWS_DEFAULT_REGION": "us-east-1", "NPU_DATA_S3_ENDPOINT": endpoint})
         fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": endpoint}, skip_instance_cache=True)
-        fs.mkdir("bench")
-        fs.put(str(tmp / "ds") + "/", "bench/ds", recursive=True)
-        total = _cached_bytes(tmp / "ds")
+        bucket = f"npu-bench-{uuid.uuid4().hex[:12]}"  # moto's buckets live per process
+        fs.mkdir(bucket)
+        fs.put(str(tmp / "ds") + "/", f"{bucket}/ds", recursive=True)
+        manifest = json.loads((tmp / "ds" / "manifest.json").read_bytes())
+        total = sum(int(f["size"]) for sh in manifest["shards"] for f in sh["files"].values())
         print(f"remote bench: {n} images {size[0]}x{size[1]} raw, {-(-n // shard_size)} shards "
               f"of {shard_size}, {total / 1e6:.1f} MB, {args.world} nodes (one rank each), "
               f"loopback moto server")
         for window in (None, args.window):
-            rows = _node_rows("s3://bench/ds", tmp / f"cache-{window}", args.world, window,
+            rows = _node_rows(f"s3://{bucket}/ds", tmp / f"cache-{window}", args.world, window,
                               args.batch_size)
             for state in ("cold", "warm"):
                 mine = [r for r in rows if r["cache"] == state]
