@@ -43,6 +43,7 @@ from npu_data.shards.format import (
     column_file,
     column_schema,
     dumps,
+    kinds_with_rows,
     shard_name,
 )
 from npu_data.shards.source import image_options, load_source
@@ -354,6 +355,7 @@ def _manifest(table: AnnotationTable, o: WriteOptions, records: list[dict[str, A
         "store": o.store,
         "index_dtype": [[n, INDEX_DTYPE[n].str] for n in INDEX_DTYPE.names or ()],
         "columns": schema,
+        "kinds": kinds_with_rows(records),
         "controls": list(table.controls),
         "labels": {k: list(v) for k, v in table.labels.items()},
         "counts": {"samples": sum(r["samples"] for r in records), "tasks": tasks,

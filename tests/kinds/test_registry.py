@@ -136,7 +136,7 @@ def test_a_boxes_only_dataset_has_only_box_keys(boxes_only: ShardDataset) -> Non
 
 def test_kinds_come_from_the_column_sizes(boxes_only: ShardDataset) -> None:
     manifest = dict(boxes_only.manifest)
-    assert kinds_with_rows(manifest["shards"]) == ["boxes"]
+    assert manifest["kinds"] == kinds_with_rows(manifest["shards"]) == ["boxes"]
     manifest["kinds"] = ["polygons", "boxes"]  # a manifest that lists them wins, in order
     assert [k.name for k in dataset_kinds(manifest)] == ["boxes", "polygons"]
     manifest.pop("kinds")
