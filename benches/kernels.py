@@ -25,7 +25,7 @@ import orjson
 import torch
 
 from npu_data import device as dev
-from npu_data.transforms import _native
+from npu_data.transforms import _dispatch, _native
 from npu_data.transforms import functional as F
 from npu_data.transforms import reference as R
 from npu_data.transforms.replay import replay_reference
@@ -83,7 +83,7 @@ def run(device: str = "cpu", batch: int = 64, repeats: int = 3, seed: int = 0) -
                                                     [0.229, 0.224, 0.225]), lambda: None),
     ]
     cases += _transform_cases(x, sizes, crops, csizes, big, small)
-    compiled = _native.for_tensor(x) is not None
+    compiled = _dispatch.compiled_for(x)
     rows = []
     for name, kernel, ref in cases:
         k = _time(kernel, repeats, sync) / batch * 1e3

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from npu_data.common.batch import CropPlan, EncodedImage, PlannedIndices
-from npu_data.transforms import _native, draws, geometry
+from npu_data.transforms import _dispatch, _native, draws, geometry
 from npu_data.transforms import functional as F
 from npu_data.transforms._kernels.resample import vertical_first_rule
 from npu_data.transforms.base import Batch, Params, Transform
@@ -111,7 +111,7 @@ def crop_images(images: Sequence[Any], boxes: torch.Tensor, out: torch.Tensor,
     with warnings.catch_warnings():  # memory-map views are read-only; nothing writes them
         warnings.simplefilter("ignore", UserWarning)
         tensors = [torch.from_numpy(im) for im in images]
-    native = _native.for_tensor(out)
+    native = _dispatch.compiled_ops(out)
     if native is not None:
         native.resized_crop_list(tensors, boxes, out.shape[2], out.shape[3],
                                  vertical_first_rule(), out)
@@ -149,7 +149,7 @@ def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
     lazy = [i for i, im in enumerate(items) if isinstance(im, EncodedImage)]
     if not lazy:
         return items, boxes
-    jpeg = _native.jpeg_ops() if _native.for_tensor(boxes) is not None else None
+    jpeg = _native.jpeg_ops() if _dispatch.compiled_for(boxes) else None
     left = lazy
     if jpeg is not None:
         with warnings.catch_warnings():

@@ -56,6 +56,12 @@ def compiled_for(t: torch.Tensor) -> bool:
     return _native.for_tensor(t) is not None
 
 
+def compiled_ops(t: torch.Tensor) -> Any | None:
+    """The compiled library's ops when they run for ``t``, else None: for the loader's list
+    kernels (``resized_crop_list``) that have no batch form in :data:`TABLE`."""
+    return _native.for_tensor(t)
+
+
 def backend(op: str, images: torch.Tensor) -> str:
     """``COMPILED`` or ``TORCH``: the implementation of ``op`` that runs for ``images``."""
     k = TABLE[op]

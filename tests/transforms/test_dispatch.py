@@ -68,6 +68,15 @@ def test_only_the_dispatch_module_picks_a_backend() -> None:
         "implementation to _dispatch.TABLE and call functional instead"
 
 
+def test_nothing_outside_transforms_picks_a_backend() -> None:
+    """Loaders, formats, commands and benches ask ``_dispatch`` too (the loader's list kernels)."""
+    pkg = ROOT.parent
+    paths = [p for p in pkg.rglob("*.py") if ROOT not in p.parents and p.parent != ROOT]
+    paths += sorted((pkg.parent / "benches").glob("*.py"))
+    offenders = {str(p): lines for p in paths if (lines := _backend_checks(_tree(p)))}
+    assert paths and not offenders, f"backend checks outside transforms/_dispatch.py: {offenders}"
+
+
 def test_the_check_finds_what_it_must() -> None:
     """Negative control: each form of the old check is caught."""
     for code in ("_native.for_tensor(x)", "from npu_data.transforms._native import for_tensor",

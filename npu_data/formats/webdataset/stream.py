@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import multiprocessing
-import os
 import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 
+from npu_data.common.dist import place
 from npu_data.formats.webdataset import stages
 from npu_data.formats.webdataset.reader import DEFAULT_MAX_TAR_BYTES, TarAccess
 from npu_data.loaders.stream_crop import CropState
@@ -29,10 +29,8 @@ from npu_data.loaders.stream_crop import CropState
 def _rank_world(rank: int | None, world: int | None) -> tuple[int, int]:
     if rank is not None and world is not None:
         return rank, world
-    dist = torch.distributed
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    here = place()
+    return here.rank, here.world
 
 
 def assignment(num_shards: int, consumer: int, consumers: int) -> list[tuple[int, int, int]]:

@@ -189,16 +189,14 @@ def _build_lut(fn: object) -> torch.Tensor:
 
 
 def _cache_path() -> str:
-    import os
+    from npu_data.common.cache import cache_root
 
-    root = os.environ.get("NPU_DATA_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "npu-data")
-    return os.path.join(root, f"hsv-luts-v{_LUT_VERSION}.npy")
+    return str(cache_root(f"hsv-luts-v{_LUT_VERSION}.npy"))
 
 
 def hsv_luts(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """(rgb->hsv, hsv->rgb) tables on ``device``: built once (about 15 s on one core) and
-    cached as a plain ``.npy`` file under ``$NPU_DATA_CACHE`` (default ~/.cache/npu-data)."""
+    cached as a plain ``.npy`` file under ``common.cache.cache_root()``."""
     key = str(device)
     if key in _LUTS:
         return _LUTS[key]

@@ -2,7 +2,7 @@
 
 The C++ sources next to this file (``ops.cpp`` registers ``resample.cpp``, ``color.cpp`` and
 ``layout.cpp``) are compiled once per machine with torch's extension
-builder into ``$NPU_DATA_CACHE/native/<key>`` (default ``~/.cache/npu-data``; the key covers
+builder into ``common.cache.cache_root('native', <key>)`` (the key covers
 the source, torch's version and the CPU), then registered as ``torch.ops.npu_data.*``.
 When no compiler is available, or ``NPU_DATA_NATIVE=0``, :func:`ops` returns ``None`` and the
 transforms use their pure-torch kernels (the same values, slower on the CPU).
@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from npu_data.common.cache import cache_root
 
 _HERE = Path(__file__).parent
 _SOURCES = [_HERE / n for n in ("ops.cpp", "resample.cpp", "color.cpp", "layout.cpp")]
@@ -57,9 +59,7 @@ def build_key(sources: list[Path] | None = None) -> str:
 
 
 def _build_dir(name: str = "native", sources: list[Path] | None = None) -> Path:
-    root = os.environ.get("NPU_DATA_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "npu-data")
-    return Path(root) / name / build_key(sources)
+    return cache_root(name, build_key(sources))
 
 
 def _load(name: str = "npu_data_native", sources: list[Path] | None = None,
