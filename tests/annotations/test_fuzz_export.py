@@ -22,8 +22,8 @@ import pytest
 
 from npu_data.annotations import parse_export
 from npu_data.annotations.parse import ParseResult
-from npu_data.annotations.table import GROUP_NESTED, GROUP_TEXT, GROUPS
 from npu_data.errors import UserError
+from npu_data.kinds.registry import KINDS
 
 SAMPLE = Path(__file__).parent / "data" / "labelstudio-export-sample.json"
 BAD: list[Any] = ["ten", None, math.nan, math.inf, -math.inf, 1e308, -1e308, [], {}, True,
@@ -93,18 +93,19 @@ def _task_rows(res: ParseResult, task_id: int) -> str:
     out: dict[str, Any] = {}
     for s in hits:
         out[f"{s}.size"] = (int(t.columns["width"][s]), int(t.columns["height"][s]))
-        for group, fixed in GROUPS.items():
+        for kind in KINDS:
+            group = kind.name
             rows = t.rows(group, s)
-            for name in fixed:
+            for name in kind.fixed:
                 out[f"{s}.{group}.{name}"] = np.asarray(
                     t.columns[f"{group}.{name}"][rows]).tolist()
-            for name in GROUP_TEXT[group]:
+            for name in kind.text:
                 out[f"{s}.{group}.{name}"] = t.texts(f"{group}.{name}", rows)
-            for values, offsets, _, _ in GROUP_NESTED.get(group, ()):
-                off = t.columns[f"{group}.{offsets}"]
+            for nest in kind.nested:
+                off = t.columns[f"{group}.{nest.offsets}"]
                 a, b = int(off[rows.start]), int(off[rows.stop])
-                out[f"{s}.{group}.{values}"] = np.asarray(
-                    t.columns[f"{group}.{values}"][a:b]).tolist()
+                out[f"{s}.{group}.{nest.values}"] = np.asarray(
+                    t.columns[f"{group}.{nest.values}"][a:b]).tolist()
     return json.dumps(out, sort_keys=True)
 
 
