@@ -144,13 +144,17 @@ def test_kinds_come_from_the_column_sizes(boxes_only: ShardDataset) -> None:
     assert len(PADDED) < len(KINDS)  # some kinds are collated unpadded
 
 
-def _worked_example() -> Kind:
-    """The ``lines`` kind of docs/architecture.md, run from the docs' own code block."""
+def worked_example_code() -> str:
+    """The ``lines`` kind module of docs/architecture.md ("Adding a kind")."""
     doc = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
     section = doc[doc.index("### Adding a kind"):]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    return textwrap.dedent(section.split("```python\n", 1)[1].split("```", 1)[0])
+
+
+def _worked_example() -> Kind:
+    """The documented ``lines`` kind, run from the docs' own code block."""
     namespace: dict = {}
-    exec(textwrap.dedent(code), namespace)  # noqa: S102 - the repository's own docs
+    exec(worked_example_code(), namespace)  # the repository's own docs
     return namespace["KIND"]
 
 
