@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from npu_data import cli
+from npu_data.tools import parity_suite
+from npu_data.tools.parity_suite import run_parity_suite
 from npu_data.transforms import functional as F
-from npu_data.transforms import parity
 from npu_data.transforms.parity import (
     PRECISION_TOLERANCES,
     TOLERANCES,
     compare_tensor,
-    run_parity_suite,
     within,
 )
 from npu_data.transforms.precision import MODES
@@ -156,7 +156,7 @@ def test_parity_command_on_cpu(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_parity_command_fails_when_a_kernel_is_off(monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(parity, "TOLERANCES", {**TOLERANCES, "hflip": (-1, 0.0)})
+    monkeypatch.setattr(parity_suite, "TOLERANCES", {**TOLERANCES, "hflip": (-1, 0.0)})
     code = cli.main(["parity", "--device", "cpu", "--batches", "1", "--batch-size", "2"])
     out = capsys.readouterr().out
     assert code == 1 and "FAIL: hflip" in out

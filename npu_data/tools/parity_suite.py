@@ -1,0 +1,210 @@
+"""The parity suite behind ``npu-data parity``: every kernel of
+:mod:`npu_data.transforms.functional`, a full augmentation pipeline and the DataLoader on random
+padded batches on a device, each sample's valid region compared with
+:mod:`npu_data.transforms.reference` (measures and budgets: :mod:`npu_data.transforms.parity`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from npu_data.device import DeviceLike, resolve_device
+from npu_data.errors import UserError
+from npu_data.transforms.parity import (
+    PRECISION_TOLERANCES,
+    TOLERANCES,
+    ParityRow,
+    RowAccumulator,
+)
+
+__all__ = ["run_parity_suite"]
+
+
+# valid (height, width) always in a suite batch: single pixels, 1-px lines, extreme aspects
+_SPECIAL_SIZES = ((1, 1), (1, 257), (300, 1), (2, 299), (283, 3))
+
+
+def _make_batch(
+    rng: np.random.Generator, n: int
+) -> tuple[list[np.ndarray], torch.Tensor, torch.Tensor]:
+    sizes = [_SPECIAL_SIZES[int(rng.integers(len(_SPECIAL_SIZES)))]]
+    sizes += [(int(rng.integers(1, 301)), int(rng.integers(1, 301))) for _ in range(n - 1)]
+    imgs = []
+    for i, (h, w) in enumerate(sizes):
+        if i % 3 == 2:  # flat, gray and saturated values: HSV and rounding edge cases
+            img = rng.choice(np.array([0, 1, 127, 128, 254, 255], np.uint8), size=(h, w, 3))
+        elif i % 3 == 1:  # smooth content
+            yy, xx = np.mgrid[0:h, 0:w]
+            base = (yy * 255 // max(h, 1) + xx * 255 // max(w, 1)) // 2
+            img = np.stack([base, 255 - base, (base * 3) % 256], axis=-1).astype(np.uint8)
+        else:
+            img = rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8)
+        imgs.append(img)
+    hmax, wmax = max(h for h, _ in sizes), max(w for _, w in sizes)
+    padded = np.zeros((n, 3, hmax, wmax), np.uint8)
+    for i, img in enumerate(imgs):
+        padded[i, :, : img.shape[0], : img.shape[1]] = img.transpose(2, 0, 1)
+    return imgs, torch.from_numpy(padded), torch.tensor(sizes, dtype=torch.int64)
+
+
+def _boxes(rng: np.random.Generator, sizes: torch.Tensor) -> torch.Tensor:
+    rows = []
+    for j, (h, w) in enumerate(sizes.tolist()):
+        kind = j % 4
+        if kind == 0:  # one pixel
+            ch, cw = 1, 1
+        elif kind == 1:  # whole image
+            ch, cw = h, w
+        else:
+            ch, cw = int(rng.integers(1, h + 1)), int(rng.integers(1, w + 1))
+        top, left = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
+        rows.append((top, left, ch, cw))
+    return torch.tensor(rows, dtype=torch.int64)
+
+
+def _factors(rng: np.random.Generator, n: int, low: float, high: float) -> torch.Tensor:
+    """Uniform in [low, high], the first three set to low, identity (1, or 0 for hue), high."""
+    f = rng.uniform(low, high, size=n)
+    f[: min(n, 3)] = (low, (low + high) / 2 if low < 0 else 1.0, high)[: min(n, 3)]
+    return torch.tensor(f, dtype=torch.float32)
+
+
+def _sample(out: torch.Tensor, i: int, h: int, w: int) -> np.ndarray:
+    return out[i, :, :h, :w].permute(1, 2, 0).cpu().numpy()
+
+
+def _pipeline() -> Any:
+    from npu_data.transforms import (
+        ColorJitter,
+        Compose,
+        RandomHorizontalFlip,
+        RandomResizedCrop,
+    )
+
+    return Compose(
+        [RandomResizedCrop(224), ColorJitter(0.4, 0.4, 0.4, 0.1), RandomHorizontalFlip()]
+    )
+
+
+def run_parity_suite(
+    device: DeviceLike = "auto", seed: int = 0, batches: int = 2, batch_size: int = 8,
+    precision: bool = True,
+) -> list[ParityRow]:
+    """Run every kernel on ``batches`` random padded batches on ``device`` and compare each
+    sample with the Pillow reference; one :class:`ParityRow` per kernel (plus "pipeline" and
+    "loader").
+
+    On the CPU with the compiled kernels available, the pure-torch kernels (the ones that run
+    on CUDA and NPU) are checked too, as rows named ``"<kernel> (torch)"``. With
+    ``precision``, the torch kernels run again, down the accelerators' path, under each mode
+    of :data:`npu_data.transforms.precision.MODES` that ``device`` has: rows
+    ``"<kernel> (torch, <mode>)"`` (no loader row).
+    """
+    from dataclasses import replace
+
+    from npu_data.transforms import _dispatch, _native
+    from npu_data.transforms._kernels import accelerator_path
+    from npu_data.transforms.precision import MODES, reduced_precision
+
+    if batches < 1 or batch_size < 1:
+        raise UserError(f"run_parity_suite: batches and batch_size must be >= 1, got {batches} "
+                        f"and {batch_size}")
+    dev = resolve_device(device)
+    rows = _run_suite(dev, seed, batches, batch_size, TOLERANCES)
+    if _dispatch.compiled_for(torch.empty(0, device=dev)):
+        with _native.disabled():
+            rows += [replace(r, kernel=f"{r.kernel} (torch)")
+                     for r in _run_suite(dev, seed, batches, batch_size, TOLERANCES)]
+    for mode, (_, _, autocast) in MODES.items() if precision else ():
+        if autocast and not torch.amp.is_autocast_available(dev.type):
+            continue
+        with accelerator_path(), reduced_precision(mode, dev):
+            rows += [replace(r, kernel=f"{r.kernel} (torch, {mode})") for r in
+                     _run_suite(dev, seed, batches, batch_size, PRECISION_TOLERANCES)]
+    return rows
+
+
+def _run_suite(dev: torch.device, seed: int, batches: int, batch_size: int,
+               tolerances: dict[str, tuple[float, float]]) -> list[ParityRow]:
+    from npu_data.device import manual_seed
+    from npu_data.transforms import functional as F
+    from npu_data.transforms import reference as R
+    from npu_data.transforms.replay import replay_reference, sample_image
+
+    rng = np.random.default_rng(seed)
+    accs = {k: RowAccumulator(k, tol) for k, tol in tolerances.items()}
+    color: dict[str, tuple[Callable[..., torch.Tensor], Callable[..., np.ndarray], float, float]]
+    color = {
+        "adjust_brightness": (F.adjust_brightness, R.adjust_brightness, 0.0, 2.0),
+        "adjust_contrast": (F.adjust_contrast, R.adjust_contrast, 0.0, 2.0),
+        "adjust_saturation": (F.adjust_saturation, R.adjust_saturation, 0.0, 2.0),
+        "adjust_hue": (F.adjust_hue, R.adjust_hue, -0.5, 0.5),
+    }
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    pipe = _pipeline()
+    for b in range(batches):
+        imgs, images_cpu, sizes_cpu = _make_batch(rng, batch_size)
+        images, sizes = images_cpu.to(dev), sizes_cpu.to(dev)
+        hw = sizes_cpu.tolist()
+        odd = (int(rng.integers(1, 64)) * 2 + 1, int(rng.integers(1, 160)) * 2 + 1)
+        for size in (224, odd):  # square upscale/downscale, then an odd (h, w)
+            boxes = _boxes(rng, sizes_cpu)
+            out = F.resized_crop(images, sizes, boxes.to(dev), size)
+            for i, img in enumerate(imgs):
+                ref = R.resized_crop(img, boxes[i].tolist(), size)
+                accs["resized_crop"].add(ref, _sample(out, i, ref.shape[0], ref.shape[1]))
+        flips = torch.from_numpy(rng.random(batch_size) < 0.5)
+        flips[0] = True
+        out = F.hflip(images, sizes, flips.to(dev))
+        for i, img in enumerate(imgs):
+            accs["hflip"].add(R.hflip(img, bool(flips[i])), _sample(out, i, *hw[i]))
+        for name, (kernel, ref_fn, low, high) in color.items():
+            f = _factors(rng, batch_size, low, high)
+            out = kernel(images, sizes, f.to(dev))
+            for i, img in enumerate(imgs):
+                accs[name].add(ref_fn(img, float(f[i])), _sample(out, i, *hw[i]))
+        out = F.normalize(images, mean, std)
+        for i, img in enumerate(imgs):
+            h, w = hw[i]
+            accs["normalize"].add(R.normalize(img, mean, std), out[i, :, :h, :w])
+        # the pipeline: parameters drawn on the device, replayed per sample on the reference
+        batch = {"image": images, "sizes": sizes}
+        result, params = pipe.run(batch, manual_seed(seed * 1000 + b, dev))
+        for i in range(batch_size):
+            ref = replay_reference(pipe, sample_image(batch, i), params, i)
+            accs["pipeline"].add(ref, sample_image(result, i))
+        if "loader" in accs:
+            _loader_rows(accs["loader"], pipe, imgs, dev, seed + b)
+    return [acc.row() for acc in accs.values()]
+
+
+class _Samples(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    """The suite's images as shard-like sample dicts (what ``ShardDataset`` serves)."""
+
+    def __init__(self, images: list[np.ndarray]) -> None:
+        self.images = images
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {"image": self.images[i], "index": i}
+
+
+def _loader_rows(acc: RowAccumulator, pipe: Any, imgs: list[np.ndarray], dev: torch.device,
+                 seed: int) -> None:
+    """End to end: the DataLoader's device batches (parameters drawn on the host, keyed by
+    (seed, epoch, index)) against the reference replayed from each batch's ``aug``."""
+    from npu_data.loaders import DataLoader
+    from npu_data.transforms.replay import sample_image
+
+    loader = DataLoader(_Samples(imgs), batch_size=max(1, len(imgs) // 2), shuffle=True,
+                        device=dev, transform=pipe, seed=seed)
+    for batch in loader:
+        for j, i in enumerate(batch["index"].tolist()):
+            ref = pipe.apply_reference(imgs[i], batch["aug"], j)
+            acc.add(ref, sample_image(batch, j))
