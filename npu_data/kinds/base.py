@@ -3,13 +3,15 @@
 A kind is one group of rows in the ``AnnotationTable`` and in a shard (``<name>.<column>``
 columns plus ``<name>.offsets``). Its module (``npu_data/kinds/<name>.py``) owns the schema,
 the percent -> pixel conversion, the columns the writer adds, how a sample's and a batch's
-rows are read, how collate pads them and how they follow a resized crop and a flip; the
-registry (``npu_data/kinds/registry.py``) lists the kinds and is the only such list.
+rows are read, how its results are read from an export, how collate pads them and how they
+follow a resized crop and a flip; the registry (``npu_data/kinds/registry.py``) lists the kinds
+and is the only such list.
 
-Kind modules import numpy only at module level: ``npu_data.annotations`` (parse, no torch)
-imports the registry; the collate hooks import torch when they are called. Kinds sit below
-``npu_data.transforms`` (as torchvision's tv_tensors below its transforms): the geometry
-hooks get the kernels (``npu_data.transforms.geometry``) as ``G`` from its dispatch.
+Kind modules import no torch at module level (``npu_data.annotations``, whose parser never
+needs torch, imports the registry); the collate hooks import it when they are called. Kinds
+sit below ``npu_data.annotations`` and ``npu_data.transforms`` (as torchvision's tv_tensors
+below its transforms): their callers hand the hooks what they need, the extraction toolkit
+(``npu_data.annotations.results``) as ``R`` and the kernels (``transforms.geometry``) as ``G``.
 """
 
 from __future__ import annotations
