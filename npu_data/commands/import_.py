@@ -80,8 +80,10 @@ def _is_tar(source: str) -> bool:
     return source.split("?", 1)[0].endswith(".tar")
 
 
-def _source(args: argparse.Namespace) -> tuple[str, str | AnnotationTable]:
-    """(path that anchors relative image paths, what write_dataset reads)."""
+def _source(args: argparse.Namespace,
+            hosts: list[str] | None) -> tuple[str, str | AnnotationTable]:
+    """(path that anchors relative image paths, what write_dataset reads); http(s)/s3 tars
+    only from the ``--allow-download`` hosts (buckets), as images."""
     sources: list[str] = list(args.export)
     tars = [s for s in sources if _is_tar(s)]
     if not tars:
@@ -92,11 +94,12 @@ def _source(args: argparse.Namespace) -> tuple[str, str | AnnotationTable]:
     if len(tars) != len(sources):
         raise UserError("import takes either one Label Studio export or WebDataset .tar shards, "
                         "not both: run two imports into separate folders")
-    from npu_data.formats.webdataset.reader import wds_to_table
+    from npu_data.formats.webdataset.reader import TarAccess, wds_to_table
 
     out = Path(args.out)
     media = out.parent / f"{out.name}.wds-media"  # images unpacked from the tars, kept for resume
-    return str(media), wds_to_table(tars, media)
+    access = TarAccess(allow_download=hosts or (), timeout=args.download_timeout)
+    return str(media), wds_to_table(tars, media, access)
 
 
 def _download_hosts(given: list[str] | None) -> list[str] | None:
@@ -130,7 +133,7 @@ def _run(args: argparse.Namespace, group: Group) -> int:
     if args.max_download_mb <= 0 or args.download_timeout <= 0:
         raise UserError("--max-download-mb and --download-timeout must be positive")
     hosts = _download_hosts(args.allow_download)
-    anchor, source = _source(args)
+    anchor, source = _source(args, hosts)
     images = image_options(anchor, images_root=args.images_root,
                            ls_data_dir=args.ls_data_dir, local_files_root=args.local_files_root,
                            allow_download=hosts, timeout=args.download_timeout,

@@ -381,3 +381,21 @@ def test_import_maps_label_ids_of_tars_with_other_label_maps(
     want = wds_to_table([tars[0], tars[1]], tmp_path / "m1")
     got = wds_to_table([tars[0], str(other)], tmp_path / "m2")
     assert names(got) == names(want) and len(names(want)) > 10
+
+
+def test_cli_imports_remote_tars_only_from_named_hosts(
+        exported: tuple[Path, list[str]], server: tuple[str, int], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _, tars = exported
+    host, port = server
+    urls = [f"http://{host}:{port}/{Path(t).name}" for t in tars]
+    assert main(["import", *urls, "--out", str(tmp_path / "refused")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "127.0.0.1" in err[0] and "Traceback" not in err[0]
+    assert main(["import", *tars, "--out", str(tmp_path / "local")]) == 0
+    assert main(["import", *urls, "--out", str(tmp_path / "remote"),
+                 "--allow-download", f"{host}:{port}"]) == 0
+    local, remote = ShardDataset(tmp_path / "local"), ShardDataset(tmp_path / "remote")
+    assert len(remote) == len(local) > 0
+    for i in range(len(local)):
+        assert_same_sample(remote[i], local[i])

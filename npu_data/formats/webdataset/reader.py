@@ -91,8 +91,9 @@ def open_stream(url: str, access: TarAccess | None = None) -> Stream:
     if scheme in ("http", "https", "s3"):
         host = urlsplit(url).hostname or "?"
         if not access.allow_download:
-            raise UserError(f"{shown(url)}: a remote tar — pass allow_download=['{host}'] to "
-                            f"read tars from {host} (only the hosts named are read)")
+            raise UserError(f"{shown(url)}: a remote tar — pass allow_download=['{host}'] "
+                            f"(CLI: --allow-download {host}) to read tars from {host} (only "
+                            "the hosts named are read)")
         if not fetch.host_allowed(url, access.allow_download):
             raise UserError(f"{shown(url)}: host {host} is not one that allow_download names "
                             f"({','.join(access.allow_download)}) — refused; add it if you "
