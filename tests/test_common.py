@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from npu_data.common.atomic import atomic_file, atomic_write_bytes
-from npu_data.common.cache import cache_root
+from npu_data.common.cache import cache_root, private_dir
 from npu_data.common.dist import place
 from npu_data.common.hashing import file_sha256
+from npu_data.errors import UserError
 
 
 def test_atomic_file_keeps_the_old_file_when_the_write_fails(tmp_path: Path) -> None:
@@ -65,3 +66,15 @@ def test_place_from_the_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(var)
     assert place() == (0, 1, 0)
+
+
+def test_private_dir_is_this_users_and_0700(tmp_path: Path) -> None:
+    made = private_dir(tmp_path / "a" / "cache", "the test cache")
+    assert stat.S_IMODE(made.stat().st_mode) == 0o700
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o755)
+    os.chmod(loose, 0o755)
+    assert stat.S_IMODE(private_dir(loose).stat().st_mode) == 0o700  # tightened
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(UserError, match="the test cache is not a folder"):
+        private_dir(tmp_path / "file", "the test cache")

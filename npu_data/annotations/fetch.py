@@ -40,6 +40,7 @@ from urllib.parse import SplitResult, unquote, urljoin, urlsplit
 from npu_data.annotations.redact import redact_text
 from npu_data.common.atomic import atomic_file, atomic_write_bytes
 from npu_data.common.cache import cache_root
+from npu_data.common.cache import private_dir as _private_dir
 from npu_data.common.hashing import file_sha256
 from npu_data.errors import UserError
 
@@ -126,24 +127,8 @@ def default_cache_dir() -> Path:
 
 
 def private_dir(path: Path) -> Path:
-    """``path`` as a folder only this user can read (created 0700; UserError if it is not a
-    folder of ours)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        raise UserError(f"{path}: the download cache is not a folder — remove it or pass "
-                        "another cache folder")
-    if st.st_uid != os.getuid():
-        raise UserError(f"{path}: the download cache belongs to another user — refused; pass "
-                        "a cache folder of your own")
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(path, 0o700)
-    return path
+    """``path`` as a download cache only this user can read (see common.cache.private_dir)."""
+    return _private_dir(path, "the download cache")
 
 
 def _meta_path(entry: Path) -> Path:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
+
+from npu_data.errors import UserError
 
 
 def cache_root(*parts: str) -> Path:
@@ -17,3 +20,24 @@ def cache_root(*parts: str) -> Path:
         root = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
         base = root / "npu-data"
     return base.joinpath(*parts)
+
+
+def private_dir(path: Path, what: str = "the cache") -> Path:
+    """``path`` as a folder only this user can read (created 0700, tightened to 0700 if it
+    exists); UserError naming ``what`` if it is not a folder or belongs to another user."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UserError(f"{path}: {what} is not a folder — remove it or pass another cache "
+                        "folder")
+    if st.st_uid != os.getuid():
+        raise UserError(f"{path}: {what} belongs to another user — refused; pass a cache "
+                        "folder of your own")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path

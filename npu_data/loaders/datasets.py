@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from npu_data.common.cache import cache_root
+from npu_data.common.cache import cache_root, private_dir
 from npu_data.common.hashing import file_sha256
 from npu_data.errors import UserError
 
@@ -104,6 +104,7 @@ class LabelStudioDataset:
         self.store, self.max_side, self.options = store, max_side, options
         self._image_options()  # the CLI's checks and one-line errors, now rather than later
         self._write_options(None)
+        self._default_cache = not cache_dir
         self.cache_dir = Path(cache_dir) if cache_dir else cache_root("datasets")
         self.key = self._key()
         self.path = self.cache_dir / self.key
@@ -144,6 +145,8 @@ class LabelStudioDataset:
     def _import(self) -> None:
         from npu_data.shards.writer import write_dataset
 
+        if self._default_cache:  # imported images are the user's data: 0700 like downloads
+            private_dir(self.cache_dir, "the dataset cache")
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         with (self.cache_dir / f"{self.key}.lock").open("w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent import finishes first

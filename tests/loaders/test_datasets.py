@@ -284,3 +284,13 @@ def test_images_root_confines_absolute_paths(tmp_path: Path) -> None:
         len(LabelStudioDataset(export, cache_dir=tmp_path / "c"))
     ok = LabelStudioDataset(export, images_root=root, cache_dir=tmp_path / "c")
     assert len(ok) == 2 and ok[1]["image"][0, 0].tolist() == [9, 9, 9]
+
+
+def test_default_cache_is_private(project, tmp_path: Path, monkeypatch) -> None:
+    """Without cache_dir the imported images go to the user's cache, readable by them only."""
+    import stat
+
+    monkeypatch.setenv("NPU_DATA_CACHE", str(tmp_path / "user-cache"))
+    ds = LabelStudioDataset(project.export_path)
+    assert len(ds) > 0 and ds.cache_dir == tmp_path / "user-cache" / "datasets"
+    assert stat.S_IMODE(ds.cache_dir.stat().st_mode) == 0o700
