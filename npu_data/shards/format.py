@@ -81,11 +81,18 @@ def _has_rows(kind: Kind, files: dict[str, Any]) -> bool:
     return meta is None or int(meta["size"]) > len(empty.getvalue())
 
 
-def dataset_kinds(manifest: dict[str, Any]) -> tuple[Kind, ...]:
+def dataset_kinds(manifest: dict[str, Any], where: str = MANIFEST) -> tuple[Kind, ...]:
     """The kinds a dataset has rows of: the manifest's ``kinds`` (written since they were
-    recorded), else from its column files' sizes (``kinds_with_rows``)."""
+    recorded), else from its column files' sizes (``kinds_with_rows``); a kind this version
+    does not know is a ``UserError`` naming ``where`` (the manifest's path)."""
     names = manifest.get("kinds")
-    return kinds_named(names if names is not None else kinds_with_rows(manifest["shards"]))
+    if names is None:
+        names = kinds_with_rows(manifest["shards"])
+    unknown = sorted(set(names) - {k.name for k in KINDS})
+    if unknown:
+        raise UserError(f"{where}: annotation kinds {unknown} are unknown to this npu-data "
+                        "(made by a newer one) — upgrade npu-data")
+    return kinds_named(names)
 
 
 def column_file(column: str) -> str:

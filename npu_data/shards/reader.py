@@ -19,6 +19,7 @@ from npu_data.shards.format import (
     DATA,
     ENC_RAW,
     INDEX,
+    MANIFEST,
     column_file,
     dataset_kinds,
     read_manifest,
@@ -106,7 +107,7 @@ class ShardDataset:
         self.controls: list[str] = self.manifest["controls"]
         self.store: str = self.manifest["store"]
         # the kinds with rows: only these appear in samples and batches
-        self.kinds: tuple[Kind, ...] = dataset_kinds(self.manifest)
+        self.kinds: tuple[Kind, ...] = dataset_kinds(self.manifest, str(self.path / MANIFEST))
         counts = np.array([s["samples"] for s in self.manifest["shards"]], dtype=np.int64)
         self._starts = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=self._starts[1:])

@@ -17,6 +17,7 @@ import npu_data.kinds
 from npu_data.annotations import results as R
 from npu_data.annotations.images import ImageOptions
 from npu_data.annotations.table import AnnotationTable, empty_table
+from npu_data.errors import UserError
 from npu_data.kinds.base import Kind
 from npu_data.kinds.registry import BY_NAME, KINDS, OF_TYPE, PADDED
 from npu_data.loaders import collate_samples
@@ -141,6 +142,9 @@ def test_kinds_come_from_the_column_sizes(boxes_only: ShardDataset) -> None:
     assert [k.name for k in dataset_kinds(manifest)] == ["boxes", "polygons"]
     manifest.pop("kinds")
     assert [k.name for k in dataset_kinds(manifest)] == ["boxes"]
+    manifest["kinds"] = ["boxes", "lines"]  # written by a newer npu-data with another kind
+    with pytest.raises(UserError, match=r"\['lines'\] are unknown .* upgrade npu-data"):
+        dataset_kinds(manifest)
     assert len(PADDED) < len(KINDS)  # some kinds are collated unpadded
 
 
