@@ -63,8 +63,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="download http(s) images from these hosts only (host, host:port or "
                         "*.example.com; repeatable), cached in ~/.cache/npu-data/downloads")
     p.add_argument("--storage-endpoint", metavar="URL",
-                   help="S3-compatible endpoint for s3:// and presigned images (MinIO, Huawei "
-                        "OBS, ...); credentials come from the environment or AWS_PROFILE")
+                   help="S3-compatible endpoint for s3:// and presigned images and for an "
+                        "s3:// --out (MinIO, Huawei OBS, ...); credentials come from the "
+                        "environment or AWS_PROFILE")
     p.add_argument("--download-workers", type=int, default=8, metavar="N",
                    help="downloads / cloud reads in flight at once (default: 8)")
     p.add_argument("--max-download-mb", type=float, default=64, metavar="N",
@@ -125,9 +126,11 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, group: Group) -> int:
     target = None
     if is_url(args.out):
+        from npu_data.shards.remote import endpoint_options
         from npu_data.shards.upload import UrlTarget
 
-        target = UrlTarget(args.out, args.resume, group)
+        target = UrlTarget(args.out, args.resume, group,
+                           endpoint_options(args.storage_endpoint))
         args = target.local_args(args)  # --out: the staging folder
         group = replace(group, shared=False)  # one staging folder per node
     if args.max_download_mb <= 0 or args.download_timeout <= 0:

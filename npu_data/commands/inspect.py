@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from npu_data.shards.reader import ShardDataset
-from npu_data.shards.remote import is_url
+from npu_data.shards.remote import add_remote_arguments, endpoint_options, is_url
 from npu_data.shards.stats import dataset_stats
 
 NAME = "inspect"
@@ -17,6 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dataset", metavar="DIR|URL",
                    help="folder written by `npu-data import`, or its URL (s3://bucket/prefix: "
                         "read through the node-local cache)")
+    add_remote_arguments(p)
 
 
 def _row(key: str, value: object) -> str:
@@ -25,7 +26,9 @@ def _row(key: str, value: object) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Print the summary table."""
-    ds = ShardDataset(args.dataset)
+    ds = (ShardDataset(args.dataset, cache_dir=args.cache_dir,
+                       storage_options=endpoint_options(args.storage_endpoint))
+          if is_url(args.dataset) else ShardDataset(args.dataset))
     st = dataset_stats(ds)
     lines = [f"dataset {args.dataset if is_url(args.dataset) else ds.path}",
              _row("samples", st.samples), _row("shards", st.shards),

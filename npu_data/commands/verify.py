@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from npu_data.errors import DataCorruption
-from npu_data.shards.remote import RemoteStore, is_url
+from npu_data.shards.remote import RemoteStore, add_remote_arguments, endpoint_options, is_url
 from npu_data.shards.verify import Problem, verify_dataset
 
 NAME = "verify"
@@ -18,13 +18,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dataset", metavar="DIR|URL",
                    help="folder written by `npu-data import`, or its URL (s3://bucket/prefix: "
                         "every shard is downloaded into the node-local cache and checked)")
+    add_remote_arguments(p)
 
 
-def remote_problems(url: str) -> tuple[str, list[Problem]]:
+def remote_problems(url: str, cache_dir: str | None = None,
+                    endpoint: str | None = None) -> tuple[str, list[Problem]]:
     """(cache folder, problems) of the dataset at ``url``: each shard fetched through the
     cache (a remote file that differs from the manifest is a problem), then the cached copy
     checked sample by sample."""
-    store = RemoteStore(url)
+    store = RemoteStore(url, cache_dir, storage_options=endpoint_options(endpoint))
     problems: list[Problem] = []
     for k, shard in enumerate(store.manifest["shards"]):
         try:
@@ -39,7 +41,7 @@ def remote_problems(url: str) -> tuple[str, list[Problem]]:
 def run(args: argparse.Namespace) -> int:
     """Exit 0 when intact, 1 listing each problem (shard, sample, task)."""
     if is_url(args.dataset):
-        _, problems = remote_problems(args.dataset)
+        _, problems = remote_problems(args.dataset, args.cache_dir, args.storage_endpoint)
         fix = "upload the dataset folder again (manifest.json last)"
     else:
         problems = verify_dataset(args.dataset)

@@ -101,6 +101,22 @@ def parse_bytes(limit: int | str | None) -> int | None:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
+def endpoint_options(endpoint: str | None) -> dict[str, Any]:
+    """fsspec storage options naming an S3-compatible ``endpoint`` (the CLI's
+    ``--storage-endpoint``); empty for None (then the environment's, see ENDPOINT_VARS)."""
+    return {"client_kwargs": {"endpoint_url": endpoint}} if endpoint else {}
+
+
+def add_remote_arguments(p: Any) -> None:
+    """``--cache-dir`` and ``--storage-endpoint`` of the commands that read a dataset URL."""
+    p.add_argument("--cache-dir", default=None,
+                   help="node-local cache of a URL's shards (default: the user's npu-data "
+                        "cache, remote/)")
+    p.add_argument("--storage-endpoint", default=None,
+                   help=f"S3-compatible endpoint of the URL (MinIO, Huawei OBS; default: "
+                        f"${ENDPOINT_VARS[0]}, else ${ENDPOINT_VARS[1]})")
+
+
 def _with_endpoint(url: str, options: dict[str, Any]) -> dict[str, Any]:
     opts = dict(options)
     if not url.lower().startswith(("s3://", "s3a://")):

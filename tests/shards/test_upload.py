@@ -129,3 +129,22 @@ def test_killed_upload_resumes(s3: dict[str, Any], export: Path, tmp_path: Path,
     assert sent + skipped == len(local)
     ds = ShardDataset(url, cache_dir=tmp_path / "read")
     _same(ShardDataset(tmp_path / "local")[5], ds[5])
+
+
+def test_storage_endpoint_flag_and_cache_dir(s3: dict[str, Any], export: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """--storage-endpoint names the store for --out, verify and inspect (no environment
+    variable), --cache-dir is where verify and inspect cache the shards."""
+    monkeypatch.delenv("NPU_DATA_S3_ENDPOINT")
+    url, ep = f"s3://{BUCKET}/flag", s3["endpoint"]
+    assert _import(export, url, "--storage-endpoint", ep) == 0
+    assert _remote_files(s3, "flag")["manifest.json"]
+    cache = tmp_path / "verify-cache"
+    assert cli.main(["verify", url, "--storage-endpoint", ep, "--cache-dir", str(cache)]) == 0
+    assert list(cache.rglob("data.bin"))  # the shards were checked from the named cache
+    assert cli.main(["inspect", url, "--storage-endpoint", ep,
+                     "--cache-dir", str(tmp_path / "inspect-cache")]) == 0
+    out = capsys.readouterr()
+    assert f"{url}: ok" in out.out and f"dataset {url}" in out.out
+    _no_secret(out.out + out.err)
