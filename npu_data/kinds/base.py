@@ -12,6 +12,9 @@ needs torch, imports the registry); the collate hooks import it when they are ca
 sit below ``npu_data.annotations`` and ``npu_data.transforms`` (as torchvision's tv_tensors
 below its transforms): their callers hand the hooks what they need, the extraction toolkit
 (``npu_data.annotations.results``) as ``R`` and the kernels (``transforms.geometry``) as ``G``.
+
+Not hooks yet: a kind's WebDataset JSON mapping lives in ``formats/webdataset/mapping.py`` and
+its drawing in ``tools/preview.py`` / ``tools/preview_grid.py``.
 """
 
 from __future__ import annotations
