@@ -125,104 +125,147 @@ inline void hue_pixel(uint8_t& r8, uint8_t& g8, uint8_t& b8, int shift, const Hu
   b8 = static_cast<uint8_t>(bo + flat * (vi - bo));
 }
 
-// One sample, planes r/g/b of `plane` values each (row stride W, valid h x w).
-struct Planes {
+// Three planes of one row segment.
+struct Row {
+  const uint8_t* r;
+  const uint8_t* g;
+  const uint8_t* b;
+};
+struct OutRow {
   uint8_t* r;
   uint8_t* g;
   uint8_t* b;
-  int64_t stride;
-  int64_t rows;   // padded height
-  int64_t cols;   // padded width
-  int64_t vh;     // valid height
-  int64_t vw;     // valid width
 };
 
-// Every op reads `in` and writes `out` (the same planes once the first op has run: elementwise,
-// each value is read before it is written, and `omp simd` asserts nothing more).
-#define NPU_DATA_ROWS(in, out, y)                                              \
-  const uint8_t* ir = in.r + y * in.stride;                                    \
-  const uint8_t* ig = in.g + y * in.stride;                                    \
-  const uint8_t* ib = in.b + y * in.stride;                                    \
-  uint8_t* orr = out.r + y * out.stride;                                       \
-  uint8_t* og = out.g + y * out.stride;                                        \
-  uint8_t* ob = out.b + y * out.stride
-
-void brightness(const Planes& in, Planes& out, float f) {
-  for (int64_t y = 0; y < in.rows; ++y) {
-    NPU_DATA_ROWS(in, out, y);
+// Every row op reads `in` and writes `out`: the input row for a sample's first op, the output
+// row (the same pointers) for the later ones. Elementwise, each value is read before it is
+// written, which is all `omp simd` asserts; the row stays in L1 between a sample's ops.
+void blend_const_row(Row in, OutRow out, int64_t n, float in1, float f) {  // brightness, contrast
 #pragma omp simd
-    for (int64_t x = 0; x < in.cols; ++x) {
-      orr[x] = blend_value(0.0f, static_cast<float>(ir[x]), f);
-      og[x] = blend_value(0.0f, static_cast<float>(ig[x]), f);
-      ob[x] = blend_value(0.0f, static_cast<float>(ib[x]), f);
-    }
+  for (int64_t x = 0; x < n; ++x) {
+    out.r[x] = blend_value(in1, static_cast<float>(in.r[x]), f);
+    out.g[x] = blend_value(in1, static_cast<float>(in.g[x]), f);
+    out.b[x] = blend_value(in1, static_cast<float>(in.b[x]), f);
   }
 }
 
-void saturation(const Planes& in, Planes& out, float f) {
-  for (int64_t y = 0; y < in.rows; ++y) {
-    NPU_DATA_ROWS(in, out, y);
+void saturation_row(Row in, OutRow out, int64_t n, float f) {
 #pragma omp simd
-    for (int64_t x = 0; x < in.cols; ++x) {
-      const float l = static_cast<float>(gray_of(ir[x], ig[x], ib[x]));
-      orr[x] = blend_value(l, static_cast<float>(ir[x]), f);
-      og[x] = blend_value(l, static_cast<float>(ig[x]), f);
-      ob[x] = blend_value(l, static_cast<float>(ib[x]), f);
-    }
+  for (int64_t x = 0; x < n; ++x) {
+    const float l = static_cast<float>(gray_of(in.r[x], in.g[x], in.b[x]));
+    out.r[x] = blend_value(l, static_cast<float>(in.r[x]), f);
+    out.g[x] = blend_value(l, static_cast<float>(in.g[x]), f);
+    out.b[x] = blend_value(l, static_cast<float>(in.b[x]), f);
   }
 }
 
-void contrast(const Planes& in, Planes& out, float f) {
+void hue_row(Row in, OutRow out, int64_t n, int shift, const HueTables& T) {
+#pragma omp simd
+  for (int64_t x = 0; x < n; ++x) {
+    uint8_t r = in.r[x], g = in.g[x], b = in.b[x];
+    hue_pixel(r, g, b, shift, T);
+    out.r[x] = r;
+    out.g[x] = g;
+    out.b[x] = b;
+  }
+}
+
+int64_t gray_sum_row(Row in, int64_t n) {
   int64_t total = 0;
-  for (int64_t y = 0; y < in.vh; ++y) {
-    NPU_DATA_ROWS(in, out, y);
-    (void)orr, (void)og, (void)ob;
-    int64_t row_total = 0;
-#pragma omp simd reduction(+ : row_total)
-    for (int64_t x = 0; x < in.vw; ++x) row_total += gray_of(ir[x], ig[x], ib[x]);
-    total += row_total;
+#pragma omp simd reduction(+ : total)
+  for (int64_t x = 0; x < n; ++x) total += gray_of(in.r[x], in.g[x], in.b[x]);
+  return total;
+}
+
+enum Op { BRIGHTNESS = 0, CONTRAST = 1, SATURATION = 2, HUE = 3 };
+
+// One sample's sequence: its planes, its ops in its drawn order, their parameters.
+struct Job {
+  const uint8_t* src;  // (3, H, W) input
+  uint8_t* dst;        // (3, H, W) output
+  int64_t H, W, vh, vw;
+  int ops[4];
+  int n = 0;
+  int contrast_at = -1;  // index into ops, or -1
+  float factor[3];       // brightness, contrast, saturation
+  int shift;
+  Row in_row(int64_t y) const { return {src + y * W, src + (H + y) * W, src + (2 * H + y) * W}; }
+  OutRow out_row(int64_t y) const { return {dst + y * W, dst + (H + y) * W, dst + (2 * H + y) * W}; }
+  Row done_row(int64_t y) const { return {dst + y * W, dst + (H + y) * W, dst + (2 * H + y) * W}; }
+};
+
+// ops[k0, k1) on one row segment of n pixels, the first reading `in`, each writing `out`.
+// Returns whether anything was written.
+bool chain_row(const Job& j, int k0, int k1, Row in, OutRow out, int64_t n, float mean,
+               const HueTables& T) {
+  const Row done{out.r, out.g, out.b};
+  for (int k = k0; k < k1; ++k) {
+    const Row from = k == k0 ? in : done;
+    switch (j.ops[k]) {
+      case BRIGHTNESS: blend_const_row(from, out, n, 0.0f, j.factor[0]); break;
+      case CONTRAST: blend_const_row(from, out, n, mean, j.factor[1]); break;
+      case SATURATION: saturation_row(from, out, n, j.factor[2]); break;
+      default: hue_row(from, out, n, j.shift, T); break;
+    }
   }
-  const int64_t n = std::max<int64_t>(in.vh * in.vw, 1);
-  const float mean = static_cast<float>((2 * total + n) / (2 * n));
-  for (int64_t y = 0; y < in.rows; ++y) {
-    NPU_DATA_ROWS(in, out, y);
-    const uint8_t* src[3] = {ir, ig, ib};
-    uint8_t* dst[3] = {orr, og, ob};
-    for (int c = 0; c < 3; ++c) {
-      if (y >= in.vh) {  // like Pillow on the valid image, the padding comes out 0
-        std::memset(dst[c], 0, in.cols);
-        continue;
+  return k1 > k0;
+}
+
+void zero_row(OutRow out, int64_t from, int64_t to) {
+  if (to <= from) return;
+  std::memset(out.r + from, 0, to - from);
+  std::memset(out.g + from, 0, to - from);
+  std::memset(out.b + from, 0, to - from);
+}
+
+// Contrast at position c: phase 1 runs ops[0, c) on rows [y0, y1) of the valid region into
+// the output and returns the grey sum of the result (of the input when c == 0); phase 2 runs
+// ops[c, n) with the sample's mean, and zeroes the padding (like Pillow on the valid image,
+// contrast leaves it 0, and every later op keeps 0 at 0). Without contrast, phase 2 runs the
+// whole chain over the padded rows, as the single ops do.
+int64_t phase1(const Job& j, int64_t y0, int64_t y1, const HueTables& T) {
+  int64_t total = 0;
+  for (int64_t y = y0; y < std::min(y1, j.vh); ++y) {
+    const bool wrote = chain_row(j, 0, j.contrast_at, j.in_row(y), j.out_row(y), j.vw, 0.0f, T);
+    total += gray_sum_row(wrote ? j.done_row(y) : j.in_row(y), j.vw);
+  }
+  return total;
+}
+
+void phase2(const Job& j, int64_t y0, int64_t y1, float mean, const HueTables& T) {
+  if (j.contrast_at < 0) {
+    for (int64_t y = y0; y < y1; ++y)
+      if (!chain_row(j, 0, j.n, j.in_row(y), j.out_row(y), j.W, 0.0f, T)) {
+        const Row in = j.in_row(y);
+        const OutRow out = j.out_row(y);
+        std::memcpy(out.r, in.r, j.W), std::memcpy(out.g, in.g, j.W), std::memcpy(out.b, in.b, j.W);
       }
-      const uint8_t* sc = src[c];
-      uint8_t* dc = dst[c];
-#pragma omp simd
-      for (int64_t x = 0; x < in.vw; ++x) dc[x] = blend_value(mean, static_cast<float>(sc[x]), f);
-      if (in.vw < in.cols) std::memset(dc + in.vw, 0, in.cols - in.vw);
+    return;
+  }
+  for (int64_t y = y0; y < y1; ++y) {
+    const OutRow out = j.out_row(y);
+    if (y >= j.vh) {
+      zero_row(out, 0, j.W);
+      continue;
     }
+    const Row in = j.contrast_at > 0 ? j.done_row(y) : j.in_row(y);
+    chain_row(j, j.contrast_at, j.n, in, out, j.vw, mean, T);
+    zero_row(out, j.vw, j.W);
   }
 }
 
-void hue(const Planes& in, Planes& out, int shift) {
-  const HueTables& T = hue_tables();
-  for (int64_t y = 0; y < in.rows; ++y) {
-    NPU_DATA_ROWS(in, out, y);
-#pragma omp simd
-    for (int64_t x = 0; x < in.cols; ++x) {
-      uint8_t r = ir[x], g = ig[x], b = ib[x];
-      hue_pixel(r, g, b, shift, T);
-      orr[x] = r;
-      og[x] = g;
-      ob[x] = b;
-    }
-  }
+float contrast_mean(const Job& j, int64_t total) {
+  const int64_t n = std::max<int64_t>(j.vh * j.vw, 1);
+  return static_cast<float>((2 * total + n) / (2 * n));  // int(mean + 0.5), exactly
 }
-
-#undef NPU_DATA_ROWS
 
 }  // namespace
 
 // order (B, n) int64 op ids (0 brightness, 1 contrast, 2 saturation, 3 hue; -1 skips);
-// factors (B, 3) float32 blend factors; shifts (B,) int64 hue shift in levels.
+// factors (B, 3) float32 blend factors; shifts (B,) int64 hue shift in levels. One fused pass
+// per sample row (all its ops while the row is in L1), plus the grey-mean pass contrast needs
+// over the ops before it; samples, or row blocks of them when the batch is smaller than the
+// thread count, spread over the threads.
 at::Tensor color_ops(const at::Tensor& images_in, const at::Tensor& sizes_in,
                      const at::Tensor& order_in, const at::Tensor& factors_in,
                      const at::Tensor& shifts_in) {
@@ -230,40 +273,76 @@ at::Tensor color_ops(const at::Tensor& images_in, const at::Tensor& sizes_in,
                   images_in.scalar_type() == at::kByte,
               "images must be uint8 (B, 3, H, W)");
   const at::Tensor images = images_in.contiguous();
-  at::Tensor out = at::empty_like(images);
+  at::Tensor out = at::empty_like(images, at::MemoryFormat::Contiguous);
   const at::Tensor sizes = sizes_in.to(at::kLong).contiguous();
   const at::Tensor order = order_in.to(at::kLong).contiguous();
   const at::Tensor factors = factors_in.to(at::kFloat).contiguous();
   const at::Tensor shifts = shifts_in.to(at::kLong).contiguous();
   const int64_t B = out.size(0), H = out.size(2), W = out.size(3), n = order.size(1);
-  const uint8_t* in_p = images.data_ptr<uint8_t>();
   TORCH_CHECK(sizes.size(0) == B && order.size(0) == B && factors.size(0) == B &&
                   factors.size(1) == 3 && shifts.size(0) == B,
               "per-sample parameters must have B rows");
+  const uint8_t* in_p = images.data_ptr<uint8_t>();
   uint8_t* base = out.data_ptr<uint8_t>();
   const int64_t* sz = sizes.data_ptr<int64_t>();
   const int64_t* ord = order.data_ptr<int64_t>();
   const float* fac = factors.data_ptr<float>();
   const int64_t* sh = shifts.data_ptr<int64_t>();
-  parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      uint8_t* s = base + b * 3 * H * W;
-      uint8_t* src = const_cast<uint8_t*>(in_p + b * 3 * H * W);  // only ever read
-      const int64_t vh = std::clamp<int64_t>(sz[b * 2], 0, H);
-      const int64_t vw = std::clamp<int64_t>(sz[b * 2 + 1], 0, W);
-      const Planes in{src, src + H * W, src + 2 * H * W, W, H, W, vh, vw};
-      Planes out{s, s + H * W, s + 2 * H * W, W, H, W, vh, vw};
-      const Planes* from = &in;  // the first op reads the input, later ones the output
-      for (int64_t k = 0; k < n; ++k) {
-        const int64_t op = ord[b * n + k];
-        if (op < 0 || op > 3) continue;
-        if (op == 0) brightness(*from, out, fac[b * 3 + 0]);
-        if (op == 1) contrast(*from, out, fac[b * 3 + 1]);
-        if (op == 2) saturation(*from, out, fac[b * 3 + 2]);
-        if (op == 3) hue(*from, out, static_cast<int>(((sh[b] % 256) + 256) % 256));
-        from = &out;
+  std::vector<Job> jobs(static_cast<size_t>(B));
+  bool any_contrast = false;
+  for (int64_t b = 0; b < B; ++b) {
+    Job& j = jobs[b];
+    j.src = in_p + b * 3 * H * W;
+    j.dst = base + b * 3 * H * W;
+    j.H = H, j.W = W;
+    j.vh = std::clamp<int64_t>(sz[b * 2], 0, H);
+    j.vw = std::clamp<int64_t>(sz[b * 2 + 1], 0, W);
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t op = ord[b * n + k];
+      if (op < 0 || op > 3 || j.n == 4) continue;
+      if (op == CONTRAST) j.contrast_at = j.n;
+      j.ops[j.n++] = static_cast<int>(op);
+    }
+    any_contrast = any_contrast || j.contrast_at >= 0;
+    for (int c = 0; c < 3; ++c) j.factor[c] = fac[b * 3 + c];
+    j.shift = static_cast<int>(((sh[b] % 256) + 256) % 256);
+  }
+  const HueTables& T = hue_tables();
+  const int64_t threads = std::max(1, at::get_num_threads());
+  // a small batch is cut into row blocks so every thread has work
+  const int64_t blocks = B >= threads || H == 0 ? 1 : std::min<int64_t>(H, (2 * threads + B - 1) / B);
+  const int64_t rows = (H + blocks - 1) / std::max<int64_t>(blocks, 1);
+  if (blocks == 1) {
+    parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const Job& j = jobs[b];
+        const float mean = j.contrast_at >= 0 ? contrast_mean(j, phase1(j, 0, H, T)) : 0.0f;
+        phase2(j, 0, H, mean, T);
       }
-      if (from == &in) std::memcpy(s, src, static_cast<size_t>(3 * H * W));
+    });
+    return out;
+  }
+  std::vector<int64_t> partial(static_cast<size_t>(B * blocks), 0);
+  if (any_contrast) {
+    parallel_for_samples(B * blocks, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const Job& j = jobs[t / blocks];
+        const int64_t y0 = (t % blocks) * rows;
+        if (j.contrast_at >= 0) partial[t] = phase1(j, y0, std::min(H, y0 + rows), T);
+      }
+    });
+  }
+  parallel_for_samples(B * blocks, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / blocks, y0 = (t % blocks) * rows;
+      const Job& j = jobs[b];
+      float mean = 0.0f;
+      if (j.contrast_at >= 0) {
+        int64_t total = 0;  // integer sums: the same for any split
+        for (int64_t k = 0; k < blocks; ++k) total += partial[b * blocks + k];
+        mean = contrast_mean(j, total);
+      }
+      phase2(j, y0, std::min(H, y0 + rows), mean, T);
     }
   });
   return out;
