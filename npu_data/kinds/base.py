@@ -13,8 +13,8 @@ sit below ``npu_data.annotations`` and ``npu_data.transforms`` (as torchvision's
 below its transforms): their callers hand the hooks what they need, the extraction toolkit
 (``npu_data.annotations.results``) as ``R`` and the kernels (``transforms.geometry``) as ``G``.
 
-Not hooks yet: a kind's WebDataset JSON mapping lives in ``formats/webdataset/mapping.py`` and
-its drawing in ``tools/preview.py`` / ``tools/preview_grid.py``.
+The WebDataset JSON hooks (``json_*``) map one sample's columns to and from the kind's part
+of a tar's ``<key>.json`` (``formats/webdataset/mapping.py`` iterates them).
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ class Kind:
     derived: tuple[str, ...] = ()
     row_key: str | None = None
     top_level: bool = False
+    json_text: tuple[str, ...] = ()  # text columns holding JSON (version-1 tars: JSON values)
 
     # --- schema ------------------------------------------------------------------------
     def stored_columns(self) -> dict[str, Col]:
@@ -190,6 +191,106 @@ class Kind:
               G: ModuleType) -> Batch:
         """This kind's keys of ``batch`` mirrored where ``flip`` (B,) is set."""
         return {}
+
+    # --- WebDataset JSON (pixel coordinates of the stored image) --------------------------
+    def json_columns(self) -> list[tuple[str, np.dtype, tuple[int, ...]]]:
+        """(name, dtype in a sample dict, trailing shape) of the numeric JSON columns."""
+        out = [(c, F32 if c in self.pixel else dt, shape) for c, (dt, shape) in self.fixed.items()]
+        out += [(c, F32, self.pixel[c]) for c in self.derived]
+        for nest in self.nested:
+            px = nest.values in self.pixel
+            out += [(nest.values, F32 if px else nest.dtype, nest.shape),
+                    (nest.offsets, I8, ())]
+        return out
+
+    def json_part(self, s: Mapping[str, Any]) -> dict[str, Any]:
+        """The version-2 JSON part of sample dict ``s`` (it has rows of this kind)."""
+        n = self.name
+        g: dict[str, Any] = {c: np.ascontiguousarray(s[f"{n}.{c}"]) for c, _, _ in
+                             self.json_columns()}
+        g.update({c: list(s[f"{n}.{c}"]) for c in self.text})
+        return g
+
+    def json_empty(self) -> dict[str, Any]:
+        """The sample columns without rows (fresh lists, shared read-only arrays)."""
+        n = self.name
+        cols: dict[str, Any] = {}
+        for c, dt, shape in self.json_columns():
+            offsets = any(c == nest.offsets for nest in self.nested)
+            cols[f"{n}.{c}"] = _frozen(np.zeros(1 if offsets else (0, *shape), dt))
+        cols.update({f"{n}.{c}": [] for c in self.text})
+        return cols
+
+    def json_read(self, g: Mapping[str, Any], hw: tuple[int, int]) -> dict[str, Any]:
+        """The sample columns of a version-2 part ``g`` (ValueError/KeyError if malformed)."""
+        n = self.name
+        cols: dict[str, Any] = {f"{n}.{c}": np.array(g[c], dt).reshape(-1, *shape)
+                                for c, dt, shape in self.json_columns()}
+        for c in self.text:
+            if not all(type(t) is str for t in g[c]):
+                raise ValueError(f"{n}.{c}: not a list of strings")
+            cols[f"{n}.{c}"] = g[c]
+        self.json_check(cols, len(g["control"]), hw)
+        return cols
+
+    def json_sample(self, cols: dict[str, Any], hw: tuple[int, int]) -> None:
+        """Turn the read columns into the sample dict's keys where they differ (the stream's
+        sample dict is ``ShardDataset[i]``'s); nothing by default."""
+
+    def json_v1(self, cols: dict[str, Any], rows: list[dict[str, Any]],
+                hw: tuple[int, int]) -> None:
+        """Fix up ``cols`` read from version-1 ``rows`` (one dict per row) generically: the
+        columns the generic reading cannot give; none by default."""
+
+    def json_check(self, cols: Mapping[str, Any], n: int, hw: tuple[int, int]) -> None:
+        """ValueError unless every row column has ``n`` rows and nested ones add up."""
+        name, numeric = self.name, [c for c, _, _ in self.json_columns()]
+        offsets = {t.offsets: t.values for t in self.nested if t.offsets in numeric}
+        values = set(offsets.values())
+        for c in numeric:
+            if c not in values and c not in offsets and len(cols[f"{name}.{c}"]) != n:
+                raise ValueError(f"{name}.{c} has {len(cols[f'{name}.{c}'])} rows, "
+                                 f"{name}.control has {n}")
+        for c in self.text:
+            if len(cols[f"{name}.{c}"]) != n:
+                raise ValueError(f"{name}.{c} has {len(cols[f'{name}.{c}'])} rows, "
+                                 f"{name}.control has {n}")
+        for off_name, val_name in offsets.items():
+            off, vals = cols[f"{name}.{off_name}"], cols[f"{name}.{val_name}"]
+            if len(off) != n + 1 or off[0] != 0 or off[-1] != len(vals) or (
+                    np.diff(off) < 0).any():
+                raise ValueError(f"{name}.{off_name} does not match {name}.{val_name}")
+
+    def to_percent(self, column: str, a: np.ndarray, w: np.ndarray,
+                   h: np.ndarray) -> np.ndarray:
+        """Pixel column ``column`` (float64, rows on images ``w`` x ``h``) in percent; by
+        default for ``(..., 2)`` x, y points."""
+        if self.pixel[column][-1:] != (2,):
+            raise NotImplementedError(f"kind {self.name!r}: no to_percent for {column!r}")
+        scale = np.stack([100.0 / w, 100.0 / h], axis=1)
+        return a * scale.reshape(len(a), *([1] * (a.ndim - 2)), 2)
+
+    def table_nested(self, per: Sequence[Mapping[str, Any]], rows_w: np.ndarray,
+                     rows_h: np.ndarray) -> dict[str, np.ndarray]:
+        """The table's nested columns (values, offsets) of samples ``per`` (their sample
+        columns; rows on images ``rows_w`` x ``rows_h``): pixel values back to percent."""
+        n, out = self.name, {}
+        for nest in self.nested:
+            lengths = np.concatenate([np.diff(c[f"{n}.{nest.offsets}"]) for c in per])
+            vals = np.concatenate([c[f"{n}.{nest.values}"] for c in per]).astype(np.float64)
+            if nest.values in self.pixel:
+                vals = self.to_percent(nest.values, vals, np.repeat(rows_w, lengths),
+                                       np.repeat(rows_h, lengths))
+            out[f"{n}.{nest.values}"] = vals.astype(nest.dtype)
+            offs = np.zeros(len(lengths) + 1, np.int64)
+            np.cumsum(lengths, out=offs[1:])
+            out[f"{n}.{nest.offsets}"] = offs
+        return out
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False  # shared by every sample without rows (as read-only as mmaps)
+    return a
 
 
 def row_sample(offsets: np.ndarray) -> np.ndarray:

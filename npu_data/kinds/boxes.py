@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -63,6 +63,20 @@ class Boxes(Kind):
         r = row_sample(cols["boxes.offsets"])
         px, corners, xyxy = box_pixels(cols["boxes.xywhr"].reshape(-1, 5), widths[r], heights[r])
         return {"boxes.xywhr": px, "boxes.corners": corners, "boxes.xyxy": xyxy}
+
+    def json_v1(self, cols: dict[str, Any], rows: list[dict[str, Any]],
+                hw: tuple[int, int]) -> None:
+        H, W = hw  # as version 1 streams did: through percent of the JSON's size, float64
+        pct = cols["boxes.xywhr"].astype(np.float64) * (100.0 / np.array([W, H, W, H, 100]))
+        w, h = np.full(len(rows), float(W)), np.full(len(rows), float(H))
+        cols["boxes.xywhr"], cols["boxes.corners"], cols["boxes.xyxy"] = box_pixels(pct, w, h)
+
+    def to_percent(self, column: str, a: np.ndarray, w: np.ndarray,
+                   h: np.ndarray) -> np.ndarray:
+        a = a.copy()
+        a[:, [0, 2]] *= (100.0 / w)[:, None]
+        a[:, [1, 3]] *= (100.0 / h)[:, None]
+        return a
 
     def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
                      min_visible: float, G: ModuleType) -> Batch:

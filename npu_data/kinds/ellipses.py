@@ -60,6 +60,13 @@ class Ellipses(Kind):
             return {}
         return {"ellipses.params": G.hflip_ellipses(batch["ellipses.params"], widths, flip)}
 
+    def to_percent(self, column: str, a: np.ndarray, w: np.ndarray,
+                   h: np.ndarray) -> np.ndarray:
+        a = a.copy()
+        a[:, [0, 2]] *= (100.0 / w)[:, None]
+        a[:, [1, 3]] *= (100.0 / h)[:, None]
+        return a
+
 
 KIND = Ellipses(
     name="ellipses", result_types=("ellipselabels", "ellipse"),

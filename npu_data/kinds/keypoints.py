@@ -37,6 +37,10 @@ class Keypoints(Kind):
         rows.fixed["label"] = lab
         return rows
 
+    def to_percent(self, column: str, a: np.ndarray, w: np.ndarray,
+                   h: np.ndarray) -> np.ndarray:
+        return a * (100.0 / w) if column == "size" else super().to_percent(column, a, w, h)
+
     def to_pixels(self, cols: Mapping[str, np.ndarray], heights: np.ndarray,
                   widths: np.ndarray) -> dict[str, np.ndarray]:
         k = row_sample(cols["keypoints.offsets"])

@@ -6,6 +6,7 @@ size. Samples hold ``masks.mask (M, H, W) uint8``; collate pads to ``(B, M, Hmax
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
     from npu_data.annotations.checks import Check
     from npu_data.annotations.results import Batch as ResultBatch
     from npu_data.annotations.results import Context
+
+
+_SIZE = ("height", "width")  # masks.height / masks.width: the image's, not in the JSON
 
 
 def unpack_mask(bits: np.ndarray, h: int, w: int) -> np.ndarray:
@@ -118,6 +122,58 @@ class Masks(Kind):
     def nested_sample(self, nest: Nested, values: np.ndarray, offsets: np.ndarray,
                       hw: tuple[int, int]) -> dict[str, np.ndarray]:
         return {"masks.mask": unpack_masks(values, offsets, hw)}
+
+    # WebDataset JSON: ``bits`` (base64 of each mask's packed bits), the size is the image's
+    def json_columns(self) -> list[tuple[str, np.dtype, tuple[int, ...]]]:
+        return [(c, dt, shape) for c, (dt, shape) in self.fixed.items() if c not in _SIZE]
+
+    def json_part(self, s: Mapping[str, Any]) -> dict[str, Any]:
+        g = super().json_part(s)
+        g["bits"] = [base64.b64encode(np.packbits(m.reshape(-1)).tobytes()).decode("ascii")
+                     for m in s["masks.mask"]]
+        return g
+
+    def json_empty(self) -> dict[str, Any]:
+        cols = super().json_empty()
+        for c in _SIZE:
+            cols[f"masks.{c}"] = np.zeros(0, "<i4")
+            cols[f"masks.{c}"].flags.writeable = False
+        cols["masks.bits"] = []
+        return cols
+
+    def json_read(self, g: Mapping[str, Any], hw: tuple[int, int]) -> dict[str, Any]:
+        cols = super().json_read(g, hw)
+        self._sized(cols, g["bits"], len(g["control"]), hw)
+        return cols
+
+    def json_sample(self, cols: dict[str, Any], hw: tuple[int, int]) -> None:
+        bits = cols.pop("masks.bits", None)
+        if bits is not None:
+            cols["masks.mask"] = np.zeros((len(bits), *hw), np.uint8)
+            for t, b in enumerate(bits):
+                cols["masks.mask"][t] = unpack_mask(b, *hw)
+
+    def json_v1(self, cols: dict[str, Any], rows: list[dict[str, Any]],
+                hw: tuple[int, int]) -> None:
+        self._sized(cols, [r["bits"] for r in rows], len(rows), hw)
+
+    def _sized(self, cols: dict[str, Any], bits: list[str], n: int,
+               hw: tuple[int, int]) -> None:
+        H, W = hw
+        cols["masks.height"], cols["masks.width"] = np.full(n, H, "<i4"), np.full(n, W, "<i4")
+        cols["masks.bits"] = [np.frombuffer(base64.b64decode(b), np.uint8) for b in bits]
+        if len(cols["masks.bits"]) != n or any(len(b) != (H * W + 7) // 8
+                                               for b in cols["masks.bits"]):
+            raise ValueError("masks.bits: a mask is not the image's size")
+
+    def table_nested(self, per: Sequence[Mapping[str, Any]], rows_w: np.ndarray,
+                     rows_h: np.ndarray) -> dict[str, np.ndarray]:
+        parts = [b for c in per for b in c["masks.bits"]]
+        lengths = np.array([len(p) for p in parts], np.int64)
+        offs = np.zeros(len(parts) + 1, np.int64)
+        np.cumsum(lengths, out=offs[1:])
+        bits = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+        return {"masks.bits": bits.astype(np.uint8), "masks.bit_offsets": offs}
 
     def own_keys(self) -> tuple[str, ...]:
         return ("masks.mask",)

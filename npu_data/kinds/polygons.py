@@ -110,6 +110,14 @@ class Polygons(Kind):
         batch["polygons.points"] = points
         batch["polygons.vertex_valid"] = torch.from_numpy(vvalid)
 
+    def json_v1(self, cols: dict[str, Any], rows: list[dict[str, Any]],
+                hw: tuple[int, int]) -> None:
+        parts = [np.array(r["points"], np.float64).reshape(-1, 2) for r in rows]
+        off = np.zeros(len(parts) + 1, np.int64)
+        np.cumsum([len(p) for p in parts], out=off[1:])
+        cols["polygons.points"] = np.concatenate(parts).astype(F32)
+        cols["polygons.point_offsets"] = off
+
     def pad_empty(self, b: int, hw: tuple[int, int], batch: Batch) -> None:
         import torch
 

@@ -41,4 +41,5 @@ class Relations(Kind):
 
 
 KIND = Relations(name="relations", result_types=("relation",), fixed={**COMMON, "direction": (U8, ())},
-            text=("rid", "from_rid", "to_rid", "labels"), top_level=True)
+            text=("rid", "from_rid", "to_rid", "labels"), top_level=True,
+            json_text=("labels",))

@@ -34,4 +34,5 @@ class Taxonomy(Kind):
         return rows
 
 
-KIND = Taxonomy(name="taxonomy", result_types=("taxonomy",), fixed={**COMMON}, text=("rid", "path"))
+KIND = Taxonomy(name="taxonomy", result_types=("taxonomy",), fixed={**COMMON}, text=("rid", "path"),
+                json_text=("path",))

@@ -30,10 +30,10 @@ PACKAGE = Path(npu_data.__file__).parent
 NAMES = {k.name for k in KINDS}
 HOOKS = ("check", "extract", "stored_columns", "empty_columns", "row_columns", "to_pixels", "sample_keys",
          "read_sample", "nested_sample", "own_keys", "pad_samples", "pad_columns",
-         "pad_empty", "resized_crop", "hflip")
+         "pad_empty", "resized_crop", "hflip", "json_columns", "json_part", "json_empty",
+         "json_read", "json_sample", "json_v1", "json_check", "to_percent", "table_nested")
 # Files allowed to compare against a kind name, and why.
 ALLOWED = {
-    "formats/webdataset/mapping.py": "the WebDataset JSON mapping moves into the kinds next",
     "tools/baseline.py": "'boxes' there is RandomResizedCrop's crop-box parameter",
 }
 SAMPLE_KEYS = {"image", "sizes", "index", "task_id", "caption"}
@@ -198,3 +198,24 @@ def test_the_documented_kind_works(monkeypatch: pytest.MonkeyPatch) -> None:
     assert torch.allclose(out["lines.points"][0, 0], torch.tensor([[2.0, 5.0], [10.0, 10.0]]))
     flipped = lines.hflip(batch, torch.tensor([40, 30]), torch.tensor([True, False]), geometry)
     assert torch.allclose(flipped["lines.points"][0, 0], torch.tensor([[36.0, 10], [20, 20]]))
+
+
+def test_a_boxes_only_webdataset_stream_carries_only_box_keys(
+        boxes_only: ShardDataset, tmp_path: Path) -> None:
+    from npu_data.cli import main
+    from npu_data.formats.webdataset.stream import WebDatasetStream
+
+    pattern = str(tmp_path / "part-%06d.tar")
+    assert main(["export-wds", str(boxes_only.path), "--out", pattern]) == 0
+    tars = sorted(str(p) for p in tmp_path.glob("part-*.tar"))
+    got = list(WebDatasetStream(tars, rank=0, world_size=1))
+    assert sorted(s["index"] for s in got) == list(range(len(boxes_only)))
+    box_keys = set(BY_NAME["boxes"].sample_keys())
+    for s in got:
+        ref = boxes_only[s["index"]]
+        assert set(s) == {"image", "index", "task_id", "caption"} | box_keys == set(ref)
+        for k, v in ref.items():
+            if isinstance(v, np.ndarray):
+                assert s[k].dtype == v.dtype and s[k].tobytes() == v.tobytes(), k
+            else:
+                assert s[k] == v, k

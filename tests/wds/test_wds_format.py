@@ -18,14 +18,13 @@ import numpy as np
 import orjson
 import pytest
 
-from npu_data.annotations.table import GROUP_TEXT, GROUPS
 from npu_data.cli import main
 from npu_data.errors import UserError
 from npu_data.formats.webdataset import iter_tar_samples, wds_to_table
-from npu_data.formats.webdataset.mapping import ENUMS, JSON_TEXT
+from npu_data.formats.webdataset.mapping import ENUMS
 from npu_data.formats.webdataset.stream import WebDatasetStream
 from npu_data.formats.webdataset.writer import manifest_path
-from npu_data.shards.format import PIXEL_COLUMNS
+from npu_data.kinds.registry import KINDS
 from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import RandomResizedCrop
 from tests.wds.test_wds import _import, assert_same_sample
@@ -83,8 +82,8 @@ def test_json_holds_pixel_coordinates(exported: tuple[Path, list[str]]) -> None:
         ann = orjson.loads(data)
         r = ref[ann["index"]]
         assert ann["version"] == 2 and (ann["height"], ann["width"]) == r["image"].shape[:2]
-        for key in PIXEL_COLUMNS:
-            group, col = key.split(".")
+        for group, col in [(k.name, c) for k in KINDS for c in k.pixel]:
+            key = f"{group}.{col}"
             if group in ann:  # the float32 pixels of the shard, as JSON numbers
                 seen.add(key)
                 got = np.array(ann[group][col], np.float32).reshape(r[key].shape)
@@ -99,7 +98,8 @@ def _v1_json(s: dict[str, Any], controls: list[str], labels: dict[str, list[str]
     out: dict[str, Any] = {"task_id": int(s["task_id"]), "index": int(s["index"]),
                            "width": int(w), "height": int(h), "controls": controls,
                            "labels": labels, "caption": s["caption"], **extra}
-    for group, fixed in GROUPS.items():
+    for kind in KINDS:
+        group, fixed = kind.name, kind.fixed
         n = len(s[f"{group}.control"])
         rows: list[dict[str, Any]] = [{} for _ in range(n)]
         for name in fixed:
@@ -117,10 +117,10 @@ def _v1_json(s: dict[str, Any], controls: list[str], labels: dict[str, list[str]
                 else:
                     a = np.asarray(v, np.float64 if np.asarray(v).dtype.kind == "f" else None)
                     rows[j][name] = None if a.ndim == 0 and np.isnan(a) else a.tolist()
-        for name in GROUP_TEXT[group]:
+        for name in kind.text:
             key = f"{group}.{name}"
             for j, t in enumerate(s[key]):
-                rows[j][name] = orjson.loads(t) if key in JSON_TEXT else t
+                rows[j][name] = orjson.loads(t) if name in kind.json_text else t
         if group == "polygons":
             pts, off = s["polygons.points"], s["polygons.point_offsets"]
             for j in range(n):
@@ -347,9 +347,7 @@ def test_import_maps_label_ids_of_tars_with_other_label_maps(
 
     def names(table: Any) -> list[tuple[str, str | None]]:
         out = []
-        for group in GROUPS:
-            if "label" not in GROUPS[group]:
-                continue
+        for group in [k.name for k in KINDS if "label" in k.fixed]:
             for c, v in zip(table.columns[f"{group}.control"].tolist(),
                             table.columns[f"{group}.label"].tolist(), strict=True):
                 out.append((table.controls[c], table.label_name(c, v)))
@@ -362,7 +360,7 @@ def test_import_maps_label_ids_of_tars_with_other_label_maps(
             old_controls, old_labels = ann["controls"], ann["labels"]
             controls = old_controls[::-1]
             labels = {c: old_labels[c][::-1] for c in old_labels}
-            for group in GROUPS:
+            for group in [k.name for k in KINDS]:
                 g = ann.get(group)
                 if not g:
                     continue

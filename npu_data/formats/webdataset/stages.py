@@ -27,6 +27,7 @@ from npu_data.formats.webdataset.reader import (
     iter_tar_samples,
     shown,
 )
+from npu_data.kinds.registry import KINDS
 from npu_data.loaders.stream_crop import PLAN_KEY, StreamPlan
 
 _TRANSPOSED = frozenset(range(2, 9))  # EXIF orientations Pillow's exif_transpose applies
@@ -74,13 +75,9 @@ def annotate(smp: WdsSample, image: Any, h: int, w: int) -> dict[str, Any]:
     if size != (h, w):
         raise UserError(f"{shown(smp.url)}: sample {smp.key}: the image is {h}x{w} pixels but "
                         f"its annotations are for {size[0]}x{size[1]} — export it again")
-    bits = cols.pop("masks.bits", None)
+    for kind in KINDS:
+        kind.json_sample(cols, (h, w))
     s.update(cols)
-    if bits is not None:
-        mask = np.zeros((len(bits), h, w), np.uint8)
-        for t, b in enumerate(bits):
-            mask[t] = np.unpackbits(b, count=h * w).reshape(h, w)
-        s["masks.mask"] = mask
     texts = s.get("texts.text") or []
     s["caption"] = texts[0] if texts else ""
     return s

@@ -14,11 +14,11 @@ import numpy as np
 import orjson
 from PIL import Image
 
-from npu_data.annotations.table import GROUPS
 from npu_data.common.atomic import atomic_file, atomic_write_bytes
 from npu_data.common.hashing import file_sha256
 from npu_data.errors import UserError
 from npu_data.formats.webdataset.mapping import VERSION, sample_json
+from npu_data.kinds.registry import KINDS
 from npu_data.shards.format import ENC_JPEG, ENC_PNG, ENC_RAW
 
 EXT = {ENC_JPEG: "jpg", ENC_PNG: "png"}
@@ -64,7 +64,7 @@ def _groups(ds: Any, maxcount: int, maxsize: int) -> Any:
     from npu_data.progress import progress
 
     tar = count = size = 0
-    kinds = [k.name for k in getattr(ds, "kinds", ())] or list(GROUPS)
+    kinds = [k.name for k in getattr(ds, "kinds", ())] or [k.name for k in KINDS]
     for i in progress(range(len(ds)), total=len(ds), desc="export-wds", unit="sample"):
         s = ds[i]
         img, ext = _image_bytes(ds, i, s)
