@@ -13,6 +13,8 @@ sit below ``npu_data.annotations`` and ``npu_data.transforms`` (as torchvision's
 below its transforms): their callers hand the hooks what they need, the extraction toolkit
 (``npu_data.annotations.results``) as ``R`` and the kernels (``transforms.geometry``) as ``G``.
 
+The drawing hooks (``draw``, ``unbatch``) serve the previews (``tools/preview*.py``), which
+hand over their ``Canvas``.
 The WebDataset JSON hooks (``json_*``) map one sample's columns to and from the kind's part
 of a tar's ``<key>.json`` (``formats/webdataset/mapping.py`` iterates them).
 """
@@ -76,6 +78,7 @@ class Kind:
     row_key: str | None = None
     top_level: bool = False
     json_text: tuple[str, ...] = ()  # text columns holding JSON (version-1 tars: JSON values)
+    draw_first: bool = False  # drawn under the other kinds (translucent areas)
 
     # --- schema ------------------------------------------------------------------------
     def stored_columns(self) -> dict[str, Col]:
@@ -286,6 +289,22 @@ class Kind:
             np.cumsum(lengths, out=offs[1:])
             out[f"{n}.{nest.offsets}"] = offs
         return out
+
+    # --- drawing (tools/preview.py) -------------------------------------------------------
+    def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
+        """Draw this kind's rows of ``sample`` on ``canvas`` (``tools.preview.Canvas``: the
+        picture, its scale, colours and label names); nothing by default."""
+
+    def unbatch(self, batch: Mapping[str, np.ndarray], i: int,
+                hw: tuple[int, int]) -> dict[str, np.ndarray]:
+        """Sample ``i``'s rows (of an image ``hw``) of a padded host batch: the ``(B, N, ...)``
+        keys at its valid slots; nothing for kinds collated unpadded."""
+        keep = batch.get(f"{self.name}.valid")
+        if keep is None:
+            return {}
+        ok = np.asarray(keep[i]).astype(bool)
+        return {k: np.asarray(batch[k][i])[ok] for k in self.sample_keys()
+                if isinstance(batch.get(k), np.ndarray) and batch[k].shape[:2] == keep.shape}
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

@@ -78,6 +78,13 @@ class Boxes(Kind):
         a[:, [1, 3]] *= (100.0 / h)[:, None]
         return a
 
+    def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
+        for j, c in enumerate(np.asarray(sample.get("boxes.corners", np.zeros((0, 4, 2))))):
+            colour = canvas.colour(sample["boxes.label"][j])
+            pts = canvas.points(c)
+            canvas.draw.polygon(pts, outline=colour, width=canvas.width)
+            canvas.text(pts[0], canvas.name(sample, self.name, j), colour)
+
     def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
                      min_visible: float, G: ModuleType) -> Batch:
         out: Batch = {}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +20,11 @@ if TYPE_CHECKING:
 class Choices(Kind):
     def check(self, c: Check) -> None:
         c.strings("choices")
+
+    def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
+        for j in range(len(sample.get("choices.label", ()))):
+            canvas.note(canvas.name(sample, self.name, j) or "?",
+                        canvas.colour(sample["choices.label"][j]))
 
     def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
         b = R.valid_rows(ctx, b, self)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +17,17 @@ if TYPE_CHECKING:
     from npu_data.annotations.checks import Check
     from npu_data.annotations.results import Batch as ResultBatch
     from npu_data.annotations.results import Context
+
+
+def ellipse_points(params: np.ndarray, n: int = 48) -> np.ndarray:
+    """(E, n, 2) outline points of ellipses ``cx, cy, rx, ry, rotation`` (degrees, clockwise)."""
+    t = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    p = np.asarray(params, dtype=np.float64).reshape(-1, 5)
+    th = np.deg2rad(p[:, 4])[:, None]
+    ex, ey = p[:, 2:3] * np.cos(t), p[:, 3:4] * np.sin(t)
+    x = p[:, 0:1] + ex * np.cos(th) - ey * np.sin(th)
+    y = p[:, 1:2] + ex * np.sin(th) + ey * np.cos(th)
+    return np.stack([x, y], axis=2)
 
 
 class Ellipses(Kind):
@@ -59,6 +70,15 @@ class Ellipses(Kind):
         if "ellipses.params" not in batch:
             return {}
         return {"ellipses.params": G.hflip_ellipses(batch["ellipses.params"], widths, flip)}
+
+    def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
+        params = np.asarray(sample.get("ellipses.params", np.zeros((0, 5))))
+        s = canvas.scale
+        for j, outline in enumerate(ellipse_points(params)):
+            colour = canvas.colour(sample["ellipses.label"][j])
+            canvas.draw.polygon(canvas.points(outline), outline=colour, width=canvas.width)
+            canvas.text((float(params[j, 0]) * s, float(params[j, 1]) * s),
+                        canvas.name(sample, self.name, j), colour)
 
     def to_percent(self, column: str, a: np.ndarray, w: np.ndarray,
                    h: np.ndarray) -> np.ndarray:

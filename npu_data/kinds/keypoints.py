@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +40,15 @@ class Keypoints(Kind):
     def to_percent(self, column: str, a: np.ndarray, w: np.ndarray,
                    h: np.ndarray) -> np.ndarray:
         return a * (100.0 / w) if column == "size" else super().to_percent(column, a, w, h)
+
+    def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
+        s = canvas.scale
+        for j, (x, y) in enumerate(np.asarray(sample.get("keypoints.xy", np.zeros((0, 2))))):
+            colour = canvas.colour(sample["keypoints.label"][j])
+            r = max(3.0, float(sample["keypoints.size"][j]) * s / 2)
+            canvas.draw.ellipse((x * s - r, y * s - r, x * s + r, y * s + r), outline=colour,
+                                width=canvas.width)
+            canvas.text((x * s + r, y * s), canvas.name(sample, self.name, j), colour)
 
     def to_pixels(self, cols: Mapping[str, np.ndarray], heights: np.ndarray,
                   widths: np.ndarray) -> dict[str, np.ndarray]:

@@ -146,6 +146,19 @@ class Masks(Kind):
         self._sized(cols, g["bits"], len(g["control"]), hw)
         return cols
 
+    def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
+        masks = np.asarray(sample.get("masks.mask", np.zeros((0, 1, 1), np.uint8)))
+        for j in range(len(masks)):
+            alpha = Image.fromarray((masks[j] > 0).astype(np.uint8) * 110)
+            canvas.overlay(alpha, canvas.colour(sample["masks.label"][j]))
+
+    def unbatch(self, batch: Mapping[str, np.ndarray], i: int,
+                hw: tuple[int, int]) -> dict[str, np.ndarray]:
+        out = super().unbatch(batch, i, hw)
+        if "masks.mask" in out:
+            out["masks.mask"] = out["masks.mask"][:, :hw[0], :hw[1]]
+        return out
+
     def json_sample(self, cols: dict[str, Any], hw: tuple[int, int]) -> None:
         bits = cols.pop("masks.bits", None)
         if bits is not None:
@@ -234,5 +247,5 @@ class Masks(Kind):
 KIND = Masks(
     name="masks", result_types=("brushlabels", "brush"),
     fixed={**COMMON, "height": (I32, ()), "width": (I32, ()), "label": (I32, ())},
-    nested=(Nested("bits", "bit_offsets", U8, ()),), row_key="mask",
+    nested=(Nested("bits", "bit_offsets", U8, ()),), row_key="mask", draw_first=True,
 )

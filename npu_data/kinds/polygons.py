@@ -110,6 +110,34 @@ class Polygons(Kind):
         batch["polygons.points"] = points
         batch["polygons.vertex_valid"] = torch.from_numpy(vvalid)
 
+    def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
+        off = np.asarray(sample.get("polygons.point_offsets", np.zeros(1, np.int64)))
+        points = np.asarray(sample.get("polygons.points", np.zeros((0, 2))))
+        for j in range(len(off) - 1):
+            colour = canvas.colour(sample["polygons.label"][j])
+            pts = canvas.points(points[off[j]:off[j + 1]])
+            if len(pts) >= 2:
+                closed = bool(sample["polygons.closed"][j])
+                canvas.draw.line(pts + (pts[:1] if closed else []), fill=colour,
+                                 width=canvas.width)
+                canvas.text(pts[0], canvas.name(sample, self.name, j), colour)
+
+    def unbatch(self, batch: Mapping[str, np.ndarray], i: int,
+                hw: tuple[int, int]) -> dict[str, np.ndarray]:
+        if "polygons.valid" not in batch:
+            return {}
+        keep = np.asarray(batch["polygons.valid"][i]).astype(bool)
+        vv = np.asarray(batch["polygons.vertex_valid"][i])[keep].astype(bool)
+        pts = np.asarray(batch["polygons.points"][i])[keep]
+        out = {"polygons.points": np.concatenate([p[m] for p, m in zip(pts, vv, strict=True)])
+               if len(pts) else np.zeros((0, 2), np.float32),
+               "polygons.point_offsets": np.concatenate([[0], np.cumsum(vv.sum(1))]).astype(
+                   np.int64)}
+        for c in ("label", "control", "closed"):
+            if f"polygons.{c}" in batch:
+                out[f"polygons.{c}"] = np.asarray(batch[f"polygons.{c}"][i])[keep]
+        return out
+
     def json_v1(self, cols: dict[str, Any], rows: list[dict[str, Any]],
                 hw: tuple[int, int]) -> None:
         parts = [np.array(r["points"], np.float64).reshape(-1, 2) for r in rows]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +24,10 @@ class Scalars(Kind):
         for i, (r, v) in enumerate(zip(c.res, c.vals, strict=True)):
             key = "rating" if r.get("type") == "rating" or "rating" in v else "number"
             c.number(i, key, v.get(key, c.MISSING), True, False)
+
+    def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
+        for j, v in enumerate(np.asarray(sample.get("scalars.value", np.zeros(0)))):
+            canvas.note(f"{canvas.control(sample, self.name, j)}: {float(v):g}", (255, 255, 255))
 
     def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
         b = R.valid_rows(ctx, b, self)

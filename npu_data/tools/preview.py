@@ -1,105 +1,107 @@
-"""Draw a sample dict (docs/architecture.md) with its annotations, for previews."""
+"""Draw a sample dict (docs/architecture.md) with its annotations, for previews: each kind
+draws its own rows (``Kind.draw``) on a ``Canvas``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from npu_data.kinds.registry import KINDS
+
 PALETTE = [(230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200), (245, 130, 48),
            (145, 30, 180), (70, 240, 240), (240, 50, 230), (210, 245, 60), (250, 190, 212)]
+Colour = tuple[int, int, int]
 
 
-def _colour(label: int) -> tuple[int, int, int]:
-    return PALETTE[int(label) % len(PALETTE)] if label >= 0 else (255, 255, 255)
+@dataclass
+class Canvas:
+    """The RGBA picture being drawn (the image scaled by ``scale``) and the label maps."""
 
+    image: Image.Image
+    scale: int
+    labels: Mapping[str, list[str]]
+    controls: list[str]
+    font: Any = field(default_factory=ImageFont.load_default)
+    notes: int = 0  # text lines written in the top-left corner so far
 
-def _name(sample: dict[str, Any], group: str, j: int, labels: dict[str, list[str]],
-          controls: list[str]) -> str:
-    lab = int(sample[f"{group}.label"][j])
-    ctrl = int(sample[f"{group}.control"][j])
-    if lab < 0 or ctrl >= len(controls):
-        return ""
-    names = labels.get(controls[ctrl], [])
-    return names[lab] if lab < len(names) else str(lab)
+    @property
+    def width(self) -> int:
+        """Line width in picture pixels."""
+        return max(1, self.scale)
 
+    @property
+    def draw(self) -> ImageDraw.ImageDraw:
+        """A drawing context on the current picture."""
+        return ImageDraw.Draw(self.image)
 
-def ellipse_points(params: np.ndarray, n: int = 48) -> np.ndarray:
-    """(E, n, 2) outline points of ellipses ``cx, cy, rx, ry, rotation`` (degrees, clockwise)."""
-    t = np.linspace(0, 2 * np.pi, n, endpoint=False)
-    p = np.asarray(params, dtype=np.float64).reshape(-1, 5)
-    th = np.deg2rad(p[:, 4])[:, None]
-    ex, ey = p[:, 2:3] * np.cos(t), p[:, 3:4] * np.sin(t)
-    x = p[:, 0:1] + ex * np.cos(th) - ey * np.sin(th)
-    y = p[:, 1:2] + ex * np.sin(th) + ey * np.cos(th)
-    return np.stack([x, y], axis=2)
+    def points(self, xy: Iterable[Any]) -> list[tuple[float, float]]:
+        """Image pixel points as picture points."""
+        return [(float(x) * self.scale, float(y) * self.scale) for x, y in xy]
+
+    @staticmethod
+    def colour(label: Any) -> Colour:
+        """The colour of label id ``label`` (white for none)."""
+        return PALETTE[int(label) % len(PALETTE)] if int(label) >= 0 else (255, 255, 255)
+
+    def name(self, sample: Mapping[str, Any], kind: str, j: int) -> str:
+        """The label name of row ``j`` of ``kind`` ("" for none)."""
+        lab, ctrl = int(sample[f"{kind}.label"][j]), int(sample[f"{kind}.control"][j])
+        if lab < 0 or ctrl >= len(self.controls):
+            return ""
+        names = self.labels.get(self.controls[ctrl], [])
+        return names[lab] if lab < len(names) else str(lab)
+
+    def text(self, xy: tuple[float, float], label: str, colour: Colour) -> None:
+        """``label`` on a dark band just above ``xy``."""
+        if label:
+            x, y = xy
+            draw = self.draw
+            draw.rectangle(draw.textbbox((x, y - 11), label, font=self.font), fill=(0, 0, 0, 160))
+            draw.text((x, y - 11), label, fill=colour, font=self.font)
+
+    def note(self, line: str, colour: Colour) -> None:
+        """A line of text under the previous ones in the top-left corner."""
+        self.notes += 1
+        self.text((2.0, 12.0 * self.notes), line, colour)
+
+    def control(self, sample: Mapping[str, Any], kind: str, j: int) -> str:
+        """The control name of row ``j`` of ``kind`` ("" for none)."""
+        ctrl = int(sample[f"{kind}.control"][j])
+        return self.controls[ctrl] if 0 <= ctrl < len(self.controls) else ""
+
+    def overlay(self, alpha: Image.Image, colour: Colour) -> None:
+        """``colour`` over the picture with opacity ``alpha`` (an image-sized L image)."""
+        if alpha.size != self.image.size:
+            alpha = alpha.resize(self.image.size, Image.Resampling.NEAREST)
+        layer = Image.new("RGBA", self.image.size, (*colour, 0))
+        layer.putalpha(alpha)
+        self.image = Image.alpha_composite(self.image, layer)
 
 
 def draw_sample(sample: dict[str, Any], labels: dict[str, list[str]],
                 controls: list[str] | None = None, min_side: int = 384) -> Image.Image:
-    """An RGB picture of ``sample``: masks translucent, boxes (rotated corners), polygons,
-    keypoints, ellipses, label names and the caption. Small images are scaled up to
-    ``min_side`` (integer factor) so the drawing stays legible."""
-    ctrls = list(controls) if controls is not None else list(labels)
+    """An RGB picture of ``sample``: every kind's rows (translucent areas first), label names
+    and the caption. Small images are scaled up to ``min_side`` (integer factor) so the
+    drawing stays legible."""
     img = np.asarray(sample["image"])
     h, w = img.shape[:2]
     s = max(1, min_side // max(1, max(h, w)))
     base = Image.fromarray(np.ascontiguousarray(img)).convert("RGBA")
     if s > 1:
         base = base.resize((w * s, h * s), Image.Resampling.NEAREST)
-    masks = np.asarray(sample.get("masks.mask", np.zeros((0, h, w), np.uint8)))
-    for j in range(len(masks)):
-        colour = _colour(int(sample["masks.label"][j]))
-        alpha = Image.fromarray((masks[j] > 0).astype(np.uint8) * 110)
-        if s > 1:
-            alpha = alpha.resize(base.size, Image.Resampling.NEAREST)
-        layer = Image.new("RGBA", base.size, (*colour, 0))
-        layer.putalpha(alpha)
-        base = Image.alpha_composite(base, layer)
-    draw = ImageDraw.Draw(base)
-    font = ImageFont.load_default()
-    width = max(1, s)
-
-    def text(xy: tuple[float, float], label: str, colour: tuple[int, int, int]) -> None:
-        if label:
-            x, y = xy
-            box = draw.textbbox((x, y - 11), label, font=font)
-            draw.rectangle(box, fill=(0, 0, 0, 160))
-            draw.text((x, y - 11), label, fill=colour, font=font)
-
-    for j, c in enumerate(np.asarray(sample.get("boxes.corners", np.zeros((0, 4, 2))))):
-        colour = _colour(int(sample["boxes.label"][j]))
-        pts = [(float(x) * s, float(y) * s) for x, y in c]
-        draw.polygon(pts, outline=colour, width=width)
-        text(pts[0], _name(sample, "boxes", j, labels, ctrls), colour)
-    off = np.asarray(sample.get("polygons.point_offsets", np.zeros(1, np.int64)))
-    points = np.asarray(sample.get("polygons.points", np.zeros((0, 2))))
-    for j in range(len(off) - 1):
-        colour = _colour(int(sample["polygons.label"][j]))
-        pts = [(float(x) * s, float(y) * s) for x, y in points[off[j]:off[j + 1]]]
-        if len(pts) >= 2:
-            closed = bool(sample["polygons.closed"][j])
-            draw.line(pts + (pts[:1] if closed else []), fill=colour, width=width)
-            text(pts[0], _name(sample, "polygons", j, labels, ctrls), colour)
-    for j, (x, y) in enumerate(np.asarray(sample.get("keypoints.xy", np.zeros((0, 2))))):
-        colour = _colour(int(sample["keypoints.label"][j]))
-        r = max(3.0, float(sample["keypoints.size"][j]) * s / 2)
-        draw.ellipse((x * s - r, y * s - r, x * s + r, y * s + r), outline=colour, width=width)
-        text((x * s + r, y * s), _name(sample, "keypoints", j, labels, ctrls), colour)
-    params = np.asarray(sample.get("ellipses.params", np.zeros((0, 5))))
-    for j, outline in enumerate(ellipse_points(params)):
-        colour = _colour(int(sample["ellipses.label"][j]))
-        pts = [(float(x) * s, float(y) * s) for x, y in outline]
-        draw.polygon(pts, outline=colour, width=width)
-        text((float(params[j, 0]) * s, float(params[j, 1]) * s),
-             _name(sample, "ellipses", j, labels, ctrls), colour)
-    out = base.convert("RGB")
+    canvas = Canvas(base, s, labels, list(controls) if controls is not None else list(labels))
+    for kind in sorted(KINDS, key=lambda k: not k.draw_first):
+        kind.draw(canvas, sample)
+    out = canvas.image.convert("RGB")
     caption = str(sample.get("caption", ""))
     if caption:
         band = Image.new("RGB", (out.width, out.height + 18), (0, 0, 0))
         band.paste(out, (0, 0))
         ImageDraw.Draw(band).text((4, out.height + 3), caption[:200], fill=(255, 255, 255),
-                                  font=font)
+                                  font=canvas.font)
         out = band
     return out

@@ -1,6 +1,6 @@
-"""A picture of an augmented batch: each sample drawn with its boxes, points and caption.
+"""A picture of an augmented batch: each sample drawn with its annotations and caption.
 
-Tools only (copies to the host); the drawing of one sample is ``shards.preview.draw_sample``.
+Tools only (copies to the host); the drawing of one sample is ``tools.preview.draw_sample``; each kind unpads its rows (``Kind.unbatch``).
 """
 
 from __future__ import annotations
@@ -11,12 +11,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw, ImageFont
 
-# geometry groups that follow the device transforms, with their per-row keys
-_GROUPS = {
-    "boxes": ("corners", "xyxy", "label", "control"),
-    "keypoints": ("xy", "size", "label", "control"),
-    "masks": ("mask", "label", "control"),
-}
+from npu_data.kinds.registry import PADDED
 
 
 def _np(v: Any) -> np.ndarray:
@@ -28,31 +23,14 @@ def batch_samples(batch: dict[str, Any], limit: int | None = None) -> list[dict[
     images, sizes = _np(batch["image"]), _np(batch["sizes"])
     n = len(images) if limit is None else min(limit, len(images))
     captions = batch.get("caption") or [""] * len(images)
+    host = {k: _np(v) for k, v in batch.items() if isinstance(v, (torch.Tensor, np.ndarray))}
     out = []
     for i in range(n):
         h, w = (int(v) for v in sizes[i])
         s: dict[str, Any] = {"image": np.ascontiguousarray(images[i, :, :h, :w].transpose(1, 2, 0)),
                              "caption": str(captions[i])}
-        for group, keys in _GROUPS.items():
-            if f"{group}.valid" not in batch:
-                continue
-            valid = _np(batch[f"{group}.valid"])[i].astype(bool)
-            for key in keys:
-                full = f"{group}.{key}"
-                if full in batch:
-                    v = _np(batch[full])[i][valid]
-                    s[full] = v[:, :h, :w] if key == "mask" else v
-        if "polygons.valid" in batch:
-            valid = _np(batch["polygons.valid"])[i].astype(bool)
-            vv = _np(batch["polygons.vertex_valid"])[i][valid].astype(bool)
-            pts = _np(batch["polygons.points"])[i][valid]
-            s["polygons.points"] = np.concatenate([p[m] for p, m in zip(pts, vv, strict=True)]
-                                                  ) if len(pts) else np.zeros((0, 2), np.float32)
-            s["polygons.point_offsets"] = np.concatenate([[0], np.cumsum(vv.sum(1))]).astype(
-                np.int64)
-            for key in ("label", "control", "closed"):
-                if f"polygons.{key}" in batch:
-                    s[f"polygons.{key}"] = _np(batch[f"polygons.{key}"])[i][valid]
+        for kind in PADDED:
+            s.update(kind.unbatch(host, i, (h, w)))
         out.append(s)
     return out
 
