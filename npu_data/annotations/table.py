@@ -26,12 +26,6 @@ SAMPLE_COLUMNS: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
 }
 SAMPLE_TEXT = ("image_ref", "data_json")
 
-# Views of the registry for the WebDataset mapping (npu_data/formats/webdataset/mapping.py)
-# until it moves into the kind modules; everything else iterates ``KINDS``.
-GROUPS = {k.name: k.fixed for k in KINDS}
-GROUP_TEXT = {k.name: k.text for k in KINDS}
-GROUP_NESTED = {k.name: tuple((n.values, n.offsets, n.dtype, n.shape) for n in k.nested)
-                for k in KINDS if k.nested}
 SOURCES = ("annotation", "prediction")
 
 

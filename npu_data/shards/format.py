@@ -38,10 +38,6 @@ INDEX_DTYPE = np.dtype([
     ("channels", "<u2"), ("encoding", "u1"), ("crc32", "<u4"), ("task_id", "<i8"),
 ])
 
-# Columns stored as float32 pixels of the stored image: name -> trailing shape (a view of the
-# registry for the WebDataset mapping, formats/webdataset/mapping.py).
-PIXEL_COLUMNS: dict[str, tuple[int, ...]] = {
-    f"{k.name}.{c}": shape for k in KINDS for c, shape in k.pixel.items()}
 F32 = np.dtype("<f4")
 
 

@@ -44,11 +44,25 @@ summary = write_dataset(root / "export.json", root / "out",
 ds = ShardDataset(root / "out")
 batch = collate_samples(ds.__getitems__([0]))
 crop = geometry.resized_crop_geometry(batch, torch.tensor([[0, 0, 20, 40]]), (10, 20))
+from npu_data.cli import main
+from npu_data.formats.webdataset import wds_to_table
+from npu_data.formats.webdataset.stream import WebDatasetStream
+from npu_data.tools.preview import draw_sample
+assert main(["export-wds", str(root / "out"), "--out", str(root / "w-%06d.tar")]) == 0
+streamed = list(WebDatasetStream([str(root / "w-000000.tar")], rank=0, world_size=1))
+ref = ds[0]
+wds = {"keys": sorted(streamed[0]) == sorted(ref),
+       "points": streamed[0]["lines.points"].tobytes() == ref["lines.points"].tobytes(),
+       "table": wds_to_table([str(root / "w-000000.tar")], root / "media").columns["lines.points"].tolist()}
+plain = draw_sample({**ref, "lines.points": ref["lines.points"][:0]}, ds.labels, ds.controls)
+drawn = int((np.asarray(draw_sample(ref, ds.labels, ds.controls), np.int16)
+             != np.asarray(plain, np.int16)).sum())
 print(json.dumps({
     "kinds": [k.name for k in KINDS][-1], "ds_kinds": [k.name for k in ds.kinds],
     "rejected": summary.rejected, "sample": ds[0]["lines.points"].tolist(),
     "keys": sorted(batch), "shape": list(batch["lines.points"].shape),
     "crop": crop["lines.points"].tolist(), "label": ds.labels["line"],
+    "wds": wds, "drawn": drawn,
 }))
 '''
 
@@ -76,3 +90,6 @@ def test_a_new_kind_is_one_module_and_one_registry_line(tmp_path: Path) -> None:
                                 "lines.points", "lines.label", "lines.control",
                                 "lines.annotation", "lines.source", "lines.rid"}
     assert got["crop"] == [[[[2.0, 5.0], [10.0, 10.0]]]]
+    assert got["wds"]["keys"] and got["wds"]["points"]  # streamed sample == ds[0]
+    assert got["wds"]["table"] == [[[10.0, 50.0], [50.0, 100.0]]]  # imported back in percent
+    assert got["drawn"] > 0  # the preview draws the line
