@@ -307,6 +307,14 @@ class Kind:
                 if isinstance(batch.get(k), np.ndarray) and batch[k].shape[:2] == keep.shape}
 
 
+def xywh_percent(a: np.ndarray, w: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """Pixel rows ``x, y, w, h, ...`` (float64, on images ``w`` x ``h``) in percent."""
+    a = a.copy()
+    a[:, [0, 2]] *= (100.0 / w)[:, None]
+    a[:, [1, 3]] *= (100.0 / h)[:, None]
+    return a
+
+
 def _frozen(a: np.ndarray) -> np.ndarray:
     a.flags.writeable = False  # shared by every sample without rows (as read-only as mmaps)
     return a

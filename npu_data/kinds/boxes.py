@@ -8,7 +8,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from npu_data.kinds.base import COMMON, F32, F64, I32, Batch, Kind, row_sample, valid
+from npu_data.kinds.base import (
+    COMMON,
+    F32,
+    F64,
+    I32,
+    Batch,
+    Kind,
+    row_sample,
+    valid,
+    xywh_percent,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -73,10 +83,7 @@ class Boxes(Kind):
 
     def to_percent(self, column: str, a: np.ndarray, w: np.ndarray,
                    h: np.ndarray) -> np.ndarray:
-        a = a.copy()
-        a[:, [0, 2]] *= (100.0 / w)[:, None]
-        a[:, [1, 3]] *= (100.0 / h)[:, None]
-        return a
+        return xywh_percent(a, w, h)
 
     def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
         for j, c in enumerate(np.asarray(sample.get("boxes.corners", np.zeros((0, 4, 2))))):
