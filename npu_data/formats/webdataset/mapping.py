@@ -6,6 +6,7 @@ as integers into the sample's ``controls`` / ``labels`` maps, geometry as the sh
 (float32 pixels, ``boxes.corners`` and ``boxes.xyxy`` included), so a reader builds each
 column with one ``np.array`` call and gets the shard's values bit for bit. Version 1 (tars
 written before, no ``version`` key: one dict per row, names instead of ids) still reads.
+Each kind's part is its module's (``Kind.json_*`` hooks); this module iterates the registry.
 """
 
 from __future__ import annotations
