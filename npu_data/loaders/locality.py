@@ -21,6 +21,14 @@ from npu_data.errors import UserError
 _NO_DEFAULT: Any = object()
 
 
+
+def per_rank_count(n: int, world: int, drop_last: bool) -> int:
+    """Samples each of ``world`` ranks gets from ``n``, as torch's DistributedSampler counts
+    (the tail dropped with ``drop_last``, else padded)."""
+    if drop_last and n % world != 0:
+        return math.ceil((n - world) / world)
+    return math.ceil(n / world)
+
 def shard_starts(dataset: Any, default: Any = _NO_DEFAULT) -> np.ndarray | None:
     """(shards + 1,) int64 first dataset index of every shard, from ``dataset.manifest``."""
     manifest = getattr(dataset, "manifest", None)
@@ -65,10 +73,7 @@ def window_layout(left: np.ndarray, starts: np.ndarray, world: int, window: int,
     else:
         stream = left
     n = len(stream)
-    if drop_last and n % world != 0:
-        per_rank = math.ceil((n - world) / world)
-    else:
-        per_rank = math.ceil(n / world)
+    per_rank = per_rank_count(n, world, drop_last)
     total = per_rank * world
     if n == 0 or total == 0:
         return stream[:0]

@@ -30,7 +30,6 @@ which shards this rank reads next, as it enters each one.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sized
 from typing import Any
 
@@ -40,7 +39,7 @@ from torch.utils.data import Sampler
 
 from npu_data.common.dist import place
 from npu_data.errors import UserError
-from npu_data.loaders.locality import shard_starts, window_layout
+from npu_data.loaders.locality import per_rank_count, shard_starts, window_layout
 
 _STATE_VERSION = 1
 PREFETCH_LOOKAHEAD = 8  # upcoming shards handed to ``dataset.prefetch`` at each shard change
@@ -70,11 +69,7 @@ def epoch_permutation(n: int, epoch: int, seed: int, shuffle: bool,
 def layout(order: np.ndarray, world: int, drop_last: bool) -> np.ndarray:
     """Pad cyclically (or truncate with ``drop_last``) to a multiple of ``world`` like torch."""
     n = len(order)
-    if drop_last and n % world != 0:
-        per_rank = math.ceil((n - world) / world)
-    else:
-        per_rank = math.ceil(n / world)
-    total = per_rank * world
+    total = per_rank_count(n, world, drop_last) * world
     if drop_last or n == 0:
         return order[:total]
     return np.resize(order, total)
