@@ -28,6 +28,7 @@ import ipaddress
 import json
 import os
 import re
+import socket
 import ssl
 import stat
 import time
@@ -50,6 +51,9 @@ DEFAULT_TIMEOUT = 30.0
 MAX_REDIRECTS = 5
 CHUNK = 1 << 16
 REDIRECTS = (301, 302, 303, 307, 308)
+_MAX_LINE = 65536
+
+
 class ImageError(UserError):
     """An image cannot be found, read or decoded; ``reason`` says why (the task is rejected)."""
 
@@ -286,14 +290,48 @@ def _connect(parts: SplitResult, timeout: float) -> tuple[http.client.HTTPConnec
     phost, pport, auth = proxy
     via = f" through proxy {phost}:{pport}"
     if parts.scheme == "https":
-        conn = http.client.HTTPSConnection(phost, pport, timeout=timeout,
-                                           context=ssl.create_default_context())
-        conn.set_tunnel(host, port or 443, headers=auth)
-        return conn, path, {}, via
+        conn = _Tunnel(phost, pport, (host, port or 443, auth), timeout=timeout,
+                       context=ssl.create_default_context())
+        return conn, path, {"Host": _netloc(host, port, 443)}, via
     conn = http.client.HTTPConnection(phost, pport, timeout=timeout)
-    netloc = f"[{host}]" if ":" in host else host
-    target = f"http://{netloc}{f':{port}' if port else ''}{path}"  # absolute, no user info
+    target = f"http://{_netloc(host, port, 0)}{path}"  # absolute, no user info
     return conn, target, auth, via
+
+
+def _netloc(host: str, port: int | None, default: int) -> str:
+    """``host[:port]`` as a URL or ``Host``/``CONNECT`` line writes it (IPv6 in brackets)."""
+    name = f"[{host}]" if ":" in host else host
+    return f"{name}:{port}" if port and port != default else name
+
+
+class _Tunnel(http.client.HTTPSConnection):
+    """An https connection through a proxy's CONNECT tunnel, TLS checked against the target.
+    (``set_tunnel`` of Python < 3.12 writes an IPv6 target without its brackets.)"""
+
+    def __init__(self, proxy: str, port: int, target: tuple[str, int, dict[str, str]],
+                 **kw: Any) -> None:
+        super().__init__(proxy, port, **kw)
+        self.target = target
+
+    def connect(self) -> None:
+        host, port, headers = self.target
+        sock = socket.create_connection((self.host, self.port), self.timeout)
+        try:
+            where = _netloc(host, port, 0)
+            lines = [f"CONNECT {where} HTTP/1.1", f"Host: {where}",
+                     *(f"{k}: {v}" for k, v in headers.items())]
+            sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            reply = sock.makefile("rb", buffering=0)  # unbuffered: no TLS byte read here
+            status = reply.readline(_MAX_LINE).decode("latin-1").split(None, 2)
+            while reply.readline(_MAX_LINE) not in (b"\r\n", b"\n", b""):
+                pass
+            reply.close()
+            if len(status) < 2 or status[1] != "200":
+                raise OSError(f"Tunnel connection failed: {' '.join(status[1:]).strip()}")
+            self.sock = self._context.wrap_socket(sock, server_hostname=host)
+        except BaseException:
+            sock.close()
+            raise
 
 
 def _http_get(url: str, hosts: tuple[str, ...], sink: BinaryIO, max_bytes: int,

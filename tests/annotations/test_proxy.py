@@ -36,9 +36,15 @@ def _png() -> bytes:
 PNG = _png()
 
 
+class _Server6(http.server.ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
 def _serve(handler: type[http.server.BaseHTTPRequestHandler],
-           tls: ssl.SSLContext | None = None) -> http.server.ThreadingHTTPServer:
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+           tls: ssl.SSLContext | None = None, host: str = "127.0.0.1"
+           ) -> http.server.ThreadingHTTPServer:
+    kind = _Server6 if ":" in host else http.server.ThreadingHTTPServer
+    srv = kind((host, 0), handler)
     srv.daemon_threads = True
     if tls is not None:
         srv.socket = tls.wrap_socket(srv.socket, server_side=True)
@@ -113,9 +119,9 @@ class _Proxy:
 
             def do_CONNECT(self) -> None:  # noqa: N802
                 host, _, port = self.path.rpartition(":")
-                if self._refuse(0 if host == "127.0.0.1" else 403):
+                if self._refuse(0 if host in ("127.0.0.1", "[::1]") else 403):
                     return
-                upstream = socket.create_connection(("127.0.0.1", int(port)), timeout=5)
+                upstream = socket.create_connection((host.strip("[]"), int(port)), timeout=5)
                 self.send_response(200, "Connection established")
                 self.end_headers()
                 pair = [self.connection, upstream]
@@ -216,21 +222,21 @@ def test_proxy_credentials_are_sent_and_never_shown(
     proxy.srv.shutdown()
 
 
-def _self_signed(tmp_path: Path) -> tuple[Path, ssl.SSLContext]:
+def _self_signed(tmp_path: Path, ip: str = "127.0.0.1") -> tuple[Path, ssl.SSLContext]:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ip)])
     now = datetime.datetime.now(datetime.timezone.utc)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(hours=1))
             .add_extension(x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+                [x509.IPAddress(ipaddress.ip_address(ip))]), critical=False)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .sign(key, hashes.SHA256()))
     pem, key_pem = tmp_path / "cert.pem", tmp_path / "key.pem"
@@ -259,5 +265,37 @@ def test_https_goes_through_a_connect_tunnel_with_tls_checked_end_to_end(
     assert proxy.requests() == [("CONNECT", f"127.0.0.1:{port}")] * 2 and hits == ["/pic.png"]
     assert fetch.proxy_for("https://127.0.0.1/x") == ("127.0.0.1", proxy.port, {})
     assert fetch.proxy_for("http://127.0.0.1/x") is None  # no HTTP_PROXY: direct
+    srv.shutdown()
+    proxy.srv.shutdown()
+
+
+def test_an_ipv6_target_is_tunnelled_with_its_brackets(env: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    """``CONNECT [::1]:PORT`` (Python < 3.12's set_tunnel would send ``CONNECT ::1:PORT``,
+    which proxies refuse), TLS checked against the IPv6 address, Host header bracketed."""
+    pem, ctx = _self_signed(tmp_path, "::1")
+    hosts: list[str | None] = []
+
+    class Origin6(_Origin):
+        def do_GET(self) -> None:  # noqa: N802
+            hosts.append(self.headers.get("Host"))
+            super().do_GET()
+
+    hits: list[str] = []
+    srv = _serve(type("TlsOrigin6", (Origin6,), {"hits": hits}), tls=ctx, host="::1")
+    port = srv.server_address[1]
+    proxy = _Proxy()
+    env.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.port}")
+    env.setenv("SSL_CERT_FILE", str(pem))
+    url = f"https://[::1]:{port}/pic.png?v6"
+    assert load_image(resolve_image(url, _opts(tmp_path, "[::1]"))).shape == (6, 8, 3)
+    assert proxy.requests() == [("CONNECT", f"[::1]:{port}")]
+    assert hits == ["/pic.png?v6"] and hosts == [f"[::1]:{port}"]
+    # a proxy that refuses the tunnel: one line naming the status and the proxy
+    env.setenv("HTTPS_PROXY", f"http://nobody:pw0rdSecret@127.0.0.1:{_Proxy(auth='x').port}")
+    with pytest.raises(ImageError, match=r"Tunnel connection failed: 407 .* through proxy"
+                       ) as e:
+        resolve_image(url + "&again", _opts(tmp_path, "[::1]"))
+    assert "pw0rdSecret" not in str(e.value) and "\n" not in str(e.value)
     srv.shutdown()
     proxy.srv.shutdown()
