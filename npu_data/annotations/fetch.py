@@ -309,9 +309,9 @@ class _Tunnel(http.client.HTTPSConnection):
     (``set_tunnel`` of Python < 3.12 writes an IPv6 target without its brackets.)"""
 
     def __init__(self, proxy: str, port: int, target: tuple[str, int, dict[str, str]],
-                 **kw: Any) -> None:
-        super().__init__(proxy, port, **kw)
-        self.target = target
+                 timeout: float, context: ssl.SSLContext) -> None:
+        super().__init__(proxy, port, timeout=timeout, context=context)
+        self.target, self.tls = target, context
 
     def connect(self) -> None:
         host, port, headers = self.target
@@ -328,7 +328,7 @@ class _Tunnel(http.client.HTTPSConnection):
             reply.close()
             if len(status) < 2 or status[1] != "200":
                 raise OSError(f"Tunnel connection failed: {' '.join(status[1:]).strip()}")
-            self.sock = self._context.wrap_socket(sock, server_hostname=host)
+            self.sock = self.tls.wrap_socket(sock, server_hostname=host)
         except BaseException:
             sock.close()
             raise
