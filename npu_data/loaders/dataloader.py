@@ -35,6 +35,7 @@ from npu_data.errors import UserError
 from npu_data.loaders import crop_read, stream_crop
 from npu_data.loaders.collate import collate_samples
 from npu_data.loaders.crop_read import PlannedBatches
+from npu_data.loaders.read_ahead import read_ahead
 from npu_data.loaders.sample_ids import sample_ids
 from npu_data.loaders.sampler import NpuDistributedSampler
 from npu_data.shards.reader import ShardDataset
@@ -43,6 +44,7 @@ from npu_data.transforms.base import Params, Transform
 
 BatchTransform = Callable[..., Any]
 _MASK = (1 << 63) - 1
+_READ_AHEAD = 2  # batches a read thread works ahead of the transform
 
 
 def batch_seed(seed: int, epoch: int, rank: int, batch: int) -> int:
@@ -128,7 +130,10 @@ class DataLoader(TorchDataLoader):
     ``WebDatasetStream``: only each crop box is read or decoded, the same pixels; on by
     default, ``loaders.crop_read``, ``loaders.stream_crop``),
     ``decode`` ("exact"; "fast": a JPEG crop box at least twice the output is decoded
-    DCT-scaled — less work, a few levels off, see docs/benchmarks.md).
+    DCT-scaled — less work, a few levels off, see docs/benchmarks.md), ``read_thread``
+    (with ``num_workers=0``: batches are read, decoded and collated on one background thread
+    of this process while the main thread transforms the previous one — ``loaders.read_ahead``;
+    default: on for this package's datasets, off for others, which may not be thread-safe).
     Without a sampler the loader uses a single-replica ``NpuDistributedSampler`` (shuffled
     when ``shuffle=True``, a new order each epoch), so ``state_dict`` works by default.
     """
@@ -144,7 +149,8 @@ class DataLoader(TorchDataLoader):
                  device: dev.DeviceLike = "auto", transform: BatchTransform | None = None,
                  device_prefetch: int = 2, seed: int | None = None,
                  jit_compile: bool | None = None, image_key: int | str | None = None,
-                 read_crop: bool | None = None, decode: str = "exact") -> None:
+                 read_crop: bool | None = None, decode: str = "exact",
+                 read_thread: bool | None = None) -> None:
         self.device = dev.resolve_device(device)
         if jit_compile is not None:
             dev.set_jit_compile(jit_compile, self.device)
@@ -197,6 +203,9 @@ class DataLoader(TorchDataLoader):
             raise UserError(f"DataLoader: decode={decode!r} must be 'exact' (the pixels of a "
                             "full decode) or 'fast' (DCT-scaled JPEG decoding, not exact)")
         self.decode = decode
+        if read_thread is not None and not isinstance(read_thread, bool):
+            raise UserError(f"DataLoader: read_thread={read_thread!r} must be True, False or None")
+        self.read_thread = read_thread
         self._planned = PlannedBatches(self.batch_sampler) if self.batch_sampler is not None else None
         if read_crop:
             why = self._no_read_crop()
@@ -288,6 +297,14 @@ class DataLoader(TorchDataLoader):
         return self._planned.plan if self._planned is not None else None
 
     # --- iteration --------------------------------------------------------------------------
+    def _reads_ahead(self) -> bool:
+        """Whether this pass reads on a background thread (``read_thread``; see the class)."""
+        if self.num_workers > 0:
+            return False
+        if self.read_thread is not None:
+            return self.read_thread
+        return _ours(self.dataset)
+
     def _draw(self, host: Any, epoch: int) -> Params | None:
         """Keyed per-sample parameters on the host (``transforms.draws``), or None when the
         transform cannot draw them or the batch carries no sample ids (then the transform
@@ -355,15 +372,22 @@ class DataLoader(TorchDataLoader):
         if self._planned is not None:
             self._planned.plan = self._plan(aug_epoch)
         armed = self._arm_stream(aug_epoch)  # disarmed at the end (or drop) of this pass
-        source = super().__iter__()
+        source: Iterator[Any] = super().__iter__()
+        if self._reads_ahead():
+            source = read_ahead(source, _READ_AHEAD)
         stream = dev.new_stream(self.device) if self.device_prefetch > 0 else None
         accel = dev.is_accelerator(self.device)
         pending: deque[Any] = deque()
 
         def submit() -> bool:
+            if pending and isinstance(pending[-1][0], Exception):
+                return False  # nothing is read past a failed batch
             try:
                 host = next(source)
             except StopIteration:
+                return False
+            except Exception as exc:  # raised when its batch is due, as torch's loader does
+                pending.append((exc, None))
                 return False
             drawn = self._draw(host, aug_epoch)
             self.host_bytes += tensor_bytes(host)
@@ -375,19 +399,26 @@ class DataLoader(TorchDataLoader):
                 pending.append((moved, aug))
             return True
 
-        for _ in range(max(1, self.device_prefetch)):
-            if not submit():
-                break
-        while pending:
-            batch, aug = pending.popleft()
-            if stream is not None:
-                consumer = dev.current_stream(self.device)
-                consumer.wait_stream(stream)
-                _record(batch, consumer)
-            submit()
-            out = self._transform(batch, base + self._pass_batches, aug_epoch, aug)
-            self._pass_batches += 1
-            yield out
+        try:
+            for _ in range(max(1, self.device_prefetch)):
+                if not submit():
+                    break
+            while pending:
+                batch, aug = pending.popleft()
+                if isinstance(batch, Exception):
+                    raise batch
+                if stream is not None:
+                    consumer = dev.current_stream(self.device)
+                    consumer.wait_stream(stream)
+                    _record(batch, consumer)
+                submit()
+                out = self._transform(batch, base + self._pass_batches, aug_epoch, aug)
+                self._pass_batches += 1
+                yield out
+        finally:  # a pass left early stops its read thread now, not at garbage collection
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()
         self._pass_len = None
         armed.close()
         self._finished = (epoch, repeat)
