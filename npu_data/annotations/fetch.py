@@ -7,8 +7,9 @@ redirect only to a named host (never ``https`` to ``http``), stop reading past a
 body is read), and time out on a connect or a read that stalls (``timeout``) and on a whole
 transfer that takes longer than ten times that. They go through the proxy the environment
 names, as urllib and requests choose it (``proxy_for``: ``HTTPS_PROXY``/``HTTP_PROXY``/
-``ALL_PROXY`` unless ``NO_PROXY`` names the host; https through a CONNECT tunnel, the TLS
-certificate still checked against the image's host); the allow-list judges the image's host,
+``ALL_PROXY`` unless ``NO_PROXY`` names the host; https through a CONNECT tunnel, an IPv6
+target in brackets, the TLS certificate still checked against the image's host); the
+allow-list judges the image's host,
 never the proxy. S3 reads (``cloud``, botocore) follow the same variables by themselves.
 
 The cache lives in the user's own cache folder (``$NPU_DATA_CACHE/downloads``, else
@@ -16,7 +17,12 @@ The cache lives in the user's own cache folder (``$NPU_DATA_CACHE/downloads``, e
 mode 0700 and refused when another user owns it. Each entry is written atomically (a private
 temporary file in the same folder, fsync, rename) with its size and SHA-256 recorded beside it
 (``<entry>.json``); an entry is used only when it is a regular file of ours whose size and
-digest match the record, else it is fetched again.
+digest match the record, else it is fetched again. A download's entry is keyed on its URL
+without the parameters of a signing (``redact.unsigned_url``), so the same object signed
+again is the same entry: used as it is for the URL that filled it, and for another signing
+only once the server answers a conditional GET (the recorded ETag / Last-Modified) with 304;
+a changed object, or one without either, is downloaded again. The record holds no URL, only
+its SHA-256.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import re
 import socket
 import ssl
 import stat
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterable
@@ -38,7 +45,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 from urllib.parse import SplitResult, unquote, urljoin, urlsplit
 
-from npu_data.annotations.redact import redact_text
+from npu_data.annotations.redact import redact_text, unsigned_url
 from npu_data.common.atomic import atomic_file, atomic_write_bytes
 from npu_data.common.cache import cache_root
 from npu_data.common.cache import private_dir as _private_dir
@@ -163,10 +170,10 @@ def store(entry: Path, fill: Callable[[BinaryIO], None],
           extra: dict[str, Any] | None = None) -> Path:
     """Write a cache entry atomically: ``fill`` writes the body to a private temporary file
     in the cache folder; its size and SHA-256 (and ``extra``) are recorded beside it."""
-    _meta_path(entry).unlink(missing_ok=True)  # an entry without its record is never used
     with atomic_file(entry, private=True) as raw:
         sink = _HashingWriter(raw)
-        fill(sink)  # type: ignore[arg-type]
+        fill(sink)  # type: ignore[arg-type]  # an error here leaves the old entry as it was
+        _meta_path(entry).unlink(missing_ok=True)  # an entry without its record is never used
     record = {"sha256": sink.sha.hexdigest(), "size": sink.size, **(extra or {})}
     atomic_write_bytes(_meta_path(entry), json.dumps(record, sort_keys=True).encode(),
                        private=True)
@@ -206,10 +213,52 @@ def download(url: str, hosts: tuple[str, ...], cache: Path, max_bytes: int = DEF
     if not host_allowed(url, hosts):
         raise ImageError(f"{url}: host {host} is not one that --allow-download names "
                          f"({','.join(hosts)}) — refused; add it if you trust it")
-    entry = private_dir(cache) / entry_name(url, urlsplit(url).path)
-    if cached(entry) and entry.stat().st_size <= max_bytes:  # the cap holds for a hit too
-        return entry
-    return store(entry, lambda sink: _http_get(url, hosts, sink, max_bytes, timeout))
+    entry = private_dir(cache) / entry_name(unsigned_url(url), urlsplit(url).path)
+    seen = hashlib.sha256(url.encode()).hexdigest()  # which URL (signature) it came from
+    with _lock(entry):
+        meta = _record(entry) if cached(entry) and entry.stat().st_size <= max_bytes else None
+        if meta is not None and meta.get("url") == seen:  # the cap holds for a hit too
+            return entry
+        ask = {}  # another signing of the object: is it still the one we have?
+        if meta is not None and isinstance(meta.get("etag"), str):
+            ask["If-None-Match"] = meta["etag"]
+        if meta is not None and isinstance(meta.get("last_modified"), str):
+            ask["If-Modified-Since"] = meta["last_modified"]
+        got: dict[str, Any] = {"url": seen}
+
+        def fill(sink: BinaryIO) -> None:
+            got.update(_http_get(url, hosts, sink, max_bytes, timeout, ask))
+
+        try:
+            return store(entry, fill, got)
+        except _NotModified:  # the server says our copy is its current one
+            assert meta is not None
+            atomic_write_bytes(_meta_path(entry), json.dumps(
+                {**meta, "url": seen}, sort_keys=True).encode(), private=True)
+            return entry
+
+
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _lock(entry: Path) -> threading.Lock:
+    """One fetch of a cache entry at a time in this process (parallel signings of one
+    object share the download)."""
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(str(entry), threading.Lock())
+
+
+def _record(entry: Path) -> dict[str, Any] | None:
+    try:
+        meta = json.loads(_meta_path(entry).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+class _NotModified(Exception):
+    """The server answered a conditional request with 304: the cached copy is current."""
 
 
 def proxy_for(url: str) -> tuple[str, int, dict[str, str]] | None:
@@ -335,7 +384,10 @@ class _Tunnel(http.client.HTTPSConnection):
 
 
 def _http_get(url: str, hosts: tuple[str, ...], sink: BinaryIO, max_bytes: int,
-              timeout: float) -> None:
+              timeout: float, ask: dict[str, str] | None = None) -> dict[str, str]:
+    """GET ``url`` into ``sink`` (checked: hosts, redirects, cap, timeouts); ``ask``: the
+    conditional headers of a cached copy (a 304 raises ``_NotModified``). Returns the
+    response's validators (``etag``, ``last_modified``) for the cache record."""
     shown = url
     deadline = time.monotonic() + 10 * timeout
     for _ in range(MAX_REDIRECTS + 1):
@@ -345,8 +397,11 @@ def _http_get(url: str, hosts: tuple[str, ...], sink: BinaryIO, max_bytes: int,
         conn, target, extra, via = _connect(parts, timeout)
         try:
             conn.request("GET", target, headers={"User-Agent": "npu-data",
-                                                 "Accept-Encoding": "identity", **extra})
+                                                 "Accept-Encoding": "identity", **extra,
+                                                 **(ask or {})})
             resp = conn.getresponse()
+            if resp.status == 304 and ask:
+                raise _NotModified
             if resp.status in REDIRECTS:
                 location = resp.getheader("Location")
                 if not location:
@@ -386,7 +441,8 @@ def _http_get(url: str, hosts: tuple[str, ...], sink: BinaryIO, max_bytes: int,
                 sink.write(chunk)
             if length and length.strip().isdigit() and total != int(length):
                 raise ImageError(f"{shown}: download truncated ({total} of {length} bytes)")
-            return
+            return {k: v for k, v in (("etag", resp.getheader("ETag")),
+                                      ("last_modified", resp.getheader("Last-Modified"))) if v}
         except ImageError:
             raise
         except TimeoutError:

@@ -9,7 +9,8 @@ the scheme, host and path (which object it was) and replaces the user info and, 
 parameter is secret, every query value; ``redact_text`` does so for every URL in a message and
 also hides the values of credential variables of the environment. The shards' ``image_ref`` and
 ``data_json`` columns, ``rejected.jsonl``, the manifest and every error hold only these forms;
-the full URL is used in memory, for the download itself.
+the full URL is used in memory, for the download itself. ``unsigned_url`` drops a signed
+URL's signing parameters (signature, key id, token, date, expiry): the download cache's key.
 """
 
 from __future__ import annotations
@@ -37,6 +38,36 @@ SECRET_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
 _URL = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://|/(?:tasks|projects)/\d+/)[^\s'\"<>()\[\]{}]+")
 _NAMES = "|".join((*_SECRET_WORDS, "x-amz-[a-z-]+", "x-goog-[a-z-]+"))
 _PAIR = re.compile(r"(?i)(?<![\w.%-])([\w.-]*(?:" + _NAMES + r")[\w.-]*=)[^&#\s'\"),;>]+")
+
+
+# the parameters a signer adds to an object's URL (its signature, key id, token, date,
+# expiry and the SAS's grant): two signings of one object differ only in these
+SIGNING_PARAMS = frozenset((
+    "x-amz-signature", "x-amz-credential", "x-amz-security-token", "x-amz-date",
+    "x-amz-expires", "x-amz-algorithm", "x-amz-signedheaders", "signature", "awsaccesskeyid",
+    "accesskeyid", "expires", "x-obs-security-token", "x-goog-signature", "x-goog-credential",
+    "x-goog-date", "x-goog-expires", "x-goog-algorithm", "x-goog-signedheaders",
+    "googleaccessid", "sig", "se", "st", "sv", "sp", "spr", "sr", "srt", "ss", "skoid",
+    "sktid", "skt", "ske", "sks", "skv", "sdd"))
+_SIGNATURES = frozenset(("x-amz-signature", "signature", "x-goog-signature", "sig"))
+
+
+def unsigned_url(url: str) -> str:
+    """``url`` without the parameters of its signing (``SIGNING_PARAMS``) when it is a signed
+    URL (one carrying a signature), else as it is: the same object re-signed gives the same
+    text (the download cache's key), another object (path or other parameter) another."""
+    base, hash_, fragment = url.partition("#")
+    head, q, query = base.partition("?")
+    if not q:
+        return url
+    from urllib.parse import unquote_plus
+
+    pairs = [(unquote_plus(p.partition("=")[0]).strip().lower(), p)
+             for p in query.split("&") if p]
+    if not any(name in _SIGNATURES for name, _ in pairs):
+        return url
+    kept = "&".join(p for name, p in pairs if name not in SIGNING_PARAMS)
+    return head + (f"?{kept}" if kept else "") + hash_ + fragment
 
 
 def secret_param(name: str) -> bool:
