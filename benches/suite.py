@@ -106,6 +106,7 @@ class Pipeline:
     make: Callable[[], Any]
     plan: Callable[[], stages.StagePlan]
     move: bool = False  # batches arrive on the host: copy them to the device in the loop
+    timed: bool = True  # time its stages (an in-process twin shares its sibling's stages)
 
 
 def _epoch(loader: Any, device: torch.device, move: bool) -> tuple[float, float]:
@@ -127,29 +128,45 @@ def _epoch(loader: Any, device: torch.device, move: bool) -> tuple[float, float]
 
 
 def _ours(dataset: Any, cfg: BenchConfig, device: torch.device, shuffle: bool = True,
-          transform: Any = None) -> Any:
+          transform: Any = None, workers: int | None = None) -> Any:
     from npu_data.loaders import DataLoader
 
+    workers = cfg.workers if workers is None else workers
     return DataLoader(dataset, batch_size=cfg.batch_size, shuffle=shuffle,
-                      num_workers=cfg.workers, pin_memory=True,
-                      persistent_workers=cfg.workers > 0,
-                      prefetch_factor=4 if cfg.workers else None, device=device,
+                      num_workers=workers, pin_memory=True,
+                      persistent_workers=workers > 0,
+                      prefetch_factor=4 if workers else None, device=device,
                       transform=transform or baseline.augmentation(cfg.crop), seed=cfg.seed,
                       decode=cfg.decode)
 
 
-def _shards(path: Path, cfg: BenchConfig, device: torch.device, kornia: bool = False) -> Any:
+def _shards(path: Path, cfg: BenchConfig, device: torch.device, kornia: bool = False,
+            workers: int | None = None) -> Any:
     from npu_data.shards.reader import ShardDataset
 
     aug = extras.kornia_augmentation(cfg.crop) if kornia else None
-    return _ours(ShardDataset(path), cfg, device, transform=aug)
+    return _ours(ShardDataset(path), cfg, device, transform=aug, workers=workers)
 
 
-def _wds(tars: list[Path], cfg: BenchConfig, device: torch.device) -> Any:
+def _wds(tars: list[Path], cfg: BenchConfig, device: torch.device,
+         workers: int | None = None) -> Any:
     """Shuffled like a WebDataset job: tar order per worker, then a one-batch sample window."""
     stream = WebDatasetStream([str(t) for t in tars], shuffle=True, seed=cfg.seed,
                               buffer=cfg.batch_size)
-    return _ours(stream, cfg, device, shuffle=False)
+    return _ours(stream, cfg, device, shuffle=False, workers=workers)
+
+
+def _in_process(p: Pipeline, cfg: BenchConfig) -> Pipeline | None:
+    """``p`` run in the training process (``num_workers=0``: the DataLoader's default, reading
+    on one background thread, ``loaders.read_ahead``) when ``p`` uses workers."""
+    if not cfg.workers:
+        return None
+    make = p.make
+    assert isinstance(make, functools.partial)
+    return Pipeline(f"{p.name}_in_process",
+                    f"{p.label}, in-process (num_workers=0, read thread)",
+                    functools.partial(make.func, *make.args, **{**make.keywords, "workers": 0}),
+                    p.plan, timed=False)
 
 
 def pipelines(data: BenchData, cfg: BenchConfig, device: torch.device
@@ -186,11 +203,13 @@ def pipelines(data: BenchData, cfg: BenchConfig, device: torch.device
         runs.append(Pipeline(name, label, functools.partial(_shards, path, cfg, device),
                              functools.partial(stages.shard_plan, path, cfg.crop, device,
                                                decode=cfg.decode)))
+        runs += [x for x in [_in_process(runs[-1], cfg)] if x is not None]
     label = f"WebDataset tars, batched on {device.type}"
     if data.tars:
         runs.append(Pipeline("webdataset", label, functools.partial(_wds, data.tars, cfg, device),
                              functools.partial(stages.wds_plan, data.tars, cfg.crop, device,
                                                decode=cfg.decode)))
+        runs += [x for x in [_in_process(runs[-1], cfg)] if x is not None]
     else:
         skipped.append({"name": "webdataset", "label": label, "reason": data.wds_error})
     for x in extras.status():
@@ -231,7 +250,8 @@ def measure(runs: list[Pipeline], cfg: BenchConfig, device: torch.device,
     mib = 1 << 20
     for p, rate, (pm, pw), nbytes in zip(runs, rates, peaks, moved, strict=True):
         n = min(cfg.stage_samples, cfg.images)
-        st = stages.time_stages(p.plan(), n, cfg.batch_size, device) if with_stages else {}
+        timed = with_stages and p.timed
+        st = stages.time_stages(p.plan(), n, cfg.batch_size, device) if timed else {}
         out.append({"name": p.name, "label": p.label, "status": "ok", "epochs_img_s": rate,
                     "median_img_s": statistics.median(rate), "min_img_s": min(rate),
                     "max_img_s": max(rate), "host_to_device_kib_per_img": nbytes / 1024,

@@ -92,6 +92,25 @@ def test_every_pipeline_carries_boxes(tmp_path: Path) -> None:
         assert bool((kept[:, 2:] >= kept[:, :2]).all()), p.name
 
 
+def test_pipelines_with_workers_also_run_in_process(tmp_path: Path) -> None:
+    """Each own pipeline that uses workers has an in-process twin (num_workers=0, the
+    DataLoader's read thread) with the same batches; a worker-less run has no twins."""
+    cfg = suite.BenchConfig.quick(images=8, width=64, height=48, crop=32, batch_size=4,
+                                  workers=1)
+    data = datasets.ensure(tmp_path, cfg.images, cfg.width, cfg.height)
+    runs = {p.name: p for p in suite.pipelines(data, cfg, torch.device("cpu"))[0]}
+    for name in ("npu_data_raw", "npu_data_encoded", "webdataset"):
+        twin = runs[f"{name}_in_process"]
+        assert not twin.timed and "in-process" in twin.label
+        a, b = twin.make(), runs[name].make()
+        assert (a.num_workers, b.num_workers) == (0, 1) and a._reads_ahead()
+        for x, y in zip(a, b, strict=True):
+            assert torch.equal(x["image"], y["image"]), name
+    cfg0 = suite.BenchConfig.quick(images=8, width=64, height=48, crop=32, batch_size=4)
+    assert not [p for p in suite.pipelines(data, cfg0, torch.device("cpu"))[0]
+                if p.name.endswith("_in_process")]
+
+
 def test_baseline_boxes_follow_the_crop_and_flip_like_the_device_geometry() -> None:
     rng = np.random.default_rng(0)
     xy = rng.uniform(0, 400, (6, 2)).astype(np.float32)
