@@ -70,6 +70,10 @@ def unsigned_url(url: str) -> str:
     return head + (f"?{kept}" if kept else "") + hash_ + fragment
 
 
+# schemes whose ``container@account`` names a place, not a user (adlfs, Hadoop)
+_CONTAINER_AT = frozenset(("abfs", "abfss", "az", "wasb", "wasbs"))
+
+
 def secret_param(name: str) -> bool:
     """Whether a query parameter called ``name`` carries a secret."""
     n = name.strip().lower()
@@ -97,8 +101,9 @@ def redact_url(ref: str) -> str:
     scheme, sep, rest = head.partition("://")
     if sep:
         authority, slash, path = rest.partition("/")
-        if "@" in authority:
-            authority = f"{REDACTED}@{authority.rpartition('@')[2]}"
+        user, at, where = authority.rpartition("@")
+        if at and not (scheme.lower() in _CONTAINER_AT and ":" not in user):
+            authority = f"{REDACTED}@{where}"
         head = f"{scheme}{sep}{authority}{slash}{path}"
     if q:
         query = _query(query)

@@ -50,6 +50,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from npu_data.annotations.redact import redact_text, redact_url
 from npu_data.common.atomic import atomic_write_bytes, fsync_dir
 from npu_data.common.cache import cache_root
 from npu_data.common.hashing import file_sha256
@@ -117,6 +118,28 @@ def add_remote_arguments(p: Any) -> None:
                         f"${ENDPOINT_VARS[0]}, else ${ENDPOINT_VARS[1]})")
 
 
+def option_secrets(options: dict[str, Any]) -> list[str]:
+    """The credential values of fsspec storage options (``key``, ``secret``, ``token``, ...,
+    top level or in ``client_kwargs``), to blank out of messages."""
+    out = [os.environ.get(v, "") for v in SECRET_VARS]
+    for key in ("key", "secret", "token", "password", "sas_token", "account_key",
+                "connection_string", "aws_access_key_id", "aws_secret_access_key",
+                "aws_session_token"):
+        for where in (options, options.get("client_kwargs") or {}):
+            if isinstance(where, dict) and isinstance(where.get(key), str):
+                out.append(where[key])
+    return [v for v in out if len(v) >= 4]
+
+
+def clean(text: Any, options: dict[str, Any]) -> str:
+    """``text`` as a message may show it: URLs redacted (``redact_text``) and the storage
+    options' credential values blanked."""
+    text = redact_text(text)
+    for secret in option_secrets(options):
+        text = text.replace(secret, "***")
+    return text
+
+
 def _with_endpoint(url: str, options: dict[str, Any]) -> dict[str, Any]:
     opts = dict(options)
     if not url.lower().startswith(("s3://", "s3a://")):
@@ -137,6 +160,11 @@ class RemoteFolder:
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
         self.url = url.rstrip("/")
         self.storage_options = _with_endpoint(self.url, storage_options or {})
+        user = self.url.partition("://")[2].partition("/")[0].rpartition("@")[0]
+        if ":" in user and not self.url.lower().startswith(("http://", "https://")):
+            raise UserError(f"{self.shown}: credentials do not belong in the URL — set them in "
+                            "the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), a "
+                            "profile (AWS_PROFILE) or storage_options key/secret")
         self._fs: Any = None
         self._fs_pid = 0
         self._rpath = ""
@@ -149,6 +177,15 @@ class RemoteFolder:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
 
+    @property
+    def shown(self) -> str:
+        """The URL as messages name it (user info and a signed query redacted)."""
+        return redact_url(self.url)
+
+    def _user(self, message: str, kind: type[UserError] = UserError) -> UserError:
+        """A one-line error of ``kind`` whose text is cleaned of every credential."""
+        return kind(clean(" ".join(message.split()), self.storage_options))
+
     def ident(self) -> str:
         """A short key of the URL and the endpoint (the same bucket on two stores differs)."""
         ep = (self.storage_options.get("client_kwargs") or {}).get("endpoint_url", "")
@@ -160,53 +197,44 @@ class RemoteFolder:
             try:
                 import fsspec
             except ImportError:
-                raise UserError(f"{self.url}: remote datasets need fsspec — pip install "
-                                "'npu-data[s3]'") from None
+                raise self._user(f"{self.shown}: remote datasets need fsspec — pip install "
+                                 "'npu-data[s3]'") from None
             try:
                 self._fs, self._rpath = fsspec.core.url_to_fs(self.url, **self.storage_options)
                 self._fs_pid = os.getpid()
             except ImportError as exc:
-                raise UserError(f"{self.url}: no file system for this URL ({self._clean(exc)}) "
-                                "— pip install 'npu-data[s3]' (s3fs) or the fsspec backend "
-                                "of the scheme") from None
-            except ValueError as exc:
-                raise UserError(f"{self.url}: {self._clean(exc)} — use an fsspec URL such as "
-                                "s3://bucket/prefix") from None
+                raise self._user(f"{self.shown}: no file system for this URL "
+                                 f"({self._clean(exc)}) — pip install 'npu-data[s3]' (s3fs) "
+                                 "or the fsspec backend of the scheme") from None
+            except Exception as exc:  # noqa: BLE001 - a backend's set-up error, one line
+                raise self._user(f"{self.shown}: {type(exc).__name__}: {self._clean(exc)} — "
+                                 "use an fsspec URL such as s3://bucket/prefix") from None
         return self._fs, self._rpath
 
     def _clean(self, exc: BaseException) -> str:
         """The exception's first line, with every credential value blanked out."""
-        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        secrets = [os.environ.get(v, "") for v in SECRET_VARS]
-        for key in ("key", "secret", "token", "aws_access_key_id", "aws_secret_access_key",
-                    "aws_session_token"):
-            for where in (self.storage_options, self.storage_options.get("client_kwargs") or {}):
-                if isinstance(where.get(key), str):
-                    secrets.append(where[key])
-        for s in secrets:
-            if len(s) >= 4:
-                text = text.replace(s, "***")
-        return text or type(exc).__name__
+        text = clean(str(exc).strip(), self.storage_options)  # before cutting: whole URLs
+        return " ".join(text.split())[:300] or type(exc).__name__
 
     def _endpoint(self) -> str:
         ep = (self.storage_options.get("client_kwargs") or {}).get("endpoint_url") \
             or self.storage_options.get("endpoint_url")
-        return f" (endpoint {ep})" if ep else ""
+        return f" (endpoint {redact_url(ep)})" if ep else ""
 
     def _error(self, what: str, exc: BaseException) -> UserError:
-        where = f"{self.url}/{what}"
+        where = f"{self.shown}/{what}"
         if isinstance(exc, FileNotFoundError):
-            return UserError(f"{where}: not found{self._endpoint()} — check the bucket and prefix "
-                             f"(upload the folder written by `npu-data import`, manifest.json "
-                             "last) and the endpoint (storage_options client_kwargs endpoint_url "
-                             f"or {ENDPOINT_VARS[0]})")
+            return self._user(f"{where}: not found{self._endpoint()} — check the bucket and "
+                              "prefix (upload the folder written by `npu-data import`, "
+                              "manifest.json last) and the endpoint (storage_options "
+                              f"client_kwargs endpoint_url or {ENDPOINT_VARS[0]})")
         if isinstance(exc, PermissionError):
-            return UserError(f"{where}: access denied{self._endpoint()} — check the credentials "
-                             "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or storage_options "
-                             "key/secret) and the bucket policy")
-        return UserError(f"{where}: cannot read{self._endpoint()}: {type(exc).__name__}: "
-                         f"{self._clean(exc)} — check the endpoint, the network and the "
-                         "credentials")
+            return self._user(f"{where}: access denied{self._endpoint()} — check the "
+                              "credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or "
+                              "storage_options key/secret) and the bucket policy")
+        return self._user(f"{where}: cannot read{self._endpoint()}: {type(exc).__name__}: "
+                          f"{self._clean(exc)} — check the endpoint, the network and the "
+                          "credentials")
 
     @contextlib.contextmanager
     def _remote(self, what: str) -> Iterator[tuple[Any, str]]:
@@ -266,7 +294,8 @@ class RemoteStore(RemoteFolder):
         try:
             return read_manifest(self.root)
         except UserError as exc:
-            raise UserError(f"{self.url}/{MANIFEST}: {str(exc).split(': ', 1)[-1]}") from None
+            raise self._user(f"{self.shown}/{MANIFEST}: {str(exc).split(': ', 1)[-1]}"
+                             ) from None
 
     # --- locks and state ------------------------------------------------------------------
     @contextlib.contextmanager
@@ -351,10 +380,12 @@ class RemoteStore(RemoteFolder):
         raise self._mismatch(name, fname)
 
     def _mismatch(self, name: str, fname: str) -> DataCorruption:
-        return DataCorruption(
-            f"{self.url}/{name}/{fname}: the remote file's size or sha256 differs from the "
+        err = self._user(
+            f"{self.shown}/{name}/{fname}: the remote file's size or sha256 differs from the "
             f"manifest ({self._listing[name][fname]['size']} bytes) — the upload is incomplete "
-            "or corrupt: upload the dataset folder again (manifest.json last)")
+            "or corrupt: upload the dataset folder again (manifest.json last)", DataCorruption)
+        assert isinstance(err, DataCorruption)
+        return err
 
     def _download(self, name: str, fnames: list[str]) -> None:
         """Files ``fnames`` of shard ``name``: the small ones requested concurrently (one
@@ -426,9 +457,9 @@ class RemoteStore(RemoteFolder):
                 self._repair(name)
                 self._touch(name)
             self.evict(keep=name)
-        raise UserError(f"{self.url}/{name}: evicted again before it could be opened — raise "
-                        f"cache_limit ({self.cache_limit} bytes) above a few shards "
-                        f"({self._bytes[name]} bytes each)")
+        raise self._user(f"{self.shown}/{name}: evicted again before it could be opened — "
+                         f"raise cache_limit ({self.cache_limit} bytes) above a few shards "
+                         f"({self._bytes[name]} bytes each)")
 
     def fetch_files(self, fname: str, ks: list[int], opener: Callable[[Path], T]) -> list[T]:
         """``opener(path)`` of file ``fname`` (e.g. ``index.npy`` for ``sizes()``) of each

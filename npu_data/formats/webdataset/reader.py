@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from npu_data.annotations import fetch
+from npu_data.annotations.redact import redact_text
 from npu_data.annotations.table import AnnotationTable
 from npu_data.errors import UserError
 from npu_data.formats.webdataset.mapping import table_from_json
@@ -66,19 +67,23 @@ class TarAccess:
 
 
 def shown(url: str) -> str:
-    """``url`` as errors name it: no user/password, query or fragment; a pipe's program."""
+    """``url`` as errors name it: no user/password, query or fragment (any scheme); a pipe's
+    program."""
     if url.startswith("pipe:"):
         words = url[5:].split()
         return f"pipe:{words[0] if words else ''} ..."
+    if "://" not in url:
+        return url
     parts = urlsplit(url)
-    if parts.scheme in ("http", "https", "s3"):
-        host = parts.hostname or ""
-        try:
-            port = f":{parts.port}" if parts.port else ""
-        except ValueError:  # not a number: the URL is refused by name anyway
-            port = ""
-        return f"{parts.scheme}://{host}{port}{parts.path}"
-    return url
+    return redact_text(f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}")
+
+
+def _why(exc: BaseException, access: TarAccess | None = None) -> str:
+    """``exc`` in one short line, with URLs redacted and credential values blanked."""
+    from npu_data.shards.remote import clean
+
+    text = " ".join(str(exc).split())[:300] or type(exc).__name__
+    return clean(text, access.storage_options if access is not None else {})
 
 
 # ------------------------------------------------------------------------------ streams
@@ -98,6 +103,10 @@ def open_stream(url: str, access: TarAccess | None = None) -> Stream:
             raise UserError(f"{shown(url)}: host {host} is not one that allow_download names "
                             f"({','.join(access.allow_download)}) — refused; add it if you "
                             "trust it")
+        if scheme == "s3" and "@" in urlsplit(url).netloc:  # before anything echoes it
+            raise UserError(f"{shown(url)}: credentials do not belong in the URL — set them in "
+                            "the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), a "
+                            "profile (AWS_PROFILE) or storage_options key/secret")
         return _Spool(url, access) if scheme != "s3" else _s3(url, access)
     if scheme:
         raise UserError(f"{shown(url)}: tars are read from paths, http(s)://, s3:// or pipe: "
@@ -105,7 +114,8 @@ def open_stream(url: str, access: TarAccess | None = None) -> Stream:
     try:
         return open(url, "rb")
     except OSError as exc:
-        raise UserError(f"{url}: cannot open ({exc.strerror}) — check the path") from None
+        raise UserError(f"{shown(url)}: cannot open ({exc.strerror}) — check the path"
+                        ) from None
 
 
 class Stream(Protocol):
@@ -138,8 +148,11 @@ class _Spool:
         try:
             fetch._http_get(url, access.allow_download, self,  # type: ignore[arg-type]
                             access.max_download_bytes, access.timeout)
-        except BaseException as exc:  # handed to the reader
+        except UserError as exc:  # handed to the reader: its reason is already redacted
             self._error = exc
+        except BaseException as exc:  # noqa: BLE001 - handed to the reader, one line, clean
+            self._error = UserError(f"{shown(url)}: download failed ({type(exc).__name__}: "
+                                    f"{_why(exc)})")
         with self._cond:
             self._done = True
             self._cond.notify_all()
@@ -248,17 +261,23 @@ def _s3(url: str, access: TarAccess) -> Any:
         fs, path = fsspec.core.url_to_fs(url, skip_instance_cache=True,
                                          **_with_endpoint(url, access.storage_options))
         size = int(fs.size(path))
+        if size > access.max_download_bytes:
+            raise UserError(f"{shown(url)}: {size} bytes is larger than the cap of "
+                            f"{access.max_download_bytes / (1 << 20):g} MiB a tar may have — "
+                            "refused (raise max_download_bytes if it is genuine)")
+        fh = fs.open(path, "rb")
+    except UserError:
+        raise
     except ImportError as exc:
         raise UserError(f"{shown(url)}: s3:// tars need s3fs ({exc.name} is not installed) — "
                         "pip install 'npu-data[s3]'") from None
+    except FileNotFoundError:
+        raise UserError(f"{shown(url)}: cannot open (no such object) — check the bucket, the "
+                        "key and the endpoint") from None
     except Exception as exc:  # noqa: BLE001 — fsspec backends raise many kinds
-        raise UserError(f"{shown(url)}: cannot open ({type(exc).__name__}) — check the URL, "
-                        "the endpoint and your credentials") from None
-    if size > access.max_download_bytes:
-        raise UserError(f"{shown(url)}: {size} bytes is larger than the cap of "
-                        f"{access.max_download_bytes / (1 << 20):g} MiB a tar may have — "
-                        "refused (raise max_download_bytes if it is genuine)")
-    fh = fs.open(path, "rb")
+        raise UserError(f"{shown(url)}: cannot open ({type(exc).__name__}: "
+                        f"{_why(exc, access)}) — check the URL, the endpoint and your "
+                        "credentials") from None
     return _Capped(fh, access.max_download_bytes, url, fh.close)
 
 
@@ -269,7 +288,7 @@ def iter_tar_samples(url: str, access: TarAccess | None = None) -> Iterator[WdsS
         try:
             tar = tarfile.open(fileobj=stream, mode="r|*")  # type: ignore[call-overload]
         except tarfile.TarError as exc:
-            raise UserError(f"{shown(url)}: not a tar file ({exc})") from None
+            raise UserError(f"{shown(url)}: not a tar file ({_why(exc, access)})") from None
         key: str | None = None
         parts: dict[str, bytes] = {}
         try:
@@ -284,9 +303,14 @@ def iter_tar_samples(url: str, access: TarAccess | None = None) -> Iterator[WdsS
                     parts = {}
                 key = k
                 parts[ext] = data
+        except UserError:
+            raise
         except (tarfile.TarError, OSError, EOFError) as exc:
-            raise UserError(f"{shown(url)}: tar cut off or corrupt ({exc}) — export it "
-                            "again") from None
+            raise UserError(f"{shown(url)}: tar cut off or corrupt ({_why(exc, access)}) — "
+                            "export it again") from None
+        except Exception as exc:  # noqa: BLE001 - a remote stream's error, one clean line
+            raise UserError(f"{shown(url)}: cannot read the tar ({type(exc).__name__}: "
+                            f"{_why(exc, access)})") from None
         if key is not None:
             yield _sample(url, key, parts)
 
