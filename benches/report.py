@@ -55,6 +55,14 @@ def markdown(results: dict[str, Any]) -> str:
               "worker processes during its measured epochs (shared pages count once per "
               "process; the main process holds every pipeline's loader). To device: bytes of "
               "the host batches handed to the device (copied on accelerators) per image.", "",
+              "Peak memory per measured epoch, main + workers MiB (flat means no growth "
+              "over epochs):", ""]
+    for p in results["pipelines"]:
+        epochs = p.get("peak_memory_mib_epochs") if p["status"] == "ok" else None
+        if epochs:
+            lines.append(f"- {p['label']}: " + " -> ".join(
+                f"{_fmt(m)} + {_fmt(w)}" for m, w in epochs))
+    lines += ["",
               "Stage cost, milliseconds per image, each stage timed alone in one process over "
               f"{min(cfg['stage_samples'], cfg['images'])} samples (median of 3 passes; read, decode, augment_cpu "
               "and collate run in the workers when there are any; h2d and augment on the main "

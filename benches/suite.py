@@ -232,6 +232,7 @@ def measure(runs: list[Pipeline], cfg: BenchConfig, device: torch.device,
     rates: list[list[float]] = [[] for _ in runs]
     moved: list[float] = [0.0] * len(runs)
     peaks = [(0, 0)] * len(runs)
+    per_epoch: list[list[tuple[int, int]]] = [[] for _ in runs]  # (main, workers) per epoch
     owned: list[set[int]] = [set() for _ in runs]  # each loader's (persistent) worker pids
     for e in range(cfg.warmup + cfg.epochs):
         for k, (p, loader) in enumerate(zip(runs, loaders, strict=True)):
@@ -245,10 +246,12 @@ def measure(runs: list[Pipeline], cfg: BenchConfig, device: torch.device,
             if e >= cfg.warmup:
                 rates[k].append(r)
                 peaks[k] = (max(peaks[k][0], peak.main), max(peaks[k][1], peak.workers))
+                per_epoch[k].append((peak.main, peak.workers))
     del loaders
     out: list[dict[str, Any]] = []
     mib = 1 << 20
-    for p, rate, (pm, pw), nbytes in zip(runs, rates, peaks, moved, strict=True):
+    for p, rate, (pm, pw), nbytes, epochs in zip(runs, rates, peaks, moved, per_epoch,
+                                                 strict=True):
         n = min(cfg.stage_samples, cfg.images)
         timed = with_stages and p.timed
         st = stages.time_stages(p.plan(), n, cfg.batch_size, device) if timed else {}
@@ -257,6 +260,7 @@ def measure(runs: list[Pipeline], cfg: BenchConfig, device: torch.device,
                     "max_img_s": max(rate), "host_to_device_kib_per_img": nbytes / 1024,
                     "peak_memory_mib": {
                         "main": pm / mib, "workers": pw / mib, "total": (pm + pw) / mib},
+                    "peak_memory_mib_epochs": [[m / mib, w / mib] for m, w in epochs],
                     "stages_ms_per_img": st, **stages.bound(st, cfg.workers)})
     base = next((x for x in out if x["name"] == "baseline"), None)
     for x in out:

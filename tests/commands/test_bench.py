@@ -35,6 +35,9 @@ def test_bench_writes_well_formed_files(tmp_path: Path, capsys: pytest.CaptureFi
         assert len(p["epochs_img_s"]) == 1 and p["median_img_s"] > 0
         assert p["min_img_s"] <= p["median_img_s"] <= p["max_img_s"]
         assert p["peak_memory_mib"]["total"] >= p["peak_memory_mib"]["main"] > 10
+        (main_mib, workers_mib), = p["peak_memory_mib_epochs"]  # one measured epoch
+        assert main_mib == p["peak_memory_mib"]["main"]
+        assert workers_mib == p["peak_memory_mib"]["workers"]
         st = p["stages_ms_per_img"]
         assert {"read", "collate", "h2d"} <= set(st) <= set(stages.STAGES)
         assert p["bound_by"] in st and p["bound_kind"] in {"IO", "memory", "compute"}
@@ -55,6 +58,7 @@ def test_bench_writes_well_formed_files(tmp_path: Path, capsys: pytest.CaptureFi
             assert all(v > 0 for v in row["img_s"].values())
     md = (out / "results.md").read_text()
     assert "vs baseline" in md and "WebDataset tars" in md
+    assert all(f"- {p['label']}: " in md for p in ok.values())  # memory per epoch
     assert all(md.count(f"\n| {p['label']} |") == 2 for p in ok.values())  # main, stages
     skipped = [p for p in res["pipelines"] if p["status"] == "skipped"]
     assert all(md.count(f"| {p['label']} | skipped: {p['reason']} |") == 1 for p in skipped)
