@@ -78,21 +78,25 @@ def tensor_bytes(batch: Any) -> int:
     """Bytes of every tensor of a (nested) batch."""
     if isinstance(batch, torch.Tensor):
         return batch.numel() * batch.element_size()
-    if isinstance(batch, Mapping):
-        return sum(tensor_bytes(v) for v in batch.values())
-    if isinstance(batch, (list, tuple)):
-        return sum(tensor_bytes(v) for v in batch)
-    return 0
+    values = _values(batch)
+    return sum(tensor_bytes(v) for v in values if type(v) not in _LEAVES) if values else 0
 
 
 def _has_tensor(batch: Any) -> bool:
     if isinstance(batch, torch.Tensor):
         return True
+    values = _values(batch)
+    return bool(values) and any(type(v) not in _LEAVES and _has_tensor(v) for v in values)
+
+
+_LEAVES = frozenset({str, bytes, int, float, bool, type(None)})  # hold no tensor: not walked
+
+
+def _values(batch: Any) -> Any:
+    """The items of a container (None for anything else)."""
     if isinstance(batch, Mapping):
-        return any(_has_tensor(v) for v in batch.values())
-    if isinstance(batch, (list, tuple)):
-        return any(_has_tensor(v) for v in batch)
-    return False
+        return batch.values()
+    return batch if isinstance(batch, (list, tuple)) else None
 
 
 def _rebuild(batch: list[Any] | tuple[Any, ...], items: list[Any]) -> Any:
@@ -391,8 +395,8 @@ class DataLoader(TorchDataLoader):
                 return False
             drawn = self._draw(host, aug_epoch)
             self.host_bytes += tensor_bytes(host)
-            with dev.stream_context(stream):
-                moved = to_device(host, self.device, non_blocking=accel)
+            with dev.stream_context(stream):  # on the CPU every tensor already is there
+                moved = to_device(host, self.device, non_blocking=accel) if accel else host
                 # apply() takes the host parameters as they are (the kernels queue what they
                 # need on the device and read pass orders on the host, never back)
                 aug = None if drawn is None else (drawn, drawn)
