@@ -412,3 +412,106 @@ def test_prefetch_is_bounded(s3: dict[str, Any], tmp_path: Path) -> None:
     store.prefetch([1, 2, 0])
     store.wait_prefetch()
     assert started == [1, 2]
+
+
+# --- credentials in URLs, options and endpoints never shown (issue 15) ----------------------
+PW, OPT_KEY, OPT_SECRET = "Pw" + "Secret1", "AKIA" + "OPTKEY22", "Opt" + "Secret33"
+SIG, TOKEN = "Sig" + "Secret44", "Tok" + "Secret55"  # written apart: no traceback line holds one
+
+
+def _assert_clean(fail: Any, kind: type[UserError] = UserError) -> UserError:
+    """``fail()`` raises a one-line ``kind`` whose text, repr, printed chain of causes and
+    the warnings meanwhile hold no credential."""
+    import traceback
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with pytest.raises(kind) as err:
+            fail()
+    exc = err.value
+    for text in (str(exc), repr(exc), "".join(traceback.format_exception(exc)),
+                 *(str(w.message) for w in seen)):
+        for secret in (PW, OPT_KEY, OPT_SECRET, SIG, TOKEN, KEY, SECRET, "fAkE"):
+            assert secret not in text, (secret, text)
+    assert "\n" not in str(exc)
+    return exc
+
+
+def _dead_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _opts(endpoint: str) -> dict[str, Any]:
+    return {"key": OPT_KEY, "secret": OPT_SECRET, "client_kwargs": {"endpoint_url": endpoint},
+            "config_kwargs": {"retries": {"max_attempts": 1}}}
+
+
+def test_s3_errors_show_no_credentials(s3: dict[str, Any], tmp_path: Path) -> None:
+    fs = s3["fs"]
+    # a missing object, the keys given as storage_options
+    exc = _assert_clean(lambda: ShardDataset(f"s3://{BUCKET}/no-such-ds", cache_dir=tmp_path,
+                                             storage_options=_opts(s3["endpoint"])))
+    assert "not found" in str(exc) and f"s3://{BUCKET}/no-such-ds/manifest.json" in str(exc)
+    # a file whose bytes differ from the manifest: DataCorruption, still clean
+    fs.copy(f"{BUCKET}/ds", f"{BUCKET}/ds-rotten", recursive=True)
+    fs.pipe(f"{BUCKET}/ds-rotten/shard-00000/data.bin", b"rotten")
+    ds = ShardDataset(f"s3://{BUCKET}/ds-rotten", cache_dir=tmp_path / "rot",
+                      storage_options=_opts(s3["endpoint"]))
+    exc = _assert_clean(lambda: ds[0], DataCorruption)
+    assert f"s3://{BUCKET}/ds-rotten/shard-00000/data.bin" in str(exc)
+    # nothing listens at the endpoint; an endpoint with a password in it
+    dead = f"http://127.0.0.1:{_dead_port()}"
+    exc = _assert_clean(lambda: ShardDataset(s3["url"], cache_dir=tmp_path / "dead",
+                                             storage_options=_opts(dead)))
+    assert dead in str(exc) and "check the endpoint" in str(exc)
+    ep = s3["endpoint"].replace("//", f"//alice:{PW}@") + f"/?X-Amz-Security-Token={TOKEN}"
+    _assert_clean(lambda: ShardDataset(s3["url"], cache_dir=tmp_path / "ep",
+                                       storage_options=_opts(ep)))
+    # keys written into the URL itself are refused before anything echoes them
+    exc = _assert_clean(lambda: ShardDataset(f"s3://{OPT_KEY}:{OPT_SECRET}@{BUCKET}/ds",
+                                             cache_dir=tmp_path / "url"))
+    assert "credentials do not belong in the URL" in str(exc)
+
+
+def test_http_dataset_errors_show_no_credentials(s3: dict[str, Any], tmp_path: Path) -> None:
+    """A dataset served over http(s) with basic auth in the URL (fsspec's HTTPFileSystem)."""
+    import functools
+    import http.server
+    import shutil
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *a: object) -> None:
+            pass
+
+    class Server(http.server.ThreadingHTTPServer):
+        request_queue_size = 256  # ~100 files of a shard requested at once
+        daemon_threads = True
+
+    served = tmp_path / "www"
+    shutil.copytree(s3["local"].path, served / "ds")
+    srv = Server(("127.0.0.1", 0), functools.partial(Quiet, directory=str(served)))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    base = f"http://alice:{PW}@127.0.0.1:{srv.server_address[1]}"
+    try:
+        ds = ShardDataset(f"{base}/ds", cache_dir=tmp_path / "ok")
+        _same(s3["local"][4], ds[4])  # it reads: the failures below are the URL's
+        exc = _assert_clean(lambda: ShardDataset(f"{base}/nope", cache_dir=tmp_path / "c1"))
+        assert "not found" in str(exc) and "/nope/manifest.json" in str(exc)
+        with open(served / "ds" / "shard-00001" / "index.npy", "r+b") as fh:
+            fh.seek(100)
+            fh.write(b"\xff\xfe")
+        ds = ShardDataset(f"{base}/ds", cache_dir=tmp_path / "c2")
+        exc = _assert_clean(lambda: ds[3], DataCorruption)
+        assert "/ds/shard-00001/index.npy" in str(exc) and "REDACTED@127.0.0.1" in str(exc)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    dead = f"http://alice:{PW}@127.0.0.1:{_dead_port()}/ds?X-Amz-Signature={SIG}&sig={SIG}"
+    exc = _assert_clean(lambda: ShardDataset(dead, cache_dir=tmp_path / "c3"))
+    assert "cannot read" in str(exc) or "not found" in str(exc)
