@@ -6,12 +6,17 @@ for the few small objects exchanged) or returns the single-process ``Group``. Ra
 rank's completion records and rank 0 writes ``rejected.jsonl`` and the manifest, after every
 shard is in place. The bytes are those of a single-process import: a shard's bytes depend only
 on its input rows and the options.
+
+A rank that fails raises a flag in the job's store (``stop_all``); the others see it after the
+shard they are writing (``stopping``), and every rank then stops with the failing rank's one
+line (``agree``): no manifest, the finished shards kept for ``--resume``.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, replace
 from typing import Any
 
 from npu_data.errors import UserError
@@ -24,6 +29,7 @@ class Group:
     rank: int = 0
     world: int = 1
     shared: bool = True  # every rank sees the same output folder (False: one per node)
+    job: str = ""  # this import's id, the same on every rank (``begin``): its failure flag
 
     def mine(self, k: int) -> bool:
         """Whether shard ``k`` is this rank's to write."""
@@ -47,12 +53,40 @@ class Group:
             dist.barrier()
 
     def agree(self, error: str | None) -> None:
-        """Raise the first rank's error on every rank (so all stop with the same one line)."""
+        """Raise the first rank's error on every rank (so all stop with the same one line,
+        naming that rank when there are several)."""
         errors = self.gather(error)
         for r, e in enumerate(errors):
             if e is not None:
-                where = f"rank {r}: " if self.world > 1 and r != self.rank else ""
-                raise UserError(f"{where}{e}")
+                raise UserError(f"rank {r}: {e}" if self.world > 1 else e)
+
+    def begin(self) -> Group:
+        """This group with a fresh ``job`` id from rank 0 (a collective: every rank calls it)."""
+        if self.world == 1:
+            return self
+        return replace(self, job=self.gather(uuid.uuid4().hex if self.rank == 0 else "")[0])
+
+    def stop_all(self, error: str) -> None:
+        """Tell the other ranks, without waiting for them, that this import fails."""
+        store = _store() if self.job else None
+        if store is not None:
+            store.set(f"npu-data/import/{self.job}/failed", f"rank {self.rank}: {error}")
+
+    def stopping(self) -> bool:
+        """Whether a rank has failed (``stop_all``): stop after the current shard."""
+        store = _store() if self.job else None
+        return store is not None and bool(store.check([f"npu-data/import/{self.job}/failed"]))
+
+
+def _store() -> Any:
+    """The key-value store of the default process group (None: no group)."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        return None
+    from torch.distributed import distributed_c10d
+
+    return distributed_c10d._get_default_store()
 
 
 SINGLE = Group()

@@ -299,13 +299,14 @@ def write_dataset(source: Any, out_dir: str | os.PathLike[str],
     nshards = -(-n // o.shard_size)
     mine = [k for k in range(nshards) if group.mine(k)]
     records: dict[int, dict[str, Any]] = {}
+    group = group.begin()  # its failure flag: a failing rank stops the others after a shard
     try:
         if o.resume:
             for k in mine:
                 rec = _completed(out, k, fp)
                 if rec is not None:
                     records[k] = rec
-        resumed = group.gather(len(records))
+        kept = len(records)
         todo = [k for k in mine if k not in records]
         pb = bar(total=sum(min(n, (k + 1) * o.shard_size) - k * o.shard_size for k in mine),
                  desc="import" if group.world == 1 else f"import (rank {group.rank})",
@@ -315,12 +316,15 @@ def write_dataset(source: Any, out_dir: str | os.PathLike[str],
             for rec in _run_shards(todo, table, out, o, tix, fp):
                 records[int(rec["name"].split("-")[1])] = rec
                 pb.update(rec["tasks"][1] - rec["tasks"][0])
+                if group.stopping():  # another rank failed: its line ends the import
+                    break
         finally:
             pb.close()
-    except UserError as exc:
-        group.agree(str(exc))
+    except Exception as exc:  # the others stop too, with this rank's one line
+        _fail_all(group, exc)
         raise
     group.agree(None)
+    resumed = group.gather(kept)  # (collectives only after agree: a failing rank skips them)
     for part in group.gather(records):
         records.update(part)
     ordered = [records[k] for k in range(nshards)]
@@ -342,6 +346,27 @@ def write_dataset(source: Any, out_dir: str | os.PathLike[str],
     total_bytes = sum(m["size"] for rec in ordered for m in rec["files"].values())
     return Summary(out, manifest["counts"]["samples"], manifest["counts"]["tasks"], nshards,
                    len(all_rejected), sum(resumed), total_bytes, out / REJECTED)
+
+
+def _fail_all(group: Group, exc: Exception) -> None:
+    """Stop every rank with ``exc``'s line (raised as a UserError: a mistake or an OSError
+    such as a full disk); an unexpected error keeps its traceback on this rank."""
+    if group.world == 1:
+        return
+    if isinstance(exc, OSError):
+        where = f" {exc.filename}" if exc.filename else " the shards"
+        msg = (f"cannot write{where} ({exc.strerror or exc}) — free space or fix the folder, "
+               "then rerun with --resume")
+    elif isinstance(exc, UserError):
+        msg = str(exc)
+    else:
+        msg = f"{type(exc).__name__}: {exc} (an internal error: its traceback is in its output)"
+    group.stop_all(msg)
+    try:
+        group.agree(msg)
+    except UserError as agreed:
+        if isinstance(exc, (UserError, OSError)):
+            raise agreed from None
 
 
 def _manifest(table: AnnotationTable, o: WriteOptions, records: list[dict[str, Any]],

@@ -4,9 +4,12 @@ writes the manifest; every file is byte-identical to a single-process import."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +57,66 @@ def test_two_ranks_import_byte_identical(tmp_path: Path,
     assert _files(tmp_path / "split") == _files(tmp_path / "single")
 
 
+def _two_nodes(args: list[str], env: dict[str, str]) -> list[tuple[int, str, str]]:
+    """(exit status, stdout, stderr) of each of two torchrun launchers (one rank each)."""
+    port = free_port()
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank",
+         str(node), "--nproc_per_node", "1", "--master_addr", "127.0.0.1", "--master_port",
+         str(port), str(SCRIPT), "import", *args], env=env, cwd=ROOT, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE) for node in (0, 1)]
+    out = []
+    for p in procs:
+        got, err = p.communicate(timeout=60)
+        out.append((p.returncode, got, err))
+    return out
+
+
+@pytest.mark.parametrize("fault", ["corrupt", "disk-full"])
+def test_a_rank_failing_midway_stops_every_rank(tmp_path: Path, fault: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 1 (node 1) meets a corrupt image (--strict) or a full disk in shard 3, its second,
+    while rank 0 writes shard 2; rank 0 stops after it, without writing shard 4. Each rank
+    exits 1 with the one line naming rank 1 and the cause, no manifest is written, the
+    finished shards stay and ``--resume`` after the fix gives a single-process import's files."""
+    export = make_export(tmp_path / "proj", n=11)
+    args = [str(export), "--shard-size", "2", "--images-root", str(export.parent), "--strict"]
+    monkeypatch.setenv("NPU_DATA_QUIET", "1")
+    assert cli.main(["import", *args, "--out", str(tmp_path / "single")]) == 0
+    good = (export.parent / "img6.png").read_bytes()  # task 6: shard 3, rank 1's second
+    log, out = tmp_path / "shards.log", tmp_path / "split"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "NPU_DATA_QUIET": "1", "SHARD_LOG": str(log),
+           "PYTHONPATH": str(ROOT), "SHARD_ORDER": "2<3", "SHARD_STALL": "2"}
+    if fault == "corrupt":
+        (export.parent / "img6.png").write_bytes(b"\x89PNG\r\n\x1a\nbroken")
+        cause = r"task 106 \(#6\): \S*img6\.png: cannot decode the image .* corrupt"
+    else:
+        env["SHARD_ENOSPC"] = "3"
+        cause = (r"cannot write \S*/\.shard-00003\.tmp-\d+/data\.bin \(No space left on "
+                 r"device\) — free space or fix the folder, then rerun with --resume")
+    t0 = time.monotonic()
+    for rc, _, err in _two_nodes([*args, "--out", str(out)], env):
+        assert rc == 1, err[-3000:]
+        lines = [ln for ln in err.splitlines() if "error" in ln.lower() or "Traceback" in ln]
+        assert lines[0].startswith("error: rank 1: ") and re.fullmatch(f"error: rank 1: {cause}.*",
+                                                                        lines[0]), err[-3000:]
+        assert "Traceback" not in err.split("failed (exitcode")[0]  # torchrun's own after it
+    assert time.monotonic() - t0 < 30  # nobody waited out a timeout
+    assert not (out / "manifest.json").exists()
+    kept = sorted(p.name for p in out.glob("shard-*"))
+    assert kept == ["shard-00000", "shard-00001", "shard-00002"]  # rank 0 stopped: no shard 4
+    (export.parent / "img6.png").write_bytes(good)
+    for var in ("SHARD_ENOSPC", "SHARD_ORDER", "SHARD_STALL"):
+        env.pop(var, None)
+    log.unlink()
+    (rc0, got, err0), (rc1, _, err1) = _two_nodes([*args, "--out", str(out), "--resume"], env)
+    assert rc0 == rc1 == 0, err0[-3000:] + err1[-3000:]
+    assert "(6 shards (3 kept from an earlier run)" in got
+    written = sorted(tuple(map(int, line.split())) for line in log.read_text().splitlines())
+    assert written == [(0, 4), (1, 3), (1, 5)]
+    assert _files(out) == _files(tmp_path / "single")
+
+
 def test_group_splits_and_agrees() -> None:
     g = Group(1, 3)
     assert [k for k in range(8) if g.mine(k)] == [1, 4, 7]
@@ -91,6 +154,7 @@ def test_two_ranks_import_to_a_url(s3: dict[str, Any], tmp_path: Path,
     assert written == sorted((k % 2, k) for k in range(4))
 
 
+@dataclass(frozen=True)
 class _NodeZero(Group):
     """Rank 0 of 2 whose peer wrote its shards on another machine (``peer``'s records)."""
 
@@ -118,8 +182,7 @@ def test_a_folder_not_shared_by_the_ranks_is_refused(tmp_path: Path,
     export = make_export(tmp_path / "proj", n=5)
     opts = WriteOptions(images=ImageOptions(images_root=export.parent), shard_size=2)
     write_dataset(export, tmp_path / "peer", opts)
-    group = _NodeZero(0, 2)
-    object.__setattr__(group, "peer", tmp_path / "peer")
+    group = _NodeZero(0, 2, peer=tmp_path / "peer")
     with pytest.raises(UserError, match="shard-00001 \\(written by rank 1\\) is not in this "
                                         "folder .* every rank sees"):
         write_dataset(export, tmp_path / "node0", opts, group)

@@ -1,15 +1,21 @@
 """Run under torchrun by test_distributed_import.py / test_two_nodes.py.
 
 ``import ARGS...``: ``npu_data.cli.main(["import", ...])``, logging each shard a rank writes
-to ``$SHARD_LOG``. ``read URL OUT``: one epoch of the remote dataset with the locality sampler,
-recording this rank's indices and the shards in this node's cache (``$NODE_CACHE``).
+to ``$SHARD_LOG``; shard ``$SHARD_ENOSPC`` fails with a full disk, shard ``$SHARD_STALL``
+waits until a rank has failed, ``$SHARD_ORDER`` ``j<k``: shard k waits until j has begun. ``read URL OUT``: one epoch of the remote dataset with the
+locality sampler, recording this rank's indices and the shards in this node's cache
+(``$NODE_CACHE``).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -19,13 +25,51 @@ def _import(argv: list[str]) -> int:
 
     orig = writer.write_shard
 
-    def logged(table: Any, k: int, *args: Any) -> Any:
+    def logged(table: Any, k: int, out_dir: Path, *args: Any) -> Any:
         with open(os.environ["SHARD_LOG"], "a") as fh:
             fh.write(f"{os.environ['RANK']} {k}\n")
-        return orig(table, k, *args)
+        first, _, then = os.environ.get("SHARD_ORDER", "").partition("<")
+        if str(k) == then:
+            _wait_for(lambda: f" {first}\n" in Path(os.environ["SHARD_LOG"]).read_text())
+        if str(k) == os.environ.get("SHARD_ENOSPC"):
+            tmp = out_dir / f".{writer.shard_name(k)}.tmp-{os.getpid()}"
+            tmp.mkdir(parents=True)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp / writer.DATA))
+        if str(k) == os.environ.get("SHARD_STALL"):
+            from torch.distributed import distributed_c10d
+
+            store = distributed_c10d._get_default_store()
+            _wait_for(lambda: bool(store.check([_RAISED])))
+        return orig(table, k, out_dir, *args)
 
     writer.write_shard = logged  # type: ignore[assignment]
+    _note_the_flag()
     return cli.main(["import", *argv])
+
+
+_RAISED = "test/flag-raised"
+
+
+def _note_the_flag() -> None:
+    """``Group.stop_all`` also sets ``_RAISED`` (its own key is the job's)."""
+    from torch.distributed import distributed_c10d
+
+    from npu_data.shards.distributed_import import Group
+
+    orig = Group.stop_all
+
+    def stop_all(self: Group, error: str) -> None:
+        orig(self, error)
+        distributed_c10d._get_default_store().set(_RAISED, "1")
+
+    Group.stop_all = stop_all  # type: ignore[method-assign]
+
+
+def _wait_for(done: Callable[[], bool]) -> None:
+    """Wait until ``done()`` (at most 30 s)."""
+    deadline = time.monotonic() + 30
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _indices(batch: list[dict[str, Any]]) -> list[int]:
