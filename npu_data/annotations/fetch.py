@@ -92,7 +92,8 @@ def parse_hosts(value: Any) -> tuple[str, ...]:
             if not h:
                 continue
             if "/" in h or "@" in h or "?" in h or h in ("*", "*.") or " " in h:
-                raise UserError(f"--allow-download {h}: name a host (images.example.com, "
+                raise UserError(f"--allow-download {redact_text(h)}: name a host "
+                                "(images.example.com, "
                                 "host:port or *.example.com), not a URL or every host")
             hosts.append(h.rstrip("."))
     return tuple(dict.fromkeys(hosts))

@@ -283,3 +283,20 @@ def test_a_doubly_escaped_presigned_url_is_asked_for_once_undone(signed: _Signed
         resolve_image(wrong, opts)
     assert len(signed.seen) == 2 and "/b/my%2520file.png?" in str(e.value)
     _assert_clean(str(e.value))
+
+
+def test_a_url_given_as_an_allowed_host_is_refused_without_its_secrets() -> None:
+    from npu_data.annotations.fetch import parse_hosts
+
+    pw, sig = "Pw" + "Hidden77", "Sig" + "Hidden88"
+    with pytest.raises(UserError, match="name a host") as e:
+        parse_hosts(f"https://alice:{pw}@img.example.com/x?X-Amz-Signature={sig}")
+    assert pw not in str(e.value) and sig not in str(e.value)
+    assert "img.example.com" in str(e.value)
+
+
+def test_container_at_account_is_a_place_not_a_user() -> None:
+    assert redact_url("abfs://imgs@acct.dfs.core.windows.net/a.jpg") == (
+        "abfs://imgs@acct.dfs.core.windows.net/a.jpg")
+    assert redact_url("abfs://u:pw@acct/a.jpg") == "abfs://REDACTED@acct/a.jpg"
+    assert redact_url("https://tok3n@host/a.jpg") == "https://REDACTED@host/a.jpg"
