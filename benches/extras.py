@@ -1,20 +1,48 @@
-"""Optional frameworks in the suite: Kornia (measured when installed), DALI and FFCV (listed).
+"""Optional frameworks in the suite: Kornia and NVIDIA DALI (measured when installed), FFCV
+(listed).
 
 Kornia runs the same augmentation as ``kornia.augmentation`` on our DataLoader's batches from
 raw shards (same workers, same batches, boxes as ``bbox_xyxy``): images become float in
 [0, 1], as Kornia expects. The bench images share one size, so the padded batch is the image.
 Kornia moves boxes but neither clips them nor drops the ones cropped away (``boxes.valid`` is
 passed through unchanged).
+
+DALI (``pip install nvidia-dali-cuda120``; CPU-only with ``device_id=None``) runs its own
+pipeline on the bench's JPEG files (the bytes the encoded shards hold), its parameters taken
+from the suite's ``baseline.augmentation`` (``dali_settings``): ``fn.readers.file`` over the
+file list, the whole list reshuffled every epoch (``shuffle_after_epoch``, seeded);
+``fn.decoders.image_random_crop`` on the CPU, decoding only the crop region (area (0.08, 1),
+aspect ratio (3/4, 4/3), 10 attempts); ``fn.resize`` to crop x crop, linear with antialias
+(a triangle filter when shrinking, like PIL's BILINEAR); ``fn.color_twist`` with brightness,
+contrast and saturation factors uniform in [0.6, 1.4] and hue uniform in [-36, 36] degrees
+(ColorJitter(0.4, 0.4, 0.4, 0.1)); a coin-flip mirror fused with the HWC -> CHW change
+(``fn.crop_mirror_normalize``, uint8). Threads: ``workers or 2`` in the training process (no
+worker processes), prefetch queue 2. Batches come through DALI's PyTorch iterator as
+``{"image": uint8 (B, 3, crop, crop)}`` on the host. An epoch is one pass over the files: the
+reader pads the last batch with repeats of the last file (decoded too: at most batch - 1 extra
+decodes per epoch) and the iterator returns it partial, as torch's DataLoader does.
+
+Not the same semantics as torchvision's: DALI's decoder (nvImageCodec), crop draw, fallback
+crop and resampling are its own, so pixels are not bit-exact with Pillow; the colour ops run
+in one fixed order as one linear transform (hue and saturation as a rotation and scale in YIQ,
+not PIL's HSV round trip; contrast pivots on mid-grey 128, not the image's mean grey) where
+torchvision applies four PIL ops in a random order; no boxes are carried (every other
+pipeline moves and filters them), so it does less work per image.
 """
 
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from benches.stages import StagePlan
 
 FRAMEWORKS = (("kornia", "Kornia"), ("nvidia.dali", "NVIDIA DALI"), ("ffcv", "FFCV"))
-MEASURED = frozenset({"kornia"})
+MEASURED = frozenset({"kornia", "dali"})
+DALI_READER = "reader"
 
 
 def installed(module: str) -> bool:
@@ -52,3 +80,77 @@ def kornia_augmentation(crop: int) -> Callable[..., Any]:
         return {**batch, "image": image, "boxes.xyxy": boxes}
 
     return run
+
+
+def dali_label(workers: int) -> str:
+    return f"NVIDIA DALI on the CPU (crop-region decode), {workers or 2} threads"
+
+
+def dali_settings(augmentation: Any, files: Sequence[Path], batch_size: int, workers: int,
+                  seed: int = 0) -> dict[str, dict[str, Any]]:
+    """The DALI ops' arguments (plain values) for ``augmentation``, a Compose of
+    RandomResizedCrop, ColorJitter and RandomHorizontalFlip (``baseline.augmentation``)."""
+    by = {t.name: t for t in augmentation.transforms}
+    crop, jitter, flip = by["RandomResizedCrop"], by["ColorJitter"], by["RandomHorizontalFlip"]
+    ident = {"brightness": 1.0, "contrast": 1.0, "saturation": 1.0, "hue": 0.0}
+    twist = {k: tuple(jitter.ranges[k] or (v, v)) for k, v in ident.items()}
+    twist["hue"] = (360 * twist["hue"][0], 360 * twist["hue"][1])  # DALI: degrees
+    return {
+        "pipeline": {"batch_size": batch_size, "num_threads": workers or 2, "device_id": None,
+                     "prefetch_queue_depth": 2, "seed": seed},
+        "reader": {"files": [str(f) for f in files], "shuffle_after_epoch": True,
+                   "shuffle_after_epoch_seed": seed, "pad_last_batch": True,
+                   "name": DALI_READER},
+        "decode": {"device": "cpu", "random_area": list(crop.scale),
+                   "random_aspect_ratio": list(crop.ratio), "num_attempts": crop.attempts},
+        "resize": {"resize_y": crop.size[0], "resize_x": crop.size[1], "antialias": True},
+        "twist": twist,
+        "flip": {"probability": flip.p},
+    }
+
+
+def dali_plan() -> StagePlan:
+    """An empty stage breakdown: DALI's stages run inside its own executor, not apart."""
+    from benches.stages import StagePlan
+
+    return StagePlan(lambda n: [], [], list, [], timer=lambda *_: {})
+
+
+class DaliBatches:
+    """DALI's PyTorch iterator as the suite's loaders: one epoch per ``iter()``, batches as
+    ``{"image": tensor}``; the next epoch starts (and prefetches) when it is asked for."""
+
+    def __init__(self, iterator: Any) -> None:
+        self.iterator, self.ended = iterator, False
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self.ended:
+            self.iterator.reset()
+        self.ended = False
+        for out in self.iterator:
+            yield out[0]
+        self.ended = True
+
+
+def dali_loader(files: Sequence[Path], batch_size: int, workers: int, crop: int = 224,
+                seed: int = 0) -> DaliBatches:
+    """The DALI CPU pipeline of this module's docstring, built and ready to iterate."""
+    from nvidia.dali import fn, types
+    from nvidia.dali.pipeline import Pipeline
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+    from npu_data.tools.baseline import augmentation
+
+    s = dali_settings(augmentation(crop), files, batch_size, workers, seed)
+    pipe = Pipeline(**s["pipeline"])
+    with pipe:
+        jpegs, _ = fn.readers.file(**s["reader"])
+        images = fn.decoders.image_random_crop(jpegs, output_type=types.RGB, **s["decode"])
+        images = fn.resize(images, interp_type=types.INTERP_LINEAR, **s["resize"])
+        images = fn.color_twist(images, **{k: lo if lo == hi else fn.random.uniform(
+            range=[lo, hi]) for k, (lo, hi) in s["twist"].items()})
+        mirror = fn.random.coin_flip(**s["flip"])
+        pipe.set_outputs(fn.crop_mirror_normalize(images, dtype=types.UINT8,
+                                                  output_layout="CHW", mirror=mirror))
+    return DaliBatches(DALIGenericIterator(pipe, ["image"], reader_name=DALI_READER,
+                                           last_batch_policy=LastBatchPolicy.PARTIAL))

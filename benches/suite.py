@@ -7,8 +7,9 @@ per-sample Pillow reference (torch DataLoader, JPEG files, Pillow decode, each t
 reference moving the boxes, ``benches.baseline``), npu-data from raw shards, npu-data from encoded shards, and
 WebDataset tars (``npu-data export-wds`` of the same JPEGs) streamed by
 ``npu_data.formats.webdataset.WebDatasetStream`` into our DataLoader and device transforms; Kornia's
-augmentation on our raw-shard batches when Kornia is installed (``benches.extras``). DALI and
-FFCV are listed, "not installed" unless importable.
+augmentation on our raw-shard batches when Kornia is installed, and NVIDIA DALI's CPU pipeline
+on the JPEG files when DALI is (``benches.extras``; no boxes, no stage breakdown). FFCV is
+listed, "not installed" unless importable.
 """
 
 from __future__ import annotations
@@ -213,7 +214,11 @@ def pipelines(data: BenchData, cfg: BenchConfig, device: torch.device
     else:
         skipped.append({"name": "webdataset", "label": label, "reason": data.wds_error})
     for x in extras.status():
-        if x["reason"] is None and data.raw is not None:  # Kornia: on our raw-shard batches
+        if x["reason"] is None and x["name"] == "dali":  # its own reader on the JPEG files
+            runs.append(Pipeline("dali", extras.dali_label(cfg.workers), functools.partial(
+                extras.dali_loader, data.files, cfg.batch_size, cfg.workers, cfg.crop,
+                cfg.seed), extras.dali_plan, move=True))
+        elif x["reason"] is None and data.raw is not None:  # Kornia: on our raw-shard batches
             label = f"Kornia augmentation on raw-shard batches, on {device.type}"
             runs.append(Pipeline(x["name"], label,
                                  functools.partial(_shards, data.raw, cfg, device, True),
