@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -90,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     from npu_data.shards.writer import WriteOptions, write_dataset
     from npu_data.tools.sample_data import make_bench_images
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server: no line per request
     tmp = Path(tempfile.mkdtemp(prefix="npu-remote-bench-"))
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
