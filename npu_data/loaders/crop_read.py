@@ -26,7 +26,7 @@ from npu_data.transforms import _dispatch, _native, draws, geometry
 from npu_data.transforms import functional as F
 from npu_data.transforms._kernels.resample import vertical_first_rule
 from npu_data.transforms.base import Batch, Params, Transform
-from npu_data.transforms.compose import Compose
+from npu_data.transforms.compose import Compose, apply_stages
 from npu_data.transforms.crop import _CropBase
 
 
@@ -83,11 +83,7 @@ def apply_rest(transform: Transform, batch: Batch, params: Params) -> Batch:
     """The pipeline after its leading crop, with the whole pipeline's ``params``."""
     if not isinstance(transform, Compose):
         return batch
-    for i, t in enumerate(transform.transforms[1:], start=1):
-        prefix = f"{i}."
-        batch = t.apply(batch, {k[len(prefix):]: v for k, v in params.items()
-                                if k.startswith(prefix)})
-    return batch
+    return apply_stages(transform.transforms[1:], batch, params, first=1)
 
 
 def crop_geometry(batch: Batch, boxes: torch.Tensor, crop: CropPlan) -> Batch:

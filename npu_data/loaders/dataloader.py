@@ -41,6 +41,7 @@ from npu_data.loaders.sampler import NpuDistributedSampler
 from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import draws
 from npu_data.transforms.base import Params, Transform
+from npu_data.transforms.donate import donating
 
 BatchTransform = Callable[..., Any]
 _MASK = (1 << 63) - 1
@@ -336,10 +337,13 @@ class DataLoader(TorchDataLoader):
             return batch
         if aug is not None:  # keyed: parameters drawn on the host, shipped with the batch
             host_params, params = aug
-            if self._pass_plan is not None or streamed:  # the leading crop ran in the reader
-                out = crop_read.apply_rest(self.transform, batch, params)  # type: ignore[arg-type]
-            else:
-                out = self.transform.apply(batch, params)  # type: ignore[attr-defined]
+            # a batch our collate built is the loader's alone: the kernels may write into it
+            mine = batch.get("image") if _is_collate_samples(self.collate_fn) else None
+            with donating(mine):
+                if self._pass_plan is not None or streamed:  # the crop ran in the reader
+                    out = crop_read.apply_rest(self.transform, batch, params)  # type: ignore[arg-type]
+                else:
+                    out = self.transform.apply(batch, params)  # type: ignore[attr-defined]
             out["aug"] = host_params
             return out
         if self._transform_generator is None:

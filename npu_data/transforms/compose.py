@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from npu_data.transforms.base import (
     check_generator,
     finish,
 )
+from npu_data.transforms.donate import donating, fresh
 from npu_data.transforms.draws import child_position
 
 
@@ -76,9 +78,7 @@ class Compose(Transform):
         return {k[len(prefix) :]: v for k, v in params.items() if k.startswith(prefix)}
 
     def _apply(self, batch: Batch, params: Params) -> Batch:
-        for i, t in enumerate(self.transforms):
-            batch = t.apply(batch, self._split(params, i))
-        return batch
+        return apply_stages(self.transforms, batch, params)
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         for i, t in enumerate(self.transforms):
@@ -88,3 +88,25 @@ class Compose(Transform):
     def __repr__(self) -> str:
         inner = ", ".join(repr(t) for t in self.transforms)
         return f"{self.name}([{inner}])"
+
+
+
+def apply_stages(stages: Sequence[Transform], batch: Batch, params: Params, first: int = 0
+                 ) -> Batch:
+    """``stages`` in turn, stage ``i`` with the keys of ``params`` prefixed ``"<first + i>."``.
+    An image one stage allocated is donated to the next ones (``transforms.donate``: they may
+    write into it); the caller's image only if the caller donated it."""
+    owned: torch.Tensor | None = None  # the image an earlier stage allocated
+    for i, t in enumerate(stages, start=first):
+        prefix = f"{i}."
+        share = {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
+        before = batch.get("image")
+        with donating(owned) if owned is not None and before is owned else _caller():
+            batch = t.apply(batch, share)
+        after = batch.get("image")
+        if fresh(after, before):
+            owned = after
+    return batch
+
+
+_caller = contextlib.nullcontext  # keep whatever the caller donated

@@ -23,6 +23,7 @@ from npu_data.errors import UserError
 from npu_data.transforms import _kernels
 from npu_data.transforms._dispatch import kernel
 from npu_data.transforms._kernels import color as _color
+from npu_data.transforms.donate import donated
 
 COLOR_OPS = ("brightness", "contrast", "saturation", "hue")  # color_jitter's op ids 0..3
 
@@ -98,7 +99,7 @@ def resized_crop(
 def hflip(images: torch.Tensor, sizes: torch.Tensor, flip_mask: torch.Tensor) -> torch.Tensor:
     """Mirror each flagged sample left-right within its valid width (exact)."""
     _check_images(images, sizes)
-    return kernel("hflip", images)(images, sizes, flip_mask)
+    return kernel("hflip", images)(images, sizes, flip_mask, inplace=donated(images))
 
 
 def adjust_brightness(
@@ -168,7 +169,8 @@ def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
                            _checked_nonneg(contrast, images, "contrast"),
                            _checked_nonneg(saturation, images, "saturation")], dim=1)
     shifts = _hue_shifts(hue, images)
-    return kernel("color_jitter", images)(images, sizes, ids, order, factors, shifts)
+    return kernel("color_jitter", images)(images, sizes, ids, order, factors, shifts,
+                                          inplace=donated(images))
 
 
 def _hue_shifts(factors: torch.Tensor, images: torch.Tensor) -> torch.Tensor:

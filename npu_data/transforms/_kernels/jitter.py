@@ -47,10 +47,11 @@ def _fused_blend(x: torch.Tensor, sizes: torch.Tensor, op: torch.Tensor, factors
 
 
 def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
-                 order: torch.Tensor | None, factors: torch.Tensor, shifts: torch.Tensor
-                 ) -> torch.Tensor:
+                 order: torch.Tensor | None, factors: torch.Tensor, shifts: torch.Tensor,
+                 inplace: bool = False) -> torch.Tensor:
     """``ops`` in play (host ints); ``order (B, len(ops))`` each sample's permutation of them
-    or None (``ops`` in that order for all); ``factors (B, 3)``; hue ``shifts (B,)``."""
+    or None (``ops`` in that order for all); ``factors (B, 3)``; hue ``shifts (B,)``. Always a
+    new tensor (``inplace`` only allows writing into ``images``)."""
     x = images
     sizes = to_device(sizes, x.device)
     if order is None or len(ops) <= 1:  # the order is known: one pass per op

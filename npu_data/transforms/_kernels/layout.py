@@ -7,8 +7,10 @@ import torch
 from npu_data.transforms._kernels import to_device
 
 
-def hflip(images: torch.Tensor, sizes: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
-    """Mirror each sample where ``flip (B,)`` within its valid width."""
+def hflip(images: torch.Tensor, sizes: torch.Tensor, flip: torch.Tensor,
+          inplace: bool = False) -> torch.Tensor:
+    """Mirror each sample where ``flip (B,)`` within its valid width (always a new tensor:
+    ``inplace`` only allows writing into ``images``)."""
     width = images.shape[-1]
     flip = to_device(flip, images.device).to(torch.bool).view(-1, 1)
     cols = torch.arange(width, device=images.device).view(1, width)

@@ -31,18 +31,27 @@ def resized_crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
     return _ops().resized_crop(images, bx, out_h, out_w, vertical_first_rule())
 
 
-def hflip(images: torch.Tensor, sizes: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
+def hflip(images: torch.Tensor, sizes: torch.Tensor, flip: torch.Tensor,
+          inplace: bool = False) -> torch.Tensor:
+    """``inplace``: ``images`` (contiguous) may take the result (``transforms.donate``)."""
+    if inplace:
+        _ops().hflip_(images, sizes, flip.to(torch.bool))
+        return images
     return _ops().hflip(images, sizes, flip.to(torch.bool))
 
 
 def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
-                 order: torch.Tensor | None, factors: torch.Tensor, shifts: torch.Tensor
-                 ) -> torch.Tensor:
+                 order: torch.Tensor | None, factors: torch.Tensor, shifts: torch.Tensor,
+                 inplace: bool = False) -> torch.Tensor:
     b = images.shape[0]
     if order is None:
         order = torch.tensor(list(ops), dtype=torch.int64).view(1, -1).expand(b, len(ops))
-    return _ops().color_ops(images, sizes.to(torch.int64), order.to(torch.int64),
-                            factors.to(torch.float32), shifts.to(torch.int64))
+    args = (sizes.to(torch.int64), order.to(torch.int64), factors.to(torch.float32),
+            shifts.to(torch.int64))
+    if inplace and images.shape[1] == 3:  # ``images`` (contiguous) takes the result
+        _ops().color_ops_(images, *args)
+        return images
+    return _ops().color_ops(images, *args)
 
 
 def _single(op: int, images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor,

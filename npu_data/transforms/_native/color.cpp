@@ -238,6 +238,7 @@ void phase2(const Job& j, int64_t y0, int64_t y1, float mean, const HueTables& T
       if (!chain_row(j, 0, j.n, j.in_row(y), j.out_row(y), j.W, 0.0f, T)) {
         const Row in = j.in_row(y);
         const OutRow out = j.out_row(y);
+        if (in.r == out.r) continue;  // in place: nothing to do
         std::memcpy(out.r, in.r, j.W), std::memcpy(out.g, in.g, j.W), std::memcpy(out.b, in.b, j.W);
       }
     return;
@@ -266,14 +267,13 @@ float contrast_mean(const Job& j, int64_t total) {
 // per sample row (all its ops while the row is in L1), plus the grey-mean pass contrast needs
 // over the ops before it; samples, or row blocks of them when the batch is smaller than the
 // thread count, spread over the threads.
-at::Tensor color_ops(const at::Tensor& images_in, const at::Tensor& sizes_in,
-                     const at::Tensor& order_in, const at::Tensor& factors_in,
-                     const at::Tensor& shifts_in) {
-  TORCH_CHECK(images_in.dim() == 4 && images_in.size(1) == 3 &&
-                  images_in.scalar_type() == at::kByte,
-              "images must be uint8 (B, 3, H, W)");
-  const at::Tensor images = images_in.contiguous();
-  at::Tensor out = at::empty_like(images, at::MemoryFormat::Contiguous);
+// `out` may be `images` itself (color_ops_): every op reads a value before writing it, the
+// grey sums of contrast finish before any row is written past them, and rows without ops are
+// left as they are.
+namespace {
+void run_color_ops(const at::Tensor& images, at::Tensor& out, const at::Tensor& sizes_in,
+                   const at::Tensor& order_in, const at::Tensor& factors_in,
+                   const at::Tensor& shifts_in) {
   const at::Tensor sizes = sizes_in.to(at::kLong).contiguous();
   const at::Tensor order = order_in.to(at::kLong).contiguous();
   const at::Tensor factors = factors_in.to(at::kFloat).contiguous();
@@ -320,7 +320,7 @@ at::Tensor color_ops(const at::Tensor& images_in, const at::Tensor& sizes_in,
         phase2(j, 0, H, mean, T);
       }
     });
-    return out;
+    return;
   }
   std::vector<int64_t> partial(static_cast<size_t>(B * blocks), 0);
   if (any_contrast) {
@@ -345,7 +345,27 @@ at::Tensor color_ops(const at::Tensor& images_in, const at::Tensor& sizes_in,
       phase2(j, y0, std::min(H, y0 + rows), mean, T);
     }
   });
+}
+}  // namespace
+
+at::Tensor color_ops(const at::Tensor& images_in, const at::Tensor& sizes,
+                     const at::Tensor& order, const at::Tensor& factors,
+                     const at::Tensor& shifts) {
+  TORCH_CHECK(images_in.dim() == 4 && images_in.size(1) == 3 &&
+                  images_in.scalar_type() == at::kByte,
+              "images must be uint8 (B, 3, H, W)");
+  const at::Tensor images = images_in.contiguous();
+  at::Tensor out = at::empty_like(images, at::MemoryFormat::Contiguous);
+  run_color_ops(images, out, sizes, order, factors, shifts);
   return out;
+}
+
+void color_ops_(at::Tensor& images, const at::Tensor& sizes, const at::Tensor& order,
+                const at::Tensor& factors, const at::Tensor& shifts) {
+  TORCH_CHECK(images.dim() == 4 && images.size(1) == 3 && images.scalar_type() == at::kByte &&
+                  images.is_contiguous(),
+              "color_ops_: images must be contiguous uint8 (B, 3, H, W)");
+  run_color_ops(images, images, sizes, order, factors, shifts);
 }
 
 }  // namespace npu_data_native

@@ -18,6 +18,9 @@ at::Tensor color_ops(const at::Tensor& images, const at::Tensor& sizes, const at
                      const at::Tensor& factors, const at::Tensor& shifts);
 // Left-right mirror within the valid width; normalisation to float32 (layout.cpp).
 at::Tensor hflip(const at::Tensor& images, const at::Tensor& sizes, const at::Tensor& flip_mask);
+void hflip_(at::Tensor& images, const at::Tensor& sizes, const at::Tensor& flip_mask);
+void color_ops_(at::Tensor& images, const at::Tensor& sizes, const at::Tensor& order,
+                const at::Tensor& factors, const at::Tensor& shifts);
 at::Tensor normalize(const at::Tensor& images, const at::Tensor& mean, const at::Tensor& std,
                      bool channels_last);
 

@@ -47,6 +47,28 @@ at::Tensor hflip(const at::Tensor& images_in, const at::Tensor& sizes_in, const 
   return out;
 }
 
+// hflip in place: each flagged sample's valid width reversed row by row, the rest untouched.
+void hflip_(at::Tensor& images, const at::Tensor& sizes_in, const at::Tensor& flip_in) {
+  TORCH_CHECK(images.dim() == 4 && images.scalar_type() == at::kByte && images.is_contiguous(),
+              "hflip_: images must be contiguous uint8 (B, C, H, W)");
+  const at::Tensor sizes = sizes_in.to(at::kLong).contiguous();
+  const at::Tensor flip = flip_in.to(at::kBool).contiguous();
+  const int64_t B = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
+  TORCH_CHECK(sizes.size(0) == B && flip.numel() == B, "sizes and flip_mask need B rows");
+  uint8_t* p_ = images.data_ptr<uint8_t>();
+  const int64_t* sz = sizes.data_ptr<int64_t>();
+  const bool* fl = flip.data_ptr<bool>();
+  parallel_for_samples(B * C, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t b = p / C;
+      const int64_t w = std::clamp<int64_t>(sz[b * 2 + 1], 0, W);
+      if (!fl[b] || w <= 1) continue;
+      uint8_t* plane = p_ + p * H * W;
+      for (int64_t y = 0; y < H; ++y) std::reverse(plane + y * W, plane + y * W + w);
+    }
+  });
+}
+
 // (x / 255 - mean[c]) / std[c] in float32, each step rounded like torch's elementwise ops;
 // NCHW contiguous output, or channels-last when asked (written directly, no second copy).
 at::Tensor normalize(const at::Tensor& images_in, const at::Tensor& mean_in,

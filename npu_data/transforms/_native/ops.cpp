@@ -13,6 +13,8 @@ TORCH_LIBRARY(npu_data, m) {
   m.def("normalize(Tensor images, Tensor mean, Tensor std, bool channels_last) -> Tensor");
   m.def("hflip(Tensor images, Tensor sizes, Tensor flip_mask) -> Tensor");
   m.def("color_ops(Tensor images, Tensor sizes, Tensor order, Tensor factors, Tensor shifts) -> Tensor");
+  m.def("hflip_(Tensor(a!) images, Tensor sizes, Tensor flip_mask) -> ()");
+  m.def("color_ops_(Tensor(a!) images, Tensor sizes, Tensor order, Tensor factors, Tensor shifts) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(npu_data, CPU, m) {
@@ -20,5 +22,7 @@ TORCH_LIBRARY_IMPL(npu_data, CPU, m) {
   m.impl("resized_crop_list", &npu_data_native::resized_crop_list);
   m.impl("color_ops", &npu_data_native::color_ops);
   m.impl("hflip", &npu_data_native::hflip);
+  m.impl("hflip_", &npu_data_native::hflip_);
+  m.impl("color_ops_", &npu_data_native::color_ops_);
   m.impl("normalize", &npu_data_native::normalize);
 }
