@@ -227,9 +227,10 @@ def adjust_hue_lut(images: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
     """Hue shift by ``shift (B,)`` levels through the tables: same values as the direct path."""
     to_hsv, to_rgb = hsv_luts(images.device)
     x = images.to(torch.int32)
-    code = (x[:, 0] << 16) | (x[:, 1] << 8) | x[:, 2]  # (B, H, W)
+    # products, not ``<<``: CANN runs LeftShift as an AICPU task (docs/device-ops.md)
+    code = (x[:, 0] * 65536) | (x[:, 1] * 256) | x[:, 2]  # (B, H, W)
     hsv = to_hsv[code.reshape(-1).long()].view_as(code)
     h = ((hsv >> 16) + shift.view(-1, 1, 1).to(torch.int32)) & 255
-    rgb = to_rgb[((h << 16) | (hsv & 0xFFFF)).reshape(-1).long()].view_as(code)
+    rgb = to_rgb[((h * 65536) | (hsv & 0xFFFF)).reshape(-1).long()].view_as(code)
     out = torch.stack([(rgb >> 16) & 255, (rgb >> 8) & 255, rgb & 255], dim=1)
     return out.to(torch.uint8)
