@@ -3,13 +3,14 @@ writes the manifest; every file is byte-identical to a single-process import."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 
 from npu_data import cli
 from npu_data.errors import UserError
-from npu_data.shards.distributed_import import Group
+from npu_data.shards.distributed_import import SINGLE, Group
 from tests.shards.conftest import BUCKET, KEY, SECRET
 from tests.shards.export_maker import make_export
 
@@ -152,6 +153,32 @@ def test_two_ranks_import_to_a_url(s3: dict[str, Any], tmp_path: Path,
     assert remote == _files(tmp_path / "single")
     written = sorted(tuple(map(int, line.split())) for line in log.read_text().splitlines())
     assert written == sorted((k % 2, k) for k in range(4))
+
+
+@dataclass(frozen=True)
+class _Alone(Group):
+    """Rank 0 of 2 whose peer is fine: records what ``stop_all`` was told."""
+
+    told: list[str] = field(default_factory=list)
+
+    def gather(self, obj: Any) -> list[Any]:
+        return [obj, None]
+
+    def stop_all(self, error: str) -> None:
+        self.told.append(error)
+
+
+def test_a_failing_rank_tells_the_others_then_stops() -> None:
+    from npu_data.shards.writer import _fail_all
+
+    g = _Alone(0, 2)
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/d/.shard-00000.tmp-1/data.bin")
+    with pytest.raises(UserError, match=r"^rank 0: cannot write /d/\.shard-00000\.tmp-1/data"
+                                        r"\.bin \(No space left on device\) — free space"):
+        _fail_all(g, full)
+    _fail_all(g, KeyError("x"))  # a bug: the caller re-raises it, with its traceback
+    assert g.told[1].startswith("KeyError: 'x' (an internal error")
+    _fail_all(SINGLE, KeyError("x"))  # one process: nothing to tell
 
 
 @dataclass(frozen=True)
