@@ -13,6 +13,14 @@
 #include <cstring>
 #include <vector>
 
+// The blends and the grey sum run about 1.5x faster with 512-bit vectors where the CPU has
+// them; the hue loop (gathers, doubles) is slower there, so it keeps the default width.
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#define NPU_DATA_WIDE __attribute__((target("prefer-vector-width=512")))
+#else
+#define NPU_DATA_WIDE
+#endif
+
 namespace npu_data_native {
 namespace {
 
@@ -140,7 +148,7 @@ struct OutRow {
 // Every row op reads `in` and writes `out`: the input row for a sample's first op, the output
 // row (the same pointers) for the later ones. Elementwise, each value is read before it is
 // written, which is all `omp simd` asserts; the row stays in L1 between a sample's ops.
-void blend_const_row(Row in, OutRow out, int64_t n, float in1, float f) {  // brightness, contrast
+NPU_DATA_WIDE void blend_const_row(Row in, OutRow out, int64_t n, float in1, float f) {  // brightness, contrast
 #pragma omp simd
   for (int64_t x = 0; x < n; ++x) {
     out.r[x] = blend_value(in1, static_cast<float>(in.r[x]), f);
@@ -149,7 +157,7 @@ void blend_const_row(Row in, OutRow out, int64_t n, float in1, float f) {  // br
   }
 }
 
-void saturation_row(Row in, OutRow out, int64_t n, float f) {
+NPU_DATA_WIDE void saturation_row(Row in, OutRow out, int64_t n, float f) {
 #pragma omp simd
   for (int64_t x = 0; x < n; ++x) {
     const float l = static_cast<float>(gray_of(in.r[x], in.g[x], in.b[x]));
@@ -170,7 +178,7 @@ void hue_row(Row in, OutRow out, int64_t n, int shift, const HueTables& T) {
   }
 }
 
-int64_t gray_sum_row(Row in, int64_t n) {
+NPU_DATA_WIDE int64_t gray_sum_row(Row in, int64_t n) {
   int64_t total = 0;
 #pragma omp simd reduction(+ : total)
   for (int64_t x = 0; x < n; ++x) total += gray_of(in.r[x], in.g[x], in.b[x]);
