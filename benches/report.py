@@ -55,10 +55,11 @@ def markdown(results: dict[str, Any]) -> str:
               "worker processes during its measured epochs (shared pages count once per "
               "process; the main process holds every pipeline's loader). To device: bytes of "
               "the host batches handed to the device (copied on accelerators) per image.", "",
-              "Peak memory per measured epoch, main + workers MiB (flat means no growth "
-              "over epochs):", ""]
+              "Peak anonymous memory per measured epoch, main + workers MiB (heap and "
+              "buffers, what a leak grows; the memory-mapped shards' file pages, which the "
+              "whole resident set above counts as they are touched, are not in it):", ""]
     for p in results["pipelines"]:
-        epochs = p.get("peak_memory_mib_epochs") if p["status"] == "ok" else None
+        epochs = p.get("peak_anon_mib_epochs") if p["status"] == "ok" else None
         if epochs:
             lines.append(f"- {p['label']}: " + " -> ".join(
                 f"{_fmt(m)} + {_fmt(w)}" for m, w in epochs))

@@ -62,11 +62,26 @@ class BenchConfig:
         return cls(**base)  # type: ignore[arg-type]
 
 
+def _anon(proc: psutil.Process) -> int:
+    """Anonymous resident bytes (heap, buffers: what a leak grows; not the file pages of
+    memory-mapped shards), from /proc; the whole resident set where /proc has no RssAnon."""
+    try:
+        with open(f"/proc/{proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(proc.memory_info().rss)
+
+
 class _Peak:
-    """Peak resident memory of this process and of its children not in ``exclude``."""
+    """Peak resident memory of this process and of its children not in ``exclude``, whole
+    (``main``, ``workers``) and anonymous (``main_anon``, ``workers_anon``)."""
 
     def __init__(self, exclude: set[int], period: float = 0.05) -> None:
         self.exclude, self.period, self.main, self.workers = exclude, period, 0, 0
+        self.main_anon, self.workers_anon = 0, 0
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
@@ -74,12 +89,15 @@ class _Peak:
         me = psutil.Process()
         while not self._stop.is_set():
             try:
-                main = me.memory_info().rss
-                kids = sum(c.memory_info().rss for c in me.children(recursive=True)
-                           if c.pid not in self.exclude)
+                kids = [c for c in me.children(recursive=True) if c.pid not in self.exclude]
+                main, main_anon = me.memory_info().rss, _anon(me)
+                rss = sum(c.memory_info().rss for c in kids)
+                anon = sum(_anon(c) for c in kids)
             except psutil.Error:
                 continue
-            self.main, self.workers = max(self.main, main), max(self.workers, kids)
+            self.main, self.workers = max(self.main, main), max(self.workers, rss)
+            self.main_anon = max(self.main_anon, main_anon)
+            self.workers_anon = max(self.workers_anon, anon)
             self._stop.wait(self.period)
 
     def __enter__(self) -> _Peak:
@@ -237,7 +255,7 @@ def measure(runs: list[Pipeline], cfg: BenchConfig, device: torch.device,
     rates: list[list[float]] = [[] for _ in runs]
     moved: list[float] = [0.0] * len(runs)
     peaks = [(0, 0)] * len(runs)
-    per_epoch: list[list[tuple[int, int]]] = [[] for _ in runs]  # (main, workers) per epoch
+    per_epoch: list[list[tuple[int, int]]] = [[] for _ in runs]  # anonymous (main, workers)
     owned: list[set[int]] = [set() for _ in runs]  # each loader's (persistent) worker pids
     for e in range(cfg.warmup + cfg.epochs):
         for k, (p, loader) in enumerate(zip(runs, loaders, strict=True)):
@@ -251,7 +269,7 @@ def measure(runs: list[Pipeline], cfg: BenchConfig, device: torch.device,
             if e >= cfg.warmup:
                 rates[k].append(r)
                 peaks[k] = (max(peaks[k][0], peak.main), max(peaks[k][1], peak.workers))
-                per_epoch[k].append((peak.main, peak.workers))
+                per_epoch[k].append((peak.main_anon, peak.workers_anon))
     del loaders
     out: list[dict[str, Any]] = []
     mib = 1 << 20
@@ -265,7 +283,7 @@ def measure(runs: list[Pipeline], cfg: BenchConfig, device: torch.device,
                     "max_img_s": max(rate), "host_to_device_kib_per_img": nbytes / 1024,
                     "peak_memory_mib": {
                         "main": pm / mib, "workers": pw / mib, "total": (pm + pw) / mib},
-                    "peak_memory_mib_epochs": [[m / mib, w / mib] for m, w in epochs],
+                    "peak_anon_mib_epochs": [[m / mib, w / mib] for m, w in epochs],
                     "stages_ms_per_img": st, **stages.bound(st, cfg.workers)})
     base = next((x for x in out if x["name"] == "baseline"), None)
     for x in out:

@@ -35,9 +35,9 @@ def test_bench_writes_well_formed_files(tmp_path: Path, capsys: pytest.CaptureFi
         assert len(p["epochs_img_s"]) == 1 and p["median_img_s"] > 0
         assert p["min_img_s"] <= p["median_img_s"] <= p["max_img_s"]
         assert p["peak_memory_mib"]["total"] >= p["peak_memory_mib"]["main"] > 10
-        (main_mib, workers_mib), = p["peak_memory_mib_epochs"]  # one measured epoch
-        assert main_mib == p["peak_memory_mib"]["main"]
-        assert workers_mib == p["peak_memory_mib"]["workers"]
+        (main_anon, workers_anon), = p["peak_anon_mib_epochs"]  # one measured epoch
+        assert 10 < main_anon <= p["peak_memory_mib"]["main"]
+        assert 0 <= workers_anon <= p["peak_memory_mib"]["workers"]
         st = p["stages_ms_per_img"]
         if p["name"] == "dali":  # where installed: its stages run inside DALI, not apart
             assert st == {} and p["bound_by"] is None
