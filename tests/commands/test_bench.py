@@ -303,3 +303,18 @@ def test_bench_masks_are_label_studio_brush_rle() -> None:
     for rle in pool:
         alpha = sdk_decode(rle).reshape(30, 40, 4)[:, :, 3]
         assert 0 < (alpha == 255).sum() < alpha.size and set(np.unique(alpha)) <= {0, 255}
+
+
+def test_memory_bench_reports_each_epoch_and_a_verdict(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from benches import memory
+
+    for store in ("raw", "wds"):
+        assert memory.main(["--store", store, "--epochs", "2", "--images", "8",
+                            "--data-dir", str(tmp_path)]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert [x.split(":")[0] for x in lines[:2]] == ["epoch 0", "epoch 1"]
+        assert "(anonymous)" in lines[0] and lines[2].startswith(f"{store}, 0 worker(s)")
+        assert lines[2].endswith(("(flat)", "(GROWING)"))
+    with pytest.raises(SystemExit):
+        memory.main(["--epochs", "1", "--data-dir", str(tmp_path)])
