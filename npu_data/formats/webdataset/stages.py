@@ -19,6 +19,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from npu_data.common.batch import EncodedImage
 from npu_data.errors import UserError
+from npu_data.formats.webdataset import jpeg_header
 from npu_data.formats.webdataset.mapping import sample_columns
 from npu_data.formats.webdataset.reader import (
     TarAccess,
@@ -51,7 +52,20 @@ class TarJpeg(EncodedImage):
 
 def plain_jpeg_size(data: bytes) -> tuple[int, int] | None:
     """``(height, width)`` of a JPEG the region decoder may decode as stored (RGB or grey,
-    no orientation that ``decode_image`` applies), from its header; None for any other."""
+    no orientation that ``decode_image`` applies), from its header; None for any other.
+    The markers are read directly (``jpeg_header``); Pillow answers what they do not settle
+    (several EXIF segments, an XMP orientation, other precisions, unusual headers)."""
+    head = jpeg_header.scan(data)
+    if head is not None and head.exif_segments <= 1 and not head.xmp_orientation \
+            and head.precision == 8:
+        if head.components not in (1, 3) or head.orientation in _TRANSPOSED:
+            return None
+        return head.height, head.width
+    return _pillow_size(data)
+
+
+def _pillow_size(data: bytes) -> tuple[int, int] | None:
+    """``plain_jpeg_size`` through Pillow (its mode, EXIF and XMP orientation)."""
     with Image.open(io.BytesIO(data)) as im:
         if im.format != "JPEG" or im.mode not in ("RGB", "L"):
             return None
