@@ -27,6 +27,7 @@ from npu_data.annotations import fetch
 from npu_data.annotations.redact import redact_text
 from npu_data.annotations.table import AnnotationTable
 from npu_data.errors import UserError
+from npu_data.formats.webdataset import tar_members
 from npu_data.formats.webdataset.mapping import table_from_json
 
 DEFAULT_MAX_TAR_BYTES = 16 << 30  # per tar read from a URL or a pipe
@@ -285,19 +286,11 @@ def _s3(url: str, access: TarAccess) -> Any:
 def iter_tar_samples(url: str, access: TarAccess | None = None) -> Iterator[WdsSample]:
     """Samples of one tar in order (members grouped by key = name up to the first dot)."""
     with open_stream(url, access) as stream:
-        try:
-            tar = tarfile.open(fileobj=stream, mode="r|*")  # type: ignore[call-overload]
-        except tarfile.TarError as exc:
-            raise UserError(f"{shown(url)}: not a tar file ({_why(exc, access)})") from None
         key: str | None = None
         parts: dict[str, bytes] = {}
         try:
-            for m in tar:
-                if not m.isfile():
-                    continue
-                k, _, ext = m.name.rsplit("/", 1)[-1].partition(".")
-                f = tar.extractfile(m)
-                data = f.read() if f is not None else b""
+            for name, data in tar_members.members(stream):
+                k, _, ext = name.rsplit("/", 1)[-1].partition(".")
                 if key is not None and k != key:
                     yield _sample(url, key, parts)
                     parts = {}
@@ -305,6 +298,8 @@ def iter_tar_samples(url: str, access: TarAccess | None = None) -> Iterator[WdsS
                 parts[ext] = data
         except UserError:
             raise
+        except tar_members.NotATar as exc:
+            raise UserError(f"{shown(url)}: not a tar file ({_why(exc, access)})") from None
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise UserError(f"{shown(url)}: tar cut off or corrupt ({_why(exc, access)}) — "
                             "export it again") from None
