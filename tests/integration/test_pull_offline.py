@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import http.server
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from npu_data.cli import main
+from tests.local_http import serving
 
 TASKS = [{"id": 1, "data": {"image": "/data/upload/1/ab-one.png"}, "annotations": []},
          {"id": 2, "data": {"image": "/data/upload/1/cd-two.png"}, "annotations": []}]
@@ -60,13 +60,8 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("NPU_DATA_QUIET", "1")
     monkeypatch.setenv("LABEL_STUDIO_API_KEY", "secret-token-1")
     Fake.cut, Fake.hits = False, []
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Fake)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    with serving(Fake) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_cut_off_export_leaves_nothing(fake: str, tmp_path: Path,

@@ -16,6 +16,7 @@ import torch
 from npu_data.errors import UserError
 from npu_data.loaders import DataLoader, LabelStudioDataset
 from npu_data.tools.sample_data import make_sample_project
+from tests.local_http import serving
 from tests.shards.export_maker import make_export
 
 
@@ -164,7 +165,6 @@ def _png(color: tuple[int, int, int]) -> bytes:
 def image_server():
     """PNGs on 127.0.0.1: ``/img<i>.png`` is colour (i, 2i, 3i)."""
     import http.server
-    import threading
 
     hits: list[str] = []
 
@@ -182,12 +182,8 @@ def image_server():
             self.end_headers()
             self.wfile.write(body)
 
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"127.0.0.1:{srv.server_address[1]}", hits
-    srv.shutdown()
-    srv.server_close()
+    with serving(Handler) as port:
+        yield f"127.0.0.1:{port}", hits
 
 
 def _url_export(tmp_path: Path, host: str, n: int = 4) -> Path:

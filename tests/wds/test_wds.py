@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import http.server
 import tarfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from npu_data.loaders.collate import collate_samples
 from npu_data.shards.reader import ShardDataset
 from npu_data.shards.writer import WriteOptions, write_dataset
 from npu_data.tools.sample_data import make_sample_project
+from tests.local_http import serving
 
 DERIVED = ("boxes.corners", "boxes.xyxy")
 
@@ -136,14 +136,8 @@ def http_root(exported: tuple[Path, list[str]]) -> Iterator[str]:
     root = Path(exported[1][0]).parent
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
     handler.log_message = lambda *a, **k: None  # type: ignore[attr-defined]
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    th = threading.Thread(target=srv.serve_forever, daemon=True)
-    th.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    with serving(handler) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_http_two_workers_every_sample_once(exported: tuple[Path, list[str]],

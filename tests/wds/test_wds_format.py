@@ -9,7 +9,6 @@ import hashlib
 import http.server
 import io
 import tarfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from npu_data.formats.webdataset.writer import manifest_path
 from npu_data.kinds.registry import KINDS
 from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import RandomResizedCrop
+from tests.local_http import serving
 from tests.wds.test_wds import _import, assert_same_sample
 
 
@@ -234,14 +234,8 @@ def server(exported: tuple[Path, list[str]]) -> Iterator[tuple[str, int]]:
             if parts[0] == "unsized":
                 self.close_connection = True
 
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    th = threading.Thread(target=srv.serve_forever, daemon=True)
-    th.start()
-    try:
-        yield "127.0.0.1", int(srv.server_address[1])
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    with serving(Handler) as port:
+        yield "127.0.0.1", port
 
 
 def _keys(urls: list[str], **kw: Any) -> list[str]:

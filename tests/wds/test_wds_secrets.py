@@ -8,7 +8,6 @@ import http.server
 import io
 import socket
 import tarfile
-import threading
 import traceback
 import warnings
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ import pytest
 from npu_data.errors import UserError
 from npu_data.formats.webdataset import WebDatasetStream
 from npu_data.formats.webdataset.reader import TarAccess, iter_tar_samples, wds_to_table
+from tests.local_http import serving
 
 # written apart so that no source line a traceback prints holds one
 PW, KEY, SECRET = "Pw" + "Secret1", "AKIA" + "OPTKEY6", "Opt" + "Secret7"
@@ -79,12 +79,8 @@ def web() -> Iterator[str]:
             self.end_headers()
             self.wfile.write(body)
 
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
+    with serving(Handler) as port:
+        yield f"127.0.0.1:{port}"
 
 
 def _closed_port() -> int:
