@@ -65,9 +65,9 @@ def _torchvision(blobs: list[bytes]) -> Decoder | None:
 
 def _regions(blobs: list[bytes], boxes: np.ndarray, sizes: np.ndarray,
              scales: np.ndarray | None = None) -> Decoder | None:
-    from npu_data.transforms import _native
+    from npu_data import codecs
 
-    jpeg = _native.jpeg_ops()
+    jpeg = codecs.jpeg_ops()
     if jpeg is None:
         return None
     data = [torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in blobs]

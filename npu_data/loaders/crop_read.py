@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from npu_data import codecs
 from npu_data.common.batch import CropPlan, EncodedImage, PlannedIndices
-from npu_data.transforms import _dispatch, _native, draws, geometry
+from npu_data.transforms import _dispatch, draws, geometry
 from npu_data.transforms import functional as F
 from npu_data.transforms._kernels.resample import vertical_first_rule
 from npu_data.transforms.base import Batch, Params, Transform
@@ -137,7 +138,7 @@ def scaled_regions(boxes: np.ndarray, scales: np.ndarray) -> np.ndarray:
 def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
                  fast: tuple[int, int] | None = None) -> tuple[list[Any], torch.Tensor]:
     """Each ``EncodedImage``'s crop box decoded alone (libjpeg-turbo, the pixels of a full
-    decode; ``transforms._native.jpeg_ops``) and its box moved to the region's origin; the
+    decode; ``npu_data.codecs``) and its box moved to the region's origin; the
     JPEGs the region decoder leaves (EXIF orientation, CMYK, no libjpeg) decoded whole.
     ``fast = (h, w)``: a box at least twice that is decoded DCT-scaled (1/2, 1/4 or 1/8 —
     less work, not the exact pixels) and its box becomes the scaled region."""
@@ -145,7 +146,7 @@ def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
     lazy = [i for i, im in enumerate(items) if isinstance(im, EncodedImage)]
     if not lazy:
         return items, boxes
-    jpeg = _native.jpeg_ops() if _dispatch.compiled_for(boxes) else None
+    jpeg = codecs.jpeg_ops() if _dispatch.compiled_for(boxes) else None
     left = lazy
     if jpeg is not None:
         with warnings.catch_warnings():

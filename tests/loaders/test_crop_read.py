@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from npu_data import codecs
 from npu_data.annotations.images import ImageOptions
 from npu_data.errors import UserError
 from npu_data.loaders import DataLoader, crop_read
@@ -183,7 +184,7 @@ def test_jpeg_regions_decode_to_the_full_decode_cropped(jpegs: ShardDataset,
             _same_batch(a, b)
         # only the CMYK, the EXIF-rotated and the XMP-rotated JPEG were decoded whole (twice:
         # two epochs); every JPEG where libjpeg-turbo's headers are missing (no region decoder)
-        assert len(whole) == (6 if _native.jpeg_ops() is not None else 2 * len(jpegs)), whole
+        assert len(whole) == (6 if codecs.jpeg_ops() is not None else 2 * len(jpegs)), whole
         whole.clear()
 
 

@@ -15,6 +15,7 @@ import orjson
 import pytest
 import torch
 
+from npu_data import codecs
 from npu_data.annotations.images import ImageOptions
 from npu_data.cli import main
 from npu_data.errors import UserError
@@ -177,7 +178,7 @@ def test_only_plain_jpegs_skip_the_full_decode(odd_tars: list[str],
         _same_batch(a, b)
     # CMYK, the EXIF- and XMP-rotated JPEGs and the PNG decode whole, in every pass; every
     # JPEG where libjpeg-turbo's region decoder is missing
-    assert len(whole) == 3 * (5 if _native.jpeg_ops() is not None else 14), whole
+    assert len(whole) == 3 * (5 if codecs.jpeg_ops() is not None else 14), whole
 
 
 def test_persistent_workers_started_before_the_transform_changed(tars: list[str],

@@ -1,8 +1,11 @@
 // Region decoding of JPEGs with libjpeg-turbo (torch.ops.npu_data_jpeg.decode_regions).
 //
-// Each sample's region (top, left, height, width) is decoded alone: the rows above it are
-// skipped (jpeg_skip_scanlines: entropy-decoded, not transformed), the columns outside it are
-// not transformed (jpeg_crop_scanline), and decoding stops after its last row. Settings are
+// Each sample's region (top, left, height, width) is decoded alone. Where the stream has
+// restart markers in a usable layout (npu-data's import writes them), only the MCUs around
+// the region are decoded at all (jpeg_restarts.cpp cuts them out as a JPEG of their own);
+// otherwise the rows above it are skipped (jpeg_skip_scanlines: entropy-decoded, not
+// transformed). The columns outside it are not transformed (jpeg_crop_scanline), and decoding
+// stops after its last row. Settings are
 // Pillow's (ISLOW IDCT, fancy upsampling, RGB out), so the pixels are those of a full decode
 // cropped after. Samples this decoder does not handle alike (an EXIF or XMP orientation, CMYK/YCCK,
 // a size that differs from the index, a corrupt stream) get status != 0 and no pixels: the
@@ -23,6 +26,7 @@
 
 #include <jpeglib.h>
 
+#include "jpeg_restarts.h"
 #include "parallel.h"
 
 namespace npu_data_jpeg {
@@ -94,10 +98,10 @@ bool rotated(const jpeg_saved_marker_ptr markers) {
   return false;
 }
 
-// Decode the region into dst (height x width x 3). The jmp_buf is set here, so no C++
-// object with a destructor may live between setjmp and a libjpeg call.
-int8_t decode_region(const uint8_t* data, size_t size, int64_t H, int64_t W, const int64_t* r,
-                     int64_t scale, uint8_t* dst, std::vector<uint8_t>& row) {
+// Whether the stream is one this decoder handles like Pillow (status kOk) at the stored size.
+// The jmp_buf is set here, so no C++ object with a destructor may live between setjmp and a
+// libjpeg call.
+int8_t probe(const uint8_t* data, size_t size, int64_t H, int64_t W) {
   jpeg_decompress_struct cinfo;
   ErrorMgr err;
   cinfo.err = jpeg_std_error(&err.pub);
@@ -121,17 +125,34 @@ int8_t decode_region(const uint8_t* data, size_t size, int64_t H, int64_t W, con
              static_cast<int64_t>(cinfo.image_width) != W) {
     status = kSizeMismatch;
   }
+  jpeg_destroy_decompress(&cinfo);
+  return status;
+}
+
+// Decode region r (top, left, height, width in the pixels of the image decoded at 1/scale) of
+// a stream of H x W pixels into dst (height x width x 3).
+int8_t decode_rows(const uint8_t* data, size_t size, int64_t H, int64_t W, const int64_t* r,
+                   int64_t scale, uint8_t* dst, std::vector<uint8_t>& row) {
+  jpeg_decompress_struct cinfo;
+  ErrorMgr err;
+  cinfo.err = jpeg_std_error(&err.pub);
+  err.pub.error_exit = on_error;
+  err.pub.emit_message = on_message;
+  jpeg_create_decompress(&cinfo);
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    return kCorrupt;
+  }
+  jpeg_mem_src(&cinfo, const_cast<uint8_t*>(data), static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
   const int64_t top = r[0], left = r[1], h = r[2], w = r[3];
   if (scale > 1) {  // DCT scaling: the region is in the coordinates of the scaled image
     H = (H + scale - 1) / scale;
     W = (W + scale - 1) / scale;
   }
-  if (status == kOk && (top < 0 || left < 0 || h < 1 || w < 1 || top + h > H || left + w > W)) {
-    status = kUnsupported;
-  }
-  if (status != kOk) {
+  if (top < 0 || left < 0 || h < 1 || w < 1 || top + h > H || left + w > W) {
     jpeg_destroy_decompress(&cinfo);
-    return status;
+    return kUnsupported;
   }
   cinfo.out_color_space = JCS_RGB;
   cinfo.dct_method = JDCT_ISLOW;
@@ -180,6 +201,29 @@ int8_t decode_region(const uint8_t* data, size_t size, int64_t H, int64_t W, con
   return kOk;
 }
 
+// Pixels of context kept around a region cut out at restart markers: fancy upsampling reads
+// one chroma sample (up to two pixels) beyond each output pixel.
+constexpr int64_t kContext = 8;
+
+// Decode the region into dst: from a window of the stream cut at its restart markers where it
+// has them (only the MCUs around the region are entropy-decoded), else from the whole stream.
+int8_t decode_region(const uint8_t* data, size_t size, int64_t H, int64_t W, const int64_t* r,
+                     int64_t scale, uint8_t* dst, std::vector<uint8_t>& row) {
+  const int8_t status = probe(data, size, H, W);
+  if (status != kOk) return status;
+  thread_local std::vector<uint8_t> cut;
+  Window win;
+  const int64_t s = scale > 1 ? scale : 1, m = kContext * s;  // context in output pixels
+  if (restart_window(data, size, r[0] * s - m, (r[0] + r[2]) * s + m, r[1] * s - m,
+                     (r[1] + r[3]) * s + m, cut, win) &&
+      (win.height < H || win.width < W)) {
+    // the window's origin is on MCU bounds (multiples of 8), so of the scaled image's too
+    const int64_t at[4] = {r[0] - win.top / s, r[1] - win.left / s, r[2], r[3]};
+    return decode_rows(cut.data(), cut.size(), win.height, win.width, at, scale, dst, row);
+  }
+  return decode_rows(data, size, H, W, r, scale, dst, row);
+}
+
 }  // namespace
 
 // jpegs: 1-D uint8 streams; regions (B, 4) top, left, height, width; sizes (B, 2) the
@@ -226,12 +270,39 @@ std::tuple<std::vector<at::Tensor>, at::Tensor> decode_regions(at::TensorList jp
   return {out, status};
 }
 
+// The window restart_window cuts for rows [y0, y1) and columns [x0, x1) of a stream, and
+// where it lies (top, left, height, width); both empty where the stream cannot be cut.
+std::tuple<at::Tensor, at::Tensor> cut_window(const at::Tensor& data_in, int64_t y0, int64_t y1,
+                                              int64_t x0, int64_t x1) {
+  TORCH_CHECK(data_in.dim() == 1 && data_in.scalar_type() == at::kByte,
+              "data must be a 1-D uint8 tensor");
+  const at::Tensor data = data_in.contiguous();
+  std::vector<uint8_t> cut;
+  Window w;
+  if (!restart_window(data.data_ptr<uint8_t>(), static_cast<size_t>(data.numel()), y0, y1, x0,
+                      x1, cut, w))
+    return {at::empty({0}, data.options()), at::empty({0}, at::kLong)};
+  at::Tensor out = at::empty({static_cast<int64_t>(cut.size())}, data.options());
+  std::memcpy(out.data_ptr<uint8_t>(), cut.data(), cut.size());
+  at::Tensor where = at::empty({4}, at::kLong);
+  int64_t* p = where.data_ptr<int64_t>();
+  p[0] = w.top;
+  p[1] = w.left;
+  p[2] = w.height;
+  p[3] = w.width;
+  return {out, where};
+}
+
 }  // namespace npu_data_jpeg
 
 TORCH_LIBRARY(npu_data_jpeg, m) {
   m.def("decode_regions(Tensor[] jpegs, Tensor regions, Tensor sizes, Tensor scales) -> (Tensor[], Tensor)");
+  m.def("with_restarts(Tensor data, int target) -> Tensor");
+  m.def("cut_window(Tensor data, int y0, int y1, int x0, int x1) -> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(npu_data_jpeg, CPU, m) {
   m.impl("decode_regions", &npu_data_jpeg::decode_regions);
+  m.impl("with_restarts", &npu_data_jpeg::with_restarts);
+  m.impl("cut_window", &npu_data_jpeg::cut_window);
 }
