@@ -37,6 +37,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "annotations follow")
     p.add_argument("--reencode", metavar="jpeg:Q",
                    help="with --store encoded: re-encode as JPEG of quality Q")
+    p.add_argument("--keep-jpeg-bytes", action="store_true",
+                   help="with --store encoded: store JPEG files byte for byte (default: "
+                        "re-encoded losslessly with restart markers — the same pixels, "
+                        "usually a little smaller — so a crop decodes only its region)")
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="processes writing shards in parallel (default: 1)")
     p.add_argument("--shard-size", type=int, default=1024, metavar="N",
@@ -147,7 +151,8 @@ def _run(args: argparse.Namespace, group: Group) -> int:
                         workers=args.workers, shard_size=args.shard_size, resume=args.resume,
                         strict=args.strict, images=images, annotations=args.annotations,
                         with_predictions=args.with_predictions, config=args.config,
-                        reject_out_of_range=args.reject_out_of_range)
+                        reject_out_of_range=args.reject_out_of_range,
+                        restart_markers=not args.keep_jpeg_bytes)
     s = write_dataset(source, args.out, opts, group)
     where, rejected_at = str(s.out_dir), str(s.rejected_path)
     if target is not None:

@@ -31,7 +31,7 @@ _IMAGE_KEYS = ("ls_data_dir", "local_files_root", "allow_download", "storage_end
                "download_workers", "max_download_bytes", "timeout")
 _NOT_KEYED = ("workers", "download_workers", "timeout")  # how, not what, is imported
 _WRITE_KEYS = ("reencode", "shard_size", "annotations", "with_predictions", "config",
-               "reject_out_of_range", "strict", "workers")
+               "reject_out_of_range", "strict", "workers", "restart_markers")
 _REPORT = "rejected.jsonl"  # npu_data.shards.format.REJECTED
 # CLI flags named in rejection reasons -> the LabelStudioDataset keyword that fixes them
 _FIXES = (("--local-files-root", "local_files_root="), ("--ls-data-dir", "ls_data_dir="),

@@ -102,6 +102,14 @@ def _encoding(data: bytes) -> int:
     return ENC_OTHER
 
 
+def _restarts(data: bytes) -> bytes:
+    """The JPEG ``data`` with restart markers (``npu_data.codecs.with_restarts``: lossless;
+    a crop then decodes only its region); torch loads only when a JPEG is stored."""
+    from npu_data.codecs import with_restarts
+
+    return with_restarts(data)
+
+
 def prefetch(refs: list[str], options: Any) -> dict[str, Any]:
     """Remote references among ``refs`` fetched in parallel (ref -> path or UserError)."""
     if options is None or not hasattr(options, "download_workers"):
@@ -113,7 +121,8 @@ def make_payload(ref: str, o: Any, fetched: Any = None) -> Payload:
     """The payload of image ``ref`` under write options ``o`` (UserError if unusable).
 
     Encoded stores keep the file's own bytes where the reader's Pillow decode gives the
-    pixels the annotator saw, else a PNG of those pixels (images with alpha or 16-bit
+    pixels the annotator saw (JPEGs re-encoded losslessly with restart markers unless
+    ``o.restart_markers`` is off), else a PNG of those pixels (images with alpha or 16-bit
     samples; see ``npu_data.annotations.images.decode_image``)."""
     if isinstance(fetched, UserError):
         raise fetched
@@ -127,11 +136,14 @@ def make_payload(ref: str, o: Any, fetched: Any = None) -> Payload:
             return Payload(data, h, w, 3, ENC_RAW, zlib.crc32(data))
         buf = io.BytesIO()
         Image.fromarray(pixels).save(buf, format="JPEG", quality=parse_reencode(o.reencode))
-        data = buf.getvalue()
+        data = _restarts(buf.getvalue()) if o.restart_markers else buf.getvalue()
         return Payload(data, h, w, 3, ENC_JPEG, zlib.crc32(data))
     h, w = pixels.shape[:2]
     if not plain:  # alpha, transparency, 16-bit: the file would read back otherwise, so the
         data = _png(pixels)  # pixels are stored, losslessly, as the annotator saw them
         return Payload(data, h, w, 3, ENC_PNG, zlib.crc32(data))
     data = _read_bytes(path)
-    return Payload(data, h, w, 3, _encoding(data), zlib.crc32(data))
+    kind = _encoding(data)
+    if kind == ENC_JPEG and o.restart_markers:
+        data = _restarts(data)
+    return Payload(data, h, w, 3, kind, zlib.crc32(data))

@@ -51,7 +51,8 @@ from npu_data.shards.source import image_options, load_source
 
 @dataclass
 class WriteOptions:
-    """How to store the images (``store``, ``max_side``, ``reencode``) and how to run."""
+    """How to store the images (``store``, ``max_side``, ``reencode``, ``restart_markers``) and
+    how to run."""
 
     store: str = "raw"
     max_side: int | None = None
@@ -65,11 +66,14 @@ class WriteOptions:
     with_predictions: bool = False
     config: str | None = None
     reject_out_of_range: bool = False
+    restart_markers: bool = True  # encoded JPEGs: lossless re-encode with restart markers
 
     def fingerprint(self) -> dict[str, Any]:
         """The options that decide the bytes written (recorded in the manifest)."""
         d = {k: v for k, v in asdict(self).items()
-             if k not in ("workers", "resume", "strict", "images")}
+             if k not in ("workers", "resume", "strict", "images", "restart_markers")}
+        if self.store == "encoded":
+            d["restart_markers"] = self.restart_markers
         d["images"] = img.options_record(self.images)
         if self.config:
             d["config"] = os.fspath(Path(self.config).resolve())
@@ -109,6 +113,8 @@ def check_options(o: WriteOptions) -> None:
         img.parse_reencode(o.reencode)
         if o.store != "encoded":
             raise UserError("--reencode needs --store encoded")
+    if not o.restart_markers and o.store != "encoded":
+        raise UserError("--keep-jpeg-bytes needs --store encoded (raw shards hold pixels)")
     if o.store == "encoded" and o.max_side and not o.reencode:
         raise UserError("--max-side with --store encoded needs --reencode jpeg:Q "
                         "(original bytes cannot be resized)")

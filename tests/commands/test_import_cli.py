@@ -123,3 +123,40 @@ def test_user_errors(tmp_path: Path) -> None:
     _one_error(cli("import", export, "--out", tmp_path / "o5", "--store", "encoded",
                    "--reencode", "png:3"), "jpeg:Q")
     _one_error(cli("verify", tmp_path / "missing"), "npu-data import")
+
+
+def test_encoded_jpegs_get_restart_markers_unless_kept(tmp_path: Path) -> None:
+    """--store encoded re-encodes JPEGs losslessly with restart markers (same pixels);
+    --keep-jpeg-bytes stores the files byte for byte; a resume cannot mix the two."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from npu_data.codecs import jpeg_ops
+    from npu_data.shards.reader import ShardDataset
+    from npu_data.tools.sample_data import make_bench_images
+
+    project = make_bench_images(tmp_path / "p", n=3, width=97, height=61)
+    export, root = project.export_path, project.export_path.parent
+    files = sorted(project.images_dir.glob("*.jpg"))
+    common = ("--store", "encoded", "--images-root", root, "--shard-size", "2")
+    assert cli("import", export, "--out", tmp_path / "marked", *common).returncode == 0
+    res = cli("import", export, "--out", tmp_path / "kept", *common, "--keep-jpeg-bytes")
+    assert res.returncode == 0, res.stderr
+    marked, kept = ShardDataset(tmp_path / "marked"), ShardDataset(tmp_path / "kept")
+    for i, f in enumerate(files):
+        original = f.read_bytes()
+        pixels = np.asarray(Image.open(io.BytesIO(original)).convert("RGB"))
+        for ds, same in ((marked, jpeg_ops() is None), (kept, True)):
+            k, j = ds.locate(i)
+            row = ds.shard(k).index[j]
+            off, n = int(row["offset"]), int(row["length"])
+            stored = ds.shard(k).data[off:off + n].tobytes()
+            assert (stored == original) == same and (b"\xff\xdd" in stored) != same, f
+            np.testing.assert_array_equal(ds[i]["image"], pixels)
+    assert cli("verify", tmp_path / "marked").returncode == 0
+    _one_error(cli("import", export, "--out", tmp_path / "kept", *common, "--resume"),
+               "other options")
+    _one_error(cli("import", export, "--out", tmp_path / "o", "--keep-jpeg-bytes"),
+               "--store encoded")
