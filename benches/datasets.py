@@ -9,6 +9,7 @@ import math
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 STAMP = "bench-dataset.json"
 TAR_LIST = "tars.json"
@@ -44,6 +45,16 @@ def _tars(encoded: Path, out: Path, n: int, fresh: bool) -> list[Path]:
     return paths
 
 
+def _written_with(shards: Path, options: dict[str, Any]) -> bool:
+    """Whether ``shards`` holds a finished import with these options (an older writer's
+    shards, e.g. JPEGs stored without restart markers, are written again)."""
+    manifest = shards / "manifest.json"
+    if not manifest.is_file():
+        return False
+    return bool(json.loads(manifest.read_text()).get("options") == json.loads(
+        json.dumps(options)))
+
+
 def ensure(root: str | Path, n: int, width: int, height: int, seed: int = 0) -> BenchData:
     """Make (or reuse, when the stamp matches) ``n`` images, their raw/encoded shards and tars."""
     from npu_data.common.atomic import atomic_write_bytes
@@ -65,15 +76,17 @@ def ensure(root: str | Path, n: int, width: int, height: int, seed: int = 0) -> 
         return BenchData(base, export, files, None, None, f"shard writer unavailable ({exc})",
                          wds_error="needs the shard writer")
     out: dict[str, Path] = {}
+    rewritten = False
     for store in ("raw", "encoded"):
         path = base / f"shards_{store}"
-        if not ok or not (path / "manifest.json").is_file():
+        opts = WriteOptions(store=store, workers=1, images=image_options(export))
+        if not ok or not _written_with(path, opts.fingerprint()):
             shutil.rmtree(path, ignore_errors=True)
-            write_dataset(export, path, WriteOptions(store=store, workers=1,
-                                                     images=image_options(export)))
+            write_dataset(export, path, opts)
+            rewritten = True
         out[store] = path
     try:
-        tars = _tars(out["encoded"], base / "wds", n, fresh=not ok)
+        tars = _tars(out["encoded"], base / "wds", n, fresh=not ok or rewritten)
     except ImportError as exc:
         return BenchData(base, export, files, out["raw"], out["encoded"],
                          wds_error=f"WebDataset export unavailable ({exc})")

@@ -10,7 +10,8 @@ difference to Pillow's full decode in 8-bit levels. Rows: Pillow (``Image.open``
 ``convert("RGB")``, what torchvision's PIL path runs), Pillow ``draft`` (DCT scaling to at
 least the crop size: not exact), simplejpeg and torchvision.io when installed, and
 npu-data's region decoder (``torch.ops.npu_data_jpeg``: libjpeg-turbo) on the whole image and
-on the RandomResizedCrop boxes the loader would draw.
+on the RandomResizedCrop boxes the loader would draw, on the files as they are and on the
+restart-marked re-encode that ``npu-data import --store encoded`` stores.
 """
 
 from __future__ import annotations
@@ -101,10 +102,13 @@ def _time(decode: Decoder, n: int, threads: int, repeats: int = 3) -> tuple[floa
 
 def run(files: list[Path], crop: int, threads: int) -> list[dict[str, Any]]:
     """One row per decoder (see the module doc)."""
+    from npu_data.codecs import with_restarts
     from npu_data.tools.baseline import augmentation
     from npu_data.transforms import draws
 
     blobs = [f.read_bytes() for f in files]
+    marked = [with_restarts(b) for b in blobs]
+    print(f"restart-marked: {sum(map(len, marked)) / sum(map(len, blobs)):.3f} of the bytes")
     reference = [_pillow(blobs)(i) for i in range(len(blobs))]
     sizes = np.array([r.shape[:2] for r in reference], dtype=np.int64)
     whole = np.concatenate([np.zeros_like(sizes), sizes], axis=1)
@@ -126,6 +130,14 @@ def run(files: list[Path], crop: int, threads: int) -> list[dict[str, Any]]:
          _regions(blobs, boxes, sizes), boxes),
         (f"npu-data region decoder, crop boxes, decode='fast' ({np.mean(scales > 1):.0%} "
          "DCT-scaled)", _regions(blobs, scaled, sizes, scales), None),
+        # what `npu-data import --store encoded` stores: the same JPEGs re-encoded losslessly
+        # with restart markers, so a crop cuts out and decodes only the intervals around it
+        ("npu-data region decoder, restart-marked (what encoded imports store), whole image",
+         _regions(marked, whole, sizes), whole),
+        ("npu-data region decoder, restart-marked, crop boxes", _regions(marked, boxes, sizes),
+         boxes),
+        ("npu-data region decoder, restart-marked, crop boxes, decode='fast'",
+         _regions(marked, scaled, sizes, scales), None),
     ]
     out = []
     for label, decode, regions in rows:
