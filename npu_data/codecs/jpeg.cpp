@@ -130,9 +130,13 @@ int8_t probe(const uint8_t* data, size_t size, int64_t H, int64_t W) {
 }
 
 // Decode region r (top, left, height, width in the pixels of the image decoded at 1/scale) of
-// a stream of H x W pixels into dst (height x width x 3).
+// a stream of H x W pixels into dst: rows `pitch` bytes apart, the region's first pixel
+// *shift pixels into each row. Rows are decoded straight into dst when libjpeg's cropped
+// scanline (the region plus upsampling context, widened to iMCU bounds) fits in a row, with
+// *shift the region's offset in it; else through a buffer and copied (*shift = 0).
 int8_t decode_rows(const uint8_t* data, size_t size, int64_t H, int64_t W, const int64_t* r,
-                   int64_t scale, uint8_t* dst, std::vector<uint8_t>& row) {
+                   int64_t scale, uint8_t* dst, size_t pitch_dst, int64_t* shift,
+                   std::vector<uint8_t>& row) {
   jpeg_decompress_struct cinfo;
   ErrorMgr err;
   cinfo.err = jpeg_std_error(&err.pub);
@@ -173,18 +177,19 @@ int8_t decode_rows(const uint8_t* data, size_t size, int64_t H, int64_t W, const
   JDIMENSION xoff = static_cast<JDIMENSION>(x0), cw = static_cast<JDIMENSION>(x1 - x0);
   if (x1 - x0 < W) jpeg_crop_scanline(&cinfo, &xoff, &cw);
   if (top > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(top));
-  // Rows straight into dst when the decoded rows are the region's, else via a buffer of
-  // up to 16 rows (one iMCU row per call at most).
+  // Rows straight into dst when a decoded row fits in its pitch, else via a buffer of up to
+  // 16 rows (one iMCU row per call at most).
   const size_t skip = static_cast<size_t>(left - static_cast<int64_t>(xoff)) * 3;
-  const bool direct = skip == 0 && static_cast<int64_t>(cinfo.output_width) == w;
   constexpr int kRows = 16;
   const size_t pitch = static_cast<size_t>(cinfo.output_width) * 3;
+  const bool direct = pitch <= pitch_dst;
+  *shift = direct ? static_cast<int64_t>(skip / 3) : 0;
   if (!direct) row.resize(pitch * kRows);
   JSAMPROW ptrs[kRows];
   for (int64_t y = 0; y < h;) {
     const int want = static_cast<int>(std::min<int64_t>(kRows, h - y));
     for (int k = 0; k < want; ++k)
-      ptrs[k] = direct ? dst + (y + k) * w * 3 : row.data() + k * pitch;
+      ptrs[k] = direct ? dst + (y + k) * pitch_dst : row.data() + k * pitch;
     const int got = static_cast<int>(jpeg_read_scanlines(&cinfo, ptrs, want));
     if (got < 1) {
       jpeg_destroy_decompress(&cinfo);
@@ -192,7 +197,7 @@ int8_t decode_rows(const uint8_t* data, size_t size, int64_t H, int64_t W, const
     }
     if (!direct)
       for (int k = 0; k < got; ++k)
-        std::memcpy(dst + (y + k) * w * 3, row.data() + k * pitch + skip,
+        std::memcpy(dst + (y + k) * pitch_dst, row.data() + k * pitch + skip,
                     static_cast<size_t>(w) * 3);
     y += got;
   }
@@ -208,7 +213,8 @@ constexpr int64_t kContext = 8;
 // Decode the region into dst: from a window of the stream cut at its restart markers where it
 // has them (only the MCUs around the region are entropy-decoded), else from the whole stream.
 int8_t decode_region(const uint8_t* data, size_t size, int64_t H, int64_t W, const int64_t* r,
-                     int64_t scale, uint8_t* dst, std::vector<uint8_t>& row) {
+                     int64_t scale, uint8_t* dst, size_t pitch, int64_t* shift,
+                     std::vector<uint8_t>& row) {
   const int8_t status = probe(data, size, H, W);
   if (status != kOk) return status;
   thread_local std::vector<uint8_t> cut;
@@ -219,21 +225,28 @@ int8_t decode_region(const uint8_t* data, size_t size, int64_t H, int64_t W, con
       (win.height < H || win.width < W)) {
     // the window's origin is on MCU bounds (multiples of 8), so of the scaled image's too
     const int64_t at[4] = {r[0] - win.top / s, r[1] - win.left / s, r[2], r[3]};
-    return decode_rows(cut.data(), cut.size(), win.height, win.width, at, scale, dst, row);
+    return decode_rows(cut.data(), cut.size(), win.height, win.width, at, scale, dst, pitch,
+                       shift, row);
   }
-  return decode_rows(data, size, H, W, r, scale, dst, row);
+  return decode_rows(data, size, H, W, r, scale, dst, pitch, shift, row);
 }
 
 }  // namespace
 
+// Pixels a decoded row may hold beyond its region: upsampling context (one iMCU, up to 32
+// pixels, each side) and the widening of libjpeg's cropped scanline to iMCU bounds.
+constexpr int64_t kSlack = 96;
+
 // jpegs: 1-D uint8 streams; regions (B, 4) top, left, height, width; sizes (B, 2) the
 // stored (height, width); scales (B,) 1, 2, 4 or 8: DCT-scaled decoding (not exact; the
 // region is then in the scaled image's pixels). Returns the (h, w, 3) regions (empty where
-// status != 0) and the status.
-std::tuple<std::vector<at::Tensor>, at::Tensor> decode_regions(at::TensorList jpegs,
-                                                               const at::Tensor& regions_in,
-                                                               const at::Tensor& sizes_in,
-                                                               const at::Tensor& scales_in) {
+// status != 0) and the status. The regions are views, rows (w + 96) * 3 bytes apart, into
+// `arena` when it is given and large enough (callers reuse it: no allocation, no fresh
+// pages per batch; the views are valid until the arena is written again), else into one
+// new buffer.
+std::tuple<std::vector<at::Tensor>, at::Tensor> decode_regions(
+    at::TensorList jpegs, const at::Tensor& regions_in, const at::Tensor& sizes_in,
+    const at::Tensor& scales_in, const c10::optional<at::Tensor>& arena) {
   const int64_t B = static_cast<int64_t>(jpegs.size());
   const at::Tensor regions = regions_in.to(at::kLong).contiguous();
   const at::Tensor sizes = sizes_in.to(at::kLong).contiguous();
@@ -243,15 +256,23 @@ std::tuple<std::vector<at::Tensor>, at::Tensor> decode_regions(at::TensorList jp
               "regions must be (B, 4) top, left, height, width");
   TORCH_CHECK(sizes.dim() == 2 && sizes.size(0) == B && sizes.size(1) == 2,
               "sizes must be (B, 2) height, width");
-  std::vector<at::Tensor> out;
-  out.reserve(B);
   const int64_t* r = regions.data_ptr<int64_t>();
+  std::vector<int64_t> offset(B + 1, 0);
   for (int64_t b = 0; b < B; ++b) {
     TORCH_CHECK(jpegs[b].dim() == 1 && jpegs[b].scalar_type() == at::kByte &&
                     jpegs[b].is_contiguous(), "jpeg ", b, " must be a contiguous 1-D uint8 tensor");
     const int64_t h = std::max<int64_t>(r[b * 4 + 2], 1), w = std::max<int64_t>(r[b * 4 + 3], 1);
-    out.push_back(at::empty({h, w, 3}, jpegs[b].options()));
+    offset[b + 1] = offset[b] + h * (w + kSlack) * 3;
   }
+  at::Tensor buf;
+  if (arena.has_value() && arena->defined()) {
+    TORCH_CHECK(arena->dim() == 1 && arena->scalar_type() == at::kByte &&
+                    arena->is_contiguous() && arena->device().is_cpu(),
+                "arena must be a contiguous 1-D uint8 CPU tensor");
+    if (arena->numel() >= offset[B]) buf = *arena;
+  }
+  if (!buf.defined()) buf = at::empty({offset[B]}, at::kByte);
+  uint8_t* base = buf.data_ptr<uint8_t>();
   at::Tensor status = at::zeros({B}, at::kChar);
   int8_t* st = status.data_ptr<int8_t>();
   const int64_t* s = sizes.data_ptr<int64_t>();
@@ -259,14 +280,23 @@ std::tuple<std::vector<at::Tensor>, at::Tensor> decode_regions(at::TensorList jp
   for (int64_t b = 0; b < B; ++b)
     TORCH_CHECK(sc[b] == 1 || sc[b] == 2 || sc[b] == 4 || sc[b] == 8,
                 "scales must be 1, 2, 4 or 8, got ", sc[b]);
+  std::vector<int64_t> shift(B, 0);
   npu_data_native::parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
     thread_local std::vector<uint8_t> row;
     for (int64_t b = b0; b < b1; ++b) {
+      const size_t pitch = static_cast<size_t>(std::max<int64_t>(r[b * 4 + 3], 1) + kSlack) * 3;
       st[b] = decode_region(jpegs[b].data_ptr<uint8_t>(), static_cast<size_t>(jpegs[b].numel()),
-                            s[b * 2], s[b * 2 + 1], r + b * 4, sc[b], out[b].data_ptr<uint8_t>(),
-                            row);
+                            s[b * 2], s[b * 2 + 1], r + b * 4, sc[b], base + offset[b], pitch,
+                            &shift[b], row);
     }
   });
+  std::vector<at::Tensor> out;
+  out.reserve(B);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t h = std::max<int64_t>(r[b * 4 + 2], 1), w = std::max<int64_t>(r[b * 4 + 3], 1);
+    out.push_back(buf.as_strided({h, w, 3}, {(w + kSlack) * 3, 3, 1},
+                                 buf.storage_offset() + offset[b] + shift[b] * 3));
+  }
   return {out, status};
 }
 
@@ -296,7 +326,7 @@ std::tuple<at::Tensor, at::Tensor> cut_window(const at::Tensor& data_in, int64_t
 }  // namespace npu_data_jpeg
 
 TORCH_LIBRARY(npu_data_jpeg, m) {
-  m.def("decode_regions(Tensor[] jpegs, Tensor regions, Tensor sizes, Tensor scales) -> (Tensor[], Tensor)");
+  m.def("decode_regions(Tensor[] jpegs, Tensor regions, Tensor sizes, Tensor scales, Tensor? arena=None) -> (Tensor[], Tensor)");
   m.def("with_restarts(Tensor data, int target) -> Tensor");
   m.def("cut_window(Tensor data, int y0, int y1, int x0, int x1) -> (Tensor, Tensor)");
 }

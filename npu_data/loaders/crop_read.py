@@ -13,6 +13,7 @@ pixels), so ``batch["aug"]`` and the CPU replay are unchanged.
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -104,7 +105,7 @@ def crop_images(images: Sequence[Any], boxes: torch.Tensor, out: torch.Tensor,
         return
     if any(isinstance(im, EncodedImage) for im in images):
         size = (int(out.shape[2]), int(out.shape[3]))
-        images, boxes = decode_boxes(images, boxes, size if fast else None)
+        images, boxes = decode_boxes(images, boxes, size if fast else None, reuse=True)
     with warnings.catch_warnings():  # memory-map views are read-only; nothing writes them
         warnings.simplefilter("ignore", UserWarning)
         tensors = [torch.from_numpy(im) for im in images]
@@ -135,13 +136,29 @@ def scaled_regions(boxes: np.ndarray, scales: np.ndarray) -> np.ndarray:
     return np.concatenate([start, stop - start], axis=1)
 
 
+_DECODED = threading.local()  # per reading thread: the buffer JPEG regions are decoded into
+_SLACK = 96  # pixels a decoded row may hold beyond its region (codecs/jpeg.cpp kSlack)
+
+
+def _arena(regions: np.ndarray) -> torch.Tensor:
+    """This thread's decode buffer, grown (by a quarter more) to hold ``regions``."""
+    need = int((np.maximum(regions[:, 2], 1) * (np.maximum(regions[:, 3], 1) + _SLACK)).sum()) * 3
+    buf: torch.Tensor | None = getattr(_DECODED, "buf", None)
+    if buf is None or buf.numel() < need:
+        buf = _DECODED.buf = torch.empty(need + need // 4, dtype=torch.uint8)
+    return buf
+
+
 def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
-                 fast: tuple[int, int] | None = None) -> tuple[list[Any], torch.Tensor]:
+                 fast: tuple[int, int] | None = None,
+                 reuse: bool = False) -> tuple[list[Any], torch.Tensor]:
     """Each ``EncodedImage``'s crop box decoded alone (libjpeg-turbo, the pixels of a full
     decode; ``npu_data.codecs``) and its box moved to the region's origin; the
     JPEGs the region decoder leaves (EXIF orientation, CMYK, no libjpeg) decoded whole.
     ``fast = (h, w)``: a box at least twice that is decoded DCT-scaled (1/2, 1/4 or 1/8 —
-    less work, not the exact pixels) and its box becomes the scaled region."""
+    less work, not the exact pixels) and its box becomes the scaled region. ``reuse``: the
+    regions are views into this thread's decode buffer (kept across batches: no allocation,
+    no fresh pages), valid until its next ``reuse`` call."""
     items, boxes = list(images), boxes.clone()
     lazy = [i for i, im in enumerate(items) if isinstance(im, EncodedImage)]
     if not lazy:
@@ -156,8 +173,9 @@ def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
         wanted = boxes[lazy].numpy()
         scales = dct_scales(wanted, fast) if fast else np.ones(len(lazy), np.int64)
         regions_at = scaled_regions(wanted, scales) if fast else wanted
-        regions, status = jpeg.decode_regions(streams, torch.from_numpy(regions_at), sizes,
-                                              torch.from_numpy(scales))
+        regions, status = jpeg.decode_regions(
+            streams, torch.from_numpy(regions_at), sizes, torch.from_numpy(scales),
+            _arena(regions_at) if reuse else None)
         left = []
         for k, (i, region, ok) in enumerate(zip(lazy, regions, (status == 0).tolist(),
                                                 strict=True)):

@@ -148,3 +148,28 @@ def test_metadata_and_orientation_survive_the_reencode() -> None:
     assert b.getexif()[0x0112] == 6
     assert b.info["icc_profile"] == icc and b.info.get("comment") == b"kept"
     assert np.array_equal(np.asarray(a.convert("RGB")), np.asarray(b.convert("RGB")))
+
+
+def test_regions_decode_into_a_reused_arena() -> None:
+    """With an arena large enough the regions are views into it (no allocation per batch),
+    the same pixels as without; a small one is left alone."""
+    rng = np.random.default_rng(13)
+    size = (120, 170)
+    data = with_restarts(_jpeg(_photo(rng, *size), quality=90, subsampling=2))
+    boxes = _boxes(rng, *size, n=10)
+    n = len(boxes)
+    args = ([_t(data)] * n, torch.from_numpy(boxes), torch.tensor([size] * n),
+            torch.ones(n, dtype=torch.int64))
+    want = [o.numpy().copy() for o in JPEG.decode_regions(*args)[0]]
+    need = int((boxes[:, 2] * (boxes[:, 3] + 96)).sum()) * 3
+    arena = torch.zeros(need, dtype=torch.uint8)
+    lo, hi = arena.data_ptr(), arena.data_ptr() + need
+    for _ in range(2):  # written again: the same values
+        got, status = JPEG.decode_regions(*args, arena)
+        assert status.tolist() == [0] * n
+        for g, w in zip(got, want, strict=True):
+            assert lo <= g.data_ptr() < hi and np.array_equal(g.numpy(), w)
+    small = torch.zeros(need - 1, dtype=torch.uint8)
+    got, _ = JPEG.decode_regions(*args, small)
+    assert not bool(small.any()) and all(np.array_equal(g.numpy(), w)
+                                         for g, w in zip(got, want, strict=True))
