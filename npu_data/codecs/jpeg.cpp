@@ -98,66 +98,35 @@ bool rotated(const jpeg_saved_marker_ptr markers) {
   return false;
 }
 
-// Whether the stream is one this decoder handles like Pillow (status kOk) at the stored size.
-// The jmp_buf is set here, so no C++ object with a destructor may live between setjmp and a
-// libjpeg call.
-int8_t probe(const uint8_t* data, size_t size, int64_t H, int64_t W) {
-  jpeg_decompress_struct cinfo;
-  ErrorMgr err;
-  cinfo.err = jpeg_std_error(&err.pub);
-  err.pub.error_exit = on_error;
-  err.pub.emit_message = on_message;
-  jpeg_create_decompress(&cinfo);
-  if (setjmp(err.jump)) {
-    jpeg_destroy_decompress(&cinfo);
-    return kCorrupt;
-  }
-  jpeg_mem_src(&cinfo, const_cast<uint8_t*>(data), static_cast<unsigned long>(size));
-  jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xFFFF);
-  jpeg_read_header(&cinfo, TRUE);
-  int8_t status = kOk;
+// Whether the stream whose header cinfo has read (APP1 markers saved) is one this decoder
+// handles like Pillow (status kOk) at the stored size.
+int8_t check(const jpeg_decompress_struct& cinfo, int64_t H, int64_t W) {
   if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK ||
-      cinfo.num_components == 2 || cinfo.num_components > 3) {
-    status = kUnsupported;
-  } else if (rotated(cinfo.marker_list)) {
-    status = kUnsupported;
-  } else if (static_cast<int64_t>(cinfo.image_height) != H ||
-             static_cast<int64_t>(cinfo.image_width) != W) {
-    status = kSizeMismatch;
-  }
-  jpeg_destroy_decompress(&cinfo);
-  return status;
+      cinfo.num_components == 2 || cinfo.num_components > 3)
+    return kUnsupported;
+  if (rotated(cinfo.marker_list)) return kUnsupported;
+  if (static_cast<int64_t>(cinfo.image_height) != H ||
+      static_cast<int64_t>(cinfo.image_width) != W)
+    return kSizeMismatch;
+  return kOk;
 }
 
 // Decode region r (top, left, height, width in the pixels of the image decoded at 1/scale) of
-// a stream of H x W pixels into dst: rows `pitch` bytes apart, the region's first pixel
-// *shift pixels into each row. Rows are decoded straight into dst when libjpeg's cropped
-// scanline (the region plus upsampling context, widened to iMCU bounds) fits in a row, with
-// *shift the region's offset in it; else through a buffer and copied (*shift = 0).
-int8_t decode_rows(const uint8_t* data, size_t size, int64_t H, int64_t W, const int64_t* r,
+// the stream of H x W pixels whose header cinfo has read into dst: rows `pitch_dst` bytes
+// apart, the region's first pixel *shift pixels into each row. Rows are decoded straight into
+// dst when libjpeg's cropped scanline (the region plus upsampling context, widened to iMCU
+// bounds) fits in a row, with *shift the region's offset in it; else through a buffer and
+// copied (*shift = 0). libjpeg's errors jump to the caller's setjmp: nothing here has a
+// destructor.
+int8_t decode_rows(jpeg_decompress_struct& cinfo, int64_t H, int64_t W, const int64_t* r,
                    int64_t scale, uint8_t* dst, size_t pitch_dst, int64_t* shift,
                    std::vector<uint8_t>& row) {
-  jpeg_decompress_struct cinfo;
-  ErrorMgr err;
-  cinfo.err = jpeg_std_error(&err.pub);
-  err.pub.error_exit = on_error;
-  err.pub.emit_message = on_message;
-  jpeg_create_decompress(&cinfo);
-  if (setjmp(err.jump)) {
-    jpeg_destroy_decompress(&cinfo);
-    return kCorrupt;
-  }
-  jpeg_mem_src(&cinfo, const_cast<uint8_t*>(data), static_cast<unsigned long>(size));
-  jpeg_read_header(&cinfo, TRUE);
   const int64_t top = r[0], left = r[1], h = r[2], w = r[3];
   if (scale > 1) {  // DCT scaling: the region is in the coordinates of the scaled image
     H = (H + scale - 1) / scale;
     W = (W + scale - 1) / scale;
   }
-  if (top < 0 || left < 0 || h < 1 || w < 1 || top + h > H || left + w > W) {
-    jpeg_destroy_decompress(&cinfo);
-    return kUnsupported;
-  }
+  if (top < 0 || left < 0 || h < 1 || w < 1 || top + h > H || left + w > W) return kUnsupported;
   cinfo.out_color_space = JCS_RGB;
   cinfo.dct_method = JDCT_ISLOW;
   cinfo.do_fancy_upsampling = TRUE;
@@ -165,10 +134,8 @@ int8_t decode_rows(const uint8_t* data, size_t size, int64_t H, int64_t W, const
   cinfo.scale_denom = static_cast<unsigned int>(scale > 1 ? scale : 1);
   jpeg_start_decompress(&cinfo);
   if (static_cast<int64_t>(cinfo.output_height) != H ||
-      static_cast<int64_t>(cinfo.output_width) != W) {
-    jpeg_destroy_decompress(&cinfo);
+      static_cast<int64_t>(cinfo.output_width) != W)
     return kSizeMismatch;
-  }
   // Fancy upsampling treats a cropped scanline's ends as image edges: ask for a margin of
   // one iMCU on each side (inside the image) so the region's own columns are never at an end.
   const int64_t margin = 8 * static_cast<int64_t>(cinfo.max_h_samp_factor);
@@ -191,19 +158,14 @@ int8_t decode_rows(const uint8_t* data, size_t size, int64_t H, int64_t W, const
     for (int k = 0; k < want; ++k)
       ptrs[k] = direct ? dst + (y + k) * pitch_dst : row.data() + k * pitch;
     const int got = static_cast<int>(jpeg_read_scanlines(&cinfo, ptrs, want));
-    if (got < 1) {
-      jpeg_destroy_decompress(&cinfo);
-      return kCorrupt;
-    }
+    if (got < 1) return kCorrupt;
     if (!direct)
       for (int k = 0; k < got; ++k)
         std::memcpy(dst + (y + k) * pitch_dst, row.data() + k * pitch + skip,
                     static_cast<size_t>(w) * 3);
     y += got;
   }
-  jpeg_abort_decompress(&cinfo);  // the rows below the region are never decoded
-  jpeg_destroy_decompress(&cinfo);
-  return kOk;
+  return kOk;  // the rows below the region are never decoded
 }
 
 // Pixels of context kept around a region cut out at restart markers: fancy upsampling reads
@@ -212,23 +174,46 @@ constexpr int64_t kContext = 8;
 
 // Decode the region into dst: from a window of the stream cut at its restart markers where it
 // has them (only the MCUs around the region are entropy-decoded), else from the whole stream.
+// One libjpeg object reads the header, then (reset) the window. The jmp_buf is set here, so
+// no object with a destructor may live between setjmp and a libjpeg call (`cut` is
+// thread_local, `win` plain data).
 int8_t decode_region(const uint8_t* data, size_t size, int64_t H, int64_t W, const int64_t* r,
                      int64_t scale, uint8_t* dst, size_t pitch, int64_t* shift,
                      std::vector<uint8_t>& row) {
-  const int8_t status = probe(data, size, H, W);
-  if (status != kOk) return status;
   thread_local std::vector<uint8_t> cut;
   Window win;
+  int64_t at[4] = {r[0], r[1], r[2], r[3]};
+  jpeg_decompress_struct cinfo;
+  ErrorMgr err;
+  cinfo.err = jpeg_std_error(&err.pub);
+  err.pub.error_exit = on_error;
+  err.pub.emit_message = on_message;
+  jpeg_create_decompress(&cinfo);
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    return kCorrupt;
+  }
+  jpeg_mem_src(&cinfo, const_cast<uint8_t*>(data), static_cast<unsigned long>(size));
+  jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xFFFF);
+  jpeg_read_header(&cinfo, TRUE);
+  int8_t status = check(cinfo, H, W);
   const int64_t s = scale > 1 ? scale : 1, m = kContext * s;  // context in output pixels
-  if (restart_window(data, size, r[0] * s - m, (r[0] + r[2]) * s + m, r[1] * s - m,
+  if (status == kOk &&
+      restart_window(data, size, r[0] * s - m, (r[0] + r[2]) * s + m, r[1] * s - m,
                      (r[1] + r[3]) * s + m, cut, win) &&
       (win.height < H || win.width < W)) {
     // the window's origin is on MCU bounds (multiples of 8), so of the scaled image's too
-    const int64_t at[4] = {r[0] - win.top / s, r[1] - win.left / s, r[2], r[3]};
-    return decode_rows(cut.data(), cut.size(), win.height, win.width, at, scale, dst, pitch,
-                       shift, row);
+    at[0] = r[0] - win.top / s;
+    at[1] = r[1] - win.left / s;
+    H = win.height;
+    W = win.width;
+    jpeg_abort_decompress(&cinfo);
+    jpeg_mem_src(&cinfo, cut.data(), static_cast<unsigned long>(cut.size()));
+    jpeg_read_header(&cinfo, TRUE);
   }
-  return decode_rows(data, size, H, W, r, scale, dst, pitch, shift, row);
+  if (status == kOk) status = decode_rows(cinfo, H, W, at, scale, dst, pitch, shift, row);
+  jpeg_destroy_decompress(&cinfo);
+  return status;
 }
 
 }  // namespace

@@ -173,3 +173,23 @@ def test_regions_decode_into_a_reused_arena() -> None:
     got, _ = JPEG.decode_regions(*args, small)
     assert not bool(small.any()) and all(np.array_equal(g.numpy(), w)
                                          for g, w in zip(got, want, strict=True))
+
+
+def test_broken_streams_get_a_status_not_a_crash() -> None:
+    """Cut off or corrupted streams, with and without restart markers: a non-zero status
+    (the reader then decodes them whole with Pillow, which names the sample)."""
+    rng = np.random.default_rng(17)
+    size = (96, 128)
+    plain = _jpeg(_photo(rng, *size), quality=90, subsampling=2)
+    marked = with_restarts(plain)
+    box = np.array([[40, 50, 30, 40]])
+    for data in (plain, marked):
+        broken = bytearray(data)
+        broken[len(data) // 2:len(data) // 2 + 64] = b"\xff\xd9" * 32  # an EOI mid-scan
+        for bad in (data[:len(data) // 3], bytes(broken), b"\xff\xd8\xff\xdb" + b"\x00" * 40):
+            out, status = JPEG.decode_regions([_t(bad)], torch.from_numpy(box),
+                                              torch.tensor([size]), torch.ones(1, dtype=torch.int64))
+            if bad[4:6] == b"\x00\x00":  # no header to speak of
+                assert int(status[0]) != 0
+            assert int(status[0]) != 0 or out[0].shape == (30, 40, 3)
+        assert _regions(data, size, box)[0].shape == (30, 40, 3)  # the object is reusable
