@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <jpeglib.h>
+#include <jerror.h>
 
 #include "jpeg_restarts.h"
 #include "parallel.h"
@@ -37,10 +38,17 @@ enum Status : int8_t { kOk = 0, kUnsupported = 1, kSizeMismatch = 2, kCorrupt = 
 struct ErrorMgr {
   jpeg_error_mgr pub;
   std::jmp_buf jump;
+  bool cut_off = false;  // the data ended before the rows asked for (libjpeg fills them grey)
 };
 
 void on_error(j_common_ptr cinfo) { std::longjmp(reinterpret_cast<ErrorMgr*>(cinfo->err)->jump, 1); }
-void on_message(j_common_ptr, int) {}
+
+// Warnings pass, as in Pillow, except a stream that ends early: Pillow refuses it ("image
+// file is truncated"), so the region is refused too and the reader's Pillow decode says so.
+void on_message(j_common_ptr cinfo, int level) {
+  if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF)
+    reinterpret_cast<ErrorMgr*>(cinfo->err)->cut_off = true;
+}
 
 uint32_t read_u(const uint8_t* p, int n, bool big) {
   uint32_t v = 0;
@@ -212,6 +220,7 @@ int8_t decode_region(const uint8_t* data, size_t size, int64_t H, int64_t W, con
     jpeg_read_header(&cinfo, TRUE);
   }
   if (status == kOk) status = decode_rows(cinfo, H, W, at, scale, dst, pitch, shift, row);
+  if (status == kOk && err.cut_off) status = kCorrupt;
   jpeg_destroy_decompress(&cinfo);
   return status;
 }

@@ -255,3 +255,25 @@ def test_decode_fast_reaches_the_stream(tmp_path: Path) -> None:
     assert shards.keys() == stream.keys() == exact.keys()
     assert all(torch.equal(shards[i], stream[i]) for i in shards)
     assert not all(torch.equal(exact[i], stream[i]) for i in shards)
+
+
+def test_a_cut_off_jpeg_is_refused_not_filled_grey(tars: list[str], tmp_path: Path) -> None:
+    """A tar member JPEG that ends early: Pillow refuses it ("image file is truncated"); the
+    region decoder must not hand back grey rows instead (libjpeg fills them and only warns)."""
+    src = tmp_path / "cut.tar"
+    with tarfile.open(tars[0]) as old, tarfile.open(src, "w") as new:
+        cut = None
+        for m in old.getmembers():
+            data = old.extractfile(m).read()  # type: ignore[union-attr]
+            if cut is None and m.name.endswith(".jpg"):
+                cut, data = m.name.split(".")[0], data[:len(data) // 3]
+                m.size = len(data)
+            new.addfile(m, io.BytesIO(data))
+    assert cut is not None
+    for read_crop in (False, True):
+        stream = WebDatasetStream([str(src)], shuffle=False, rank=0, world_size=1)
+        loader = DataLoader(stream, batch_size=4, device="cpu", read_crop=read_crop,
+                            transform=RandomResizedCrop(16, scale=(0.9, 1.0)))
+        with pytest.raises(UserError) as info:
+            list(loader)
+        assert cut in str(info.value) and "truncated" in str(info.value), str(info.value)

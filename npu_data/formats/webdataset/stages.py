@@ -43,11 +43,18 @@ def decode_image(data: bytes) -> np.ndarray:
 
 @dataclass(frozen=True)
 class TarJpeg(EncodedImage):
-    """A tar's JPEG not decoded yet (crop at read): its bytes, its decoded ``shape``;
-    ``decode()`` is ``decode``'s full decode."""
+    """A tar's JPEG not decoded yet (crop at read): its bytes, its decoded ``shape``, the
+    sample it belongs to (``where``: tar and key, for errors); ``decode()`` is ``decode``'s
+    full decode."""
+
+    where: str = ""
 
     def decode(self) -> np.ndarray:
-        return decode_image(self.data.tobytes())
+        try:
+            return decode_image(self.data.tobytes())
+        except _BAD_IMAGE as exc:
+            raise UserError(f"{self.where}: the image does not decode ({exc}) — export it "
+                            "again") from None
 
 
 def plain_jpeg_size(data: bytes) -> tuple[int, int] | None:
@@ -97,12 +104,16 @@ def annotate(smp: WdsSample, image: Any, h: int, w: int) -> dict[str, Any]:
     return s
 
 
+def _where(smp: WdsSample) -> str:
+    return f"{shown(smp.url)}: sample {smp.key}"
+
+
 def _image(smp: WdsSample) -> np.ndarray:
     try:
         return decode_image(smp.image)
     except _BAD_IMAGE as exc:
-        raise UserError(f"{shown(smp.url)}: sample {smp.key}: the image does not decode "
-                        f"({exc}) — export it again") from None
+        raise UserError(f"{_where(smp)}: the image does not decode ({exc}) — export it "
+                        "again") from None
 
 
 def decode(smp: WdsSample) -> dict[str, Any]:
@@ -124,7 +135,7 @@ def planned(smp: WdsSample, plan: StreamPlan) -> dict[str, Any]:
     else:
         h, w = size
         data = np.frombuffer(smp.image, dtype=np.uint8)
-        s = annotate(smp, TarJpeg(data, (h, w, 3), None, -1, -1), h, w)
+        s = annotate(smp, TarJpeg(data, (h, w, 3), None, -1, -1, _where(smp)), h, w)
     s[PLAN_KEY] = plan
     return s
 
