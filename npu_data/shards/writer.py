@@ -200,6 +200,21 @@ def _write_synced(path: Path, data: bytes) -> None:
         os.fsync(fh.fileno())
 
 
+def _markers_hint(old: Any, new: dict[str, Any]) -> str:
+    """Where only the restart-marker choice differs (an encoded import started by an older
+    npu-data stored JPEGs as they were), the flag that resumes it."""
+    if not isinstance(old, dict) or not isinstance(old.get("options"), dict):
+        return ""
+    was, now = dict(old["options"]), dict(new["options"])
+    if was.pop("restart_markers", False) == now.pop("restart_markers", False) or was != now \
+            or {k: v for k, v in old.items() if k != "options"} != \
+            {k: v for k, v in new.items() if k != "options"}:
+        return ""
+    return (" (its JPEGs were stored byte for byte: add --keep-jpeg-bytes to resume it)"
+            if not old["options"].get("restart_markers") else
+            " (its JPEGs were stored with restart markers: drop --keep-jpeg-bytes to resume it)")
+
+
 def _completed(out_dir: Path, k: int, fingerprint: dict[str, Any]) -> dict[str, Any] | None:
     """The completion record of shard ``k`` if it is whole and matches the options."""
     path = out_dir / shard_name(k) / COMPLETE
@@ -210,8 +225,9 @@ def _completed(out_dir: Path, k: int, fingerprint: dict[str, Any]) -> dict[str, 
     except orjson.JSONDecodeError:
         return None
     if record.get("fingerprint") != fingerprint:
-        raise UserError(f"{path.parent}: written with other options or another export — "
-                        "import into an empty --out folder, or resume with the same options")
+        raise UserError(f"{path.parent}: written with other options or another export"
+                        f"{_markers_hint(record.get('fingerprint'), fingerprint)} — import "
+                        "into an empty --out folder, or resume with the same options")
     for fname, meta in record["files"].items():
         f = path.parent / fname
         if not f.is_file() or f.stat().st_size != meta["size"]:

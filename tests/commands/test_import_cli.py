@@ -157,6 +157,12 @@ def test_encoded_jpegs_get_restart_markers_unless_kept(tmp_path: Path) -> None:
             np.testing.assert_array_equal(ds[i]["image"], pixels)
     assert cli("verify", tmp_path / "marked").returncode == 0
     _one_error(cli("import", export, "--out", tmp_path / "kept", *common, "--resume"),
-               "other options")
+               "other options", "add --keep-jpeg-bytes")
+    _one_error(cli("import", export, "--out", tmp_path / "marked", *common, "--resume",
+                   "--keep-jpeg-bytes"), "other options", "drop --keep-jpeg-bytes")
+    other = cli("import", export, "--out", tmp_path / "marked", *common, "--resume",
+                "--shard-size", "3")
+    _one_error(other, "other options")
+    assert "--keep-jpeg-bytes" not in other.stderr  # no hint for other changes
     _one_error(cli("import", export, "--out", tmp_path / "o", "--keep-jpeg-bytes"),
                "--store encoded")
