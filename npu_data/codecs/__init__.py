@@ -10,22 +10,22 @@ images with Pillow instead and store JPEGs as they are.
 
 from __future__ import annotations
 
-import logging
-import os
-import threading
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from npu_data.common.compiled import INCLUDE, load_library
+from npu_data.common.compiled import INCLUDE, Library
 
 _HERE = Path(__file__).parent
-_SOURCES = [_HERE / n for n in ("jpeg.cpp", "jpeg_restarts.cpp", "jpeg_transcode.cpp")]
-_HEADERS = [_HERE / "jpeg_restarts.h", INCLUDE / "parallel.h"]
-_LOCK = threading.Lock()
-_STATE: dict[str, Any] = {}
-log = logging.getLogger(__name__)
+_LIBRARY = Library(
+    "npu_data_jpeg", "npu_data_jpeg",
+    [_HERE / n for n in ("jpeg.cpp", "jpeg_restarts.cpp", "jpeg_transcode.cpp")],
+    [_HERE / "jpeg_restarts.h", INCLUDE / "parallel.h"], "jpeg",
+    "JPEG region decoding unavailable",
+    "JPEGs are decoded whole with Pillow (same pixels, slower) and stored without restart "
+    "markers. Install libjpeg-turbo's development files (e.g. libjpeg62-turbo-dev) to enable "
+    "it.", ["-ljpeg"])
 
 # Restart markers every ~32 pixels of an MCU row: a crop then decodes about its own area at a
 # cost of a few bytes per interval, which the re-encode's optimised Huffman codes make up for.
@@ -34,22 +34,7 @@ RESTART_RUN = 32
 
 def jpeg_ops() -> Any | None:
     """``torch.ops.npu_data_jpeg``, or ``None`` when it cannot be built."""
-    if "jpeg" in _STATE:
-        return _STATE["jpeg"]
-    with _LOCK:
-        if "jpeg" not in _STATE:
-            result = None
-            if os.environ.get("NPU_DATA_NATIVE", "1") != "0":
-                try:
-                    load_library("npu_data_jpeg", _SOURCES, _HEADERS, "jpeg", ["-ljpeg"])
-                    result = torch.ops.npu_data_jpeg
-                except Exception as exc:  # no libjpeg headers or library, no compiler, ...
-                    log.warning("npu-data: JPEG region decoding unavailable (%s); JPEGs are "
-                                "decoded whole with Pillow (same pixels, slower). Install "
-                                "libjpeg-turbo's development files (e.g. libjpeg62-turbo-dev) "
-                                "to enable it.", str(exc).splitlines()[0][:200])
-            _STATE["jpeg"] = result
-    return _STATE["jpeg"]
+    return _LIBRARY.get()
 
 
 def with_restarts(data: bytes, run: int = RESTART_RUN) -> bytes:

@@ -6,14 +6,19 @@ version, the flags and the CPU. ``include/`` holds the headers the libraries sha
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import platform
+import threading
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from npu_data.common.cache import cache_root
 
 INCLUDE = Path(__file__).parent / "include"
+log = logging.getLogger(__name__)
 FLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
          "-fopenmp-simd"]
 
@@ -56,3 +61,34 @@ def load_library(name: str, sources: list[Path], headers: list[Path], folder: st
     from npu_data.common.atomic import atomic_write_bytes
 
     atomic_write_bytes(done, b"ok\n")
+
+
+class Library:
+    """One C++ library loaded at most once per process: :meth:`get` returns ``torch.ops.<ns>``
+    or ``None`` (``NPU_DATA_NATIVE=0``, or it could not be built: a warning, once, says
+    ``missing`` — what is unavailable — the reason, and ``instead`` — what happens instead)."""
+
+    def __init__(self, name: str, namespace: str, sources: list[Path], headers: list[Path],
+                 folder: str, missing: str, instead: str,
+                 ldflags: list[str] | None = None) -> None:
+        self.name, self.namespace, self.folder = name, namespace, folder
+        self.sources, self.headers, self.ldflags = sources, headers, ldflags
+        self.missing, self.instead = missing, instead
+        self._lock = threading.Lock()
+        self._done, self._ops = False, None
+
+    def get(self) -> Any | None:
+        if self._done:
+            return self._ops
+        with self._lock:
+            if not self._done:
+                if os.environ.get("NPU_DATA_NATIVE", "1") != "0":
+                    try:
+                        load_library(self.name, self.sources, self.headers, self.folder,
+                                     self.ldflags)
+                        self._ops = getattr(torch.ops, self.namespace)
+                    except Exception as exc:  # no compiler, headers or library; read-only cache
+                        log.warning("npu-data: %s (%s); %s", self.missing,
+                                    str(exc).splitlines()[0][:200], self.instead)
+                self._done = True
+        return self._ops

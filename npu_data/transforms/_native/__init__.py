@@ -9,41 +9,27 @@ the CPU). JPEG decoding and re-encoding is a library of its own (``npu_data.code
 
 from __future__ import annotations
 
-import logging
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from npu_data.common.compiled import INCLUDE, load_library
+from npu_data.common.compiled import INCLUDE, Library
 
 _HERE = Path(__file__).parent
-_SOURCES = [_HERE / n for n in ("ops.cpp", "resample.cpp", "color.cpp", "layout.cpp")]
-_HEADERS = [_HERE / "kernels.h", INCLUDE / "parallel.h"]
-_LOCK = threading.Lock()
-_STATE: dict[str, Any] = {}
-log = logging.getLogger(__name__)
+_LIBRARY = Library(
+    "npu_data_native", "npu_data",
+    [_HERE / n for n in ("ops.cpp", "resample.cpp", "color.cpp", "layout.cpp")],
+    [_HERE / "kernels.h", INCLUDE / "parallel.h"], "native",
+    "compiled CPU kernels unavailable",
+    "using the pure-torch kernels (same values, slower). Install a C++ compiler to enable "
+    "them.")
 
 
 def ops() -> Any | None:
     """``torch.ops.npu_data`` with the compiled kernels, or ``None`` when unavailable."""
-    if "ops" in _STATE:
-        return _STATE["ops"]
-    with _LOCK:
-        if "ops" not in _STATE:
-            result = None
-            if os.environ.get("NPU_DATA_NATIVE", "1") != "0":
-                try:
-                    load_library("npu_data_native", _SOURCES, _HEADERS, "native")
-                    result = torch.ops.npu_data
-                except Exception as exc:  # no compiler, no headers, read-only cache, ...
-                    log.warning("npu-data: compiled CPU kernels unavailable (%s); using the "
-                                "pure-torch kernels (same values, slower). Install a C++ "
-                                "compiler to enable them.", str(exc).splitlines()[0][:200])
-            _STATE["ops"] = result
-    return _STATE["ops"]
+    return _LIBRARY.get()
 
 
 def available() -> bool:
