@@ -84,7 +84,8 @@ class LabelStudioDataset:
     ``allow_download`` (host names), ``storage_endpoint``, ``download_workers``,
     ``max_download_bytes``, ``timeout`` (``--download-timeout``), ``reencode``,
     ``shard_size``, ``annotations``, ``with_predictions``, ``config``,
-    ``reject_out_of_range``, ``strict``, ``workers``.
+    ``reject_out_of_range``, ``strict``, ``workers``, ``restart_markers`` (``False``:
+    ``--keep-jpeg-bytes``).
     """
 
     def __init__(self, json_file: str | os.PathLike[str],

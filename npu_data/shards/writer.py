@@ -114,7 +114,8 @@ def check_options(o: WriteOptions) -> None:
         if o.store != "encoded":
             raise UserError("--reencode needs --store encoded")
     if not o.restart_markers and o.store != "encoded":
-        raise UserError("--keep-jpeg-bytes needs --store encoded (raw shards hold pixels)")
+        raise UserError("--keep-jpeg-bytes (restart_markers=False) needs --store encoded "
+                        "(raw shards hold pixels)")
     if o.store == "encoded" and o.max_side and not o.reencode:
         raise UserError("--max-side with --store encoded needs --reencode jpeg:Q "
                         "(original bytes cannot be resized)")

@@ -209,6 +209,7 @@ def test_bad_import_options_are_the_clis_one_line_errors(tmp_path: Path) -> None
              ({"shard_size": 0}, r"--shard-size 0"),
              ({"workers": 0}, r"--workers 0"),
              ({"reencode": "png:3"}, r"--reencode png:3"),
+             ({"restart_markers": False}, r"restart_markers=False\) needs --store encoded"),
              ({"storage": "x"}, "unknown option")]
     for kw, match in cases:
         with pytest.raises(UserError, match=match) as e:
