@@ -92,7 +92,9 @@ def crop_geometry(batch: Batch, boxes: torch.Tensor, crop: CropPlan) -> Batch:
     """The collated batch's geometry keys through the crop; ``sizes`` the output size."""
     out = dict(batch)
     out.update(geometry.resized_crop_geometry(batch, boxes, crop.size, crop.min_visible))
-    out["sizes"] = torch.tensor(crop.size, dtype=torch.int64).expand(len(boxes), 2)
+    # a real (B, 2) tensor, not an expanded view: a pinned copy cannot be made of one whose
+    # elements share memory (torch's pin-memory thread raises)
+    out["sizes"] = torch.tensor([crop.size] * len(boxes), dtype=torch.int64).view(-1, 2)
     return out
 
 

@@ -27,7 +27,7 @@ def as_batch(data: Any, who: str, *, need_uint8: bool = True) -> tuple[Batch, bo
     if isinstance(data, torch.Tensor):
         check_image(data, who, need_uint8=need_uint8)
         b, _, h, w = data.shape
-        sizes = _host_sizes(h, w, data.device).expand(b, 2)
+        sizes = _host_sizes(h, w, data.device).expand(b, 2).contiguous()
         return {"image": data, "sizes": sizes}, True
     if isinstance(data, Mapping):
         if "image" not in data:
@@ -41,7 +41,7 @@ def as_batch(data: Any, who: str, *, need_uint8: bool = True) -> tuple[Batch, bo
         given: Any = batch.get("sizes")
         if given is None:
             b, _, h, w = image.shape
-            batch["sizes"] = _host_sizes(h, w, image.device).expand(b, 2)
+            batch["sizes"] = _host_sizes(h, w, image.device).expand(b, 2).contiguous()
         elif not isinstance(given, torch.Tensor) or given.shape != (image.shape[0], 2):
             raise UserError(
                 f"{who}: batch 'sizes' must be a tensor (B, 2) of valid (height, width), got "

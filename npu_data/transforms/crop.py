@@ -52,8 +52,9 @@ class _CropBase(Transform):
         out = dict(batch)
         out["image"] = F.resized_crop(batch["image"], batch["sizes"], boxes, self.size)
         sizes = batch["sizes"]
-        out["sizes"] = torch.tensor(self.size, dtype=sizes.dtype).to(
-            sizes.device, non_blocking=True).expand(sizes.shape[0], 2)
+        # one row per sample, not an expanded view (a batch's tensors must be pinnable)
+        out["sizes"] = torch.tensor([self.size] * sizes.shape[0], dtype=sizes.dtype).view(
+            -1, 2).to(sizes.device, non_blocking=True)
         out.update(geometry.resized_crop_geometry(batch, boxes, self.size, self.min_visible))
         return out
 

@@ -86,6 +86,27 @@ def test_crop_at_read_equals_crop_after_read(stores: dict[str, ShardDataset], st
         _same_batch(a, b)  # every key: image, sizes, boxes, polygons, masks, ..., aug
 
 
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+@pytest.mark.parametrize("read_crop", [True, False])
+def test_every_batch_tensor_can_be_pinned(stores: dict[str, ShardDataset],
+                                          read_crop: bool) -> None:
+    """torch's pin-memory thread copies each tensor into a pinned one of the same strides,
+    which raises for a view whose elements share memory (an ``expand``): seen on a GPU."""
+    for kind in ("pipeline", "rrc", "resize", "center"):
+        for batch in _batches(stores["encoded"], read_crop, kind):
+            for t in _tensors(batch):
+                torch.empty_strided(t.shape, t.stride(), dtype=t.dtype).copy_(t)
+
+
 def test_crop_at_read_in_workers_and_with_the_torch_kernels(
         stores: dict[str, ShardDataset]) -> None:
     ds = stores["raw"]
