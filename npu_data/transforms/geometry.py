@@ -22,7 +22,6 @@ from npu_data.transforms._kernels import to_device
 
 Batch = dict[str, Any]
 
-_FLIP_CORNERS = [1, 0, 3, 2]  # keeps corner 0 the box's own top-left, order clockwise
 _KERNELS = sys.modules[__name__]  # handed to each kind's geometry hooks (kinds sit below)
 
 
@@ -311,7 +310,10 @@ def hflip_xyxy(xyxy: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> 
 def hflip_corners(corners: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
     """Rotated boxes ``(B, N, 4, 2)``: mirrored and reordered ``[1, 0, 3, 2]`` so corner 0 is
     still the box's own top-left and the order stays clockwise (rotation becomes ``-r``)."""
-    mirrored = hflip_points(corners, widths, flip)[..., _FLIP_CORNERS, :]
+    m = hflip_points(corners, widths, flip)
+    # corners [1, 0, 3, 2] by select views: a Python list as the index would be a host tensor
+    # copied to the device, which CUDA waits for (seen as a host sync on an H200)
+    mirrored = torch.stack([m[..., 1, :], m[..., 0, :], m[..., 3, :], m[..., 2, :]], dim=-2)
     return torch.where(to_device(flip, corners.device).view(-1, 1, 1, 1), mirrored, corners)
 
 
