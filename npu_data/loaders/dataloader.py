@@ -46,6 +46,9 @@ from npu_data.transforms.donate import donating
 BatchTransform = Callable[..., Any]
 _MASK = (1 << 63) - 1
 _READ_AHEAD = 2  # batches a read thread works ahead of the transform
+# The importing thread's torch thread count, fixed now: a thread that first asks after torch's
+# pin-memory thread ran (it calls set_num_threads(1)) would get 1. The read thread uses it.
+torch.get_num_threads()
 
 
 def batch_seed(seed: int, epoch: int, rank: int, batch: int) -> int:
@@ -192,6 +195,7 @@ class DataLoader(TorchDataLoader):
             in_order=in_order,
         )
         self.device_prefetch = device_prefetch
+        self._read_threads = torch.get_num_threads()  # the read thread's (read_ahead)
         self.jit_compile = jit_compile
         if image_key is not None and (isinstance(image_key, bool)
                                       or not isinstance(image_key, int | str)):
@@ -382,7 +386,7 @@ class DataLoader(TorchDataLoader):
         armed = self._arm_stream(aug_epoch)  # disarmed at the end (or drop) of this pass
         source: Iterator[Any] = super().__iter__()
         if self._reads_ahead():
-            source = read_ahead(source, _READ_AHEAD)
+            source = read_ahead(source, _READ_AHEAD, self._read_threads)
         stream = dev.new_stream(self.device) if self.device_prefetch > 0 else None
         accel = dev.is_accelerator(self.device)
         pending: deque[Any] = deque()

@@ -7,6 +7,12 @@ producer thread overlaps them with the main thread's device transform — two co
 no worker processes, no shared-memory hand-off and no pickling. Batches come in the
 iterator's order; an exception in the producer is raised in the consumer at the batch where
 it happened; closing the consumer (``break``, garbage collection) stops the producer.
+
+The producer thread is given the consumer's torch thread count (``threads``), which its
+compiled kernels spread a batch over: a thread otherwise takes torch's process-wide default
+when it first asks, and torch's pin-memory thread (any DataLoader with ``pin_memory`` and
+workers) sets that default to 1 — seen on a 16-core GPU machine, where it left in-process
+decoding on one core.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import queue
 import threading
 from collections.abc import Iterator
 from typing import Any, TypeVar
+
+import torch
 
 T = TypeVar("T")
 
@@ -26,8 +34,9 @@ class _Failed:
         self.exc = exc
 
 
-def read_ahead(source: Iterator[T], depth: int) -> Iterator[T]:
-    """``source``'s items, produced up to ``depth`` ahead on a daemon thread."""
+def read_ahead(source: Iterator[T], depth: int, threads: int | None = None) -> Iterator[T]:
+    """``source``'s items, produced up to ``depth`` ahead on a daemon thread (which runs
+    torch's CPU ops on ``threads`` threads when given)."""
     if depth < 1:
         raise ValueError(f"read_ahead: depth={depth} must be at least 1")
     items: queue.Queue[Any] = queue.Queue(maxsize=depth)
@@ -44,6 +53,8 @@ def read_ahead(source: Iterator[T], depth: int) -> Iterator[T]:
 
     def produce() -> None:
         try:
+            if threads:
+                torch.set_num_threads(threads)
             for item in source:
                 if not put(item):
                     return

@@ -152,3 +152,31 @@ def test_resume_counts_the_batches_consumed_not_the_ones_read_ahead(
     assert len(first) + len(rest) == len(full) == 6
     for a, b in zip(full, first + rest, strict=True):
         assert torch.equal(a, b)
+
+
+_PIN_THREAD_FIRST = """
+import threading, torch
+from npu_data.loaders import DataLoader
+# torch's pin-memory thread does this; a thread asking torch for its count later gets 1
+t = threading.Thread(target=torch.set_num_threads, args=(1,)); t.start(); t.join()
+
+class Probe(torch.utils.data.Dataset):
+    def __len__(self): return 4
+    def __getitem__(self, i): return torch.tensor(torch.get_num_threads())
+
+loader = DataLoader(Probe(), batch_size=2, read_thread=True)
+print(sorted(set(b.tolist()) for b in loader))
+"""
+
+
+def test_the_read_thread_keeps_the_callers_torch_threads() -> None:
+    """The read thread's kernels run on the caller's thread count, not the 1 that torch's
+    pin-memory thread leaves as the process default (seen on a 16-core GPU machine)."""
+    import subprocess
+    import sys
+
+    want = torch.get_num_threads()
+    out = subprocess.run([sys.executable, "-c", _PIN_THREAD_FIRST], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == str([{want}] * 2)
+    assert want > 1, "needs 2+ cores to tell the counts apart"
