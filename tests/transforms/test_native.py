@@ -40,6 +40,30 @@ def test_hue_is_exact_for_every_rgb_value(hue: float) -> None:
     assert np.array_equal(got, expected), int((got != expected).any(-1).sum())
 
 
+def test_hue_constant_products_give_pillows_values() -> None:
+    """The compiled hue multiplies where Pillow divides by a constant (color.cpp): h0 / 6.0,
+    h * 6.0 / 255.0 and s / 255.0. In IEEE double (numpy computes as C does) the products give
+    Pillow's level for every (branch, a, c) and its i, f and fs for all 256 values."""
+    v = np.arange(256).astype(np.float32).astype(np.float64)
+    div, mul = v * 6.0 / 255.0, v * (6.0 / 255.0)
+    assert np.array_equal(div.astype(np.int64), mul.astype(np.int64))
+    fd = (div - div.astype(np.int64).astype(np.float32)).astype(np.float32)
+    fm = (mul - mul.astype(np.int64).astype(np.float32)).astype(np.float32)
+    assert np.array_equal(fd, fm)
+    assert np.array_equal((v / 255.0).astype(np.float32), (v * (1.0 / 255.0)).astype(np.float32))
+    a, c = np.meshgrid(np.arange(256), np.arange(256), indexing="ij")
+    cr = np.maximum(np.maximum(a, c), 1).astype(np.float32)
+    qa, qc = a.astype(np.float32) / cr, c.astype(np.float32) / cr
+    for h0 in (qc - qa, (2.0 + qa.astype(np.float64) - qc).astype(np.float32),
+               (4.0 + qa.astype(np.float64) - qc).astype(np.float32)):
+        levels = []
+        for y in (h0.astype(np.float64) / 6.0 + 1.0, h0.astype(np.float64) * (1.0 / 6.0) + 1.0):
+            y = np.where(y >= 1.0, y - 1.0, y)  # fmod(y, 1.0) on [5/6, 11/6]
+            levels.append(np.clip((y.astype(np.float32).astype(np.float64) * 255.0)
+                                  .astype(np.int64), 0, 255))
+        assert np.array_equal(*levels)
+
+
 def _crop_cases(rng: np.random.Generator, n: int) -> list[tuple[int, int, int, int, int, int]]:
     cases = []
     for _ in range(n):

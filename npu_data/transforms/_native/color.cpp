@@ -36,84 +36,55 @@ inline uint8_t blend_value(float in1, float in2, float a) {
 }
 
 
-// Pillow's rgb2hsv for one non-grey pixel given as the branch Pillow takes (which channel is
-// the maximum) and the distances of the two other channels from the maximum; the value
-// depends on nothing else, which is what lets hue_tables() tabulate it.
-int hue_level(int branch, int a, int c) {
-  const int cr_i = std::max(a, c);  // maxc - minc
-  if (cr_i == 0) return 0;
-  const float cr = static_cast<float>(cr_i);
+// Pillow's rgb2hsv H and S of one pixel as Pillow computes them (float divisions, the
+// double steps in between), written branch-free so the row loop vectorises without gathers:
+// a table of H by (branch, a, c) (768 KB) made every pixel an L2 gather, which cost more
+// than the divisions. `a` and `c` are the two other channels' distances from the maximum,
+// in the order Pillow's branch uses them; their maximum is maxc - minc.
+inline int hue_level(int is_r, int is_g, int a, int c, int d) {
+  const float cr = static_cast<float>(d + (d == 0));  // grey pixels: H is masked to 0
   const float qa = static_cast<float>(a) / cr, qc = static_cast<float>(c) / cr;
-  float h0;
-  if (branch == 0) {  // r is the maximum: a = maxc - g, c = maxc - b; h = bc - gc
-    h0 = qc - qa;
-  } else if (branch == 1) {  // g: a = maxc - r, c = maxc - b; h = 2.0 + rc - bc
-    h0 = static_cast<float>(2.0 + qa - qc);
-  } else {  // b: a = maxc - g, c = maxc - r; h = 4.0 + gc - rc
-    h0 = static_cast<float>(4.0 + qa - qc);
-  }
-  const float h = static_cast<float>(std::fmod(h0 / 6.0 + 1.0, 1.0));
-  return std::min(std::max(static_cast<int>(h * 255.0), 0), 255);
+  const float h_r = qc - qa;                              // r max: h = bc - gc
+  const float h_g = static_cast<float>(2.0 + qa - qc);    // g max: h = 2.0 + rc - bc
+  const float h_b = static_cast<float>(4.0 + qa - qc);    // b max: h = 4.0 + gc - rc
+  const float h0 = is_r ? h_r : (is_g ? h_g : h_b);
+  // Pillow's h0 / 6.0 + 1.0 as a product (no division): the same level for every (branch,
+  // a, c), tests/transforms/test_native.py::test_hue_constant_products_give_pillows_values
+  double y = h0 * (1.0 / 6.0) + 1.0;  // in [5/6, 11/6]: fmod(y, 1.0) is y - 1 from 1 on
+  y = y >= 1.0 ? y - 1.0 : y;
+  const float h = static_cast<float>(y);
+  return std::min(std::max(static_cast<int>(h * 255.0), 0), 255) * (d != 0);
 }
 
-// Everything of the HSV round trip that depends on at most two 8-bit values, computed once
-// with Pillow's own expressions, so the per-pixel loop has no division left.
-struct HueTables {
-  std::vector<int32_t> level;  // 3 * 65536: hue_level(branch, a, c) at branch << 16 | a << 8 | c
-  std::vector<int32_t> sat;    // 65536: S = (int)((float)d / (float)maxc * 255.0) at d << 8 | maxc
-  int32_t sector[256];         // i = floor(h * 6.0 / 255.0)
-  float frac[256];             // f = h * 6.0 / 255.0 - i
-  float fs[256];               // s / 255.0
-  HueTables() : level(3 << 16), sat(1 << 16) {
-    for (int branch = 0; branch < 3; ++branch)
-      for (int a = 0; a < 256; ++a)
-        for (int c = 0; c < 256; ++c) level[(branch << 16) | (a << 8) | c] = hue_level(branch, a, c);
-    for (int d = 0; d < 256; ++d)
-      for (int maxc = 0; maxc < 256; ++maxc) {
-        int us = 0;
-        if (d > 0 && maxc >= d) {
-          const float sv = static_cast<float>(d) / static_cast<float>(maxc);
-          us = std::min(std::max(static_cast<int>(sv * 255.0), 0), 255);
-        }
-        sat[(d << 8) | maxc] = us;
-      }
-    for (int h = 0; h < 256; ++h) {
-      const double hf = static_cast<float>(h) * 6.0 / 255.0;
-      const int i = static_cast<int>(std::floor(hf));
-      sector[h] = i == 6 ? 0 : i;  // Pillow switches on i % 6
-      frac[h] = static_cast<float>(hf - static_cast<float>(i));
-      fs[h] = static_cast<float>(static_cast<float>(h) / 255.0);
-    }
-  }
-};
-
-const HueTables& hue_tables() {
-  static const HueTables tables;  // built on first use (thread-safe static)
-  return tables;
+inline int sat_level(int d, int maxc) {  // S = (int)((float)d / (float)maxc * 255.0)
+  const float sv = static_cast<float>(d) / static_cast<float>(maxc + (maxc == 0));
+  return std::min(std::max(static_cast<int>(sv * 255.0), 0), 255) * (d != 0);
 }
 
-// Pillow's rgb2hsv, the H shift, and hsv2rgb, through the tables. Selections are written as
-// arithmetic (x * 0/1 and sums with 0 are exact) so the row loop vectorises; non-negative
-// values make round(x) == floor(x) + (frac >= 0.5).
-inline void hue_pixel(uint8_t& r8, uint8_t& g8, uint8_t& b8, int shift, const HueTables& T) {
+// Pillow's rgb2hsv, the H shift, and hsv2rgb. Selections are written as arithmetic (x * 0/1
+// and sums with 0 are exact) so the row loop vectorises; non-negative values make
+// round(x) == floor(x) + (frac >= 0.5).
+inline void hue_pixel(uint8_t& r8, uint8_t& g8, uint8_t& b8, int shift) {
   const int r = r8, g = g8, b = b8;
   const int maxc = std::max(r, std::max(g, b));
   const int minc = std::min(r, std::min(g, b));
   const int d = maxc - minc;
-  const int grey = d == 0;
   const int is_r = r == maxc;
   const int is_g = (1 - is_r) & (g == maxc);
   const int is_b = 1 - is_r - is_g;
-  const int key = is_r * (((maxc - g) << 8) | (maxc - b)) +
-                  is_g * ((1 << 16) | ((maxc - r) << 8) | (maxc - b)) +
-                  is_b * ((2 << 16) | ((maxc - g) << 8) | (maxc - r));
-  const int uh = T.level.data()[key] * (1 - grey);
-  const int us = T.sat.data()[(d << 8) | maxc];
+  const int a = (is_r + is_b) * (maxc - g) + is_g * (maxc - r);
+  const int c = (is_r + is_g) * (maxc - b) + is_b * (maxc - r);
+  const int uh = hue_level(is_r, is_g, a, c, d);
+  const int us = sat_level(d, maxc);
   const int hh = (uh + shift) & 255;
   // back to RGB
-  const int i = T.sector[hh];
-  const float f = T.frac[hh];
-  const float fs = T.fs[us];
+  // Pillow's h * 6.0 / 255.0 and s / 255.0 as products: the same i, f and fs for all 256
+  // values (the same test); every (colour, shift) was also checked equal to the table version
+  const double hf = static_cast<float>(hh) * (6.0 / 255.0);
+  const int i0 = static_cast<int>(hf);  // floor: hf >= 0
+  const int i = i0 * (i0 != 6);         // Pillow switches on i % 6
+  const float f = static_cast<float>(hf - static_cast<float>(i0));
+  const float fs = static_cast<float>(static_cast<float>(us) * (1.0 / 255.0));
   const double v = static_cast<float>(maxc);
   const double xp = v * (1.0 - fs);
   const double xq = v * (1.0 - fs * f);
@@ -167,11 +138,11 @@ NPU_DATA_WIDE void saturation_row(Row in, OutRow out, int64_t n, float f) {
   }
 }
 
-void hue_row(Row in, OutRow out, int64_t n, int shift, const HueTables& T) {
+void hue_row(Row in, OutRow out, int64_t n, int shift) {
 #pragma omp simd
   for (int64_t x = 0; x < n; ++x) {
     uint8_t r = in.r[x], g = in.g[x], b = in.b[x];
-    hue_pixel(r, g, b, shift, T);
+    hue_pixel(r, g, b, shift);
     out.r[x] = r;
     out.g[x] = g;
     out.b[x] = b;
@@ -204,8 +175,7 @@ struct Job {
 
 // ops[k0, k1) on one row segment of n pixels, the first reading `in`, each writing `out`.
 // Returns whether anything was written.
-bool chain_row(const Job& j, int k0, int k1, Row in, OutRow out, int64_t n, float mean,
-               const HueTables& T) {
+bool chain_row(const Job& j, int k0, int k1, Row in, OutRow out, int64_t n, float mean) {
   const Row done{out.r, out.g, out.b};
   for (int k = k0; k < k1; ++k) {
     const Row from = k == k0 ? in : done;
@@ -213,7 +183,7 @@ bool chain_row(const Job& j, int k0, int k1, Row in, OutRow out, int64_t n, floa
       case BRIGHTNESS: blend_const_row(from, out, n, 0.0f, j.factor[0]); break;
       case CONTRAST: blend_const_row(from, out, n, mean, j.factor[1]); break;
       case SATURATION: saturation_row(from, out, n, j.factor[2]); break;
-      default: hue_row(from, out, n, j.shift, T); break;
+      default: hue_row(from, out, n, j.shift); break;
     }
   }
   return k1 > k0;
@@ -231,19 +201,19 @@ void zero_row(OutRow out, int64_t from, int64_t to) {
 // ops[c, n) with the sample's mean, and zeroes the padding (like Pillow on the valid image,
 // contrast leaves it 0, and every later op keeps 0 at 0). Without contrast, phase 2 runs the
 // whole chain over the padded rows, as the single ops do.
-int64_t phase1(const Job& j, int64_t y0, int64_t y1, const HueTables& T) {
+int64_t phase1(const Job& j, int64_t y0, int64_t y1) {
   int64_t total = 0;
   for (int64_t y = y0; y < std::min(y1, j.vh); ++y) {
-    const bool wrote = chain_row(j, 0, j.contrast_at, j.in_row(y), j.out_row(y), j.vw, 0.0f, T);
+    const bool wrote = chain_row(j, 0, j.contrast_at, j.in_row(y), j.out_row(y), j.vw, 0.0f);
     total += gray_sum_row(wrote ? j.done_row(y) : j.in_row(y), j.vw);
   }
   return total;
 }
 
-void phase2(const Job& j, int64_t y0, int64_t y1, float mean, const HueTables& T) {
+void phase2(const Job& j, int64_t y0, int64_t y1, float mean) {
   if (j.contrast_at < 0) {
     for (int64_t y = y0; y < y1; ++y)
-      if (!chain_row(j, 0, j.n, j.in_row(y), j.out_row(y), j.W, 0.0f, T)) {
+      if (!chain_row(j, 0, j.n, j.in_row(y), j.out_row(y), j.W, 0.0f)) {
         const Row in = j.in_row(y);
         const OutRow out = j.out_row(y);
         if (in.r == out.r) continue;  // in place: nothing to do
@@ -258,7 +228,7 @@ void phase2(const Job& j, int64_t y0, int64_t y1, float mean, const HueTables& T
       continue;
     }
     const Row in = j.contrast_at > 0 ? j.done_row(y) : j.in_row(y);
-    chain_row(j, j.contrast_at, j.n, in, out, j.vw, mean, T);
+    chain_row(j, j.contrast_at, j.n, in, out, j.vw, mean);
     zero_row(out, j.vw, j.W);
   }
 }
@@ -315,7 +285,6 @@ void run_color_ops(const at::Tensor& images, at::Tensor& out, const at::Tensor& 
     for (int c = 0; c < 3; ++c) j.factor[c] = fac[b * 3 + c];
     j.shift = static_cast<int>(((sh[b] % 256) + 256) % 256);
   }
-  const HueTables& T = hue_tables();
   const int64_t threads = std::max(1, at::get_num_threads());
   // a small batch is cut into row blocks so every thread has work
   const int64_t blocks = B >= threads || H == 0 ? 1 : std::min<int64_t>(H, (2 * threads + B - 1) / B);
@@ -324,8 +293,8 @@ void run_color_ops(const at::Tensor& images, at::Tensor& out, const at::Tensor& 
     parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
         const Job& j = jobs[b];
-        const float mean = j.contrast_at >= 0 ? contrast_mean(j, phase1(j, 0, H, T)) : 0.0f;
-        phase2(j, 0, H, mean, T);
+        const float mean = j.contrast_at >= 0 ? contrast_mean(j, phase1(j, 0, H)) : 0.0f;
+        phase2(j, 0, H, mean);
       }
     });
     return;
@@ -336,7 +305,7 @@ void run_color_ops(const at::Tensor& images, at::Tensor& out, const at::Tensor& 
       for (int64_t t = t0; t < t1; ++t) {
         const Job& j = jobs[t / blocks];
         const int64_t y0 = (t % blocks) * rows;
-        if (j.contrast_at >= 0) partial[t] = phase1(j, y0, std::min(H, y0 + rows), T);
+        if (j.contrast_at >= 0) partial[t] = phase1(j, y0, std::min(H, y0 + rows));
       }
     });
   }
@@ -350,7 +319,7 @@ void run_color_ops(const at::Tensor& images, at::Tensor& out, const at::Tensor& 
         for (int64_t k = 0; k < blocks; ++k) total += partial[b * blocks + k];
         mean = contrast_mean(j, total);
       }
-      phase2(j, y0, std::min(H, y0 + rows), mean, T);
+      phase2(j, y0, std::min(H, y0 + rows), mean);
     }
   });
 }
