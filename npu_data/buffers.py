@@ -1,8 +1,9 @@
 """Host batch buffers (collates and the kinds' collate hooks): shared memory in DataLoader
-workers, pinned on request."""
+workers, pinned on request, big ones reused in the process (:func:`reused_empty`)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -30,6 +31,40 @@ def empty_host(shape: tuple[int, ...], dtype: torch.dtype, pin: bool) -> torch.T
         storage = torch.UntypedStorage._new_shared(nbytes)
         return torch.empty(0, dtype=dtype).set_(storage).view(shape)
     return torch.empty(shape, dtype=dtype)
+
+
+# Batch buffers of at least _REUSE_FROM bytes are kept for reuse: malloc maps a block that big
+# afresh each time (its adaptive threshold stops at 32 MiB) and every page faults in again —
+# 12,289 faults for a 64 x 3 x 512 x 512 crop batch, half of all the process's faults.
+_REUSE_FROM = 16 << 20
+_KEEP = 6  # batches a loader has in flight: read ahead, prefetched, transformed, in use
+_USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)
+_LOCK = threading.Lock()
+_HELD: list[torch.UntypedStorage] = []
+
+
+def reused_empty(shape: tuple[int, ...]) -> torch.Tensor:
+    """An uninitialised uint8 host tensor: for a big one, a buffer handed out before that
+    nothing holds any more — no tensor, view or numpy array of it is alive, its storage's only
+    reference is this pool's — else a new one (kept, up to the last ``_KEEP``)."""
+    n = int(np.prod(shape)) if shape else 1
+    if _USE_COUNT is None or n < _REUSE_FROM:
+        return torch.empty(shape, dtype=torch.uint8)
+    strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+    with _LOCK:  # checked and handed out under the lock: two threads never share one
+        storage = next((s for s in _HELD if s.nbytes() == n and _USE_COUNT(s._cdata) == 1),
+                       None)
+        if storage is None:
+            storage = torch.UntypedStorage(n)
+            _HELD.append(storage)
+            del _HELD[:-_KEEP]
+        return torch.empty(0, dtype=torch.uint8).set_(storage, 0, shape, strides)
+
+
+def release_reused() -> None:
+    """Drop the pool's buffers (those still in use live on with their tensors)."""
+    with _LOCK:
+        _HELD.clear()
 
 
 def zeros_host(shape: tuple[int, ...], dtype: torch.dtype, pin: bool,

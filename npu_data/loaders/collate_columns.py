@@ -18,6 +18,7 @@ from npu_data.buffers import (
     copy_images,
     empty_host,
     image_sizes,
+    reused_empty,
     sizes_tensor,
     torch_dtype,
 )
@@ -84,7 +85,7 @@ def _pack(batch: Batch, pin: bool, image_shape: tuple[int, ...]) -> torch.Tensor
     storage to send to the main process or to page-lock instead of one per tensor."""
     image_bytes = int(np.prod(image_shape))
     if not pin and get_worker_info() is None:
-        return torch.empty(image_shape, dtype=torch.uint8)
+        return reused_empty(image_shape)
     keys = [k for k, v in batch.items() if isinstance(v, torch.Tensor)]
     starts, total = [], -(-image_bytes // 64) * 64
     for k in keys:

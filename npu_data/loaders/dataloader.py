@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -30,6 +31,7 @@ from torch.utils.data import DataLoader as TorchDataLoader
 from torch.utils.data import IterableDataset
 
 from npu_data import device as dev
+from npu_data.buffers import release_reused
 from npu_data.common.batch import ColumnBatch
 from npu_data.errors import UserError
 from npu_data.loaders import crop_read, stream_crop
@@ -196,6 +198,7 @@ class DataLoader(TorchDataLoader):
         )
         self.device_prefetch = device_prefetch
         self._read_threads = torch.get_num_threads()  # the read thread's (read_ahead)
+        weakref.finalize(self, release_reused)  # the batch buffers kept for reuse go with it
         self.jit_compile = jit_compile
         if image_key is not None and (isinstance(image_key, bool)
                                       or not isinstance(image_key, int | str)):

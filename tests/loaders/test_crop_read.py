@@ -229,3 +229,31 @@ def test_fast_decode_scales_big_boxes_and_keeps_everything_else(jpegs: ShardData
         changed += int((d.flatten(1).amax(1) > 0).sum())
         assert float(d.float().mean()) < 8, float(d.float().mean())
     assert changed > 0
+
+
+def test_batches_kept_by_the_caller_survive_later_epochs(stores: dict[str, ShardDataset],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loader reuses batch buffers nothing holds any more (``buffers.reused_empty``):
+    a batch the caller kept, or a numpy array of one, keeps its pixels over later epochs,
+    and the batches are the same as with fresh buffers."""
+    from npu_data import buffers
+
+    fresh = _batches(stores["raw"], True, "pipeline")
+    monkeypatch.setattr(buffers, "_REUSE_FROM", 0)
+    buffers.release_reused()
+    loader = DataLoader(stores["raw"], batch_size=6, shuffle=True, seed=3, device="cpu",
+                        transform=_pipeline("pipeline"))
+    first = [b for b in loader]
+    n = len(first)
+    for a, b in zip(fresh[:n], first, strict=True):
+        _same_batch(a, b)
+    kept, kept_np = first[0]["image"], first[1]["image"].numpy()
+    want_kept, want_np = kept.clone(), kept_np.copy()
+    ptrs = {b["image"].data_ptr() for b in first[2:]}
+    del first
+    second = [b for b in loader]
+    for a, b in zip(fresh[n:], second, strict=True):
+        _same_batch(a, b)
+    assert torch.equal(kept, want_kept) and (kept_np == want_np).all()
+    assert {b["image"].data_ptr() for b in second} & ptrs, "no buffer was reused"
+    buffers.release_reused()
