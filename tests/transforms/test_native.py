@@ -64,6 +64,26 @@ def test_hue_constant_products_give_pillows_values() -> None:
         assert np.array_equal(*levels)
 
 
+def test_hue_back_to_rgb_in_float_rounds_like_pillows_double() -> None:
+    """hsv2rgb's p, q and t: Pillow computes v * (1.0 - ...) in double, the compiled hue in
+    float (color.cpp). Both round (half up) to the same integer for all 2^24 (v, s, h)."""
+    hf = np.arange(256).astype(np.float32).astype(np.float64) * 6.0 / 255.0
+    f = (hf - hf.astype(np.int64).astype(np.float32)).astype(np.float32)  # per h
+    v = np.arange(256).astype(np.float32)[:, None]
+
+    def rounded(x: np.ndarray) -> np.ndarray:
+        return np.minimum(np.floor(x) + (x - np.floor(x) >= 0.5), 255)
+
+    one = np.float32(1)
+    for s in (np.arange(256).astype(np.float32) / 255.0).astype(np.float32):
+        pillow = (v * (1.0 - np.float64(s)), v * (1.0 - (s * f).astype(np.float64))[None],
+                  v * (1.0 - np.float64(s) * (1.0 - f.astype(np.float64)))[None])
+        ours = (v * (one - s), v * (one - s * f)[None], v * (one - s * (one - f))[None])
+        for d, x in zip(pillow, ours, strict=True):
+            assert x.dtype == np.float32 and d.dtype == np.float64
+            assert np.array_equal(rounded(d) + 0 * f, rounded(x) + 0 * f), float(s)
+
+
 def _crop_cases(rng: np.random.Generator, n: int) -> list[tuple[int, int, int, int, int, int]]:
     cases = []
     for _ in range(n):

@@ -85,10 +85,12 @@ inline void hue_pixel(uint8_t& r8, uint8_t& g8, uint8_t& b8, int shift) {
   const int i = i0 * (i0 != 6);         // Pillow switches on i % 6
   const float f = static_cast<float>(hf - static_cast<float>(i0));
   const float fs = static_cast<float>(static_cast<float>(us) * (1.0 / 255.0));
-  const double v = static_cast<float>(maxc);
-  const double xp = v * (1.0 - fs);
-  const double xq = v * (1.0 - fs * f);
-  const double xt = v * (1.0 - fs * (1.0 - f));
+  // Pillow computes these three in double; in float they round to the same integers for
+  // every (v, s, h) — all 2^24, tests/transforms/test_native.py — at twice the lanes
+  const float v = static_cast<float>(maxc);
+  const float xp = v * (1.0f - fs);
+  const float xq = v * (1.0f - fs * f);
+  const float xt = v * (1.0f - fs * (1.0f - f));
   const int ip = static_cast<int>(xp), iq = static_cast<int>(xq), it = static_cast<int>(xt);
   const int p = std::min(ip + static_cast<int>(xp - ip >= 0.5), 255);
   const int q = std::min(iq + static_cast<int>(xq - iq >= 0.5), 255);
