@@ -41,16 +41,21 @@ def test_hue_is_exact_for_every_rgb_value(hue: float) -> None:
 
 
 def test_hue_constant_products_give_pillows_values() -> None:
-    """The compiled hue multiplies where Pillow divides by a constant (color.cpp): h0 / 6.0,
-    h * 6.0 / 255.0 and s / 255.0. In IEEE double (numpy computes as C does) the products give
-    Pillow's level for every (branch, a, c) and its i, f and fs for all 256 values."""
+    """The compiled hue multiplies where Pillow divides by a constant (color.cpp): h0 / 6.0
+    and h * 6.0 / 255.0; it computes s / 255.0 and the H and S levels' products by 255.0 in
+    float. In IEEE arithmetic (numpy computes as C does) these give Pillow's levels for every
+    (branch, a, c) and (d, maxc), and its i, f and fs for all 256 values."""
     v = np.arange(256).astype(np.float32).astype(np.float64)
     div, mul = v * 6.0 / 255.0, v * (6.0 / 255.0)
     assert np.array_equal(div.astype(np.int64), mul.astype(np.int64))
     fd = (div - div.astype(np.int64).astype(np.float32)).astype(np.float32)
     fm = (mul - mul.astype(np.int64).astype(np.float32)).astype(np.float32)
     assert np.array_equal(fd, fm)
-    assert np.array_equal((v / 255.0).astype(np.float32), (v * (1.0 / 255.0)).astype(np.float32))
+    assert np.array_equal((v / 255.0).astype(np.float32), v.astype(np.float32) / np.float32(255))
+    d, m = np.meshgrid(np.arange(256), np.arange(256), indexing="ij")  # S: (d, maxc), d <= maxc
+    sv = d.astype(np.float32) / np.maximum(m, 1).astype(np.float32)
+    assert np.array_equal((sv.astype(np.float64) * 255.0).astype(np.int64)[d <= m],
+                          (sv * np.float32(255)).astype(np.int64)[d <= m])
     a, c = np.meshgrid(np.arange(256), np.arange(256), indexing="ij")
     cr = np.maximum(np.maximum(a, c), 1).astype(np.float32)
     qa, qc = a.astype(np.float32) / cr, c.astype(np.float32) / cr
@@ -61,7 +66,9 @@ def test_hue_constant_products_give_pillows_values() -> None:
             y = np.where(y >= 1.0, y - 1.0, y)  # fmod(y, 1.0) on [5/6, 11/6]
             levels.append(np.clip((y.astype(np.float32).astype(np.float64) * 255.0)
                                   .astype(np.int64), 0, 255))
-        assert np.array_equal(*levels)
+        # and the level's product by 255.0 in float
+        levels.append(np.clip((y.astype(np.float32) * np.float32(255)).astype(np.int64), 0, 255))
+        assert np.array_equal(levels[0], levels[1]) and np.array_equal(levels[0], levels[2])
 
 
 def test_hue_back_to_rgb_in_float_rounds_like_pillows_double() -> None:

@@ -53,12 +53,14 @@ inline int hue_level(int is_r, int is_g, int a, int c, int d) {
   double y = h0 * (1.0 / 6.0) + 1.0;  // in [5/6, 11/6]: fmod(y, 1.0) is y - 1 from 1 on
   y = y >= 1.0 ? y - 1.0 : y;
   const float h = static_cast<float>(y);
-  return std::min(std::max(static_cast<int>(h * 255.0), 0), 255) * (d != 0);
+  return std::min(std::max(static_cast<int>(h * 255.0f), 0), 255) * (d != 0);
 }
 
-inline int sat_level(int d, int maxc) {  // S = (int)((float)d / (float)maxc * 255.0)
+// S = (int)((float)d / (float)maxc * 255.0); H and S times 255 in float give Pillow's levels
+// for all inputs (tests/transforms/test_native.py)
+inline int sat_level(int d, int maxc) {
   const float sv = static_cast<float>(d) / static_cast<float>(maxc + (maxc == 0));
-  return std::min(std::max(static_cast<int>(sv * 255.0), 0), 255) * (d != 0);
+  return std::min(std::max(static_cast<int>(sv * 255.0f), 0), 255) * (d != 0);
 }
 
 // Pillow's rgb2hsv, the H shift, and hsv2rgb. Selections are written as arithmetic (x * 0/1
@@ -78,13 +80,13 @@ inline void hue_pixel(uint8_t& r8, uint8_t& g8, uint8_t& b8, int shift) {
   const int us = sat_level(d, maxc);
   const int hh = (uh + shift) & 255;
   // back to RGB
-  // Pillow's h * 6.0 / 255.0 and s / 255.0 as products: the same i, f and fs for all 256
-  // values (the same test); every (colour, shift) was also checked equal to the table version
+  // Pillow's h * 6.0 / 255.0 as a product, s / 255.0 in float: the same i, f and fs for all
+  // 256 values (the same test)
   const double hf = static_cast<float>(hh) * (6.0 / 255.0);
   const int i0 = static_cast<int>(hf);  // floor: hf >= 0
   const int i = i0 * (i0 != 6);         // Pillow switches on i % 6
   const float f = static_cast<float>(hf - static_cast<float>(i0));
-  const float fs = static_cast<float>(static_cast<float>(us) * (1.0 / 255.0));
+  const float fs = static_cast<float>(us) / 255.0f;
   // Pillow computes these three in double; in float they round to the same integers for
   // every (v, s, h) — all 2^24, tests/transforms/test_native.py — at twice the lanes
   const float v = static_cast<float>(maxc);
