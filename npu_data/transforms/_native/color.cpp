@@ -13,6 +13,11 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__AVX512VBMI__) && defined(__AVX512BW__)
+#include <immintrin.h>
+#define NPU_DATA_BYTE_TABLES 1
+#endif
+
 // The blends and the grey sum run about 1.5x faster with 512-bit vectors where the CPU has
 // them; the hue loop (gathers, doubles) is slower there, so it keeps the default width.
 #if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
@@ -132,6 +137,46 @@ NPU_DATA_WIDE void blend_const_row(Row in, OutRow out, int64_t n, float in1, flo
   }
 }
 
+// A blend with a constant first image (brightness: black; contrast: the grey mean) maps each
+// 8-bit value to one value: a table of 256 built with blend_value itself, so the bytes are the
+// same. Where the CPU has AVX-512 VBMI it is looked up 64 bytes at a time (two byte permutes
+// and a blend: ~20x fewer instructions than the float blend); elsewhere the float blend runs.
+struct ConstBlend {
+  float in1 = 0.0f, f = 1.0f;
+  uint8_t table[256];
+  ConstBlend() = default;
+  ConstBlend(float in1_, float f_) : in1(in1_), f(f_) {
+#ifdef NPU_DATA_BYTE_TABLES
+    for (int v = 0; v < 256; ++v) table[v] = blend_value(in1, static_cast<float>(v), f);
+#endif
+  }
+};
+
+#ifdef NPU_DATA_BYTE_TABLES
+void table_plane(const uint8_t* in, uint8_t* out, int64_t n, const uint8_t* table) {
+  const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
+  const __m512i t2 = _mm512_loadu_si512(table + 128), t3 = _mm512_loadu_si512(table + 192);
+  for (int64_t x = 0; x < n; x += 64) {
+    const int64_t left = n - x;
+    const __mmask64 m = left >= 64 ? ~__mmask64{0} : (__mmask64{1} << left) - 1;
+    const __m512i v = _mm512_maskz_loadu_epi8(m, in + x);
+    const __m512i lo = _mm512_permutex2var_epi8(t0, v, t1);  // table[v & 127]
+    const __m512i hi = _mm512_permutex2var_epi8(t2, v, t3);  // table[128 + (v & 127)]
+    _mm512_mask_storeu_epi8(out + x, m, _mm512_mask_blend_epi8(_mm512_movepi8_mask(v), lo, hi));
+  }
+}
+#endif
+
+void const_blend_row(Row in, OutRow out, int64_t n, const ConstBlend& c) {
+#ifdef NPU_DATA_BYTE_TABLES
+  table_plane(in.r, out.r, n, c.table);
+  table_plane(in.g, out.g, n, c.table);
+  table_plane(in.b, out.b, n, c.table);
+#else
+  blend_const_row(in, out, n, c.in1, c.f);
+#endif
+}
+
 NPU_DATA_WIDE void saturation_row(Row in, OutRow out, int64_t n, float f) {
 #pragma omp simd
   for (int64_t x = 0; x < n; ++x) {
@@ -171,6 +216,7 @@ struct Job {
   int n = 0;
   int contrast_at = -1;  // index into ops, or -1
   float factor[3];       // brightness, contrast, saturation
+  ConstBlend brightness;
   int shift;
   Row in_row(int64_t y) const { return {src + y * W, src + (H + y) * W, src + (2 * H + y) * W}; }
   OutRow out_row(int64_t y) const { return {dst + y * W, dst + (H + y) * W, dst + (2 * H + y) * W}; }
@@ -179,13 +225,15 @@ struct Job {
 
 // ops[k0, k1) on one row segment of n pixels, the first reading `in`, each writing `out`.
 // Returns whether anything was written.
-bool chain_row(const Job& j, int k0, int k1, Row in, OutRow out, int64_t n, float mean) {
+// `contrast` is the sample's contrast blend (its grey mean known) when k0..k1 include it.
+bool chain_row(const Job& j, int k0, int k1, Row in, OutRow out, int64_t n,
+               const ConstBlend* contrast) {
   const Row done{out.r, out.g, out.b};
   for (int k = k0; k < k1; ++k) {
     const Row from = k == k0 ? in : done;
     switch (j.ops[k]) {
-      case BRIGHTNESS: blend_const_row(from, out, n, 0.0f, j.factor[0]); break;
-      case CONTRAST: blend_const_row(from, out, n, mean, j.factor[1]); break;
+      case BRIGHTNESS: const_blend_row(from, out, n, j.brightness); break;
+      case CONTRAST: const_blend_row(from, out, n, *contrast); break;
       case SATURATION: saturation_row(from, out, n, j.factor[2]); break;
       default: hue_row(from, out, n, j.shift); break;
     }
@@ -208,7 +256,7 @@ void zero_row(OutRow out, int64_t from, int64_t to) {
 int64_t phase1(const Job& j, int64_t y0, int64_t y1) {
   int64_t total = 0;
   for (int64_t y = y0; y < std::min(y1, j.vh); ++y) {
-    const bool wrote = chain_row(j, 0, j.contrast_at, j.in_row(y), j.out_row(y), j.vw, 0.0f);
+    const bool wrote = chain_row(j, 0, j.contrast_at, j.in_row(y), j.out_row(y), j.vw, nullptr);
     total += gray_sum_row(wrote ? j.done_row(y) : j.in_row(y), j.vw);
   }
   return total;
@@ -217,7 +265,7 @@ int64_t phase1(const Job& j, int64_t y0, int64_t y1) {
 void phase2(const Job& j, int64_t y0, int64_t y1, float mean) {
   if (j.contrast_at < 0) {
     for (int64_t y = y0; y < y1; ++y)
-      if (!chain_row(j, 0, j.n, j.in_row(y), j.out_row(y), j.W, 0.0f)) {
+      if (!chain_row(j, 0, j.n, j.in_row(y), j.out_row(y), j.W, nullptr)) {
         const Row in = j.in_row(y);
         const OutRow out = j.out_row(y);
         if (in.r == out.r) continue;  // in place: nothing to do
@@ -225,6 +273,7 @@ void phase2(const Job& j, int64_t y0, int64_t y1, float mean) {
       }
     return;
   }
+  const ConstBlend contrast(mean, j.factor[1]);
   for (int64_t y = y0; y < y1; ++y) {
     const OutRow out = j.out_row(y);
     if (y >= j.vh) {
@@ -232,7 +281,7 @@ void phase2(const Job& j, int64_t y0, int64_t y1, float mean) {
       continue;
     }
     const Row in = j.contrast_at > 0 ? j.done_row(y) : j.in_row(y);
-    chain_row(j, j.contrast_at, j.n, in, out, j.vw, mean);
+    chain_row(j, j.contrast_at, j.n, in, out, j.vw, &contrast);
     zero_row(out, j.vw, j.W);
   }
 }
@@ -287,6 +336,7 @@ void run_color_ops(const at::Tensor& images, at::Tensor& out, const at::Tensor& 
     }
     any_contrast = any_contrast || j.contrast_at >= 0;
     for (int c = 0; c < 3; ++c) j.factor[c] = fac[b * 3 + c];
+    j.brightness = ConstBlend(0.0f, j.factor[0]);
     j.shift = static_cast<int>(((sh[b] % 256) + 256) % 256);
   }
   const int64_t threads = std::max(1, at::get_num_threads());
