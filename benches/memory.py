@@ -2,7 +2,8 @@
 process and of its workers after every epoch (issue 11's "memory flat over epochs").
 
     python -m benches.memory [--store raw|encoded|wds] [--workers 0] [--epochs 8]
-                             [--images 2000] [--data-dir /tmp/npu-data-bench]
+                             [--images 2000] [--width 500 --height 375 --crop 224]
+                             [--data-dir /tmp/npu-data-bench]
 
 The suite (``npu-data bench``) holds every pipeline's loader in one process, so its main
 process grows with all of them together; this runs one. Anonymous memory (``RssAnon``: heap,
@@ -22,7 +23,7 @@ from benches.datasets import ensure
 from benches.suite import _anon
 
 
-def _loader(root: Path, tars: list[Path] | None, store: str, workers: int) -> Any:
+def _loader(root: Path, tars: list[Path] | None, store: str, workers: int, crop: int) -> Any:
     from npu_data.formats.webdataset.stream import WebDatasetStream
     from npu_data.loaders import DataLoader
     from npu_data.shards.reader import ShardDataset
@@ -34,7 +35,7 @@ def _loader(root: Path, tars: list[Path] | None, store: str, workers: int) -> An
         ds = ShardDataset(root)
     return DataLoader(ds, batch_size=64, shuffle=store != "wds", num_workers=workers,
                       persistent_workers=workers > 0, device="cpu",
-                      transform=baseline.augmentation(224), seed=0)
+                      transform=baseline.augmentation(crop), seed=0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,13 +44,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--images", type=int, default=2000)
+    p.add_argument("--width", type=int, default=500)
+    p.add_argument("--height", type=int, default=375)
+    p.add_argument("--crop", type=int, default=224)
     p.add_argument("--data-dir", default="/tmp/npu-data-bench")
     a = p.parse_args(argv)
     if a.epochs < 2 or a.workers < 0:
         p.error("--epochs must be at least 2 and --workers at least 0")
-    data = ensure(a.data_dir, a.images, 500, 375)
+    data = ensure(a.data_dir, a.images, a.width, a.height)
     root = data.raw if a.store == "raw" else data.encoded
-    loader = _loader(Path(str(root)), data.tars, a.store, a.workers)
+    loader = _loader(Path(str(root)), data.tars, a.store, a.workers, a.crop)
     me, rows = psutil.Process(), []
     for e in range(a.epochs):
         loader.set_epoch(e)
