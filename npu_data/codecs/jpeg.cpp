@@ -176,9 +176,14 @@ int8_t decode_rows(jpeg_decompress_struct& cinfo, int64_t H, int64_t W, const in
   return kOk;  // the rows below the region are never decoded
 }
 
-// Pixels of context kept around a region cut out at restart markers: fancy upsampling reads
-// one chroma sample (up to two pixels) beyond each output pixel.
-constexpr int64_t kContext = 8;
+// Pixels of context kept around a region cut out at restart markers. A window's edges are
+// image edges to libjpeg's fancy upsampling, which makes pixel 2k from chroma samples k - 1
+// and k and pixel 2k + 1 from k and k + 1 (rows and columns alike): a region starting one
+// pixel inside a window (its edges are on chroma bounds) or ending one before its end sees
+// only real samples. Two keeps one to spare; every offset is tested
+// (tests/codecs/test_jpeg_restarts.py::test_regions_at_every_offset_from_a_window_edge).
+// DCT-scaled decoding keeps 8 scaled pixels: libjpeg scales chroma there in ways of its own.
+constexpr int64_t kContext = 2, kContextScaled = 8;
 
 // Decode the region into dst: from a window of the stream cut at its restart markers where it
 // has them (only the MCUs around the region are entropy-decoded), else from the whole stream.
@@ -205,7 +210,8 @@ int8_t decode_region(const uint8_t* data, size_t size, int64_t H, int64_t W, con
   jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xFFFF);
   jpeg_read_header(&cinfo, TRUE);
   int8_t status = check(cinfo, H, W);
-  const int64_t s = scale > 1 ? scale : 1, m = kContext * s;  // context in output pixels
+  const int64_t s = scale > 1 ? scale : 1;
+  const int64_t m = (s > 1 ? kContextScaled : kContext) * s;  // context, full-size pixels
   if (status == kOk &&
       restart_window(data, size, r[0] * s - m, (r[0] + r[2]) * s + m, r[1] * s - m,
                      (r[1] + r[3]) * s + m, cut, win) &&

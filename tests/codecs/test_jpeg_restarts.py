@@ -194,3 +194,21 @@ def test_broken_streams_get_a_status_not_a_crash() -> None:
                 assert int(status[0]) != 0  # refused, as Pillow refuses them
             assert int(status[0]) != 0 or out[0].shape == (30, 40, 3)
         assert _regions(data, size, box)[0].shape == (30, 40, 3)  # the object is reusable
+
+
+@pytest.mark.parametrize("subsampling", [2, 1, 0])
+def test_regions_at_every_offset_from_a_window_edge(subsampling: int) -> None:
+    """Regions starting and ending at every offset from an MCU row and a restart interval
+    (the window's edges, which libjpeg treats as image edges) decode exactly."""
+    rng = np.random.default_rng(11 + subsampling)
+    size = (144, 224)
+    original = _jpeg(_photo(rng, *size), quality=90, subsampling=subsampling)
+    marked = with_restarts(original)
+    full = _pillow(original)
+    run = 2 * RESTART_RUN  # the interval period and more, in both directions
+    starts = [[16 + k, 32 + k, 1 + k % 5, 3 + k % 7] for k in range(run)]
+    ends = [[16, 32, 1 + k, 1 + k] for k in range(run)]
+    boxes = np.array(starts + ends, dtype=np.int64)
+    for box, got in zip(boxes, _regions(marked, size, boxes), strict=True):
+        t, lft, h, w = box
+        assert np.array_equal(got, full[t:t + h, lft:lft + w]), box
