@@ -64,3 +64,41 @@ def test_big_buffers_only() -> None:
     buffers._REUSE_FROM = 1 << 20  # monkeypatched back by the fixture
     a = buffers.reused_empty((4, 4))
     assert buffers._HELD == [] and a.shape == (4, 4)
+
+
+def test_scratch_buffers_outlive_the_thread_that_used_them() -> None:
+    """A read-ahead thread is new each epoch: its decode buffer is the previous one's."""
+    import threading
+
+    ptrs: list[int] = []
+
+    def decode() -> None:
+        buf = buffers.reused_scratch(1000)
+        buf.fill_(3)
+        ptrs.append(buf.data_ptr())
+
+    for _ in range(3):
+        t = threading.Thread(target=decode)
+        t.start()
+        t.join()
+    assert len(set(ptrs)) == 1 and len(buffers._SCRATCH) == 1
+
+
+def test_scratch_in_use_is_not_handed_out_and_outgrown_ones_are_replaced() -> None:
+    a = buffers.reused_scratch(1000)
+    region = a[100:200].view(10, 10)  # a decoded region still read by its caller
+    region.fill_(9)
+    b = buffers.reused_scratch(500)
+    assert b.data_ptr() != a.data_ptr() and b.numel() >= 500
+    b.fill_(1)
+    assert bool((region == 9).all())
+    ptr_a = a.data_ptr()
+    del a, region, b
+    c = buffers.reused_scratch(800)  # the smaller free one is too small: the 1000 one fits
+    assert c.data_ptr() == ptr_a
+    del c
+    big = buffers.reused_scratch(5000)  # none fits: a bigger one replaces the largest free one
+    assert big.numel() >= 5000 and len(buffers._SCRATCH) == 2
+    assert sorted(s.nbytes() for s in buffers._SCRATCH)[0] < 1000
+    buffers.release_reused()
+    assert buffers._SCRATCH == [] and big.numel() >= 5000

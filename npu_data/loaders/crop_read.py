@@ -13,7 +13,6 @@ pixels), so ``batch["aug"]`` and the CPU replay are unchanged.
 
 from __future__ import annotations
 
-import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import numpy as np
 import torch
 
 from npu_data import codecs
+from npu_data.buffers import reused_scratch
 from npu_data.common.batch import CropPlan, EncodedImage, PlannedIndices
 from npu_data.transforms import _dispatch, draws, geometry
 from npu_data.transforms import functional as F
@@ -138,17 +138,13 @@ def scaled_regions(boxes: np.ndarray, scales: np.ndarray) -> np.ndarray:
     return np.concatenate([start, stop - start], axis=1)
 
 
-_DECODED = threading.local()  # per reading thread: the buffer JPEG regions are decoded into
 _SLACK = 96  # pixels a decoded row may hold beyond its region (codecs/jpeg.cpp kSlack)
 
 
 def _arena(regions: np.ndarray) -> torch.Tensor:
-    """This thread's decode buffer, grown (by a quarter more) to hold ``regions``."""
+    """A pooled decode buffer that holds ``regions`` (``buffers.reused_scratch``)."""
     need = int((np.maximum(regions[:, 2], 1) * (np.maximum(regions[:, 3], 1) + _SLACK)).sum()) * 3
-    buf: torch.Tensor | None = getattr(_DECODED, "buf", None)
-    if buf is None or buf.numel() < need:
-        buf = _DECODED.buf = torch.empty(need + need // 4, dtype=torch.uint8)
-    return buf
+    return reused_scratch(need)
 
 
 def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
@@ -159,8 +155,8 @@ def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
     JPEGs the region decoder leaves (EXIF orientation, CMYK, no libjpeg) decoded whole.
     ``fast = (h, w)``: a box at least twice that is decoded DCT-scaled (1/2, 1/4 or 1/8 —
     less work, not the exact pixels) and its box becomes the scaled region. ``reuse``: the
-    regions are views into this thread's decode buffer (kept across batches: no allocation,
-    no fresh pages), valid until its next ``reuse`` call."""
+    regions are views into a pooled decode buffer (kept across batches, threads and epochs:
+    no allocation, no fresh pages), reused once nothing holds a view of it."""
     items, boxes = list(images), boxes.clone()
     lazy = [i for i, im in enumerate(items) if isinstance(im, EncodedImage)]
     if not lazy:
