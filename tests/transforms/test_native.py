@@ -191,6 +191,27 @@ def test_resized_crop_reads_channels_last_and_strided_batches_directly() -> None
         assert torch.equal(F.resized_crop(layout, sizes, boxes, (33, 47)), expected)
 
 
+def test_interleaved_crops_resize_like_planar_ones_for_every_pass_order() -> None:
+    """Channels-last crops (deinterleaved, then the passes over 16 x 16 transposed tiles plus
+    edges) equal NCHW ones for every shape: both passes, horizontal only (the height kept),
+    vertical only, vertical first, tiny and odd boxes."""
+    rng = np.random.default_rng(21)
+    hwc = torch.from_numpy(rng.integers(0, 256, (1, 150, 190, 3), dtype=np.uint8))
+    nchw = hwc.permute(0, 3, 1, 2).contiguous()
+    sizes = torch.tensor([[150, 190]])
+    cases = [((40, 50), [0, 0, 150, 190]), ((37, 50), [5, 9, 37, 181]),  # height kept
+             ((33, 47), [7, 3, 140, 47]), ((20, 60), [1, 2, 149, 70]),  # width kept; v first
+             ((16, 16), [0, 0, 16, 16]), ((9, 13), [3, 4, 17, 33]), ((5, 7), [149, 189, 1, 1])]
+    for k in range(24):
+        h, w = int(rng.integers(1, 151)), int(rng.integers(1, 191))
+        box = [int(rng.integers(0, 151 - h)), int(rng.integers(0, 191 - w)), h, w]
+        cases.append(((int(rng.integers(1, 80)), int(rng.integers(1, 80))), box))
+    for size, box in cases:
+        boxes = torch.tensor([box])
+        assert torch.equal(F.resized_crop(hwc.permute(0, 3, 1, 2), sizes, boxes, size),
+                           F.resized_crop(nchw, sizes, boxes, size)), (size, box)
+
+
 def test_two_processes_building_into_an_empty_cache_both_get_the_kernels(tmp_path) -> None:
     code = ("import torch; from npu_data.transforms import _native, functional as F; "
             "assert _native.available(); "
