@@ -139,7 +139,7 @@ def run(files: list[Path], crop: int, threads: int) -> list[dict[str, Any]]:
         ("npu-data region decoder, restart-marked, crop boxes, decode='fast'",
          _regions(marked, scaled, sizes, scales), None),
     ]
-    out = []
+    out: list[dict[str, Any]] = []
     for label, decode, regions in rows:
         if decode is None:
             out.append({"decoder": label, "status": "not installed"})

@@ -57,7 +57,7 @@ def main() -> None:
     args = ap.parse_args()
     pixels = np.arange(8 * 8 * 3, dtype=np.uint8).tobytes()
     payload = img.Payload(pixels, 8, 8, 3, ENC_RAW, __import__("zlib").crc32(pixels))
-    img.make_payload = lambda ref, o: payload  # fast path: no image files
+    img.make_payload = lambda ref, o, fetched=None: payload  # type: ignore[assignment]  # fast path: no image files
     tmp = Path(tempfile.mkdtemp(prefix="npu-open-bench-"))
     try:
         t = time.perf_counter()

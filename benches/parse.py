@@ -73,7 +73,11 @@ def stdlib_parse(path: Path) -> int:
     """A plain json.load parser building the same columns (samples, boxes, texts)."""
     with open(path) as f:
         tasks = json.load(f)
-    task_id, width, height, refs, datas = [], [], [], [], []
+    task_id: list[int] = []
+    width: list[int] = []
+    height: list[int] = []
+    refs: list[bytes] = []
+    datas: list[bytes] = []
     b_sample, b_xywhr, b_label, b_ctrl, b_ann, b_rid = [], [], [], [], [], []
     t_sample, t_text, t_ctrl, t_rid = [], [], [], []
     controls: dict[str, int] = {}
@@ -108,7 +112,7 @@ def stdlib_parse(path: Path) -> int:
                     t_rid.append(r["id"].encode())
         width.append(w)
         height.append(h)
-    cols = {
+    cols: dict[str, np.ndarray] = {
         "task_id": np.array(task_id, np.int64), "width": np.array(width, np.int32),
         "height": np.array(height, np.int32),
         "boxes.xywhr": np.array(b_xywhr, np.float64).reshape(-1, 5),

@@ -36,8 +36,8 @@ case "$mode" in
     ;;
   test)
     python -m pip install -q -e '.[dev]'
-    echo "== ruff"; ruff check npu_data
-    echo "== mypy"; mypy npu_data
+    echo "== ruff"; ruff check npu_data benches
+    echo "== mypy"; mypy npu_data benches
     if [ -f .ci/labelstudio-server.sh ]; then
       echo "== label-studio server environment"; bash .ci/labelstudio-server.sh ensure-venv
     fi
