@@ -63,7 +63,7 @@ def reused_empty(shape: tuple[int, ...]) -> torch.Tensor:
 
 # Scratch buffers of varying size (the regions a batch's JPEGs are decoded into), pooled by
 # process, not by thread: a loader's read-ahead thread is new every epoch, and a buffer kept
-# per thread was mapped afresh each epoch (200 MB, 48,000 page faults per epoch at 1,600 x
+# per thread was mapped afresh each epoch (221 MB, 48,000 page faults per epoch at 1,600 x
 # 1,200 -> 512).
 _SCRATCH: list[torch.UntypedStorage] = []
 _KEEP_SCRATCH = 2  # threads decoding at once: one read thread per loader, usually one loader
