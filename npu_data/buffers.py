@@ -11,6 +11,7 @@ import torch
 from torch.utils.data import get_worker_info
 
 from npu_data import device as dev
+from npu_data.common.compat import has_storage_use_count, storage_use_count
 
 TORCH_DTYPE = {
     np.dtype(np.uint8): torch.uint8, np.dtype(np.int8): torch.int8,
@@ -38,7 +39,6 @@ def empty_host(shape: tuple[int, ...], dtype: torch.dtype, pin: bool) -> torch.T
 # 12,289 faults for a 64 x 3 x 512 x 512 crop batch, half of all the process's faults.
 _REUSE_FROM = 16 << 20
 _KEEP = 6  # batches a loader has in flight: read ahead, prefetched, transformed, in use
-_USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)
 _LOCK = threading.Lock()
 _HELD: list[torch.UntypedStorage] = []
 
@@ -48,11 +48,11 @@ def reused_empty(shape: tuple[int, ...]) -> torch.Tensor:
     nothing holds any more — no tensor, view or numpy array of it is alive, its storage's only
     reference is this pool's — else a new one (kept, up to the last ``_KEEP``)."""
     n = int(np.prod(shape)) if shape else 1
-    if _USE_COUNT is None or n < _REUSE_FROM:
+    if not has_storage_use_count() or n < _REUSE_FROM:
         return torch.empty(shape, dtype=torch.uint8)
     strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
     with _LOCK:  # checked and handed out under the lock: two threads never share one
-        storage = next((s for s in _HELD if s.nbytes() == n and _USE_COUNT(s._cdata) == 1),
+        storage = next((s for s in _HELD if s.nbytes() == n and storage_use_count(s) == 1),
                        None)
         if storage is None:
             storage = torch.UntypedStorage(n)
@@ -73,10 +73,10 @@ def reused_scratch(nbytes: int) -> torch.Tensor:
     """An uninitialised 1-D uint8 host tensor of at least ``nbytes``: a pooled buffer that
     nothing holds any more (as :func:`reused_empty`; grown by a quarter when the free ones are
     too small), else a new one."""
-    if _USE_COUNT is None:
+    if not has_storage_use_count():
         return torch.empty(nbytes, dtype=torch.uint8)
     with _LOCK:
-        free = [s for s in _SCRATCH if _USE_COUNT(s._cdata) == 1]
+        free = [s for s in _SCRATCH if storage_use_count(s) == 1]
         storage = next((s for s in free if s.nbytes() >= nbytes), None)
         if storage is None:
             if free:  # outgrown: replaced, not kept beside the bigger one

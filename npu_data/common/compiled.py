@@ -10,6 +10,7 @@ import logging
 import os
 import platform
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,52 @@ INCLUDE = Path(__file__).parent / "include"
 log = logging.getLogger(__name__)
 FLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
          "-fopenmp-simd"]
+# NPU_DATA_SIMD picks a build: "native" (default: the hand-written SSE2 / AVX-512 / NEON paths
+# where the CPU has them, the rest auto-vectorised), "portable" (no hand-written paths: what a
+# CPU without them runs) or "scalar" (no vectorisation at all). All give the same bytes.
+VARIANTS = {
+    "native": [],
+    "portable": ["-DNPU_DATA_PORTABLE"],
+    "scalar": ["-DNPU_DATA_PORTABLE", "-DNPU_DATA_SCALAR", "-fno-tree-vectorize",
+               "-fno-tree-slp-vectorize"],
+}
+# the CPU's identity as /proc/cpuinfo gives it: x86's model and flags, ARM's implementer,
+# part, variant and features (a -march=native build is only valid on a CPU that matches)
+_CPU_KEYS = ("model name", "flags", "Features", "CPU implementer", "CPU architecture",
+             "CPU variant", "CPU part")
+
+
+def variant() -> str:
+    """The build ``NPU_DATA_SIMD`` asks for (see :data:`VARIANTS`)."""
+    name = os.environ.get("NPU_DATA_SIMD", "native") or "native"
+    if name not in VARIANTS:
+        from npu_data.errors import UserError
+
+        raise UserError(f"NPU_DATA_SIMD={name!r}: use one of {', '.join(VARIANTS)}")
+    return name
+
+
+def flags() -> list[str]:
+    """The compiler flags of the build :func:`variant` names."""
+    extra = VARIANTS[variant()]
+    base = [f for f in FLAGS if not (f == "-fopenmp-simd" and "-DNPU_DATA_SCALAR" in extra)]
+    return base + extra
+
+
+def cpu_signature(cpuinfo: Iterable[str]) -> str:
+    """The lines of ``/proc/cpuinfo`` that identify the CPU (the first of each key)."""
+    seen: dict[str, str] = {}
+    for ln in cpuinfo:
+        key = ln.split(":", 1)[0].strip()
+        if key in _CPU_KEYS and key not in seen:
+            seen[key] = ln.strip()
+    return "\n".join(seen[k] for k in sorted(seen))
 
 
 def _cpu_signature() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            lines = [ln for ln in f if ln.startswith(("model name", "flags"))][:2]
-        return "".join(lines)
+            return cpu_signature(f)
     except OSError:
         return platform.processor()
 
@@ -36,7 +76,7 @@ def build_key(files: list[Path]) -> str:
     """Hash of everything a library built from ``files`` (sources and headers) depends on."""
     h = hashlib.sha256()
     code = b"".join(p.read_bytes() for p in files)
-    for part in (code, torch.__version__.encode(), " ".join(FLAGS).encode(),
+    for part in (code, torch.__version__.encode(), " ".join(flags()).encode(),
                  platform.machine().encode(), _cpu_signature().encode()):
         h.update(part)
     return h.hexdigest()[:16]
@@ -55,7 +95,7 @@ def load_library(name: str, sources: list[Path], headers: list[Path], folder: st
         torch.ops.load_library(str(lib))
         return
     # builds, or waits for another process building into the same folder (a lock)
-    load(name=name, sources=[str(p) for p in sources], extra_cflags=FLAGS,
+    load(name=name, sources=[str(p) for p in sources], extra_cflags=flags(),
          extra_ldflags=ldflags or [], extra_include_paths=[str(INCLUDE), str(sources[0].parent)],
          build_directory=str(build), is_python_module=False, verbose=False)
     from npu_data.common.atomic import atomic_write_bytes

@@ -33,6 +33,7 @@ from torch.utils.data import IterableDataset
 from npu_data import device as dev
 from npu_data.buffers import release_reused
 from npu_data.common.batch import ColumnBatch
+from npu_data.common.compat import dataloader_kwargs
 from npu_data.errors import UserError
 from npu_data.loaders import crop_read, stream_crop
 from npu_data.loaders.collate import collate_samples
@@ -193,8 +194,8 @@ class DataLoader(TorchDataLoader):
             worker_init_fn=functools.partial(_worker_init, worker_init_fn),
             multiprocessing_context=multiprocessing_context,
             generator=generator, prefetch_factor=prefetch_factor,
-            persistent_workers=persistent_workers, pin_memory_device=pin_memory_device,
-            in_order=in_order,
+            **dataloader_kwargs(persistent_workers=persistent_workers,
+                                pin_memory_device=pin_memory_device, in_order=in_order),
         )
         self.device_prefetch = device_prefetch
         self._read_threads = torch.get_num_threads()  # the read thread's (read_ahead)

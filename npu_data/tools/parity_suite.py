@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from npu_data.common.compat import autocast_available
 from npu_data.device import DeviceLike, resolve_device
 from npu_data.errors import UserError
 from npu_data.transforms.parity import (
@@ -120,7 +121,7 @@ def run_parity_suite(
             rows += [replace(r, kernel=f"{r.kernel} (torch)")
                      for r in _run_suite(dev, seed, batches, batch_size, TOLERANCES)]
     for mode, (_, _, autocast) in MODES.items() if precision else ():
-        if autocast and not torch.amp.is_autocast_available(dev.type):
+        if autocast and not autocast_available(dev.type):
             continue
         with accelerator_path(), reduced_precision(mode, dev):
             rows += [replace(r, kernel=f"{r.kernel} (torch, {mode})") for r in

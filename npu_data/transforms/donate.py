@@ -16,6 +16,8 @@ from contextvars import ContextVar
 
 import torch
 
+from npu_data.common.compat import is_compiling
+
 _DONATED: ContextVar[torch.Tensor | None] = ContextVar("npu_data_donated", default=None)
 
 
@@ -32,7 +34,7 @@ def donating(image: torch.Tensor | None) -> Iterator[None]:
 def donated(image: torch.Tensor) -> bool:
     """Whether ``image`` itself was donated (and is contiguous, as in-place kernels need);
     never in a ``torch.compile`` trace (graphs allocate as they like)."""
-    if torch.compiler.is_compiling():
+    if is_compiling():
         return False
     return _DONATED.get() is image and image.is_contiguous()
 
@@ -40,7 +42,7 @@ def donated(image: torch.Tensor) -> bool:
 def fresh(result: torch.Tensor | None, source: torch.Tensor | None) -> bool:
     """Whether ``result`` lives in memory of its own, not in ``source``'s (a stage's output
     that no caller can hold yet)."""
-    if torch.compiler.is_compiling():
+    if is_compiling():
         return False
     if result is None or source is None or result is source:
         return False

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from npu_data.common.compat import autocast_available
 from npu_data.errors import UserError
 
 aten = torch.ops.aten
@@ -75,7 +76,7 @@ def reduced_precision(mode: str, device: torch.device) -> Iterator[ReducedPrecis
         raise UserError(f"reduced_precision: mode must be one of {', '.join(MODES)}, "
                         f"got {mode!r}")
     bits, precision, autocast = MODES[mode]
-    if autocast and not torch.amp.is_autocast_available(device.type):
+    if autocast and not autocast_available(device.type):
         raise UserError(f"reduced_precision: torch has no autocast for {device.type} "
                         "devices; leave out the 'bf16 autocast' mode there")
     saved = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32)

@@ -3,6 +3,8 @@
 
 #include <ATen/ATen.h>
 
+#include <string>
+
 namespace npu_data_native {
 
 // Crop boxes (B, 4) = top, left, height, width of each sample, resized to out_h x out_w with
@@ -23,5 +25,9 @@ void color_ops_(at::Tensor& images, const at::Tensor& sizes, const at::Tensor& o
                 const at::Tensor& factors, const at::Tensor& shifts);
 at::Tensor normalize(const at::Tensor& images, const at::Tensor& mean, const at::Tensor& std,
                      bool channels_last);
+
+// The hand-written SIMD path each file was built with ("sse2", "neon", ..., or "none").
+const char* transpose_simd();
+const char* byte_tables_simd();
 
 }  // namespace npu_data_native

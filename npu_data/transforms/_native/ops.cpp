@@ -7,6 +7,36 @@
 
 #include "kernels.h"
 
+#include <string>
+
+namespace npu_data_native {
+// Which hand-written SIMD paths and which vector ISA this build has (npu-data doctor).
+std::string simd_paths() {
+  std::string isa =
+#if defined(__AVX512F__)
+      "avx512";
+#elif defined(__AVX2__)
+      "avx2";
+#elif defined(__SSE2__)
+      "sse2";
+#elif defined(__ARM_FEATURE_SVE)
+      "neon+sve";
+#elif defined(__ARM_NEON)
+      "neon";
+#else
+      "none";
+#endif
+#if defined(NPU_DATA_PORTABLE) && defined(NPU_DATA_SCALAR)
+  return "isa=" + isa + " build=scalar";
+#elif defined(NPU_DATA_PORTABLE)
+  return "isa=" + isa + " build=portable";
+#else
+  return "isa=" + isa + " build=native transpose=" + transpose_simd() + " byte_tables=" +
+         byte_tables_simd();
+#endif
+}
+}  // namespace npu_data_native
+
 TORCH_LIBRARY(npu_data, m) {
   m.def("resized_crop(Tensor images, Tensor boxes, int out_h, int out_w, bool vertical_first_rule) -> Tensor");
   m.def("resized_crop_list(Tensor[] images, Tensor boxes, int out_h, int out_w, bool vertical_first_rule, Tensor(a!) out) -> ()");
@@ -14,7 +44,12 @@ TORCH_LIBRARY(npu_data, m) {
   m.def("hflip(Tensor images, Tensor sizes, Tensor flip_mask) -> Tensor");
   m.def("color_ops(Tensor images, Tensor sizes, Tensor order, Tensor factors, Tensor shifts) -> Tensor");
   m.def("hflip_(Tensor(a!) images, Tensor sizes, Tensor flip_mask) -> ()");
+  m.def("simd_paths() -> str");
   m.def("color_ops_(Tensor(a!) images, Tensor sizes, Tensor order, Tensor factors, Tensor shifts) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(npu_data, CompositeExplicitAutograd, m) {
+  m.impl("simd_paths", &npu_data_native::simd_paths);
 }
 
 TORCH_LIBRARY_IMPL(npu_data, CPU, m) {

@@ -5,8 +5,15 @@
 // as many pixels as the width. The horizontal pass runs as transpose + vertical pass +
 // transpose so that every inner loop walks contiguous memory.
 
-#if defined(__SSE2__)
+// The 16 x 16 byte transpose has hand-written paths for SSE2 (x86-64) and NEON (aarch64) —
+// the same four rounds of interleaving; NPU_DATA_PORTABLE (NPU_DATA_SIMD=portable|scalar)
+// builds the plain loop alone.
+#if defined(__SSE2__) && !defined(NPU_DATA_PORTABLE)
 #include <emmintrin.h>
+#define NPU_DATA_TRANSPOSE_SIMD "sse2"
+#elif defined(__aarch64__) && defined(__ARM_NEON) && !defined(NPU_DATA_PORTABLE)
+#include <arm_neon.h>
+#define NPU_DATA_TRANSPOSE_SIMD "neon"
 #endif
 
 #include "kernels.h"
@@ -116,37 +123,73 @@ void vertical(const uint8_t* src, int64_t src_stride, int width, const Coeffs& c
   }
 }
 
+#if defined(NPU_DATA_TRANSPOSE_SIMD) && defined(__SSE2__)
+using V16 = __m128i;
+inline V16 load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline void store16(uint8_t* p, V16 v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v); }
+inline V16 zip8_lo(V16 a, V16 b) { return _mm_unpacklo_epi8(a, b); }
+inline V16 zip8_hi(V16 a, V16 b) { return _mm_unpackhi_epi8(a, b); }
+inline V16 zip16_lo(V16 a, V16 b) { return _mm_unpacklo_epi16(a, b); }
+inline V16 zip16_hi(V16 a, V16 b) { return _mm_unpackhi_epi16(a, b); }
+inline V16 zip32_lo(V16 a, V16 b) { return _mm_unpacklo_epi32(a, b); }
+inline V16 zip32_hi(V16 a, V16 b) { return _mm_unpackhi_epi32(a, b); }
+inline V16 zip64_lo(V16 a, V16 b) { return _mm_unpacklo_epi64(a, b); }
+inline V16 zip64_hi(V16 a, V16 b) { return _mm_unpackhi_epi64(a, b); }
+#elif defined(NPU_DATA_TRANSPOSE_SIMD)
+// NEON's zip1/zip2 interleave the low/high halves of two vectors, as SSE2's unpacklo/hi do
+using V16 = uint8x16_t;
+inline V16 load16(const uint8_t* p) { return vld1q_u8(p); }
+inline void store16(uint8_t* p, V16 v) { vst1q_u8(p, v); }
+inline V16 zip8_lo(V16 a, V16 b) { return vzip1q_u8(a, b); }
+inline V16 zip8_hi(V16 a, V16 b) { return vzip2q_u8(a, b); }
+inline V16 zip16_lo(V16 a, V16 b) {
+  return vreinterpretq_u8_u16(vzip1q_u16(vreinterpretq_u16_u8(a), vreinterpretq_u16_u8(b)));
+}
+inline V16 zip16_hi(V16 a, V16 b) {
+  return vreinterpretq_u8_u16(vzip2q_u16(vreinterpretq_u16_u8(a), vreinterpretq_u16_u8(b)));
+}
+inline V16 zip32_lo(V16 a, V16 b) {
+  return vreinterpretq_u8_u32(vzip1q_u32(vreinterpretq_u32_u8(a), vreinterpretq_u32_u8(b)));
+}
+inline V16 zip32_hi(V16 a, V16 b) {
+  return vreinterpretq_u8_u32(vzip2q_u32(vreinterpretq_u32_u8(a), vreinterpretq_u32_u8(b)));
+}
+inline V16 zip64_lo(V16 a, V16 b) {
+  return vreinterpretq_u8_u64(vzip1q_u64(vreinterpretq_u64_u8(a), vreinterpretq_u64_u8(b)));
+}
+inline V16 zip64_hi(V16 a, V16 b) {
+  return vreinterpretq_u8_u64(vzip2q_u64(vreinterpretq_u64_u8(a), vreinterpretq_u64_u8(b)));
+}
+#endif
+
 // dst[x * dst_stride + y] = src[y * src_stride + x] for a rows x cols block.
 void transpose(const uint8_t* src, int64_t src_stride, int rows, int cols, uint8_t* dst,
                int64_t dst_stride) {
   int y0 = 0;
-#if defined(__SSE2__)
+#if defined(NPU_DATA_TRANSPOSE_SIMD)
   // 16 x 16 tiles: four rounds of interleaving (bytes, then 16-, 32- and 64-bit lanes)
   for (; y0 + 16 <= rows; y0 += 16) {
     int x0 = 0;
     for (; x0 + 16 <= cols; x0 += 16) {
-      __m128i r[16], a[16], b[16], c[16];
-      for (int i = 0; i < 16; ++i)
-        r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + (y0 + i) * src_stride + x0));
+      V16 r[16], a[16], b[16], c[16];
+      for (int i = 0; i < 16; ++i) r[i] = load16(src + (y0 + i) * src_stride + x0);
       for (int q = 0; q < 8; ++q) {  // a[h*8+q]: rows 2q, 2q+1; columns h*8 .. h*8+7
-        a[q] = _mm_unpacklo_epi8(r[2 * q], r[2 * q + 1]);
-        a[8 + q] = _mm_unpackhi_epi8(r[2 * q], r[2 * q + 1]);
+        a[q] = zip8_lo(r[2 * q], r[2 * q + 1]);
+        a[8 + q] = zip8_hi(r[2 * q], r[2 * q + 1]);
       }
       for (int h = 0; h < 2; ++h)
         for (int q = 0; q < 4; ++q) {  // b[h*8+g*4+q]: rows 4q..4q+3; columns h*8+g*4 ..+3
-          b[h * 8 + q] = _mm_unpacklo_epi16(a[h * 8 + 2 * q], a[h * 8 + 2 * q + 1]);
-          b[h * 8 + 4 + q] = _mm_unpackhi_epi16(a[h * 8 + 2 * q], a[h * 8 + 2 * q + 1]);
+          b[h * 8 + q] = zip16_lo(a[h * 8 + 2 * q], a[h * 8 + 2 * q + 1]);
+          b[h * 8 + 4 + q] = zip16_hi(a[h * 8 + 2 * q], a[h * 8 + 2 * q + 1]);
         }
       for (int hg = 0; hg < 4; ++hg)
         for (int o = 0; o < 2; ++o) {  // c[hg*4+k*2+o]: rows 8o..8o+7; columns hg*4+k*2 ..+1
-          c[hg * 4 + o] = _mm_unpacklo_epi32(b[hg * 4 + 2 * o], b[hg * 4 + 2 * o + 1]);
-          c[hg * 4 + 2 + o] = _mm_unpackhi_epi32(b[hg * 4 + 2 * o], b[hg * 4 + 2 * o + 1]);
+          c[hg * 4 + o] = zip32_lo(b[hg * 4 + 2 * o], b[hg * 4 + 2 * o + 1]);
+          c[hg * 4 + 2 + o] = zip32_hi(b[hg * 4 + 2 * o], b[hg * 4 + 2 * o + 1]);
         }
       for (int hgk = 0; hgk < 8; ++hgk) {  // columns 2*hgk and 2*hgk+1, all 16 rows
-        const __m128i lo = _mm_unpacklo_epi64(c[hgk * 2], c[hgk * 2 + 1]);
-        const __m128i hi = _mm_unpackhi_epi64(c[hgk * 2], c[hgk * 2 + 1]);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (x0 + 2 * hgk) * dst_stride + y0), lo);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (x0 + 2 * hgk + 1) * dst_stride + y0), hi);
+        store16(dst + (x0 + 2 * hgk) * dst_stride + y0, zip64_lo(c[hgk * 2], c[hgk * 2 + 1]));
+        store16(dst + (x0 + 2 * hgk + 1) * dst_stride + y0, zip64_hi(c[hgk * 2], c[hgk * 2 + 1]));
       }
     }
     for (; x0 < cols; ++x0)
@@ -289,6 +332,14 @@ at::Tensor resized_crop(const at::Tensor& images_in, const at::Tensor& boxes_in,
     }
   });
   return out;
+}
+
+const char* transpose_simd() {
+#if defined(NPU_DATA_TRANSPOSE_SIMD)
+  return NPU_DATA_TRANSPOSE_SIMD;
+#else
+  return "none";
+#endif
 }
 
 void resized_crop_list(at::TensorList images, const at::Tensor& boxes_in, int64_t out_h,

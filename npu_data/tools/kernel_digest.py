@@ -1,0 +1,111 @@
+"""Fingerprints of the compiled CPU kernels' outputs on fixed inputs, one sha256 per case, so
+two builds — x86-64 and aarch64, or the native, portable and scalar SIMD builds
+(``NPU_DATA_SIMD``) — are proven to give the same bytes. The native x86-64 build is the one
+``npu-data parity`` proves Pillow-exact; equal digests carry that proof over.
+
+``python -m npu_data.tools.kernel_digest`` prints ``{"build": ..., "digests": {case: sha}}``.
+Inputs come from numpy's PCG64 (the same numbers on every platform): noise, gradients and hard
+edges; crops that enlarge and shrink, take either pass order, and end inside and on the 16-pixel
+tiles of the transposes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from npu_data.transforms import _native
+from npu_data.transforms._kernels.resample import vertical_first_rule
+
+# (top, left, height, width) -> (out_h, out_w): shrink 4x, enlarge, one axis each way, odd sizes
+_CROPS = [((0, 0, 300, 400), (224, 224)), ((13, 7, 257, 91), (61, 37)),
+          ((40, 3, 33, 17), (224, 224)), ((1, 2, 299, 398), (64, 300)),
+          ((5, 9, 280, 60), (31, 300)), ((100, 200, 16, 16), (16, 16))]
+
+
+def _images(rng: np.random.Generator, b: int, h: int, w: int) -> torch.Tensor:
+    noise = rng.integers(0, 256, size=(b, 3, h, w), dtype=np.uint8)
+    ramp = np.broadcast_to((np.arange(w) * 255 // max(w - 1, 1)).astype(np.uint8), (h, w))
+    noise[0, 0] = ramp  # a gradient
+    noise[0, 1] = np.where((np.arange(h)[:, None] // 7 + np.arange(w)[None] // 5) % 2, 255, 0)
+    noise[-1] = noise[-1] // 64 * 85  # few levels: flat areas, hard edges, grey pixels
+    return torch.from_numpy(noise.copy())
+
+
+def _sha(t: torch.Tensor) -> str:
+    return hashlib.sha256(t.contiguous().numpy().tobytes()).hexdigest()[:20]
+
+
+def _crop_cases(ops: Any, images: torch.Tensor) -> Iterator[tuple[str, torch.Tensor]]:
+    rule = vertical_first_rule()
+    hwc = list(images.permute(0, 2, 3, 1).contiguous())  # interleaved, as a memory map gives
+    for (box, (oh, ow)) in _CROPS:
+        boxes = torch.tensor([box] * images.shape[0], dtype=torch.int64)
+        yield f"resized_crop {box}->{oh}x{ow}", ops.resized_crop(images, boxes, oh, ow, rule)
+        out = torch.empty(images.shape[0], 3, oh, ow, dtype=torch.uint8)
+        ops.resized_crop_list(hwc, boxes, oh, ow, rule, out)
+        yield f"resized_crop_list {box}->{oh}x{ow}", out
+
+
+def _colour_cases(ops: Any, images: torch.Tensor, rng: np.random.Generator
+                  ) -> Iterator[tuple[str, torch.Tensor]]:
+    b = images.shape[0]
+    sizes = torch.tensor([[images.shape[2] - 3 * i, images.shape[3] - 5 * i] for i in range(b)],
+                         dtype=torch.int64)  # padded samples: only the valid area changes
+    factors = torch.from_numpy(rng.uniform(0.0, 2.0, size=(b, 3)).astype(np.float32))  # b, c, s
+    shifts = torch.from_numpy(rng.integers(-128, 128, size=b).astype(np.int64))
+    for op, name in enumerate(("brightness", "contrast", "saturation", "hue")):
+        order = torch.full((b, 1), op, dtype=torch.int64)
+        yield name, ops.color_ops(images, sizes, order, factors, shifts)
+    order = torch.from_numpy(np.stack([rng.permutation(4) for _ in range(b)]).astype(np.int64))
+    yield "color_ops random order", ops.color_ops(images, sizes, order, factors, shifts)
+    inplace = images.clone()
+    ops.color_ops_(inplace, sizes, order, factors, shifts)
+    yield "color_ops_ in place", inplace
+    flip = torch.tensor([i % 2 == 0 for i in range(b)])
+    yield "hflip", ops.hflip(images, sizes, flip)
+    flipped = images.clone()
+    ops.hflip_(flipped, sizes, flip)
+    yield "hflip_ in place", flipped
+    mean, std = torch.tensor([0.485, 0.456, 0.406]), torch.tensor([0.229, 0.224, 0.225])
+    for channels_last in (False, True):
+        yield f"normalize channels_last={channels_last}", ops.normalize(images, mean, std,
+                                                                        channels_last)
+
+
+def digests(seed: int = 0) -> dict[str, str]:
+    """The sha256 (first 20 hex digits) of each case's output bytes with the loaded build.
+
+    Raises:
+        RuntimeError: the compiled kernels are not available here.
+    """
+    ops = _native.ops()
+    if ops is None:
+        raise RuntimeError("the compiled CPU kernels are not available (see the warning above)")
+    rng = np.random.default_rng(seed)
+    images = _images(rng, 4, 300, 400)
+    cases = list(_crop_cases(ops, images)) + list(_colour_cases(ops, images, rng))
+    return {name: _sha(out) for name, out in cases}
+
+
+def main() -> int:
+    torch.set_num_threads(1)
+    ops = _native.ops()
+    build = ops.simd_paths() if ops is not None else "unavailable"
+    try:
+        found = digests()
+    except RuntimeError as exc:
+        print(f"npu-data kernel_digest: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps({"build": build, "digests": found}, indent=1, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
