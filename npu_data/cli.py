@@ -17,6 +17,7 @@ from npu_data.errors import UserError
 # Modules under npu_data.commands, in the order --help lists them.
 COMMANDS = (
     "import_", "inspect", "verify", "show", "parity", "bench", "demo", "pull", "export_wds",
+    "doctor",
 )
 
 

@@ -14,13 +14,15 @@ from typing import Any
 
 import torch
 
+from npu_data.common.compat import release
 from npu_data.common.dist import place
 from npu_data.errors import UserError
 
 DeviceLike = str | torch.device
 
 _NPU_HELP = (
-    "install the extra with `pip install 'npu-data[npu]'` (torch-npu matching your torch) and "
+    "install torch-npu built for your torch (`pip install 'torch-npu=={torch}.*'`; "
+    "`pip install 'npu-data[npu]'` adds CANN's Python packages and never touches torch) and "
     "Ascend's CANN toolkit, then `source /usr/local/Ascend/ascend-toolkit/set_env.sh`"
 )
 
@@ -74,7 +76,9 @@ def resolve_device(spec: DeviceLike | None = "auto") -> torch.device:
     if device_type(spec) == "npu":
         reason = npu_import_error()
         if reason is not None:
-            raise UserError(f"device 'npu' requested but {reason}: {_NPU_HELP}")
+            torch_xy = ".".join(map(str, release(torch.__version__)))
+            raise UserError(f"device 'npu' requested but {reason}: "
+                            + _NPU_HELP.format(torch=torch_xy))
     try:
         dev = torch.device(spec)
     except (RuntimeError, TypeError):
@@ -226,3 +230,57 @@ def describe(device: DeviceLike) -> str:
     except Exception:  # pragma: no cover - driver specific
         name = dev.type
     return f"{dev} ({name})"
+
+
+def _torch_npu_version() -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch-npu")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def npu_pairing_problem() -> str | None:
+    """Why the installed torch_npu cannot work with the installed torch (torch_npu X.Y is built
+    for torch X.Y and nothing else), or None."""
+    npu = _torch_npu_version()
+    if npu is None or release(npu) == release(torch.__version__):
+        return None
+    want = ".".join(map(str, release(npu)))
+    have = ".".join(map(str, release(torch.__version__)))
+    return (f"torch_npu {npu} needs torch {want}.*, installed torch is {torch.__version__}: "
+            f"`pip install 'torch-npu=={have}.*'` (or the torch {want} it was built for)")
+
+
+def _cann_version() -> str:
+    import os
+    from pathlib import Path
+
+    homes = [os.environ.get(k) for k in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH")]
+    for home in [h for h in homes if h] + ["/usr/local/Ascend/ascend-toolkit/latest"]:
+        for name in ("version.cfg", "version.info", "compiler/version.info"):
+            path = Path(home) / name
+            if path.is_file():
+                lines = path.read_text(errors="replace").splitlines()
+                found = [ln.split("=", 1)[1].strip() for ln in lines if "version=" in ln.lower()]
+                return f"{found[0] if found else 'unknown version'} ({home})"
+    return "not found (source /usr/local/Ascend/ascend-toolkit/set_env.sh)"
+
+
+def stack_report() -> list[tuple[str, str]]:
+    """What this machine offers for each device type: torch's build, torch_npu and its torch
+    pairing, CANN, CUDA, and the device ``"auto"`` picks (``npu-data doctor``)."""
+    cuda = torch.version.cuda
+    rows = [("torch", f"{torch.__version__} ({f'CUDA {cuda}' if cuda else 'CPU'} build)")]
+    npu = _torch_npu_version()
+    rows.append(("torch_npu", npu or "not installed (Ascend: pip install 'torch-npu==<your "
+                                     "torch X.Y>.*')"))
+    if npu is not None:
+        rows += [("torch_npu pairing", npu_pairing_problem() or "ok (same torch release)"),
+                 ("CANN", _cann_version()),
+                 ("npu", npu_import_error() or f"{device_count('npu')} device(s)")]
+    rows.append(("cuda", f"{device_count('cuda')} device(s)" if cuda_available()
+                 else "not available"))
+    rows.append(("device 'auto'", describe(resolve_device("auto"))))
+    return rows

@@ -8,8 +8,11 @@ so npu-data never asks for a newer torch than the one installed.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
+import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -20,12 +23,13 @@ from npu_data.errors import UserError
 OLDEST = (2, 1)
 
 
-def _version(text: str) -> tuple[int, int]:
+def release(text: str) -> tuple[int, int]:
+    """``(major, minor)`` of a version string such as ``"2.1.0.post12"`` or ``"2.7.1+cpu"``."""
     found = re.match(r"(\d+)\.(\d+)", text)
     return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
 
 
-TORCH = _version(torch.__version__)
+TORCH = release(torch.__version__)
 
 # torch.compiler.is_compiling (2.3+); torch._dynamo.is_compiling before, traced the same way
 _IS_COMPILING: Callable[[], bool] = (
@@ -50,6 +54,17 @@ def autocast_available(device_type: str) -> bool:
     except (RuntimeError, ValueError):
         return False
     return True
+
+
+def autocast_enabled(device_type: str) -> bool:
+    """Whether autocast is on for ``device_type`` here (``torch.is_autocast_enabled(type)``
+    from torch 2.4; before it, one function per device type)."""
+    try:
+        return bool(torch.is_autocast_enabled(device_type))  # type: ignore[call-arg]
+    except TypeError:  # torch < 2.4: no argument
+        per_type = {"cpu": "is_autocast_cpu_enabled", "xpu": "is_autocast_xpu_enabled"}
+        fn = getattr(torch, per_type.get(device_type, "is_autocast_enabled"))
+        return bool(fn())
 
 
 def _keyword_defaults(fn: Callable[..., Any]) -> dict[str, Any]:
@@ -94,3 +109,26 @@ def storage_use_count(storage: torch.UntypedStorage) -> int | None:
 def has_storage_use_count() -> bool:
     """Whether :func:`storage_use_count` can tell (buffer reuse depends on it)."""
     return _USE_COUNT is not None
+
+
+def cpp_extension() -> types.ModuleType:
+    """``torch.utils.cpp_extension``. Before torch 2.4 it does ``from pkg_resources import
+    packaging``, and setuptools 81 removed ``pkg_resources``: there, a stand-in holding the
+    ``packaging`` that setuptools vendors is importable while torch's module loads, and only then."""
+    name = "torch.utils.cpp_extension"
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != "pkg_resources":
+            raise
+    try:
+        import packaging.version as version
+    except ModuleNotFoundError:
+        from setuptools._vendor.packaging import version  # type: ignore[no-redef]
+    stand_in = types.ModuleType("pkg_resources")
+    stand_in.packaging = types.SimpleNamespace(version=version)  # type: ignore[attr-defined]
+    sys.modules["pkg_resources"] = stand_in
+    try:
+        return importlib.import_module(name)
+    finally:
+        del sys.modules["pkg_resources"]

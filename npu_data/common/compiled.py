@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from npu_data.common import compat
 from npu_data.common.cache import cache_root
 
 INCLUDE = Path(__file__).parent / "include"
@@ -86,7 +87,7 @@ def load_library(name: str, sources: list[Path], headers: list[Path], folder: st
                  ldflags: list[str] | None = None) -> None:
     """Build (or reuse) and load the library ``name``; it registers its ``torch.ops``. Raises
     when it cannot be built (no compiler, missing headers or libraries, read-only cache)."""
-    from torch.utils.cpp_extension import load
+    load = compat.cpp_extension().load
 
     build = cache_root(folder, build_key(sources + headers))
     build.mkdir(parents=True, exist_ok=True)

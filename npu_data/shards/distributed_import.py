@@ -71,11 +71,13 @@ class Group:
         store = _store() if self.job else None
         if store is not None:
             store.set(f"npu-data/import/{self.job}/failed", f"rank {self.rank}: {error}")
+            store.add(f"npu-data/import/{self.job}/failures", 1)
 
     def stopping(self) -> bool:
         """Whether a rank has failed (``stop_all``): stop after the current shard."""
         store = _store() if self.job else None
-        return store is not None and bool(store.check([f"npu-data/import/{self.job}/failed"]))
+        # a counter read by adding 0: Store.check does not exist in torch 2.1
+        return store is not None and store.add(f"npu-data/import/{self.job}/failures", 0) > 0
 
 
 def _store() -> Any:

@@ -97,7 +97,8 @@ def apply_stages(stages: Sequence[Transform], batch: Batch, params: Params, firs
     An image one stage allocated is donated to the next ones (``transforms.donate``: they may
     write into it); the caller's image only if the caller donated it."""
     owned: torch.Tensor | None = None  # the image an earlier stage allocated
-    for i, t in enumerate(stages, start=first):
+    for n, t in enumerate(stages):  # enumerate(start=) breaks torch 2.1's dynamo
+        i = first + n
         prefix = f"{i}."
         share = {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
         before = batch.get("image")

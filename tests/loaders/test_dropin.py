@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch.utils.data import BatchSampler, IterableDataset, SequentialSampler, TensorDataset
 
+from npu_data.common.compat import DATALOADER_ARGS
 from npu_data.errors import UserError
 from npu_data.loaders import DataLoader
 
@@ -188,6 +189,12 @@ def test_signature_covers_torchs() -> None:
 
 
 def test_torch_only_arguments_pass_through() -> None:
+    if "in_order" not in DATALOADER_ARGS:  # torch < 2.6: refused unless left as before
+        with pytest.raises(UserError, match=r"in_order=False needs a newer torch .* leave"):
+            DataLoader(_tensors(), batch_size=4, device="cpu", in_order=False)
+        loader = DataLoader(_tensors(), batch_size=4, device="cpu", in_order=True)
+        _compare(_tensors, CONFIGS["b4"], workers=0)
+        return
     loader = DataLoader(_tensors(), batch_size=4, device="cpu", in_order=False,
                         pin_memory_device="")
     assert loader.in_order is False and loader.pin_memory_device == ""

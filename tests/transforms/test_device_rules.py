@@ -27,6 +27,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from npu_data.common.compat import autocast_enabled
 from npu_data.transforms import (
     ColorJitter,
     Compose,
@@ -267,13 +268,13 @@ def test_the_precision_emulation_changes_what_it_must() -> None:
     for name, (_, precision, autocast) in MODES.items():
         with reduced_precision(name, torch.device("cpu")) as mode:
             assert torch.get_float32_matmul_precision() == precision
-            assert torch.is_autocast_enabled("cpu") == autocast
+            assert autocast_enabled("cpu") == autocast
             approx = torch.mm(a, b)
             conv = torch.nn.functional.conv1d(a.view(1, 1, 2), b.view(1, 1, 2))
         assert mode.seen and not torch.equal(approx.float(), exact), name
         assert conv.float().item() != exact.item(), name
     assert (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32) == before
-    assert not torch.is_autocast_enabled("cpu")
+    assert not autocast_enabled("cpu")
     x = torch.tensor([1.0, 1.0 + 2**-10, 1.0 + 2**-11, 1.0 + 3 * 2**-11, 3.0 * 2**-130])
     assert round_mantissa(x, 10).tolist() == [1.0, 1.0 + 2**-10, 1.0, 1.0 + 2**-9,
                                               3.0 * 2**-130]

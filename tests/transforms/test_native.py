@@ -83,8 +83,9 @@ def test_hue_back_to_rgb_in_float_rounds_like_pillows_double() -> None:
 
     one = np.float32(1)
     for s in (np.arange(256).astype(np.float32) / 255.0).astype(np.float32):
-        pillow = (v * (1.0 - np.float64(s)), v * (1.0 - (s * f).astype(np.float64))[None],
-                  v * (1.0 - np.float64(s) * (1.0 - f.astype(np.float64)))[None])
+        v64 = v.astype(np.float64)  # numpy 1 would keep float32 for a float64 scalar
+        pillow = (v64 * (1.0 - np.float64(s)), v64 * (1.0 - (s * f).astype(np.float64))[None],
+                  v64 * (1.0 - np.float64(s) * (1.0 - f.astype(np.float64)))[None])
         ours = (v * (one - s), v * (one - s * f)[None], v * (one - s * (one - f))[None])
         for d, x in zip(pillow, ours, strict=True):
             assert x.dtype == np.float32 and d.dtype == np.float64

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# Prove npu-data's compiled kernels on aarch64 (Kunpeng-class hosts) without an ARM machine:
+# a Debian arm64 root run under qemu-user emulation builds them there (the NEON paths,
+# -march=native as on a Kunpeng 920) and proves
+#   1. the same output bytes as this x86-64 machine's build, kernel by kernel
+#      (npu_data.tools.kernel_digest), for the native, portable and scalar builds;
+#   2. `npu-data parity --device cpu`: 0 levels against Pillow (running on aarch64 too);
+#   3. the kernel and codec tests (tests/transforms/test_native.py, tests/codecs).
+# Nothing global is touched: the root lives in the cache, qemu is registered in a private
+# binfmt_misc of a private user+mount+pid namespace (Linux >= 6.7), /proc/cpuinfo and the CPU's
+# sysfs ID register are a Kunpeng 920's. Emulated timings mean nothing; instruction counts per
+# image are `bash scripts/arm64_check.sh insns` (docs/benchmarks.md, "aarch64").
+#
+#   bash scripts/arm64_check.sh            # set up (cached) and check
+#   ARM64_TORCH="torch==2.9.1" bash scripts/arm64_check.sh   # another torch (default: the
+#                                          # seed's torch 2.1.2 with numpy < 2)
+# Environment: NPU_DATA_ARM64_CACHE (default ~/.cache/npu-data/arm64), PYTHON (the host's
+# python with npu-data installed, default `python`), ARM64_STEPS (default "digest parity tests").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+self="$repo/scripts/arm64_check.sh"
+cache="${NPU_DATA_ARM64_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/npu-data/arm64}"
+root="$cache/root"
+torch_spec="${ARM64_TORCH:-torch==2.1.2 numpy<2}"
+venv_packages="pillow orjson tqdm psutil ninja pytest setuptools>=68 wheel"
+steps="${ARM64_STEPS:-digest parity tests}"
+python="${PYTHON:-python}"
+mode="${1:-check}"
+t_all=$(date +%s)
+
+step() {  # step NAME COMMAND...: run it, print how long it took
+  local name=$1 t0
+  shift
+  t0=$(date +%s)
+  echo "== arm64: $name"
+  "$@"
+  echo "== arm64: $name took $(( $(date +%s) - t0 )) s"
+}
+
+host_tools() {
+  local missing=()
+  command -v qemu-aarch64-static >/dev/null || missing+=(qemu-user-static)
+  command -v debootstrap >/dev/null || missing+=(debootstrap)
+  if [ "$mode" = insns ]; then command -v qemu-aarch64 >/dev/null || missing+=(qemu-user); fi
+  command -v gcc >/dev/null || missing+=(gcc)
+  if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+    else
+      echo "arm64_check: install ${missing[*]} (Debian/Ubuntu: sudo apt-get install ${missing[*]})" >&2
+      exit 1
+    fi
+  fi
+}
+
+# Run "$@" as root of a private user+mount+pid namespace with uids/gids 0-65535 mapped to
+# themselves (dpkg chowns to several), writing the maps from outside as newuidmap would.
+in_namespace() {
+  unshare --user --mount --pid --fork --kill-child bash -c '
+    while [ "$(awk "{print \$3}" /proc/self/uid_map)" != 65536 ]; do sleep 0.05; done
+    exec "$@"' in_namespace "$@" &
+  local p=$!
+  while [ "$(readlink /proc/$p/ns/user)" = "$(readlink /proc/self/ns/user)" ]; do sleep 0.05; done
+  echo "0 0 65536" > /proc/$p/uid_map
+  echo "0 0 65536" > /proc/$p/gid_map
+  wait $p
+}
+
+kunpeng_cpuinfo() {  # what a 2-core Kunpeng 920 shows (gcc -march=native and torch read it)
+  local n
+  for n in 0 1; do
+    printf 'processor\t: %s\nBogoMIPS\t: 200.00\n' "$n"
+    printf 'Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm jscvt fcma dcpop asimddp asimdfhm\n'
+    printf 'CPU implementer\t: 0x48\nCPU architecture: 8\nCPU variant\t: 0x1\nCPU part\t: 0xd01\nCPU revision\t: 0\n\n'
+  done
+}
+
+# Inside the namespace: qemu for aarch64 ELF files (F: opened now, so it works in the chroot),
+# /proc, /dev and a Kunpeng's cpuinfo and sysfs ID registers under the root.
+prepare_root_mounts() {
+  mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+  echo ':qemu-aarch64:M::\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00:\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff:/usr/bin/qemu-aarch64-static:F' \
+    > /proc/sys/fs/binfmt_misc/register
+  mount -t proc proc "$root/proc"
+  mount --rbind /dev "$root/dev"
+  if [ -x "$root/usr/bin/python3" ]; then  # after the second stage
+    kunpeng_cpuinfo > "$cache/cpuinfo"
+    mount --bind "$cache/cpuinfo" "$root/proc/cpuinfo"
+    mount -t tmpfs sysfs "$root/sys"
+    local cpu="$root/sys/devices/system/cpu" n
+    mkdir -p "$cpu"
+    for f in possible present online; do echo 0-1 > "$cpu/$f"; done
+    for n in 0 1; do
+      mkdir -p "$cpu/cpu$n/regs/identification"
+      echo 0x00000000481fd010 > "$cpu/cpu$n/regs/identification/midr_el1"
+    done
+  fi
+  mount -t tmpfs tmp "$root/tmp"
+}
+
+chrooted() {  # chrooted COMMAND...: inside the mounts, as a child (qemu hangs as PID 1)
+  export QEMU_CPU=neoverse-n1 HOME=/root PATH=/opt/venv/bin:/usr/sbin:/usr/bin:/sbin:/bin
+  export LANG=C.UTF-8 NPU_DATA_QUIET=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+  chroot "$root" "$@"
+}
+
+inside() {  # the namespace's entry: inside FUNCTION ARGS...
+  prepare_root_mounts
+  "$@"
+}
+
+second_stage() { container=lxc chrooted /debootstrap/debootstrap --second-stage; }
+
+make_root() {
+  if [ -f "$root/.npu-data-root" ]; then echo "cached: $root"; return; fi
+  rm -rf "$root"
+  mkdir -p "$cache"
+  debootstrap --arch=arm64 --foreign --variant=minbase \
+    --include=python3,python3-venv,python3-dev,g++,libjpeg62-turbo-dev,ca-certificates \
+    bookworm "$root" http://deb.debian.org/debian > "$cache/debootstrap.log"
+  in_namespace bash "$self" __inside second_stage
+  touch "$root/.npu-data-root"
+}
+
+venv_install() {
+  # the host's CA bundle (a proxy's CA may be in it) is the root's: Debian's pip reads only that
+  cp "${PIP_CERT:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}" \
+    "$root/etc/ssl/certs/ca-certificates.crt"
+  unset PIP_CERT SSL_CERT_FILE SSL_CERT_DIR REQUESTS_CA_BUNDLE PIP_FIND_LINKS PIP_INDEX_URL \
+    PIP_EXTRA_INDEX_URL
+  chrooted python3 -m venv /opt/venv
+  # shellcheck disable=SC2086  # the spec may name several packages
+  chrooted /opt/venv/bin/pip install -q $torch_spec $venv_packages
+}
+
+make_venv() {
+  local marker="$root/opt/.npu-data-venv"
+  if [ -f "$marker" ] && [ "$(cat "$marker")" = "$torch_spec $venv_packages" ]; then
+    echo "cached: $torch_spec"; return
+  fi
+  rm -rf "$root/opt/venv"
+  in_namespace bash "$self" __inside venv_install
+  echo "$torch_spec $venv_packages" > "$marker"
+}
+
+copy_project() {  # the working tree as git sees it (tracked and new files), nothing built
+  rm -rf "$root/work/npu-data"
+  mkdir -p "$root/work/npu-data"
+  git ls-files -z --cached --others --exclude-standard | tar -c --null -T - | tar -x -C "$root/work/npu-data"
+}
+
+project_install() { chrooted /opt/venv/bin/pip install -q --no-deps --no-build-isolation -e /work/npu-data; }
+
+digests_inside() {
+  local build
+  for build in native portable scalar; do
+    chrooted env NPU_DATA_SIMD=$build /opt/venv/bin/python -m npu_data.tools.kernel_digest \
+      > "$cache/digests-arm64-$build.json"
+  done
+}
+
+parity_inside() { chrooted sh -c 'cd /work/npu-data && npu-data parity --device cpu'; }
+
+tests_inside() {
+  chrooted sh -c 'cd /work/npu-data && python -m pytest -q -p no:cacheprovider -o addopts="" \
+    tests/transforms/test_native.py tests/transforms/test_simd_builds.py tests/codecs'
+}
+
+host_digests() { "$python" -m npu_data.tools.kernel_digest > "$cache/digests-x86.json"; }
+
+compare_digests() {
+  "$python" - "$cache" <<'EOF'
+import json, pathlib, sys
+cache = pathlib.Path(sys.argv[1])
+x86 = json.loads((cache / "digests-x86.json").read_text())
+bad = 0
+for build in ("native", "portable", "scalar"):
+    arm = json.loads((cache / f"digests-arm64-{build}.json").read_text())
+    diff = [k for k in x86["digests"] if arm["digests"].get(k) != x86["digests"][k]]
+    print(f"aarch64 {arm['build']}: {len(x86['digests']) - len(diff)} of {len(x86['digests'])} "
+          f"kernel outputs byte-identical to x86-64 ({x86['build']})")
+    for k in diff:
+        print(f"  DIFFERS: {k}")
+    bad += len(diff)
+sys.exit(1 if bad else 0)
+EOF
+}
+
+if [ "$mode" = __inside ]; then
+  shift
+  inside "$@"
+  exit
+fi
+
+step "host tools" host_tools
+step "arm64 root (debootstrap, cached)" make_root
+step "python env in the root ($torch_spec, cached)" make_venv
+step "copy the working tree" copy_project
+step "install npu-data" in_namespace bash "$self" __inside project_install
+for s in $steps; do
+  case "$s" in
+    digest)
+      step "kernel digests on x86-64" host_digests
+      step "kernel builds and digests on aarch64 (native, portable, scalar)" \
+        in_namespace bash "$self" __inside digests_inside
+      step "compare" compare_digests ;;
+    parity) step "npu-data parity --device cpu on aarch64" in_namespace bash "$self" __inside parity_inside ;;
+    tests) step "kernel and codec tests on aarch64" in_namespace bash "$self" __inside tests_inside ;;
+    *) echo "arm64_check: unknown step $s (digest, parity, tests)" >&2; exit 2 ;;
+  esac
+done
+echo "arm64 check passed in $(( $(date +%s) - t_all )) s"
