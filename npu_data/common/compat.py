@@ -47,11 +47,11 @@ def autocast_available(device_type: str) -> bool:
     """Whether ``torch.autocast(device_type)`` works here (``torch.amp.is_autocast_available``
     from torch 2.4; before it, whether constructing one is refused)."""
     probe = getattr(torch.amp, "is_autocast_available", None)
-    if probe is not None:
-        return bool(probe(device_type))
     try:
+        if probe is not None:
+            return bool(probe(device_type))
         torch.autocast(device_type=device_type, enabled=False)
-    except (RuntimeError, ValueError):
+    except (RuntimeError, ValueError):  # a device type torch does not know
         return False
     return True
 
@@ -115,7 +115,11 @@ def cpp_extension() -> types.ModuleType:
     """``torch.utils.cpp_extension``. Before torch 2.4 it does ``from pkg_resources import
     packaging``, and setuptools 81 removed ``pkg_resources``: there, a stand-in holding the
     ``packaging`` that setuptools vendors is importable while torch's module loads, and only then."""
-    name = "torch.utils.cpp_extension"
+    return import_without_pkg_resources("torch.utils.cpp_extension")
+
+
+def import_without_pkg_resources(name: str) -> types.ModuleType:
+    """Import ``name``, lending it ``pkg_resources.packaging`` if it needs that and it is gone."""
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
