@@ -15,7 +15,8 @@
 #   ARM64_TORCH="torch==2.9.1" bash scripts/arm64_check.sh   # another torch (default: the
 #                                          # seed's torch 2.1.2 with numpy < 2)
 # Environment: NPU_DATA_ARM64_CACHE (default ~/.cache/npu-data/arm64), PYTHON (the host's
-# python with npu-data installed, default `python`), ARM64_STEPS (default "digest parity tests").
+# python with npu-data installed, default `python`), ARM64_STEPS (default "digest parity tests"),
+# ARM64_BUILDS (the NPU_DATA_SIMD builds the digests cover, default "native portable scalar").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -25,6 +26,7 @@ root="$cache/root"
 torch_spec="${ARM64_TORCH:-torch==2.1.2 numpy<2}"
 venv_packages="pillow orjson tqdm psutil ninja pytest setuptools>=68 wheel"
 steps="${ARM64_STEPS:-digest parity tests}"
+builds="${ARM64_BUILDS:-native portable scalar}"
 python="${PYTHON:-python}"
 mode="${1:-check}"
 t_all=$(date +%s)
@@ -154,7 +156,7 @@ project_install() { chrooted /opt/venv/bin/pip install -q --no-deps --no-build-i
 
 digests_inside() {
   local build
-  for build in native portable scalar; do
+  for build in $builds; do
     chrooted env NPU_DATA_SIMD=$build /opt/venv/bin/python -m npu_data.tools.kernel_digest \
       > "$cache/digests-arm64-$build.json"
   done
@@ -167,15 +169,28 @@ tests_inside() {
     tests/transforms/test_native.py tests/transforms/test_simd_builds.py tests/codecs'
 }
 
+# Instructions per image of each kernel, by build: the root's python run by the dynamic
+# qemu-aarch64 (the static one cannot load plugins) with the root as its prefix (-L), a plugin
+# counting between the markers benches/kernel_insns.py makes.
+insns_inside() {
+  gcc -shared -fPIC -O2 -o "$cache/insn_count.so" "$repo/scripts/arm64/insn_count.c"
+  local build
+  for build in native portable scalar; do
+    (cd "$root/work/npu-data" && HOME=/root NPU_DATA_SIMD=$build NPU_DATA_QUIET=1 \
+      qemu-aarch64 -L "$root" -cpu neoverse-n1 -plugin "$cache/insn_count.so" -d plugin \
+      "$root/opt/venv/bin/python" -m benches.kernel_insns 2> "$cache/insns-$build.log")
+  done
+}
+
 host_digests() { "$python" -m npu_data.tools.kernel_digest > "$cache/digests-x86.json"; }
 
 compare_digests() {
-  "$python" - "$cache" <<'EOF'
+  "$python" - "$cache" "$builds" <<'EOF'
 import json, pathlib, sys
 cache = pathlib.Path(sys.argv[1])
 x86 = json.loads((cache / "digests-x86.json").read_text())
 bad = 0
-for build in ("native", "portable", "scalar"):
+for build in sys.argv[2].split():
     arm = json.loads((cache / f"digests-arm64-{build}.json").read_text())
     diff = [k for k in x86["digests"] if arm["digests"].get(k) != x86["digests"][k]]
     print(f"aarch64 {arm['build']}: {len(x86['digests']) - len(diff)} of {len(x86['digests'])} "
@@ -193,6 +208,12 @@ if [ "$mode" = __inside ]; then
   exit
 fi
 
+if [ "$mode" = insns ]; then
+  steps="digest insns" builds="native portable scalar"  # the counts load all three builds
+elif [ "$mode" != check ]; then
+  echo "usage: bash scripts/arm64_check.sh [check|insns]" >&2
+  exit 2
+fi
 step "host tools" host_tools
 step "arm64 root (debootstrap, cached)" make_root
 step "python env in the root ($torch_spec, cached)" make_venv
@@ -202,9 +223,13 @@ for s in $steps; do
   case "$s" in
     digest)
       step "kernel digests on x86-64" host_digests
-      step "kernel builds and digests on aarch64 (native, portable, scalar)" \
+      step "kernel builds and digests on aarch64 ($builds)" \
         in_namespace bash "$self" __inside digests_inside
       step "compare" compare_digests ;;
+    insns)
+      step "instructions per image on aarch64 (native, portable, scalar)" \
+        in_namespace bash "$self" __inside insns_inside
+      "$python" scripts/arm64/insns_table.py "$cache" ;;
     parity) step "npu-data parity --device cpu on aarch64" in_namespace bash "$self" __inside parity_inside ;;
     tests) step "kernel and codec tests on aarch64" in_namespace bash "$self" __inside tests_inside ;;
     *) echo "arm64_check: unknown step $s (digest, parity, tests)" >&2; exit 2 ;;

@@ -3,14 +3,23 @@
 #   bash scripts/dev.sh demo   # install, then run the demo on built-in sample data
 #   bash scripts/dev.sh test   # install with the dev extra, then lint, type-check and test
 #   bash scripts/dev.sh bench [ARGS]  # install with the bench extra (torchvision), run the suite
+#   bash scripts/dev.sh test-oldest   # the oldest supported stack (torch 2.1.2, numpy < 2, the
+#                                     # newest setuptools) in .venv-torch2.1: parity, the demo,
+#                                     # the transforms/loaders/shards/codecs tests
+#   bash scripts/dev.sh test-arm64    # scripts/arm64_check.sh: the kernels on aarch64 (emulated)
 # Environment: VENV (default .venv), TORCH_SPEC (default torch==2.13.0, the tested CPU build;
 # set it to e.g. "torch" for your platform's default build; the bench needs a torch that a
 # torchvision wheel matches, e.g. TORCH_SPEC="torch==2.14.1 torchvision==0.29.1" VENV=.venv-bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-test}"
-venv="${VENV:-.venv}"
-torch_spec="${TORCH_SPEC:-torch==2.13.0}"
+if [ "$mode" = test-oldest ]; then  # its own venv: torch 2.1.2 is a CUDA build of several GB
+  venv="${VENV:-.venv-torch2.1}"
+  torch_spec="${TORCH_SPEC:-torch==2.1.2 numpy<2}"
+else
+  venv="${VENV:-.venv}"
+  torch_spec="${TORCH_SPEC:-torch==2.13.0}"
+fi
 # The Label Studio server (integration tests) lives in its own venv, cached outside the checkout.
 export LABEL_STUDIO_VENV="${LABEL_STUDIO_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/npu-data/venv-labelstudio}"
 
@@ -45,8 +54,30 @@ case "$mode" in
     echo "== bench --quick"; NPU_DATA_QUIET=1 npu-data bench --quick --out "${TMPDIR:-/tmp}/npu-data-bench-quick"
     echo "== pytest"; python -m pytest -o addopts="" -q -p no:cacheprovider
     ;;
+  test-oldest)
+    before=$(python -c "import torch; print(torch.__version__)")
+    # the npu extra too: installing it must leave the user's torch as it is
+    python -m pip install -q -e '.[dev,npu]'
+    python -m pip install -q -U setuptools  # >= 81 has no pkg_resources, which torch 2.1 wants
+    after=$(python -c "import torch; print(torch.__version__)")
+    if [ "$before" != "$after" ]; then
+      echo "error: installing npu-data[dev,npu] replaced torch $before with $after" >&2
+      exit 1
+    fi
+    echo "== torch $after, numpy $(python -c 'import numpy; print(numpy.__version__)')"
+    echo "== parity (cpu)"; NPU_DATA_QUIET=1 npu-data parity --device cpu
+    echo "== demo"; NPU_DATA_QUIET=1 npu-data demo --out "${TMPDIR:-/tmp}/npu-data-demo-oldest"
+    echo "== pytest (transforms, loaders, shards, codecs)"
+    python -m pytest -o addopts="" -q -p no:cacheprovider tests/transforms tests/loaders \
+      tests/shards tests/codecs tests/test_compat.py tests/test_buffers.py \
+      tests/commands/test_doctor.py
+    ;;
+  test-arm64)
+    python -m pip install -q -e .
+    PYTHON=python bash scripts/arm64_check.sh
+    ;;
   *)
-    echo "usage: bash scripts/dev.sh demo|test|bench" >&2
+    echo "usage: bash scripts/dev.sh demo|test|test-oldest|test-arm64|bench" >&2
     exit 2
     ;;
 esac
