@@ -30,6 +30,7 @@ from npu_data.transforms._kernels.resample import vertical_first_rule
 from npu_data.transforms.base import Batch, Params, Transform
 from npu_data.transforms.compose import Compose, apply_stages
 from npu_data.transforms.crop import _CropBase
+from npu_data.transforms.crop_base import effective_boxes, micro_conditioning, plan_params
 
 
 def leading_crop(transform: Any) -> tuple[_CropBase, int] | None:
@@ -76,9 +77,8 @@ class PlannedBatches:
         for batch in self.batches:
             ids = np.asarray(batch, dtype=np.int64).reshape(-1) % max(n, 1)
             keys = draws.sample_keys(plan.seed, plan.epoch, ids)
-            boxes = plan.crop.draw_keyed(plan.sizes[ids], keys, plan.position)["boxes"]
-            yield PlannedIndices(batch, CropPlan(boxes.numpy(), plan.crop.size,
-                                                 plan.crop.min_visible, plan.fast))
+            yield PlannedIndices(batch, plan.crop.read_plan(plan.sizes[ids], keys,
+                                                            plan.position, plan.fast))
 
 
 def apply_rest(transform: Transform, batch: Batch, params: Params) -> Batch:
@@ -89,20 +89,27 @@ def apply_rest(transform: Transform, batch: Batch, params: Params) -> Batch:
 
 
 def crop_geometry(batch: Batch, boxes: torch.Tensor, crop: CropPlan) -> Batch:
-    """The collated batch's geometry keys through the crop; ``sizes`` the output size."""
+    """The collated batch's geometry keys through the crop; ``sizes`` the output size; the
+    micro-conditioning keys (``transforms.crop_base``) as the crop writes them."""
     out = dict(batch)
-    out.update(geometry.resized_crop_geometry(batch, boxes, crop.size, crop.min_visible))
+    params = plan_params(crop)
+    effective = effective_boxes(params, crop.size) if crop.windows is not None else boxes
+    out.update(geometry.resized_crop_geometry(batch, effective, crop.size, crop.min_visible))
+    top_left, target = micro_conditioning(params, batch["sizes"], crop.size)
+    out["original_size"] = batch["sizes"].to(torch.int64).clone()
+    out["crop_top_left"], out["target_size"] = top_left, target
     # a real (B, 2) tensor, not an expanded view: a pinned copy cannot be made of one whose
     # elements share memory (torch's pin-memory thread raises)
-    out["sizes"] = torch.tensor([crop.size] * len(boxes), dtype=torch.int64).view(-1, 2)
+    out["sizes"] = target.clone()
     return out
 
 
 def crop_images(images: Sequence[Any], boxes: torch.Tensor, out: torch.Tensor,
-                fast: bool = False) -> None:
+                fast: bool = False, windows: np.ndarray | None = None) -> None:
     """Resize each image's crop box into ``out (B, 3, h, w)`` (contiguous): ``(H, W, 3)``
     arrays, or ``EncodedImage`` JPEGs, of which only the box is decoded (``decode_boxes``;
-    ``fast``: DCT-scaled where the box is at least twice the output)."""
+    ``fast``: DCT-scaled where the box is at least twice the output); ``windows``: each box
+    resized whole and its window kept (``functional.resized_crop``)."""
     if not len(images):
         return
     if any(isinstance(im, EncodedImage) for im in images):
@@ -111,16 +118,22 @@ def crop_images(images: Sequence[Any], boxes: torch.Tensor, out: torch.Tensor,
     with warnings.catch_warnings():  # memory-map views are read-only; nothing writes them
         warnings.simplefilter("ignore", UserWarning)
         tensors = [torch.from_numpy(im) for im in images]
+    win = None if windows is None else torch.from_numpy(np.ascontiguousarray(windows))
     native = _dispatch.compiled_ops(out)
     if native is not None:
-        native.resized_crop_list(tensors, boxes, out.shape[2], out.shape[3],
-                                 vertical_first_rule(), out)
+        if win is None:
+            native.resized_crop_list(tensors, boxes, out.shape[2], out.shape[3],
+                                     vertical_first_rule(), out)
+        else:
+            native.resized_crop_list(tensors, boxes, out.shape[2], out.shape[3],
+                                     vertical_first_rule(), out, win)
         return
     for i, t in enumerate(tensors):  # the pure-torch kernel, one sample at a time
         h, w = t.shape[:2]
         sizes = torch.tensor([[h, w]], dtype=torch.int64)
         out[i] = F.resized_crop(t.permute(2, 0, 1)[None], sizes, boxes[i:i + 1],
-                                tuple(out.shape[2:]))[0]
+                                tuple(out.shape[2:]),
+                                windows=None if win is None else win[i:i + 1])[0]
 
 
 def dct_scales(boxes: np.ndarray, size: tuple[int, int]) -> np.ndarray:

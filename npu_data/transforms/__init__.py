@@ -17,7 +17,13 @@ from npu_data.transforms import functional, geometry
 from npu_data.transforms.base import Transform
 from npu_data.transforms.color import ColorJitter
 from npu_data.transforms.compose import Compose
-from npu_data.transforms.crop import CenterCrop, RandomResizedCrop, Resize, ResizeCenterCrop
+from npu_data.transforms.crop import (
+    CenterCrop,
+    RandomResizedCrop,
+    Resize,
+    ResizeCenterCrop,
+    ResizeCrop,
+)
 from npu_data.transforms.draws import sample_params
 from npu_data.transforms.flip import RandomHorizontalFlip
 from npu_data.transforms.normalize import Normalize
@@ -43,6 +49,7 @@ __all__ = [
     "RandomResizedCrop",
     "Resize",
     "ResizeCenterCrop",
+    "ResizeCrop",
     "Transform",
     "compare_tensor",
     "functional",

@@ -26,6 +26,7 @@ __all__ = [
     "hue_shift",
     "normalize",
     "resized_crop",
+    "resized_window",
 ]
 
 
@@ -86,6 +87,31 @@ def resized_crop(img: np.ndarray, box: Sequence[int], size: int | Sequence[int])
     out_h, out_w = _out_size(size)
     crop = Image.fromarray(img).crop((left, top, left + width, top + height))
     return np.asarray(crop.resize((out_w, out_h), Image.Resampling.BILINEAR)).copy()
+
+
+def resized_window(img: np.ndarray, box: Sequence[int], window: Sequence[int],
+                   size: int | Sequence[int]) -> np.ndarray:
+    """Crop ``box`` = (top, left, height, width), resize it whole to ``window``'s
+    ``(full_h, full_w)`` with ``Image.BILINEAR``, then keep ``size`` (int or (h, w)) at
+    ``window``'s ``(top, left)`` — torchvision's PIL ``Resize`` then a crop; outside the
+    resized image (a negative offset, or a window past its end) the output is 0, as
+    torchvision's ``CenterCrop`` pads.
+    """
+    if len(window) != 4:
+        raise UserError(f"reference.resized_window: window must be (top, left, full_height, "
+                        f"full_width), got {window!r}")
+    top, left, full_h, full_w = (int(v) for v in window)
+    if full_h < 1 or full_w < 1:
+        raise UserError(f"reference.resized_window: the full size must be positive, got "
+                        f"{(full_h, full_w)}")
+    resized = resized_crop(img, box, (full_h, full_w))
+    out_h, out_w = _out_size(size)
+    out = np.zeros((out_h, out_w, 3), np.uint8)
+    y0, x0 = max(top, 0), max(left, 0)
+    y1, x1 = min(top + out_h, full_h), min(left + out_w, full_w)
+    if y1 > y0 and x1 > x0:
+        out[y0 - top:y1 - top, x0 - left:x1 - left] = resized[y0:y1, x0:x1]
+    return out
 
 
 def hflip(img: np.ndarray, flip: bool = True) -> np.ndarray:

@@ -13,7 +13,12 @@ import torch
 
 from npu_data.errors import UserError
 from npu_data.transforms._kernels import host_values, to_device
-from npu_data.transforms._kernels.resample import resize_two_passes, vertical_first_rule
+from npu_data.transforms._kernels.resample import (
+    Tables,
+    resize_two_passes,
+    vertical_first_rule,
+    window_tables,
+)
 
 
 def vertical_first(boxes: torch.Tensor, out_h: int, out_w: int) -> torch.Tensor:
@@ -38,21 +43,73 @@ def check_boxes_inside(boxes: torch.Tensor, images: torch.Tensor) -> None:
 
 
 def _passes(images: torch.Tensor, bx: torch.Tensor, out_h: int, out_w: int,
-            vertical: bool) -> torch.Tensor:
+            vertical: bool, tables: tuple[Tables, Tables] | None = None) -> torch.Tensor:
     """Both passes on every sample of the batch, horizontal or ``vertical`` first: integer
-    tap sums over gathered rows (``_kernels.resample``)."""
+    tap sums over gathered rows (``_kernels.resample``); ``tables``: the (rows, columns)
+    coefficients of windows (:func:`window_pass_tables`)."""
     top, left, ch, cw = bx.unbind(1)
     hwc = images.permute(0, 2, 3, 1)  # (B, H, W, C): free for channels-last batches
     if vertical:  # rows of H first, then the columns: (B, out_w, out_h, C)
-        z = resize_two_passes(hwc, (top, ch, out_h), (left, cw, out_w))
+        z = resize_two_passes(hwc, (top, ch, out_h), (left, cw, out_w), tables)
         return z.permute(0, 3, 2, 1).contiguous()
-    z = resize_two_passes(hwc.transpose(1, 2), (left, cw, out_w), (top, ch, out_h))
+    flipped = None if tables is None else (tables[1], tables[0])
+    z = resize_two_passes(hwc.transpose(1, 2), (left, cw, out_w), (top, ch, out_h), flipped)
     return z.permute(0, 3, 1, 2).contiguous()
 
 
+def window_vertical_first(boxes: torch.Tensor, windows: torch.Tensor) -> torch.Tensor:
+    """(B,) bool: Pillow's pass order for resizing each whole box to ``windows``' full size
+    ``(top, left, full_h, full_w)`` (the rule of :func:`vertical_first` on the full resize)."""
+    ch, cw = boxes[:, 2], boxes[:, 3]
+    if not vertical_first_rule():
+        return torch.zeros_like(ch, dtype=torch.bool)
+    dh, dw = ch - windows[:, 2], cw - windows[:, 3]
+    return (dh > 0) & (dh > 2 * dw)
+
+
+def window_pass_tables(boxes: torch.Tensor, windows: torch.Tensor, out_h: int, out_w: int,
+                       device: torch.device) -> tuple[Tables, Tables]:
+    """Host-made (rows, columns) coefficients of each sample's window: the box resized to
+    ``(full_h, full_w)``, outputs ``[top, top + out_h) x [left, left + out_w)`` kept."""
+    rows = window_tables(boxes[:, 2], windows[:, 2], windows[:, 0], out_h, device)
+    cols = window_tables(boxes[:, 3], windows[:, 3], windows[:, 1], out_w, device)
+    return rows, cols
+
+
+def resized_window(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
+                   windows: torch.Tensor, out_h: int, out_w: int) -> torch.Tensor:
+    """Each sample's box resized whole to ``windows[:, 2:]`` (Pillow's pass order for that
+    resize), then the ``out_h x out_w`` window at ``windows[:, :2]`` kept (0 outside the
+    resized image). ``boxes`` and ``windows`` (B, 4) int64 on the host (the coefficient
+    tables are made there, in float64)."""
+    if not (boxes.is_cpu and windows.is_cpu):
+        raise UserError("resized_crop: windows and their boxes must be host (CPU) tensors: "
+                        "their coefficient tables are made on the host")
+    check_boxes_inside(boxes, images)
+    order = window_vertical_first(boxes, windows).numpy()
+    bx = to_device(boxes, images.device)
+    out = images.new_empty((images.shape[0], images.shape[1], out_h, out_w))
+    for vertical in (False, True):  # each sample its own order, once: at most two groups
+        pick = np.flatnonzero(order == vertical)
+        if not len(pick):
+            continue
+        sel = torch.from_numpy(pick)
+        tables = window_pass_tables(boxes[sel], windows[sel], out_h, out_w, images.device)
+        if len(pick) == len(order):
+            return _passes(images, bx, out_h, out_w, vertical, tables)
+        idx = to_device(sel, images.device)
+        part = _passes(images.index_select(0, idx), bx.index_select(0, idx), out_h, out_w,
+                       vertical, tables)
+        out.index_copy_(0, idx, part)
+    return out
+
+
 def resized_crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
-                 out_h: int, out_w: int) -> torch.Tensor:
-    """``boxes (B, 4)`` int64 (top, left, height, width) on the host or the images' device."""
+                 out_h: int, out_w: int, windows: torch.Tensor | None = None) -> torch.Tensor:
+    """``boxes (B, 4)`` int64 (top, left, height, width) on the host or the images' device;
+    ``windows``: see :func:`resized_window`."""
+    if windows is not None:
+        return resized_window(images, sizes, boxes, windows, out_h, out_w)
     bx = to_device(boxes, images.device)
     if not host_values(boxes):
         # each sample's pass order is on the device: both orders, each picked per sample (no

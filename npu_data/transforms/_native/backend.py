@@ -25,10 +25,13 @@ def _ops() -> Any:
 
 
 def resized_crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
-                 out_h: int, out_w: int) -> torch.Tensor:
+                 out_h: int, out_w: int, windows: torch.Tensor | None = None) -> torch.Tensor:
     bx = boxes.to(images.device)
     check_boxes_inside(bx, images)  # the kernel reads the boxes' rows unchecked
-    return _ops().resized_crop(images, bx, out_h, out_w, vertical_first_rule())
+    if windows is None:  # the schema of a library built before windows existed still works
+        return _ops().resized_crop(images, bx, out_h, out_w, vertical_first_rule())
+    return _ops().resized_crop(images, bx, out_h, out_w, vertical_first_rule(),
+                               windows.to(images.device))
 
 
 def hflip(images: torch.Tensor, sizes: torch.Tensor, flip: torch.Tensor,
