@@ -15,6 +15,7 @@ from typing import Any
 
 from npu_data.transforms import functional, geometry
 from npu_data.transforms.base import Transform
+from npu_data.transforms.captions import CaptionDropout, RandomCaption
 from npu_data.transforms.color import ColorJitter
 from npu_data.transforms.compose import Compose
 from npu_data.transforms.crop import (
@@ -39,12 +40,14 @@ _LAZY = {
 
 __all__ = [
     "LEVELS",
+    "CaptionDropout",
     "CenterCrop",
     "ColorJitter",
     "Compose",
     "Normalize",
     "NpuPreprocessor",
     "ParityReport",
+    "RandomCaption",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
     "Resize",
