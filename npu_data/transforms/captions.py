@@ -19,6 +19,8 @@ from npu_data.errors import UserError
 from npu_data.transforms.base import Batch, Params, Transform
 from npu_data.transforms.draws import Draws
 
+SOURCES = ("texts.text", "choices.label")  # the batch keys a caption may come from
+
 
 def _host_list(values: Any, b: int) -> list[Any]:
     return values.tolist() if isinstance(values, torch.Tensor) else [values] * b
@@ -72,12 +74,12 @@ class RandomCaption(Transform):
     """Pick each sample's ``caption`` uniformly among its texts or chosen labels.
 
     Args:
-        source: ``"texts"`` (``textarea`` strings: a textarea with several values gives
-            several) or ``"choices"`` (the names of the chosen labels).
+        source: ``"texts.text"`` (``textarea`` strings: a textarea with several values
+            gives several) or ``"choices.label"`` (the names of the chosen labels).
         control: only the texts/choices of this control (tag name in the labeling config);
             None: all of the sample's.
         dataset: the dataset the batches come from (its ``controls`` and ``labels`` name
-            the controls and label ids); needed for ``control`` or ``"choices"``.
+            the controls and label ids); needed for ``control`` or ``"choices.label"``.
         key: the batch key the chosen caption is written to.
 
     A sample with nothing to choose from keeps its caption.
@@ -86,14 +88,14 @@ class RandomCaption(Transform):
     name = "RandomCaption"
     needs_uint8 = False
 
-    def __init__(self, source: str = "texts", control: str | None = None, dataset: Any = None,
-                 key: str = "caption") -> None:
-        if source not in ("texts", "choices"):
-            raise UserError(f"{self.name}: source must be 'texts' or 'choices', got {source!r}")
+    def __init__(self, source: str = "texts.text", control: str | None = None,
+                 dataset: Any = None, key: str = "caption") -> None:
+        if source not in SOURCES:
+            raise UserError(f"{self.name}: source must be one of {SOURCES}, got {source!r}")
         self.source, self.control, self.key = source, control, key
         controls: Sequence[str] = getattr(dataset, "controls", None) or []
         labels: dict[str, list[str]] = getattr(dataset, "labels", None) or {}
-        if (control is not None or source == "choices") and not controls:
+        if (control is not None or source == SOURCES[1]) and not controls:
             raise UserError(f"{self.name}: pass dataset= (a ShardDataset / LabelStudioDataset) "
                             "to name controls and choices")
         if control is not None and control not in controls:
@@ -112,7 +114,7 @@ class RandomCaption(Transform):
         return {"pick": u.to("cpu", torch.float64)}
 
     def _candidates(self, batch: Batch, i: int) -> list[str]:
-        if self.source == "texts":
+        if self.source == SOURCES[0]:
             texts = batch.get("texts.text")
             if texts is None:
                 return []

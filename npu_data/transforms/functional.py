@@ -109,7 +109,7 @@ def resized_crop(
     if not (windows.is_cpu and boxes.is_cpu):
         raise UserError("resized_crop: windows and boxes must be host (CPU) tensors — the "
                         "windows' coefficient tables are made on the host")
-    if bool((windows[:, 2:] < 1).any()):
+    if _kernels.host_values(windows) and bool((windows[:, 2:] < 1).any()):
         raise UserError(f"resized_crop: window full sizes must be >= 1, got "
                         f"{windows[:, 2:].tolist()}")
     return impl(images, sizes, boxes.to(torch.int64), out_h, out_w,

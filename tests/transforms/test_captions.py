@@ -62,11 +62,11 @@ def test_random_caption_of_a_control_and_of_choices() -> None:
     assert seen == {"first 0", "second 0"}
     every = RandomCaption().apply(batch, {"pick": torch.full((4,), 0.5)})
     assert every["caption"][:3] == ["note 0", "note 1", "note 2"]
-    choices = RandomCaption("choices", control="cls", dataset=_Dataset())
+    choices = RandomCaption("choices.label", control="cls", dataset=_Dataset())
     out = choices.apply(batch, {"pick": torch.tensor([0.9, 0.1, 0.1, 0.5])})
     assert out["caption"] == ["neutral", "warm", "neutral", "first 3"]
     with pytest.raises(UserError, match="dataset"):
-        RandomCaption("choices")
+        RandomCaption("choices.label")
     with pytest.raises(UserError, match="controls"):
         RandomCaption(control="title", dataset=_Dataset())
 

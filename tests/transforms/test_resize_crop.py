@@ -288,3 +288,24 @@ def test_size_none_takes_each_batchs_bucket() -> None:
     mixed = _batch([np.zeros((100, 210, 3), np.uint8), np.zeros((90, 50, 3), np.uint8)])
     with pytest.raises(UserError, match="BucketBatchSampler"):
         t(mixed)
+
+
+@pytest.mark.parametrize("make", [lambda: ResizeCrop((48, 64), crop="random"),
+                                  lambda: ResizeCenterCrop((40, 40), resize_size=44),
+                                  lambda: Resize(30)])
+def test_window_crops_make_no_device_sync_and_no_float64_tensor(make: object) -> None:
+    """Down the CUDA/NPU path the window's tables are made from host parameters (numpy on
+    host tensors, as the keyed draws are); no aten op waits for data or makes float64."""
+    from test_device_rules import DeviceRulesAudit
+
+    rng = np.random.default_rng(2)
+    imgs = _images(rng, SIZES)
+    batch = _batch(imgs)
+    t = make()  # type: ignore[operator]
+    params = t.draw_keyed(batch["sizes"].numpy(), np.arange(len(imgs), dtype=np.uint64))
+    mode = DeviceRulesAudit()
+    with accelerator_path(), mode:
+        out = t.apply(batch, params)
+    assert sum(mode.ops.values()) > 0
+    assert not mode.float64 and not mode.syncs, mode.summary()
+    assert torch.equal(out["image"], t.apply(batch, params)["image"])  # = compiled kernels

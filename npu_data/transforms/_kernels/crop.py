@@ -57,13 +57,12 @@ def _passes(images: torch.Tensor, bx: torch.Tensor, out_h: int, out_w: int,
     return z.permute(0, 3, 1, 2).contiguous()
 
 
-def window_vertical_first(boxes: torch.Tensor, windows: torch.Tensor) -> torch.Tensor:
-    """(B,) bool: Pillow's pass order for resizing each whole box to ``windows``' full size
-    ``(top, left, full_h, full_w)`` (the rule of :func:`vertical_first` on the full resize)."""
-    ch, cw = boxes[:, 2], boxes[:, 3]
+def _window_order(boxes: np.ndarray, windows: np.ndarray) -> np.ndarray:
+    """(B,) bool: Pillow's pass order for resizing each whole box to its window's full size
+    (the rule of :func:`vertical_first` on the full resize), from host arrays."""
     if not vertical_first_rule():
-        return torch.zeros_like(ch, dtype=torch.bool)
-    dh, dw = ch - windows[:, 2], cw - windows[:, 3]
+        return np.zeros(len(boxes), dtype=bool)
+    dh, dw = boxes[:, 2] - windows[:, 2], boxes[:, 3] - windows[:, 3]
     return (dh > 0) & (dh > 2 * dw)
 
 
@@ -85,19 +84,22 @@ def resized_window(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tenso
     if not (boxes.is_cpu and windows.is_cpu):
         raise UserError("resized_crop: windows and their boxes must be host (CPU) tensors: "
                         "their coefficient tables are made on the host")
-    check_boxes_inside(boxes, images)
-    order = window_vertical_first(boxes, windows).numpy()
+    if host_values(boxes):
+        check_boxes_inside(boxes, images)
+    # the tables and pass orders are made from the host parameters (numpy, no aten op)
+    bn, wn = boxes.numpy(), windows.numpy()
+    order = _window_order(bn, wn)
     bx = to_device(boxes, images.device)
     out = images.new_empty((images.shape[0], images.shape[1], out_h, out_w))
     for vertical in (False, True):  # each sample its own order, once: at most two groups
         pick = np.flatnonzero(order == vertical)
         if not len(pick):
             continue
-        sel = torch.from_numpy(pick)
-        tables = window_pass_tables(boxes[sel], windows[sel], out_h, out_w, images.device)
+        tables = window_pass_tables(torch.from_numpy(bn[pick]), torch.from_numpy(wn[pick]),
+                                    out_h, out_w, images.device)
         if len(pick) == len(order):
             return _passes(images, bx, out_h, out_w, vertical, tables)
-        idx = to_device(sel, images.device)
+        idx = to_device(torch.from_numpy(pick), images.device)
         part = _passes(images.index_select(0, idx), bx.index_select(0, idx), out_h, out_w,
                        vertical, tables)
         out.index_copy_(0, idx, part)
