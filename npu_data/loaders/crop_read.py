@@ -26,6 +26,7 @@ from npu_data.buffers import reused_scratch
 from npu_data.common.batch import CropPlan, EncodedImage, PlannedIndices
 from npu_data.transforms import _dispatch, draws, geometry
 from npu_data.transforms import functional as F
+from npu_data.transforms._kernels.crop import window_regions
 from npu_data.transforms._kernels.resample import vertical_first_rule
 from npu_data.transforms.base import Batch, Params, Transform
 from npu_data.transforms.compose import Compose, apply_stages
@@ -114,7 +115,13 @@ def crop_images(images: Sequence[Any], boxes: torch.Tensor, out: torch.Tensor,
         return
     if any(isinstance(im, EncodedImage) for im in images):
         size = (int(out.shape[2]), int(out.shape[3]))
-        images, boxes = decode_boxes(images, boxes, size if fast else None, reuse=True)
+        regions = None
+        if windows is not None:  # decode only the pixels each window reads
+            regions = window_regions(boxes.numpy(), windows, size[0], size[1])
+            empty = (regions[:, 2] < 1) | (regions[:, 3] < 1)
+            regions[empty] = (0, 0, 1, 1)
+        images, boxes = decode_boxes(images, boxes, size if fast else None, reuse=True,
+                                     regions=regions)
     with warnings.catch_warnings():  # memory-map views are read-only; nothing writes them
         warnings.simplefilter("ignore", UserWarning)
         tensors = [torch.from_numpy(im) for im in images]
@@ -162,14 +169,17 @@ def _arena(regions: np.ndarray) -> torch.Tensor:
 
 def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
                  fast: tuple[int, int] | None = None,
-                 reuse: bool = False) -> tuple[list[Any], torch.Tensor]:
+                 reuse: bool = False,
+                 regions: np.ndarray | None = None) -> tuple[list[Any], torch.Tensor]:
     """Each ``EncodedImage``'s crop box decoded alone (libjpeg-turbo, the pixels of a full
     decode; ``npu_data.codecs``) and its box moved to the region's origin; the
     JPEGs the region decoder leaves (EXIF orientation, CMYK, no libjpeg) decoded whole.
     ``fast = (h, w)``: a box at least twice that is decoded DCT-scaled (1/2, 1/4 or 1/8 —
     less work, not the exact pixels) and its box becomes the scaled region. ``reuse``: the
     regions are views into a pooled decode buffer (kept across batches, threads and epochs:
-    no allocation, no fresh pages), reused once nothing holds a view of it."""
+    no allocation, no fresh pages), reused once nothing holds a view of it. ``regions``
+    (B, 4): decode these instead of the boxes (a window's pixels; not with ``fast``), each
+    box then moved by its region's origin."""
     items, boxes = list(images), boxes.clone()
     lazy = [i for i, im in enumerate(items) if isinstance(im, EncodedImage)]
     if not lazy:
@@ -181,7 +191,7 @@ def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
             warnings.simplefilter("ignore", UserWarning)
             streams = [torch.from_numpy(items[i].data) for i in lazy]
         sizes = torch.tensor([items[i].shape[:2] for i in lazy], dtype=torch.int64)
-        wanted = boxes[lazy].numpy()
+        wanted = boxes[lazy].numpy() if regions is None else regions[lazy]
         scales = dct_scales(wanted, fast) if fast else np.ones(len(lazy), np.int64)
         regions_at = scaled_regions(wanted, scales) if fast else wanted
         regions, status = jpeg.decode_regions(
@@ -192,7 +202,10 @@ def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
                                                 strict=True)):
             if ok:
                 items[i] = region.numpy()
-                boxes[i] = torch.tensor([0, 0, *regions_at[k, 2:]])
+                if fast:  # the box became the scaled region
+                    boxes[i] = torch.tensor([0, 0, *regions_at[k, 2:]])
+                else:  # the box in the region's pixels (the region itself for a box crop)
+                    boxes[i, :2] -= torch.from_numpy(regions_at[k, :2])
             else:
                 left.append(i)
     for i in left:

@@ -97,6 +97,31 @@ def test_crop_at_read_equals_crop_after_read(stores: dict[str, ShardDataset], st
         _same_batch(a, b)  # every key: image, sizes, boxes, polygons, masks, ..., aug
 
 
+def test_a_window_decodes_only_the_pixels_it_reads(jpegs: ShardDataset,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """ResizeCrop keeps one axis whole and crops the other: the JPEG region decoded is the
+    window's support (Pillow's taps), narrower than the image, and the batch is unchanged
+    (``test_jpeg_regions_decode_to_the_full_decode_cropped``)."""
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    real = crop_read.decode_boxes
+
+    def spy(images: Any, boxes: torch.Tensor, *rest: Any, **kw: Any) -> Any:
+        if kw.get("regions") is not None:
+            seen.append((kw["regions"].copy(), boxes.numpy().copy()))
+        return real(images, boxes, *rest, **kw)
+
+    monkeypatch.setattr(crop_read, "decode_boxes", spy)
+    loader = DataLoader(jpegs, batch_size=6, device="cpu", seed=1,
+                        transform=ResizeCrop((16, 16), crop="random"))
+    batches = list(loader)
+    assert seen and len(batches) == len(seen)
+    for regions, boxes in seen:
+        assert (regions[:, 2:] <= boxes[:, 2:]).all()  # never more than the image
+        assert (regions[:, :2] >= 0).all()
+        smaller = (regions[:, 2] < boxes[:, 2]) | (regions[:, 3] < boxes[:, 3])
+        assert smaller.any()  # non-square images: the cropped axis is decoded in part
+
+
 def _tensors(value: Any) -> list[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         return [value]
@@ -209,7 +234,7 @@ def test_jpeg_regions_decode_to_the_full_decode_cropped(jpegs: ShardDataset,
         return real(self)
 
     monkeypatch.setattr(EncodedImage, "decode", spy)
-    for kind in ("pipeline", "rrc", "center"):
+    for kind in ("pipeline", "rrc", "center", "resize_crop", "resize_center", "center_pad"):
         after = _batches(jpegs, False, kind, batch_size=5)
         assert not whole
         during = _batches(jpegs, True, kind, batch_size=5)

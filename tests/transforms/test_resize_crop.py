@@ -309,3 +309,35 @@ def test_window_crops_make_no_device_sync_and_no_float64_tensor(make: object) ->
     assert sum(mode.ops.values()) > 0
     assert not mode.float64 and not mode.syncs, mode.summary()
     assert torch.equal(out["image"], t.apply(batch, params)["image"])  # = compiled kernels
+
+
+def test_a_window_reads_only_its_support_and_runs_on_that_region_alone() -> None:
+    """What crop at read does with a JPEG: decode only the pixels a window reads, move the
+    box by the region's origin (it then extends past the region) — the same output."""
+    from npu_data.transforms._kernels.crop import window_regions
+
+    rng = np.random.default_rng(9)
+    img = rng.integers(0, 256, (90, 240, 3), dtype=np.uint8)
+    box = np.array([[0, 0, 90, 240]])
+    for window, out in [((0, 37, 30, 80), (30, 30)), ((3, 0, 60, 160), (40, 60)),
+                        ((-4, 100, 45, 120), (50, 30))]:
+        win = np.array([window])
+        region = window_regions(box, win, *out)[0]
+        top, left, h, w = (int(v) for v in region)
+        assert w < 240  # only part of the width is read
+        whole = reference.resized_window(img, box[0].tolist(), list(window), out)
+        part = img[top:top + h, left:left + w]
+        shifted = torch.tensor([[-top, -left, 90, 240]])
+        images = torch.from_numpy(part.transpose(2, 0, 1).copy())[None]
+        sizes = torch.tensor([[h, w]])
+        wins = torch.tensor([window])
+        got = F.resized_crop(images, sizes, shifted, out, windows=wins)
+        assert np.array_equal(got[0].permute(1, 2, 0).numpy(), whole)
+        with accelerator_path():
+            got = F.resized_crop(images, sizes, shifted, out, windows=wins)
+        assert np.array_equal(got[0].permute(1, 2, 0).numpy(), whole)
+        narrower = torch.from_numpy(part[:, 1:].transpose(2, 0, 1).copy())[None]
+        with pytest.raises(UserError, match="outside"):  # one column short of the support
+            F.resized_crop(narrower, torch.tensor([[h, w - 1]]),
+                           torch.tensor([[-top, -left - 1, 90, 240]]), out,
+                           windows=torch.tensor([window]))

@@ -17,6 +17,7 @@ from npu_data.transforms._kernels.resample import (
     Tables,
     resize_two_passes,
     vertical_first_rule,
+    window_support,
     window_tables,
 )
 
@@ -57,6 +58,32 @@ def _passes(images: torch.Tensor, bx: torch.Tensor, out_h: int, out_w: int,
     return z.permute(0, 3, 1, 2).contiguous()
 
 
+def window_regions(boxes: np.ndarray, windows: np.ndarray, out_h: int, out_w: int
+                   ) -> np.ndarray:
+    """(B, 4) int64 (top, left, height, width): the pixels each window reads, in the image's
+    coordinates (the box's origin plus the rows and columns its coefficients touch; height
+    or width 0 where the window lies wholly in the padding)."""
+    rows = window_support(boxes[:, 2], windows[:, 2], windows[:, 0], out_h)
+    cols = window_support(boxes[:, 3], windows[:, 3], windows[:, 1], out_w)
+    return np.stack([boxes[:, 0] + rows[:, 0], boxes[:, 1] + cols[:, 0],
+                     rows[:, 1] - rows[:, 0], cols[:, 1] - cols[:, 0]], axis=1)
+
+
+def check_windows_inside(boxes: np.ndarray, windows: np.ndarray, out_h: int, out_w: int,
+                         height: int, width: int) -> None:
+    """Refuse a window that reads outside the ``height x width`` images (its box may extend
+    past them — a region decoded alone — as long as the pixels it reads are inside)."""
+    reg = window_regions(boxes, windows, out_h, out_w)
+    empty = (reg[:, 2] == 0) | (reg[:, 3] == 0)
+    inside = empty | ((reg[:, 0] >= 0) & (reg[:, 1] >= 0) & (reg[:, 0] + reg[:, 2] <= height)
+                      & (reg[:, 1] + reg[:, 3] <= width))
+    if not inside.all():
+        i = int(np.flatnonzero(~inside)[0])
+        raise UserError(f"crop window {windows[i].tolist()} of box {boxes[i].tolist()} (sample "
+                        f"{i}) reads pixels outside the {height}x{width} batch: clip the box to "
+                        "the image")
+
+
 def _window_order(boxes: np.ndarray, windows: np.ndarray) -> np.ndarray:
     """(B,) bool: Pillow's pass order for resizing each whole box to its window's full size
     (the rule of :func:`vertical_first` on the full resize), from host arrays."""
@@ -84,10 +111,9 @@ def resized_window(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tenso
     if not (boxes.is_cpu and windows.is_cpu):
         raise UserError("resized_crop: windows and their boxes must be host (CPU) tensors: "
                         "their coefficient tables are made on the host")
-    if host_values(boxes):
-        check_boxes_inside(boxes, images)
     # the tables and pass orders are made from the host parameters (numpy, no aten op)
     bn, wn = boxes.numpy(), windows.numpy()
+    check_windows_inside(bn, wn, out_h, out_w, images.shape[-2], images.shape[-1])
     order = _window_order(bn, wn)
     bx = to_device(boxes, images.device)
     out = images.new_empty((images.shape[0], images.shape[1], out_h, out_w))

@@ -100,6 +100,28 @@ def window_coefficients_np(extents: np.ndarray, fulls: np.ndarray, offsets: np.n
     return xmin.astype(np.int32), fixed.astype(np.int32)
 
 
+def window_support(extents: np.ndarray, fulls: np.ndarray, offsets: np.ndarray,
+                   out_size: int) -> np.ndarray:
+    """(E, 2) int64 ``[first, last)``: the input indices the outputs ``[offset, offset +
+    out_size)`` of each ``extent -> full`` resize read (Pillow's ``xmin``/``xmax``, the same
+    arithmetic as :func:`window_coefficients_np`); ``first == last == 0`` when none."""
+    size = np.asarray(extents, dtype=np.float64).reshape(-1, 1)
+    full = np.asarray(fulls, dtype=np.float64).reshape(-1, 1)
+    scale = size / full
+    support = np.maximum(scale, 1.0)
+    big_x = np.asarray(offsets, dtype=np.float64).reshape(-1, 1) + np.arange(out_size)[None, :]
+    inside = (big_x >= 0) & (big_x < full)
+    center = (big_x + 0.5) * scale
+    xmin = np.maximum(np.trunc(center - support + 0.5), 0.0)
+    xmax = np.minimum(np.trunc(center + support + 0.5), size)
+    used = inside & (xmax > xmin)
+    first = np.where(used, xmin, np.inf).min(axis=1)
+    last = np.where(used, xmax, -np.inf).max(axis=1)
+    any_used = used.any(axis=1)
+    return np.stack([np.where(any_used, first, 0), np.where(any_used, last, 0)],
+                    axis=1).astype(np.int64)
+
+
 Tables = tuple[torch.Tensor, torch.Tensor]  # per-sample (xmin (B, out), weights (B, out, taps))
 
 

@@ -285,16 +285,16 @@ void touched(Coeffs& c, int& first, int& last) {
 
 // One sample's window (win = top, left, full_h, full_w): its box resized whole to
 // full_h x full_w in Pillow's pass order for that resize, the oh x ow outputs at (top, left)
-// kept; only the box's rows and columns those outputs read are touched.
+// kept; only the box's rows and columns those outputs read are touched. The box may extend
+// past the image (a region decoded alone) as long as those rows and columns are inside.
 void window_one(const SampleIn& in, int64_t C, const int64_t* bx, const int64_t* win, int oh,
                 int ow, bool vertical_first_rule, uint8_t* out, Scratch& scratch) {
   std::vector<uint8_t>& tmp = scratch.tmp;
   std::vector<int32_t>& acc = scratch.acc;
   thread_local std::vector<uint8_t> planes;
-  const int64_t top = std::clamp<int64_t>(bx[0], 0, in.H - 1);
-  const int64_t left = std::clamp<int64_t>(bx[1], 0, in.W - 1);
-  const int ch = static_cast<int>(std::clamp<int64_t>(bx[2], 1, in.H - top));
-  const int cw = static_cast<int>(std::clamp<int64_t>(bx[3], 1, in.W - left));
+  const int64_t top = bx[0], left = bx[1];
+  const int ch = static_cast<int>(std::max<int64_t>(bx[2], 1));
+  const int cw = static_cast<int>(std::max<int64_t>(bx[3], 1));
   const int full_h = static_cast<int>(std::max<int64_t>(win[2], 1));
   const int full_w = static_cast<int>(std::max<int64_t>(win[3], 1));
   const int oy = static_cast<int>(win[0]), ox = static_cast<int>(win[1]);
@@ -307,6 +307,10 @@ void window_one(const SampleIn& in, int64_t C, const int64_t* bx, const int64_t*
   touched(hc, c0, c1);
   if (r1 == r0 || c1 == c0) {  // the window misses the resized image: all padding
     std::memset(out, 0, static_cast<size_t>(C) * oh * ow);
+    return;
+  }
+  if (top + r0 < 0 || top + r1 > in.H || left + c0 < 0 || left + c1 > in.W) {
+    std::memset(out, 0, static_cast<size_t>(C) * oh * ow);  // refused by the caller first
     return;
   }
   const int rh = r1 - r0, rw = c1 - c0;
