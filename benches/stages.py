@@ -184,7 +184,7 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     crop on the main process."""
     import numpy as np
 
-    from npu_data.common.batch import CropPlan, PlannedIndices
+    from npu_data.common.batch import PlannedIndices
     from npu_data.loaders import collate_samples, crop_read
     from npu_data.shards.batch_read import SampleBatch, read_columns
     from npu_data.tools.baseline import augmentation
@@ -198,17 +198,17 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     groups = [ids[a:a + batch_size] for a in range(0, len(ids), batch_size)]
     sizes = ds.sizes()
     keys = [draws.sample_keys(0, 0, g) for g in groups]
-    boxes = [first.draw_keyed(sizes[g], k, position)["boxes"] for g, k in zip(groups, keys, strict=True)]
-    plans = [PlannedIndices(g.tolist(), CropPlan(b.numpy(), first.size, first.min_visible,
-                                                 fast))
-             for g, b in zip(groups, boxes, strict=True)]
-    out = [torch.empty((len(g), 3, *first.size), dtype=torch.uint8) for g in groups]
+    plans = [PlannedIndices(g.tolist(), first.read_plan(sizes[g], k, position, fast))
+             for g, k in zip(groups, keys, strict=True)]
+    out = [torch.empty((len(g), 3, *p.crop.size), dtype=torch.uint8) for g, p in zip(
+        groups, plans, strict=True)]
 
     def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
         fn()
         return _timed(fn, device, repeats)
 
     cols, t_read = timed(lambda: [read_columns(ds, g.tolist(), lazy_jpeg=True) for g in groups])
+    boxes = [torch.from_numpy(p.crop.boxes) for p in plans]
     decoded, t_decode = timed(lambda: [crop_read.decode_boxes(c.images, b,
                                                               first.size if fast else None)
                                        for c, b in zip(cols, boxes, strict=True)])
@@ -287,10 +287,11 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
     keys = [draws.sample_keys(0, 0, b["index"].numpy()) for b in cropped]
     boxes = [stage[0].draw_keyed(sz, k, stage[1])["boxes"] for sz, k in zip(sizes, keys,
                                                                               strict=True)]
-    decoded, t_decode = timed(lambda: [crop_read.decode_boxes(im, b, stage[0].size if fast
-                                                              else None)
+    size = stage[0].size
+    assert size is not None  # the bench's crop has a fixed size
+    decoded, t_decode = timed(lambda: [crop_read.decode_boxes(im, b, size if fast else None)
                                        for im, b in zip(images, boxes, strict=True)])
-    out = [torch.empty((len(g), 3, *stage[0].size), dtype=torch.uint8) for g in groups]
+    out = [torch.empty((len(g), 3, *size), dtype=torch.uint8) for g in groups]
 
     def crops() -> None:
         for (im, b), o in zip(decoded, out, strict=True):

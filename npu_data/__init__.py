@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "DataLoader": "npu_data.loaders",
     "NpuDistributedSampler": "npu_data.loaders",
+    "BucketBatchSampler": "npu_data.loaders",
     "LabelStudioDataset": "npu_data.loaders",
     "collate_samples": "npu_data.loaders",
     "ShardDataset": "npu_data.shards.reader",
@@ -23,6 +24,9 @@ _LAZY = {
     "ColorJitter": "npu_data.transforms",
     "RandomHorizontalFlip": "npu_data.transforms",
     "Normalize": "npu_data.transforms",
+    "ResizeCrop": "npu_data.transforms",
+    "CaptionDropout": "npu_data.transforms",
+    "RandomCaption": "npu_data.transforms",
     "compare_tensor": "npu_data.transforms.parity",
     "parse_export": "npu_data.annotations",
     "resolve_device": "npu_data.device",

@@ -39,12 +39,18 @@ class CropPlan:
     """The leading crop of a batch, known before its pixels are read: ``boxes (B, 4)`` int64
     (top, left, height, width) per sample, resized to ``size = (height, width)``; boxes,
     polygons and masks keeping less than ``min_visible`` of their area become invalid;
-    ``fast``: JPEGs may be decoded DCT-scaled (not exact, ``DataLoader(decode="fast")``)."""
+    ``fast``: JPEGs may be decoded DCT-scaled (not exact, ``DataLoader(decode="fast")``).
+    A window crop (``transforms.crop_base``) also has ``windows (B, 4)`` (top, left, full
+    height, full width), ``out (B, 2)`` each sample's valid output size (``size`` the
+    largest) and ``top_left (B, 2)``, its ``crop_top_left``."""
 
     boxes: np.ndarray
     size: tuple[int, int]
     min_visible: float
     fast: bool = False
+    windows: np.ndarray | None = None
+    out: np.ndarray | None = None
+    top_left: np.ndarray | None = None
 
 
 class PlannedIndices(list[int]):

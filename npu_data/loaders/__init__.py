@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from npu_data.loaders.buckets import BucketBatchSampler
 from npu_data.loaders.collate import collate_samples
 from npu_data.loaders.dataloader import DataLoader
 from npu_data.loaders.sampler import NpuDistributedSampler
 
-__all__ = ["DataLoader", "LabelStudioDataset", "NpuDistributedSampler", "collate_samples"]
+__all__ = ["BucketBatchSampler", "DataLoader", "LabelStudioDataset", "NpuDistributedSampler",
+           "collate_samples"]
 
 
 def __getattr__(name: str) -> Any:

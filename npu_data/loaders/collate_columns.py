@@ -70,7 +70,7 @@ def collate_columns(cols: BatchColumns, pin: bool, crop: CropPlan | None = None)
         boxes = torch.from_numpy(np.ascontiguousarray(crop.boxes, dtype=np.int64))
         batch = crop_read.crop_geometry(batch, boxes, crop)
         image = _pack(batch, pin, (b, 3, *crop.size))
-        crop_read.crop_images(cols.images, boxes, image, crop.fast)
+        crop_read.crop_images(cols.images, boxes, image, crop.fast, crop.windows)
         batch["image"] = image
         return batch
     image = _pack(batch, pin, (b, *hw, 3))

@@ -26,10 +26,12 @@ from npu_data.buffers import reused_scratch
 from npu_data.common.batch import CropPlan, EncodedImage, PlannedIndices
 from npu_data.transforms import _dispatch, draws, geometry
 from npu_data.transforms import functional as F
+from npu_data.transforms._kernels.crop import window_regions
 from npu_data.transforms._kernels.resample import vertical_first_rule
 from npu_data.transforms.base import Batch, Params, Transform
 from npu_data.transforms.compose import Compose, apply_stages
 from npu_data.transforms.crop import _CropBase
+from npu_data.transforms.crop_base import effective_boxes, micro_conditioning, plan_params
 
 
 def leading_crop(transform: Any) -> tuple[_CropBase, int] | None:
@@ -76,9 +78,8 @@ class PlannedBatches:
         for batch in self.batches:
             ids = np.asarray(batch, dtype=np.int64).reshape(-1) % max(n, 1)
             keys = draws.sample_keys(plan.seed, plan.epoch, ids)
-            boxes = plan.crop.draw_keyed(plan.sizes[ids], keys, plan.position)["boxes"]
-            yield PlannedIndices(batch, CropPlan(boxes.numpy(), plan.crop.size,
-                                                 plan.crop.min_visible, plan.fast))
+            yield PlannedIndices(batch, plan.crop.read_plan(plan.sizes[ids], keys,
+                                                            plan.position, plan.fast))
 
 
 def apply_rest(transform: Transform, batch: Batch, params: Params) -> Batch:
@@ -89,38 +90,57 @@ def apply_rest(transform: Transform, batch: Batch, params: Params) -> Batch:
 
 
 def crop_geometry(batch: Batch, boxes: torch.Tensor, crop: CropPlan) -> Batch:
-    """The collated batch's geometry keys through the crop; ``sizes`` the output size."""
+    """The collated batch's geometry keys through the crop; ``sizes`` the output size; the
+    micro-conditioning keys (``transforms.crop_base``) as the crop writes them."""
     out = dict(batch)
-    out.update(geometry.resized_crop_geometry(batch, boxes, crop.size, crop.min_visible))
+    params = plan_params(crop)
+    effective = effective_boxes(params, crop.size) if crop.windows is not None else boxes
+    out.update(geometry.resized_crop_geometry(batch, effective, crop.size, crop.min_visible))
+    top_left, target = micro_conditioning(params, batch["sizes"], crop.size)
+    out["original_size"] = batch["sizes"].to(torch.int64).clone()
+    out["crop_top_left"], out["target_size"] = top_left, target
     # a real (B, 2) tensor, not an expanded view: a pinned copy cannot be made of one whose
     # elements share memory (torch's pin-memory thread raises)
-    out["sizes"] = torch.tensor([crop.size] * len(boxes), dtype=torch.int64).view(-1, 2)
+    out["sizes"] = target.clone()
     return out
 
 
 def crop_images(images: Sequence[Any], boxes: torch.Tensor, out: torch.Tensor,
-                fast: bool = False) -> None:
+                fast: bool = False, windows: np.ndarray | None = None) -> None:
     """Resize each image's crop box into ``out (B, 3, h, w)`` (contiguous): ``(H, W, 3)``
     arrays, or ``EncodedImage`` JPEGs, of which only the box is decoded (``decode_boxes``;
-    ``fast``: DCT-scaled where the box is at least twice the output)."""
+    ``fast``: DCT-scaled where the box is at least twice the output); ``windows``: each box
+    resized whole and its window kept (``functional.resized_crop``)."""
     if not len(images):
         return
     if any(isinstance(im, EncodedImage) for im in images):
         size = (int(out.shape[2]), int(out.shape[3]))
-        images, boxes = decode_boxes(images, boxes, size if fast else None, reuse=True)
+        regions = None
+        if windows is not None:  # decode only the pixels each window reads
+            regions = window_regions(boxes.numpy(), windows, size[0], size[1])
+            empty = (regions[:, 2] < 1) | (regions[:, 3] < 1)
+            regions[empty] = (0, 0, 1, 1)
+        images, boxes = decode_boxes(images, boxes, size if fast else None, reuse=True,
+                                     regions=regions)
     with warnings.catch_warnings():  # memory-map views are read-only; nothing writes them
         warnings.simplefilter("ignore", UserWarning)
         tensors = [torch.from_numpy(im) for im in images]
+    win = None if windows is None else torch.from_numpy(np.ascontiguousarray(windows))
     native = _dispatch.compiled_ops(out)
     if native is not None:
-        native.resized_crop_list(tensors, boxes, out.shape[2], out.shape[3],
-                                 vertical_first_rule(), out)
+        if win is None:
+            native.resized_crop_list(tensors, boxes, out.shape[2], out.shape[3],
+                                     vertical_first_rule(), out)
+        else:
+            native.resized_crop_list(tensors, boxes, out.shape[2], out.shape[3],
+                                     vertical_first_rule(), out, win)
         return
     for i, t in enumerate(tensors):  # the pure-torch kernel, one sample at a time
         h, w = t.shape[:2]
         sizes = torch.tensor([[h, w]], dtype=torch.int64)
         out[i] = F.resized_crop(t.permute(2, 0, 1)[None], sizes, boxes[i:i + 1],
-                                tuple(out.shape[2:]))[0]
+                                tuple(out.shape[2:]),
+                                windows=None if win is None else win[i:i + 1])[0]
 
 
 def dct_scales(boxes: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -149,14 +169,17 @@ def _arena(regions: np.ndarray) -> torch.Tensor:
 
 def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
                  fast: tuple[int, int] | None = None,
-                 reuse: bool = False) -> tuple[list[Any], torch.Tensor]:
+                 reuse: bool = False,
+                 regions: np.ndarray | None = None) -> tuple[list[Any], torch.Tensor]:
     """Each ``EncodedImage``'s crop box decoded alone (libjpeg-turbo, the pixels of a full
     decode; ``npu_data.codecs``) and its box moved to the region's origin; the
     JPEGs the region decoder leaves (EXIF orientation, CMYK, no libjpeg) decoded whole.
     ``fast = (h, w)``: a box at least twice that is decoded DCT-scaled (1/2, 1/4 or 1/8 —
     less work, not the exact pixels) and its box becomes the scaled region. ``reuse``: the
     regions are views into a pooled decode buffer (kept across batches, threads and epochs:
-    no allocation, no fresh pages), reused once nothing holds a view of it."""
+    no allocation, no fresh pages), reused once nothing holds a view of it. ``regions``
+    (B, 4): decode these instead of the boxes (a window's pixels; not with ``fast``), each
+    box then moved by its region's origin."""
     items, boxes = list(images), boxes.clone()
     lazy = [i for i, im in enumerate(items) if isinstance(im, EncodedImage)]
     if not lazy:
@@ -168,7 +191,7 @@ def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
             warnings.simplefilter("ignore", UserWarning)
             streams = [torch.from_numpy(items[i].data) for i in lazy]
         sizes = torch.tensor([items[i].shape[:2] for i in lazy], dtype=torch.int64)
-        wanted = boxes[lazy].numpy()
+        wanted = boxes[lazy].numpy() if regions is None else regions[lazy]
         scales = dct_scales(wanted, fast) if fast else np.ones(len(lazy), np.int64)
         regions_at = scaled_regions(wanted, scales) if fast else wanted
         regions, status = jpeg.decode_regions(
@@ -179,7 +202,10 @@ def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
                                                 strict=True)):
             if ok:
                 items[i] = region.numpy()
-                boxes[i] = torch.tensor([0, 0, *regions_at[k, 2:]])
+                if fast:  # the box became the scaled region
+                    boxes[i] = torch.tensor([0, 0, *regions_at[k, 2:]])
+                else:  # the box in the region's pixels (the region itself for a box crop)
+                    boxes[i, :2] -= torch.from_numpy(regions_at[k, :2])
             else:
                 left.append(i)
     for i in left:

@@ -31,7 +31,6 @@ import numpy as np
 import torch
 
 from npu_data.buffers import empty_host
-from npu_data.common.batch import CropPlan
 from npu_data.errors import UserError
 from npu_data.loaders import crop_read
 from npu_data.transforms import draws
@@ -160,13 +159,11 @@ def crop_batch(batch: dict[str, Any], images: Sequence[Any], plan: StreamPlan,
                         "pass DataLoader(read_crop=False)")
     sizes = batch["sizes"].numpy().copy()
     keys = draws.sample_keys(plan.seed, plan.epoch, ids)
-    drawn = plan.crop.draw_keyed(sizes, keys, plan.position)["boxes"]
-    crop = CropPlan(np.ascontiguousarray(drawn.numpy(), dtype=np.int64), plan.crop.size,
-                    plan.crop.min_visible, plan.fast)
+    crop = plan.crop.read_plan(sizes, keys, plan.position, plan.fast)
     boxes = torch.from_numpy(crop.boxes)
     out = crop_read.crop_geometry(batch, boxes, crop)
     image = empty_host((len(images), 3, *crop.size), torch.uint8, pin)
-    crop_read.crop_images(images, boxes, image, crop.fast)
+    crop_read.crop_images(images, boxes, image, crop.fast, crop.windows)
     out["image"] = image
     out[STORED_KEY] = Cropped(sizes, plan.seed, plan.epoch)
     return out

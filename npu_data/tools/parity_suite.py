@@ -158,6 +158,7 @@ def _run_suite(dev: torch.device, seed: int, batches: int, batch_size: int,
             for i, img in enumerate(imgs):
                 ref = R.resized_crop(img, boxes[i].tolist(), size)
                 accs["resized_crop"].add(ref, _sample(out, i, ref.shape[0], ref.shape[1]))
+        _window_rows(accs, rng, imgs, images, sizes, sizes_cpu)
         flips = torch.from_numpy(rng.random(batch_size) < 0.5)
         flips[0] = True
         out = F.hflip(images, sizes, flips.to(dev))
@@ -181,6 +182,36 @@ def _run_suite(dev: torch.device, seed: int, batches: int, batch_size: int,
         if "loader" in accs:
             _loader_rows(accs["loader"], pipe, imgs, dev, seed + b)
     return [acc.row() for acc in accs.values()]
+
+
+def _window_rows(accs: dict[str, RowAccumulator], rng: np.random.Generator,
+                 imgs: list[np.ndarray], images: torch.Tensor, sizes: torch.Tensor,
+                 sizes_cpu: torch.Tensor) -> None:
+    """``resized_window``: random windows of whole resizes (up and down, padding, vertical
+    first) against Pillow's resize then crop; ``resize_center_crop``: the evaluation preset
+    against torchvision's PIL ``Resize(int)`` + ``CenterCrop`` (``reference``)."""
+    from npu_data.transforms import ResizeCenterCrop
+    from npu_data.transforms import functional as F
+    from npu_data.transforms import reference as R
+
+    n = len(imgs)
+    boxes = torch.cat([torch.zeros((n, 2), dtype=torch.int64), sizes_cpu], dim=1)
+    full = torch.from_numpy(rng.integers(1, 400, (n, 2)))
+    full[0] = sizes_cpu[0] // 3 + 1  # a strong downscale
+    offsets = torch.from_numpy(rng.integers(-8, 40, (n, 2)))
+    windows = torch.cat([offsets, full], dim=1)
+    out_size = (int(rng.integers(1, 120)), int(rng.integers(1, 120)))
+    out = F.resized_crop(images, sizes, boxes, out_size, windows=windows)
+    for i, img in enumerate(imgs):
+        ref = R.resized_window(img, boxes[i].tolist(), windows[i].tolist(), out_size)
+        accs["resized_window"].add(ref, _sample(out, i, *out_size))
+    crop = (int(rng.integers(8, 160)), int(rng.integers(8, 160)))
+    resize = int(rng.integers(8, 200))
+    t = ResizeCenterCrop(crop, resize_size=resize)
+    result = t({"image": images, "sizes": sizes})
+    for i, img in enumerate(imgs):
+        ref = R.center_crop(R.resize_shorter(img, resize), crop)
+        accs["resize_center_crop"].add(ref, _sample(result["image"], i, *crop))
 
 
 class _Samples(torch.utils.data.Dataset):  # type: ignore[type-arg]

@@ -15,9 +15,16 @@ from typing import Any
 
 from npu_data.transforms import functional, geometry
 from npu_data.transforms.base import Transform
+from npu_data.transforms.captions import CaptionDropout, RandomCaption
 from npu_data.transforms.color import ColorJitter
 from npu_data.transforms.compose import Compose
-from npu_data.transforms.crop import CenterCrop, RandomResizedCrop, Resize, ResizeCenterCrop
+from npu_data.transforms.crop import (
+    CenterCrop,
+    RandomResizedCrop,
+    Resize,
+    ResizeCenterCrop,
+    ResizeCrop,
+)
 from npu_data.transforms.draws import sample_params
 from npu_data.transforms.flip import RandomHorizontalFlip
 from npu_data.transforms.normalize import Normalize
@@ -33,16 +40,19 @@ _LAZY = {
 
 __all__ = [
     "LEVELS",
+    "CaptionDropout",
     "CenterCrop",
     "ColorJitter",
     "Compose",
     "Normalize",
     "NpuPreprocessor",
     "ParityReport",
+    "RandomCaption",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
     "Resize",
     "ResizeCenterCrop",
+    "ResizeCrop",
     "Transform",
     "compare_tensor",
     "functional",

@@ -1,8 +1,9 @@
-"""Crops and resizes: RandomResizedCrop, Resize, CenterCrop, ResizeCenterCrop.
+"""Crops and resizes: RandomResizedCrop here; Resize, CenterCrop, ResizeCenterCrop and
+ResizeCrop in ``transforms.resize`` (re-exported).
 
-Each draws or computes one crop box per sample, ``(top, left, height, width)`` in pixels of
-the sample's valid image, and runs one batched ``functional.resized_crop`` (Pillow BILINEAR
-with antialiasing); the batch's geometry keys follow through ``transforms.geometry``.
+Each draws or computes one crop box (or window, ``crop_base``) per sample and runs one
+batched ``functional.resized_crop`` (Pillow BILINEAR with antialiasing); the batch's geometry
+keys follow through ``transforms.geometry``, and the micro-conditioning keys are written.
 """
 
 from __future__ import annotations
@@ -14,16 +15,13 @@ import numpy as np
 import torch
 
 from npu_data.errors import UserError
-from npu_data.transforms import functional as F
-from npu_data.transforms import geometry
-from npu_data.transforms.base import Batch, Params, Transform, pair, rand
+from npu_data.transforms.base import Batch, Params, pair, rand
+from npu_data.transforms.crop_base import _CropBase, box_params, check_min_visible
 from npu_data.transforms.draws import Draws
+from npu_data.transforms.resize import CenterCrop, Resize, ResizeCenterCrop, ResizeCrop
 
-
-def _check_min_visible(min_visible: float, who: str) -> float:
-    if not 0.0 <= float(min_visible) <= 1.0:
-        raise UserError(f"{who}: min_visible must be in [0, 1], got {min_visible!r}")
-    return float(min_visible)
+__all__ = ["CenterCrop", "RandomResizedCrop", "Resize", "ResizeCenterCrop", "ResizeCrop",
+           "_CropBase"]
 
 
 def _range(value: Sequence[float], what: str, who: str, positive: bool) -> tuple[float, float]:
@@ -41,37 +39,6 @@ def _range(value: Sequence[float], what: str, who: str, positive: bool) -> tuple
     return lo, hi
 
 
-class _CropBase(Transform):
-    """Shared apply: one resized crop per sample to a fixed output size."""
-
-    size: tuple[int, int]
-    min_visible: float = 0.25
-
-    def _apply(self, batch: Batch, params: Params) -> Batch:
-        boxes = params["boxes"]
-        out = dict(batch)
-        out["image"] = F.resized_crop(batch["image"], batch["sizes"], boxes, self.size)
-        sizes = batch["sizes"]
-        # one row per sample, not an expanded view (a batch's tensors must be pinnable)
-        out["sizes"] = torch.tensor([self.size] * sizes.shape[0], dtype=sizes.dtype).view(
-            -1, 2).to(sizes.device, non_blocking=True)
-        out.update(geometry.resized_crop_geometry(batch, boxes, self.size, self.min_visible))
-        return out
-
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        from npu_data.transforms import reference
-
-        box = [int(v) for v in params["boxes"][index].tolist()]
-        return reference.resized_crop(image, box, self.size)
-
-    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
-        return np.broadcast_to(np.asarray(self.size, dtype=np.int64), sizes.shape).copy()
-
-    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
-        """The boxes from the sizes alone (deterministic crops; RandomResizedCrop overrides)."""
-        return self._draw({"sizes": torch.from_numpy(np.ascontiguousarray(sizes))}, None)
-
-
 class RandomResizedCrop(_CropBase):
     """Crop a random area and aspect ratio per sample, resized to ``size``.
 
@@ -83,6 +50,7 @@ class RandomResizedCrop(_CropBase):
 
     name = "RandomResizedCrop"
     attempts = 10
+    size: tuple[int, int]
 
     def __init__(
         self,
@@ -96,7 +64,7 @@ class RandomResizedCrop(_CropBase):
         if self.scale[1] <= 0:
             raise UserError(f"{self.name}: scale max must be > 0, got {tuple(scale)!r}")
         self.ratio = _range(ratio, "ratio", self.name, positive=True)
-        self.min_visible = _check_min_visible(min_visible, self.name)
+        self.min_visible = check_min_visible(min_visible, self.name)
 
     def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
         """torchvision's ``get_params`` for every sample at once, in float64 on the host:
@@ -127,7 +95,7 @@ class RandomResizedCrop(_CropBase):
         left = np.where(found, np.minimum(np.floor(pos[:, 1] * (w - cw + 1)), w - cw),
                         np.floor((w - cw) / 2))
         boxes = np.stack([top, left, ch, cw], axis=1).astype(np.int64)
-        return {"boxes": torch.from_numpy(boxes)}
+        return box_params(boxes, self.size)
 
     def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
         sizes = batch["sizes"]
@@ -166,87 +134,3 @@ class RandomResizedCrop(_CropBase):
             f"{self.name}(size={self.size}, scale={self.scale}, ratio={self.ratio}, "
             f"min_visible={self.min_visible})"
         )
-
-
-class Resize(_CropBase):
-    """Resize each sample's whole valid image to ``size = (height, width)``."""
-
-    name = "Resize"
-
-    def __init__(self, size: int | Sequence[int], min_visible: float = 0.25) -> None:
-        if isinstance(size, int) and not isinstance(size, bool):
-            raise UserError(
-                f"{self.name}: size={size} would resize the shorter side and give every sample "
-                "its own shape — use Resize((height, width)) or ResizeCenterCrop(size)"
-            )
-        self.size = pair(size, "size", self.name)
-        self.min_visible = _check_min_visible(min_visible, self.name)
-
-    def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
-        sizes = batch["sizes"].to(torch.int64)
-        zeros = torch.zeros_like(sizes)
-        return {"boxes": torch.cat([zeros, sizes], dim=1)}
-
-    def __repr__(self) -> str:
-        return f"{self.name}(size={self.size})"
-
-
-class CenterCrop(_CropBase):
-    """Crop ``size`` out of the centre of each valid image (torchvision's rounding).
-
-    A side of the image shorter than the crop is taken whole and stretched to the crop size
-    (torchvision pads instead).
-    """
-
-    name = "CenterCrop"
-
-    def __init__(self, size: int | Sequence[int], min_visible: float = 0.25) -> None:
-        self.size = pair(size, "size", self.name)
-        self.min_visible = _check_min_visible(min_visible, self.name)
-
-    def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
-        sizes = batch["sizes"].to(torch.int64)
-        want = torch.tensor(self.size, dtype=torch.int64).to(sizes.device, non_blocking=True)
-        crop = torch.minimum(sizes, want)
-        start = torch.round((sizes - crop).to(torch.float32) / 2).to(torch.int64)
-        return {"boxes": torch.cat([start, crop], dim=1)}
-
-    def __repr__(self) -> str:
-        return f"{self.name}(size={self.size})"
-
-
-class ResizeCenterCrop(_CropBase):
-    """Resize the shorter side to ``resize_size`` (default: the crop's shorter side), then
-    centre-crop ``size`` — done as one resized crop of the matching source box (the box is
-    rounded to whole source pixels)."""
-
-    name = "ResizeCenterCrop"
-
-    def __init__(
-        self,
-        size: int | Sequence[int],
-        resize_size: int | None = None,
-        min_visible: float = 0.25,
-    ) -> None:
-        self.size = pair(size, "size", self.name)
-        short = min(self.size)
-        if resize_size is None:
-            resize_size = short
-        if isinstance(resize_size, bool) or not isinstance(resize_size, int) or resize_size < short:
-            raise UserError(
-                f"{self.name}: resize_size must be an int >= the crop's shorter side ({short}), "
-                f"got {resize_size!r}"
-            )
-        self.resize_size = resize_size
-        self.min_visible = _check_min_visible(min_visible, self.name)
-
-    def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
-        sizes = batch["sizes"].to(torch.float32)
-        scale = self.resize_size / sizes.amin(dim=1, keepdim=True)
-        want = torch.tensor(self.size, dtype=torch.float32).to(sizes.device, non_blocking=True)
-        crop = torch.minimum(torch.round(want / scale), sizes).clamp(min=1)
-        start = torch.round((sizes - crop) / 2)
-        return {"boxes": torch.cat([start, crop], dim=1).to(torch.int64)}
-
-    def __repr__(self) -> str:
-        return f"{self.name}(size={self.size}, resize_size={self.resize_size})"

@@ -73,7 +73,8 @@ def _out_size(size: int | Sequence[int]) -> tuple[int, int]:
 
 
 def resized_crop(
-    images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor, size: int | Sequence[int]
+    images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor, size: int | Sequence[int],
+    windows: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Crop ``boxes (B, 4)`` = (top, left, height, width) and resize each to ``size``.
 
@@ -86,6 +87,13 @@ def resized_crop(
     The torch kernels read nothing back from the device: with ``boxes`` on the host (a CPU
     tensor) each sample runs its own pass order once; with device boxes both orders run and
     each sample keeps its own.
+
+    ``windows (B, 4)`` int64 (top, left, full_height, full_width), host tensors like
+    ``boxes`` then: each box is resized whole to ``(full_height, full_width)`` (Pillow's pass
+    order for that resize) and the ``size`` window at ``(top, left)`` of the result is kept —
+    exactly Pillow's resize followed by a crop; outputs outside the resized image are 0
+    (torchvision's ``CenterCrop`` padding). The coefficients of the window are Pillow's own
+    for the whole resize, made on the host in float64.
     """
     _check_images(images, sizes)
     out_h, out_w = _out_size(size)
@@ -93,7 +101,19 @@ def resized_crop(
         raise UserError(f"crop boxes must have shape ({images.shape[0]}, 4) "
                         f"(top, left, height, width), got {tuple(boxes.shape)}")
     impl = kernel("resized_crop", images)
-    return impl(images, sizes, boxes.to(torch.int64), out_h, out_w)
+    if windows is None:
+        return impl(images, sizes, boxes.to(torch.int64), out_h, out_w)
+    if windows.shape != (images.shape[0], 4):
+        raise UserError(f"crop windows must have shape ({images.shape[0]}, 4) (top, left, "
+                        f"full height, full width), got {tuple(windows.shape)}")
+    if not (windows.is_cpu and boxes.is_cpu):
+        raise UserError("resized_crop: windows and boxes must be host (CPU) tensors — the "
+                        "windows' coefficient tables are made on the host")
+    if _kernels.host_values(windows) and bool((windows[:, 2:] < 1).any()):
+        raise UserError(f"resized_crop: window full sizes must be >= 1, got "
+                        f"{windows[:, 2:].tolist()}")
+    return impl(images, sizes, boxes.to(torch.int64), out_h, out_w,
+                windows=windows.to(torch.int64))
 
 
 def hflip(images: torch.Tensor, sizes: torch.Tensor, flip_mask: torch.Tensor) -> torch.Tensor:

@@ -262,6 +262,17 @@ def _nearest_index(start: torch.Tensor, length: torch.Tensor, n_out: int) -> tor
     return src + start.to(torch.int64).unsqueeze(1)
 
 
+def _nearest_float(start: torch.Tensor, length: torch.Tensor, n_out: int, limit: int
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(B, n_out)`` source index under each output pixel centre of a fractional box
+    (``floor(start + (j + 0.5) * length / n_out)``, clamped to ``[0, limit)``) and whether it
+    was inside before clamping."""
+    j = torch.arange(n_out, device=start.device, dtype=torch.float32) + 0.5
+    src = torch.floor(start.unsqueeze(1) + j.unsqueeze(0) * (length / n_out).unsqueeze(1))
+    inside = (src >= 0) & (src < limit)
+    return src.clamp(0, max(limit - 1, 0)).to(torch.int64), inside
+
+
 def resized_crop_masks(
     masks: torch.Tensor,
     valid: torch.Tensor,
@@ -272,17 +283,28 @@ def resized_crop_masks(
     """Masks ``(B, M, H, W)`` uint8 through a nearest-neighbour resized crop.
 
     Output pixel ``(i, j)`` takes the source pixel under its centre
-    ``(left + (j + 0.5) * width / out_w, top + (i + 0.5) * height / out_h)``. A mask stays
-    valid when ``min_visible`` of its area (measured in source pixels) remains.
+    ``(left + (j + 0.5) * width / out_w, top + (i + 0.5) * height / out_h)`` (integer
+    arithmetic for integer boxes; float32 for the fractional boxes of windows, 0 where the
+    centre falls outside the batch). A mask stays valid when ``min_visible`` of its area
+    (measured in source pixels) remains.
     """
     b, m, h, w = masks.shape
     oh, ow = out_size
-    top, left, height, width = to_device(crop_boxes, masks.device).to(torch.int64).unbind(-1)
-    rows = _nearest_index(top, height, oh).clamp(0, max(h - 1, 0))
-    cols = _nearest_index(left, width, ow).clamp(0, max(w - 1, 0))
+    boxes = to_device(crop_boxes, masks.device)
     bi = torch.arange(b, device=masks.device).view(b, 1, 1, 1)
     mi = torch.arange(m, device=masks.device).view(1, m, 1, 1)
-    out = masks[bi, mi, rows.view(b, 1, oh, 1), cols.view(b, 1, 1, ow)]
+    if boxes.is_floating_point():  # a window (transforms.crop_base): fractional source boxes
+        top, left, height, width = boxes.to(torch.float32).unbind(-1)
+        rows, row_in = _nearest_float(top, height, oh, h)
+        cols, col_in = _nearest_float(left, width, ow, w)
+        out = masks[bi, mi, rows.view(b, 1, oh, 1), cols.view(b, 1, 1, ow)]
+        inside = row_in.view(b, 1, oh, 1) & col_in.view(b, 1, 1, ow)
+        out = out * inside.to(out.dtype)  # 0 where the window pads
+    else:
+        top, left, height, width = boxes.to(torch.int64).unbind(-1)
+        rows = _nearest_index(top, height, oh).clamp(0, max(h - 1, 0))
+        cols = _nearest_index(left, width, ow).clamp(0, max(w - 1, 0))
+        out = masks[bi, mi, rows.view(b, 1, oh, 1), cols.view(b, 1, 1, ow)]
     before = masks.sum(dim=(-2, -1), dtype=torch.float32)
     scale = (height * width).to(torch.float32) / float(oh * ow)
     after = out.sum(dim=(-2, -1), dtype=torch.float32) * scale.unsqueeze(1)

@@ -16,21 +16,35 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
+def _per_channel(value: float | Sequence[float], what: str, who: str) -> tuple[float, ...]:
+    """A per-channel tuple; one number stands for all three channels."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (float(value),) * 3
+    try:
+        return tuple(float(v) for v in value)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        raise UserError(f"{who}: {what} must be a number or one number per channel, got "
+                        f"{value!r}") from None
+
+
 class Normalize(Transform):
     """uint8 -> ``(x / 255 - mean) / std`` in ``dtype`` (float32 by default); ``channels_last``
-    picks the output memory format. Put it last: it ends the uint8 part of a pipeline."""
+    picks the output memory format. Put it last: it ends the uint8 part of a pipeline.
+
+    ``mean`` / ``std`` are one value per channel, or one number for all three:
+    ``Normalize(0.5, 0.5, dtype=torch.bfloat16)`` gives diffusion models' [-1, 1] inputs."""
 
     name = "Normalize"
 
     def __init__(
         self,
-        mean: Sequence[float] = IMAGENET_MEAN,
-        std: Sequence[float] = IMAGENET_STD,
+        mean: float | Sequence[float] = IMAGENET_MEAN,
+        std: float | Sequence[float] = IMAGENET_STD,
         dtype: torch.dtype = torch.float32,
         channels_last: bool = False,
     ) -> None:
-        self.mean = tuple(float(v) for v in mean)
-        self.std = tuple(float(v) for v in std)
+        self.mean = _per_channel(mean, "mean", self.name)
+        self.std = _per_channel(std, "std", self.name)
         if len(self.mean) != len(self.std) or not self.mean:
             raise UserError(
                 f"{self.name}: mean and std need one value per channel, got {len(self.mean)} "

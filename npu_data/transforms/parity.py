@@ -34,6 +34,8 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "adjust_contrast": (0, 0.0),
     "adjust_saturation": (0, 0.0),
     "resized_crop": (1, 0.1),
+    "resized_window": (0, 0.0),  # resize whole, keep a window (ResizeCrop, CenterCrop pads)
+    "resize_center_crop": (0, 0.0),  # vs torchvision's PIL Resize(int) + CenterCrop
     "adjust_hue": (1, 0.1),
     "normalize": (1e-5, 1e-6),
     "pipeline": (1, 0.1),

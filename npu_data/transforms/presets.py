@@ -6,11 +6,12 @@ from collections.abc import Sequence
 
 import torch
 
+from npu_data.common.buckets import BucketSpec, bucket_list
 from npu_data.errors import UserError
 from npu_data.transforms.base import Transform, pair
 from npu_data.transforms.color import ColorJitter
 from npu_data.transforms.compose import Compose
-from npu_data.transforms.crop import RandomResizedCrop, ResizeCenterCrop
+from npu_data.transforms.crop import RandomResizedCrop, ResizeCenterCrop, ResizeCrop
 from npu_data.transforms.flip import RandomHorizontalFlip
 from npu_data.transforms.normalize import IMAGENET_MEAN, IMAGENET_STD, Normalize
 
@@ -23,20 +24,32 @@ LEVELS = {
 
 
 def preset(
-    image_size: int | Sequence[int], augment_level: int, min_visible: float = 0.25
+    image_size: int | Sequence[int], augment_level: int, min_visible: float = 0.25,
+    buckets: BucketSpec | None = None,
 ) -> list[Transform]:
-    """The uint8 transforms of ``augment_level`` (see ``LEVELS``)."""
+    """The uint8 transforms of ``augment_level`` (see ``LEVELS``); with ``buckets``, the
+    bucketed (AIGC) preset: ``ResizeCrop`` to each batch's bucket (centre at level 0, a
+    random offset above) instead of the crops."""
     size = pair(image_size, "image_size", "NpuPreprocessor")
     if isinstance(augment_level, bool) or augment_level not in LEVELS:
         choices = "; ".join(f"{k}: {v}" for k, v in LEVELS.items())
         raise UserError(f"NpuPreprocessor: augment_level must be one of {choices}; got "
                         f"{augment_level!r}")
+    first: Transform
+    if buckets is not None:
+        if size[0] != size[1]:
+            raise UserError(f"NpuPreprocessor: with buckets, image_size is the side the preset "
+                            f"buckets scale to (an int), got {image_size!r}")
+        listed = bucket_list(buckets, size=size[0], who="NpuPreprocessor")
+        first = ResizeCrop(None, crop="center" if augment_level == 0 else "random",
+                           buckets=listed, min_visible=min_visible)
+    elif augment_level == 0:
+        first = ResizeCenterCrop(size, min_visible=min_visible)
+    else:
+        first = RandomResizedCrop(size, min_visible=min_visible)
     if augment_level == 0:
-        return [ResizeCenterCrop(size, min_visible=min_visible)]
-    out: list[Transform] = [
-        RandomResizedCrop(size, min_visible=min_visible),
-        RandomHorizontalFlip(),
-    ]
+        return [first]
+    out: list[Transform] = [first, RandomHorizontalFlip()]
     if augment_level == 2:
         out.append(ColorJitter(brightness=0.2, contrast=0.2, saturation=0.2))
     elif augment_level == 3:
@@ -47,8 +60,13 @@ def preset(
 class NpuPreprocessor(Compose):
     """``NpuPreprocessor(image_size=1024, augment_level=2)``: a ready-made batched pipeline.
 
-    ``normalize``: False (uint8 out), True (ImageNet mean/std) or ``(mean, std)``;
-    ``dtype`` / ``channels_last`` apply to the normalised output.
+    ``normalize``: False (uint8 out), True (ImageNet mean/std) or ``(mean, std)`` (``(0.5,
+    0.5)``: [-1, 1], diffusion models' inputs); ``dtype`` / ``channels_last`` apply to the
+    normalised output. ``buckets`` (``"sdxl"`` or a list of (height, width)): the bucketed
+    preset for aspect-ratio batches (``BucketBatchSampler``): each batch resized to cover its
+    bucket and cropped to it (``ResizeCrop``); a preset list is scaled from 1024 px to
+    ``image_size``. ``NpuPreprocessor(image_size=1024, augment_level=2, buckets="sdxl",
+    normalize=(0.5, 0.5), dtype=torch.bfloat16)`` is SDXL's input.
     """
 
     name = "NpuPreprocessor"
@@ -57,12 +75,13 @@ class NpuPreprocessor(Compose):
         self,
         image_size: int | Sequence[int] = 224,
         augment_level: int = 1,
-        normalize: bool | tuple[Sequence[float], Sequence[float]] = False,
+        normalize: bool | tuple[float | Sequence[float], float | Sequence[float]] = False,
         dtype: torch.dtype = torch.float32,
         channels_last: bool = False,
         min_visible: float = 0.25,
+        buckets: BucketSpec | None = None,
     ) -> None:
-        transforms = preset(image_size, augment_level, min_visible)
+        transforms = preset(image_size, augment_level, min_visible, buckets)
         if normalize is True:
             transforms.append(Normalize(IMAGENET_MEAN, IMAGENET_STD, dtype, channels_last))
         elif normalize is not False and normalize is not None:
@@ -76,3 +95,4 @@ class NpuPreprocessor(Compose):
         super().__init__(transforms)
         self.image_size = pair(image_size, "image_size", self.name)
         self.augment_level = augment_level
+        self.buckets = transforms[0].buckets if buckets is not None else None  # type: ignore[attr-defined]

@@ -25,7 +25,10 @@ __all__ = [
     "hflip",
     "hue_shift",
     "normalize",
+    "center_crop",
+    "resize_shorter",
     "resized_crop",
+    "resized_window",
 ]
 
 
@@ -86,6 +89,65 @@ def resized_crop(img: np.ndarray, box: Sequence[int], size: int | Sequence[int])
     out_h, out_w = _out_size(size)
     crop = Image.fromarray(img).crop((left, top, left + width, top + height))
     return np.asarray(crop.resize((out_w, out_h), Image.Resampling.BILINEAR)).copy()
+
+
+def resized_window(img: np.ndarray, box: Sequence[int], window: Sequence[int],
+                   size: int | Sequence[int]) -> np.ndarray:
+    """Crop ``box`` = (top, left, height, width), resize it whole to ``window``'s
+    ``(full_h, full_w)`` with ``Image.BILINEAR``, then keep ``size`` (int or (h, w)) at
+    ``window``'s ``(top, left)`` — torchvision's PIL ``Resize`` then a crop; outside the
+    resized image (a negative offset, or a window past its end) the output is 0, as
+    torchvision's ``CenterCrop`` pads.
+    """
+    if len(window) != 4:
+        raise UserError(f"reference.resized_window: window must be (top, left, full_height, "
+                        f"full_width), got {window!r}")
+    top, left, full_h, full_w = (int(v) for v in window)
+    if full_h < 1 or full_w < 1:
+        raise UserError(f"reference.resized_window: the full size must be positive, got "
+                        f"{(full_h, full_w)}")
+    resized = resized_crop(img, box, (full_h, full_w))
+    out_h, out_w = _out_size(size)
+    out = np.zeros((out_h, out_w, 3), np.uint8)
+    y0, x0 = max(top, 0), max(left, 0)
+    y1, x1 = min(top + out_h, full_h), min(left + out_w, full_w)
+    if y1 > y0 and x1 > x0:
+        out[y0 - top:y1 - top, x0 - left:x1 - left] = resized[y0:y1, x0:x1]
+    return out
+
+
+def resize_shorter(img: np.ndarray, size: int, max_size: int | None = None) -> np.ndarray:
+    """torchvision's PIL ``Resize(size, max_size)``: the shorter side to ``size``, the longer
+    ``int(size * long / short)`` (torchvision 0.28 transforms/functional.py 353-384; no
+    resize when the size is unchanged, 470-476), with ``Image.BILINEAR``."""
+    img = _check_image(img, "resize_shorter")
+    h, w = img.shape[:2]
+    short, long = (w, h) if w <= h else (h, w)
+    new_short, new_long = int(size), int(size * long / short)
+    if max_size is not None and new_long > max_size:
+        new_short, new_long = int(max_size * new_short / new_long), int(max_size)
+    new_w, new_h = (new_short, new_long) if w <= h else (new_long, new_short)
+    if (new_h, new_w) == (h, w):
+        return img.copy()
+    return np.asarray(Image.fromarray(img).resize((new_w, new_h), Image.Resampling.BILINEAR)
+                      ).copy()
+
+
+def center_crop(img: np.ndarray, size: int | Sequence[int]) -> np.ndarray:
+    """torchvision's PIL ``CenterCrop``: pad with 0 where the crop is larger
+    (``(crop - side) // 2`` before), else the offset ``int(round((side - crop) / 2))``
+    (torchvision 0.28 transforms/v2/functional/_geometry.py 2564-2578, 2602-2616)."""
+    img = _check_image(img, "center_crop")
+    crop_h, crop_w = _out_size(size)
+    h, w = img.shape[:2]
+    if crop_h > h or crop_w > w:
+        top, left = max(crop_h - h, 0) // 2, max(crop_w - w, 0) // 2
+        bottom, right = (max(crop_h - h, 0) + 1) // 2, (max(crop_w - w, 0) + 1) // 2
+        img = np.pad(img, ((top, bottom), (left, right), (0, 0)))
+        h, w = img.shape[:2]
+    top = int(round((h - crop_h) / 2.0))
+    left = int(round((w - crop_w) / 2.0))
+    return img[top:top + crop_h, left:left + crop_w].copy()
 
 
 def hflip(img: np.ndarray, flip: bool = True) -> np.ndarray:

@@ -23,6 +23,8 @@ from npu_data.transforms import (
     RandomHorizontalFlip,
     RandomResizedCrop,
     Resize,
+    ResizeCenterCrop,
+    ResizeCrop,
     _native,
 )
 from tests.shards.export_maker import make_export
@@ -62,6 +64,14 @@ def _pipeline(kind: str) -> Any:
         return Compose([Resize((20, 30)), RandomHorizontalFlip()])
     if kind == "center":
         return Compose([CenterCrop(40), ColorJitter(0.4, 0.4, 0.4, 0.1)])
+    if kind == "resize_crop":  # windows of the whole resize (transforms.crop_base)
+        return Compose([ResizeCrop((24, 32), crop="random"), RandomHorizontalFlip()])
+    if kind == "resize_center":
+        return ResizeCenterCrop((30, 44), resize_size=30)
+    if kind == "resize_int":  # each sample its own size, padded
+        return Resize(20)
+    if kind == "center_pad":  # torchvision pads what the crop leaves
+        return CenterCrop((40, 200))
     return Compose([RandomResizedCrop(24), ColorJitter(0.4, 0.4, 0.4, 0.1),
                     RandomHorizontalFlip()])
 
@@ -75,7 +85,8 @@ def _batches(ds: ShardDataset, read_crop: bool, kind: str, **kw: Any) -> list[di
 
 
 @pytest.mark.parametrize("store", ["raw", "encoded"])
-@pytest.mark.parametrize("kind", ["pipeline", "rrc", "resize", "center"])
+@pytest.mark.parametrize("kind", ["pipeline", "rrc", "resize", "center", "resize_crop",
+                                  "resize_center", "resize_int", "center_pad"])
 def test_crop_at_read_equals_crop_after_read(stores: dict[str, ShardDataset], store: str,
                                              kind: str) -> None:
     ds = stores[store]
@@ -84,6 +95,31 @@ def test_crop_at_read_equals_crop_after_read(stores: dict[str, ShardDataset], st
     assert len(after) == len(during) == 8
     for a, b in zip(after, during, strict=True):
         _same_batch(a, b)  # every key: image, sizes, boxes, polygons, masks, ..., aug
+
+
+def test_a_window_decodes_only_the_pixels_it_reads(jpegs: ShardDataset,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """ResizeCrop keeps one axis whole and crops the other: the JPEG region decoded is the
+    window's support (Pillow's taps), narrower than the image, and the batch is unchanged
+    (``test_jpeg_regions_decode_to_the_full_decode_cropped``)."""
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    real = crop_read.decode_boxes
+
+    def spy(images: Any, boxes: torch.Tensor, *rest: Any, **kw: Any) -> Any:
+        if kw.get("regions") is not None:
+            seen.append((kw["regions"].copy(), boxes.numpy().copy()))
+        return real(images, boxes, *rest, **kw)
+
+    monkeypatch.setattr(crop_read, "decode_boxes", spy)
+    loader = DataLoader(jpegs, batch_size=6, device="cpu", seed=1,
+                        transform=ResizeCrop((16, 16), crop="random"))
+    batches = list(loader)
+    assert seen and len(batches) == len(seen)
+    for regions, boxes in seen:
+        assert (regions[:, 2:] <= boxes[:, 2:]).all()  # never more than the image
+        assert (regions[:, :2] >= 0).all()
+        smaller = (regions[:, 2] < boxes[:, 2]) | (regions[:, 3] < boxes[:, 3])
+        assert smaller.any()  # non-square images: the cropped axis is decoded in part
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -101,7 +137,7 @@ def test_every_batch_tensor_can_be_pinned(stores: dict[str, ShardDataset],
                                           read_crop: bool) -> None:
     """torch's pin-memory thread copies each tensor into a pinned one of the same strides,
     which raises for a view whose elements share memory (an ``expand``): seen on a GPU."""
-    for kind in ("pipeline", "rrc", "resize", "center"):
+    for kind in ("pipeline", "rrc", "resize", "center", "resize_crop", "resize_int"):
         for batch in _batches(stores["encoded"], read_crop, kind):
             for t in _tensors(batch):
                 torch.empty_strided(t.shape, t.stride(), dtype=t.dtype).copy_(t)
@@ -114,10 +150,11 @@ def test_crop_at_read_in_workers_and_with_the_torch_kernels(
     workers = _batches(ds, True, "pipeline", num_workers=2, persistent_workers=True)
     for a, b in zip(after, workers, strict=True):
         _same_batch(a, b)
-    with _native.disabled():  # the pure-torch crop, one sample at a time
-        torch_kernels = _batches(ds, True, "rrc")
-    for a, b in zip(_batches(ds, False, "rrc"), torch_kernels, strict=True):
-        _same_batch(a, b)
+    for kind in ("rrc", "resize_crop"):
+        with _native.disabled():  # the pure-torch crop, one sample at a time
+            torch_kernels = _batches(ds, True, kind)
+        for a, b in zip(_batches(ds, False, kind), torch_kernels, strict=True):
+            _same_batch(a, b)
 
 
 def test_crop_at_read_is_the_default_on_the_cpu(stores: dict[str, ShardDataset],
@@ -125,9 +162,9 @@ def test_crop_at_read_is_the_default_on_the_cpu(stores: dict[str, ShardDataset],
     calls: list[tuple[int, ...]] = []
     real = crop_read.crop_images
 
-    def spy(images: Any, boxes: torch.Tensor, out: torch.Tensor, fast: bool = False) -> None:
+    def spy(images: Any, boxes: torch.Tensor, out: torch.Tensor, *rest: Any) -> None:
         calls.append(tuple(out.shape))
-        real(images, boxes, out, fast)
+        real(images, boxes, out, *rest)
 
     monkeypatch.setattr(crop_read, "crop_images", spy)
     batch = next(iter(DataLoader(stores["raw"], batch_size=4, device="cpu",
@@ -197,7 +234,7 @@ def test_jpeg_regions_decode_to_the_full_decode_cropped(jpegs: ShardDataset,
         return real(self)
 
     monkeypatch.setattr(EncodedImage, "decode", spy)
-    for kind in ("pipeline", "rrc", "center"):
+    for kind in ("pipeline", "rrc", "center", "resize_crop", "resize_center", "center_pad"):
         after = _batches(jpegs, False, kind, batch_size=5)
         assert not whole
         during = _batches(jpegs, True, kind, batch_size=5)

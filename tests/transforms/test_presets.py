@@ -60,8 +60,12 @@ def test_level_zero_is_the_central_square_of_the_shorter_side() -> None:
     a = pre(_batch(), torch.Generator().manual_seed(1))
     b = pre(_batch(), torch.Generator().manual_seed(2))
     assert torch.equal(a["image"], b["image"])  # no randomness
-    boxes = pre.get_params(_batch())["0.boxes"].tolist()
-    assert boxes == [[0, 8, 40, 40], [5, 0, 30, 30], [0, 16, 25, 25], [0, 0, 40, 40]]
+    params = pre.get_params(_batch())
+    # the whole image resized (shorter side 20, the longer truncated), then the centre window
+    assert params["0.boxes"].tolist() == [[0, 0, 40, 56], [0, 0, 40, 30], [0, 0, 25, 56],
+                                          [0, 0, 40, 40]]
+    assert params["0.windows"].tolist() == [[0, 4, 20, 28], [3, 0, 26, 20], [0, 12, 20, 44],
+                                            [0, 0, 20, 20]]
 
 
 def test_normalize_option_and_top_level_name() -> None:

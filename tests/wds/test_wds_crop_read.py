@@ -151,7 +151,7 @@ def test_stream_crop_at_read_in_fresh_workers_and_every_pipeline(tars: list[str]
     for a, b in zip(_passes(tars, False, num_workers=2), _passes(tars, True, num_workers=2),
                     strict=True):
         _same_batch(a, b)
-    for kind in ("rrc", "resize", "center"):
+    for kind in ("rrc", "resize", "center", "resize_crop", "resize_int", "center_pad"):
         for a, b in zip(_passes(tars, False, kind), _passes(tars, True, kind), strict=True):
             _same_batch(a, b)
     with _native.disabled():  # the pure-torch crop, JPEGs decoded whole

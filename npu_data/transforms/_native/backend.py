@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from npu_data.transforms import _native
-from npu_data.transforms._kernels.crop import check_boxes_inside
+from npu_data.transforms._kernels.crop import check_boxes_inside, check_windows_inside
 from npu_data.transforms._kernels.resample import vertical_first_rule
 
 
@@ -25,10 +25,15 @@ def _ops() -> Any:
 
 
 def resized_crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
-                 out_h: int, out_w: int) -> torch.Tensor:
+                 out_h: int, out_w: int, windows: torch.Tensor | None = None) -> torch.Tensor:
     bx = boxes.to(images.device)
-    check_boxes_inside(bx, images)  # the kernel reads the boxes' rows unchecked
-    return _ops().resized_crop(images, bx, out_h, out_w, vertical_first_rule())
+    if windows is None:  # the schema of a library built before windows existed still works
+        check_boxes_inside(bx, images)  # the kernel reads the boxes' rows unchecked
+        return _ops().resized_crop(images, bx, out_h, out_w, vertical_first_rule())
+    check_windows_inside(bx.numpy(), windows.numpy(), out_h, out_w, images.shape[-2],
+                         images.shape[-1])
+    return _ops().resized_crop(images, bx, out_h, out_w, vertical_first_rule(),
+                               windows.to(images.device))
 
 
 def hflip(images: torch.Tensor, sizes: torch.Tensor, flip: torch.Tensor,

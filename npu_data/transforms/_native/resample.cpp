@@ -35,7 +35,9 @@ inline uint8_t clip8_fixed(int32_t acc) {
   return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
 }
 
-// Pillow's precompute_coeffs (bilinear filter, box [0, in_size)) + normalize_coeffs_8bpc.
+// Pillow's precompute_coeffs (bilinear filter, box [0, in_size)) + normalize_coeffs_8bpc;
+// with `full` >= 0, the outputs [off, off + out_size) of an in_size -> full resize (a window;
+// outputs outside [0, full) get no taps and come out 0).
 struct Coeffs {
   int ksize = 0;
   std::vector<int32_t> start;   // first input index of each output
@@ -43,9 +45,10 @@ struct Coeffs {
   std::vector<int32_t> weight;  // out_size * ksize fixed-point weights
 };
 
-Coeffs coefficients(int in_size, int out_size) {
+Coeffs coefficients(int in_size, int out_size, int full = -1, int off = 0) {
   Coeffs c;
-  const double scale = static_cast<double>(in_size) / out_size;
+  if (full < 0) full = out_size;
+  const double scale = static_cast<double>(in_size) / full;
   const double filterscale = scale < 1.0 ? 1.0 : scale;
   const double support = filterscale * 1.0;
   c.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
@@ -55,7 +58,13 @@ Coeffs coefficients(int in_size, int out_size) {
   std::vector<double> k(c.ksize);
   const double ss = 1.0 / filterscale;
   for (int xx = 0; xx < out_size; ++xx) {
-    const double center = 0.0 + (xx + 0.5) * scale;
+    const int X = xx + off;  // the output's index in the whole resize
+    if (X < 0 || X >= full) {
+      c.start[xx] = 0;
+      c.count[xx] = 0;
+      continue;
+    }
+    const double center = 0.0 + (X + 0.5) * scale;
     int xmin = static_cast<int>(center - support + 0.5);
     if (xmin < 0) xmin = 0;
     int xmax = static_cast<int>(center + support + 0.5);
@@ -301,10 +310,91 @@ void crop_one(const SampleIn& in, int64_t C, const int64_t* bx, int oh, int ow,
   }
 }
 
+// The rows [first, last) some output of `c` reads (first == last: none), and `c` shifted
+// to start at `first`.
+void touched(Coeffs& c, int& first, int& last) {
+  first = 0;
+  last = 0;
+  bool any = false;
+  for (size_t i = 0; i < c.start.size(); ++i) {
+    if (c.count[i] == 0) continue;
+    first = any ? std::min(first, c.start[i]) : c.start[i];
+    last = any ? std::max(last, c.start[i] + c.count[i]) : c.start[i] + c.count[i];
+    any = true;
+  }
+  for (size_t i = 0; i < c.start.size(); ++i)
+    if (c.count[i] != 0) c.start[i] -= first;
+}
+
+// One sample's window (win = top, left, full_h, full_w): its box resized whole to
+// full_h x full_w in Pillow's pass order for that resize, the oh x ow outputs at (top, left)
+// kept; only the box's rows and columns those outputs read are touched. The box may extend
+// past the image (a region decoded alone) as long as those rows and columns are inside.
+void window_one(const SampleIn& in, int64_t C, const int64_t* bx, const int64_t* win, int oh,
+                int ow, bool vertical_first_rule, uint8_t* out, Scratch& scratch) {
+  std::vector<uint8_t>& tmp = scratch.tmp;
+  std::vector<int32_t>& acc = scratch.acc;
+  thread_local std::vector<uint8_t> planes;
+  const int64_t top = bx[0], left = bx[1];
+  const int ch = static_cast<int>(std::max<int64_t>(bx[2], 1));
+  const int cw = static_cast<int>(std::max<int64_t>(bx[3], 1));
+  const int full_h = static_cast<int>(std::max<int64_t>(win[2], 1));
+  const int full_w = static_cast<int>(std::max<int64_t>(win[3], 1));
+  const int oy = static_cast<int>(win[0]), ox = static_cast<int>(win[1]);
+  const bool v_first = vertical_first_rule && (ch - full_h) > 0 &&
+                       (ch - full_h) > 2 * (cw - full_w);
+  Coeffs hc = coefficients(cw, ow, full_w, ox);
+  Coeffs vc = coefficients(ch, oh, full_h, oy);
+  int r0, r1, c0, c1;
+  touched(vc, r0, r1);
+  touched(hc, c0, c1);
+  if (r1 == r0 || c1 == c0) {  // the window misses the resized image: all padding
+    std::memset(out, 0, static_cast<size_t>(C) * oh * ow);
+    return;
+  }
+  if (top + r0 < 0 || top + r1 > in.H || left + c0 < 0 || left + c1 > in.W) {
+    std::memset(out, 0, static_cast<size_t>(C) * oh * ow);  // refused by the caller first
+    return;
+  }
+  const int rh = r1 - r0, rw = c1 - c0;
+  int64_t stride = in.sH;
+  if (in.interleaved) {
+    planes.resize(static_cast<size_t>(C) * rh * rw);
+    deinterleave(in.base + (top + r0) * in.sH + (left + c0) * C, in.sH, rh, rw, C,
+                 planes.data());
+    stride = rw;
+  }
+  for (int64_t c = 0; c < C; ++c) {
+    const uint8_t* plane = in.interleaved
+        ? planes.data() + static_cast<size_t>(c) * rh * rw
+        : in.base + c * in.sC + (top + r0) * in.sH + left + c0;
+    uint8_t* dst = out + c * oh * ow;
+    if (v_first) {
+      tmp.resize(static_cast<size_t>(oh) * rw);
+      vertical(plane, stride, rw, vc, oh, tmp.data(), rw, acc);
+      horizontal(tmp.data(), rw, oh, rw, hc, ow, dst, ow, scratch);
+    } else {
+      tmp.resize(static_cast<size_t>(rh) * ow);
+      horizontal(plane, stride, rh, rw, hc, ow, tmp.data(), ow, scratch);
+      vertical(tmp.data(), ow, ow, vc, oh, dst, ow, acc);
+    }
+  }
+}
+
+// Optional windows (B, 4) = top, left, full_h, full_w, as int64 (undefined when absent).
+at::Tensor checked_windows(const std::optional<at::Tensor>& windows, int64_t B) {
+  if (!windows.has_value() || !windows->defined()) return at::Tensor();
+  const at::Tensor w = windows->to(at::kLong).contiguous();
+  TORCH_CHECK(w.dim() == 2 && w.size(0) == B && w.size(1) == 4,
+              "windows must be (B, 4) top, left, full height, full width");
+  return w;
+}
+
 }  // namespace
 
 at::Tensor resized_crop(const at::Tensor& images_in, const at::Tensor& boxes_in, int64_t out_h,
-                        int64_t out_w, bool vertical_first_rule) {
+                        int64_t out_w, bool vertical_first_rule,
+                        const std::optional<at::Tensor>& windows_in) {
   TORCH_CHECK(images_in.dim() == 4 && images_in.scalar_type() == at::kByte,
               "images must be uint8 (B, C, H, W)");
   TORCH_CHECK(out_h > 0 && out_w > 0, "output size must be positive");
@@ -318,6 +408,8 @@ at::Tensor resized_crop(const at::Tensor& images_in, const at::Tensor& boxes_in,
   const int64_t sB = images.stride(0), sC = images.stride(1), sH = images.stride(2);
   TORCH_CHECK(boxes.dim() == 2 && boxes.size(0) == B && boxes.size(1) == 4,
               "boxes must be (B, 4) top, left, height, width");
+  const at::Tensor windows = checked_windows(windows_in, B);
+  const int64_t* win_p = windows.defined() ? windows.data_ptr<int64_t>() : nullptr;
   at::Tensor out = at::empty({B, C, out_h, out_w}, images.options());
   const uint8_t* in_p = images.data_ptr<uint8_t>();
   const int64_t* box_p = boxes.data_ptr<int64_t>();
@@ -327,8 +419,12 @@ at::Tensor resized_crop(const at::Tensor& images_in, const at::Tensor& boxes_in,
     thread_local Scratch scratch;  // reused by every sample a thread takes
     for (int64_t b = b0; b < b1; ++b) {
       const SampleIn in{in_p + b * sB, H, W, sH, sC, interleaved};
-      crop_one(in, C, box_p + b * 4, oh, ow, vertical_first_rule, out_p + b * C * oh * ow,
-               scratch);
+      if (win_p != nullptr)
+        window_one(in, C, box_p + b * 4, win_p + b * 4, oh, ow, vertical_first_rule,
+                   out_p + b * C * oh * ow, scratch);
+      else
+        crop_one(in, C, box_p + b * 4, oh, ow, vertical_first_rule, out_p + b * C * oh * ow,
+                 scratch);
     }
   });
   return out;
@@ -343,7 +439,8 @@ const char* transpose_simd() {
 }
 
 void resized_crop_list(at::TensorList images, const at::Tensor& boxes_in, int64_t out_h,
-                       int64_t out_w, bool vertical_first_rule, const at::Tensor& out) {
+                       int64_t out_w, bool vertical_first_rule, const at::Tensor& out,
+                       const std::optional<at::Tensor>& windows_in) {
   const int64_t B = static_cast<int64_t>(images.size());
   TORCH_CHECK(out.dim() == 4 && out.size(0) == B && out.size(2) == out_h && out.size(3) == out_w
               && out.scalar_type() == at::kByte && out.is_contiguous(),
@@ -358,6 +455,8 @@ void resized_crop_list(at::TensorList images, const at::Tensor& boxes_in, int64_
                     im.stride(2) == 1 && im.stride(1) == C,
                 "image ", b, " must be an interleaved uint8 (H, W, ", C, ") tensor");
   }
+  const at::Tensor windows = checked_windows(windows_in, B);
+  const int64_t* win_p = windows.defined() ? windows.data_ptr<int64_t>() : nullptr;
   const int64_t* box_p = boxes.data_ptr<int64_t>();
   uint8_t* out_p = out.data_ptr<uint8_t>();
   const int oh = static_cast<int>(out_h), ow = static_cast<int>(out_w);
@@ -366,8 +465,12 @@ void resized_crop_list(at::TensorList images, const at::Tensor& boxes_in, int64_
     for (int64_t b = b0; b < b1; ++b) {
       const at::Tensor& im = images[b];
       const SampleIn in{im.data_ptr<uint8_t>(), im.size(0), im.size(1), im.stride(0), 1, true};
-      crop_one(in, C, box_p + b * 4, oh, ow, vertical_first_rule, out_p + b * C * oh * ow,
-               scratch);
+      if (win_p != nullptr)
+        window_one(in, C, box_p + b * 4, win_p + b * 4, oh, ow, vertical_first_rule,
+                   out_p + b * C * oh * ow, scratch);
+      else
+        crop_one(in, C, box_p + b * 4, oh, ow, vertical_first_rule, out_p + b * C * oh * ow,
+                 scratch);
     }
   });
 }

@@ -1,0 +1,167 @@
+"""Train a tiny SDXL-style UNet for a few steps from a Label Studio export: aspect-ratio
+buckets, SDXL micro-conditioning, [-1, 1] inputs, captions with dropout — on the CPU.
+
+    python examples/train_sdxl_buckets.py                      # built-in sample data
+    python examples/train_sdxl_buckets.py --export export.json --size 512 --steps 100
+
+Everything is built here from small configs (diffusers' ``UNet2DConditionModel`` with
+SDXL's ``text_time`` added conditioning, a small ``AutoencoderKL``, a hashing text encoder):
+no weights are downloaded, so the numbers it prints are a smoke test of the data path, not a
+model. With a real SDXL checkpoint the batch keys are used the same way:
+
+- ``BucketBatchSampler``: each batch holds one aspect-ratio bucket (SDXL's list scaled to
+  ``--size``), the same number of batches on every rank;
+- ``ResizeCrop(None)`` resizes each image to cover its batch's bucket and crops it
+  (random offsets), exactly as Pillow would; ``Normalize(0.5, 0.5)`` gives [-1, 1];
+- ``batch["original_size"]``, ``batch["crop_top_left"]`` and ``batch["target_size"]``
+  (int64, (B, 2)) are SDXL's ``add_time_ids``;
+- ``RandomCaption`` picks one of a sample's captions, ``CaptionDropout`` empties 10% of them
+  for classifier-free guidance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from npu_data.common.buckets import bucket_list
+from npu_data.loaders import BucketBatchSampler, DataLoader, LabelStudioDataset
+from npu_data.transforms import (
+    CaptionDropout,
+    Compose,
+    Normalize,
+    RandomCaption,
+    RandomHorizontalFlip,
+    ResizeCrop,
+)
+
+TEXT_DIM = 32  # the tiny text encoder's width (SDXL: 2048, pooled 1280)
+TOKENS = 8
+
+
+class HashTextEncoder(nn.Module):
+    """Words hashed into an embedding table: a stand-in for CLIP that needs no download.
+    Returns (B, TOKENS, TEXT_DIM) hidden states and a (B, TEXT_DIM) pooled embedding; an
+    empty caption (dropped) gives the embedding of the empty prompt, as in SDXL training."""
+
+    def __init__(self, vocab: int = 4096) -> None:
+        super().__init__()
+        self.vocab = vocab
+        self.embed = nn.Embedding(vocab, TEXT_DIM)
+
+    def ids(self, caption: str) -> list[int]:
+        words = caption.lower().replace(",", " ").split()[:TOKENS - 1]
+        ids = [1 + int.from_bytes(hashlib.blake2b(w.encode(), digest_size=4).digest(), "little")
+               % (self.vocab - 1) for w in words]
+        return [0] + ids + [0] * (TOKENS - 1 - len(ids))  # 0: the start / padding token
+
+    def forward(self, captions: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = torch.tensor([self.ids(c) for c in captions])
+        hidden = self.embed(ids)
+        return hidden, hidden.mean(dim=1)
+
+
+def build_models() -> tuple[nn.Module, nn.Module, HashTextEncoder]:
+    from diffusers import AutoencoderKL, UNet2DConditionModel
+
+    vae = AutoencoderKL(in_channels=3, out_channels=3, latent_channels=4,
+                        down_block_types=("DownEncoderBlock2D", "DownEncoderBlock2D"),
+                        up_block_types=("UpDecoderBlock2D", "UpDecoderBlock2D"),
+                        block_out_channels=(8, 16), layers_per_block=1, norm_num_groups=4)
+    time_dim = 8  # SDXL: 256 per id, six ids
+    unet = UNet2DConditionModel(
+        sample_size=32, in_channels=4, out_channels=4, layers_per_block=1,
+        block_out_channels=(16, 32), norm_num_groups=4,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        cross_attention_dim=TEXT_DIM, attention_head_dim=4,
+        addition_embed_type="text_time", addition_time_embed_dim=time_dim,
+        projection_class_embeddings_input_dim=TEXT_DIM + 6 * time_dim)
+    vae.requires_grad_(False)
+    return vae, unet, HashTextEncoder()
+
+
+def sample_export(root: Path) -> Path:
+    """The built-in sample project (landscape and portrait photos with captions)."""
+    from npu_data.tools.sample_data import make_sample_project
+
+    return make_sample_project(root / "sample", n_images=24, width=200, height=136).export_path
+
+
+def main(argv: list[str] | None = None) -> list[float]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--export", type=Path, help="Label Studio JSON export (default: sample)")
+    ap.add_argument("--images-root", type=Path, help="where the export's images are")
+    ap.add_argument("--size", type=int, default=64, help="bucket scale (SDXL: 1024)")
+    ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workdir", type=Path, help="sample data and import cache (default: temp)")
+    args = ap.parse_args(argv)
+    torch.manual_seed(args.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.workdir or Path(tmp)
+        export = args.export or sample_export(work)
+        dataset = LabelStudioDataset(export, images_root=args.images_root,
+                                     cache_dir=work / "cache")
+        # SDXL's buckets scaled to --size; multiples of 16 keep the latents even
+        buckets = bucket_list("sdxl", size=args.size, step=16)
+        sampler = BucketBatchSampler(dataset, args.batch_size, buckets, seed=args.seed)
+        pipeline = Compose([ResizeCrop(None, crop="random", buckets=buckets),
+                            RandomHorizontalFlip(),
+                            RandomCaption(control="caption", dataset=dataset),
+                            CaptionDropout(0.1),
+                            Normalize(0.5, 0.5)])  # [-1, 1]; bf16 with dtype=torch.bfloat16
+        loader = DataLoader(dataset, batch_sampler=sampler, transform=pipeline, device="cpu",
+                            seed=args.seed)
+        return train(loader, sampler, args.steps)
+
+
+def train(loader: DataLoader, sampler: BucketBatchSampler, steps: int) -> list[float]:
+    from diffusers import DDPMScheduler
+
+    vae, unet, text = build_models()
+    scheduler = DDPMScheduler(num_train_timesteps=1000)
+    params = list(unet.parameters()) + list(text.parameters())
+    opt = torch.optim.AdamW(params, lr=1e-3)
+    losses: list[float] = []
+    epoch, start = 0, time.perf_counter()
+    while len(losses) < steps:
+        sampler.set_epoch(epoch)
+        for batch in loader:
+            images = batch["image"].float()  # (B, 3, bucket_h, bucket_w) in [-1, 1]
+            with torch.no_grad():
+                latents = vae.encode(images).latent_dist.sample() * 0.18215
+            noise = torch.randn_like(latents)
+            t = torch.randint(0, scheduler.config.num_train_timesteps, (len(latents),))
+            noisy = scheduler.add_noise(latents, noise, t)
+            hidden, pooled = text(batch["caption"])
+            time_ids = torch.cat([batch["original_size"], batch["crop_top_left"],
+                                  batch["target_size"]], dim=1).float()  # SDXL's add_time_ids
+            pred = unet(noisy, t, encoder_hidden_states=hidden,
+                        added_cond_kwargs={"text_embeds": pooled, "time_ids": time_ids}).sample
+            loss = F.mse_loss(pred, noise)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            h, w = images.shape[2:]
+            print(f"step {len(losses)}: bucket {h}x{w}, loss {losses[-1]:.4f}, "
+                  f"time_ids[0] {time_ids[0].int().tolist()}, caption[0] "
+                  f"{batch['caption'][0][:40]!r}", flush=True)
+            if len(losses) == steps:
+                break
+        epoch += 1
+    print(f"{steps} steps in {time.perf_counter() - start:.1f} s")
+    return losses
+
+
+if __name__ == "__main__":
+    main()

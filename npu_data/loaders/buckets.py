@@ -1,0 +1,221 @@
+"""BucketBatchSampler: aspect-ratio bucketed batches (SDXL, kohya sd-scripts, MindSpeed-MM).
+
+Each sample goes to the bucket of closest log aspect ratio (``common.buckets``), computed
+from the stored sizes (``dataset.sizes()``: the shard indices; no pixel is read). An epoch's
+batches (deterministic in ``(seed, epoch)``):
+
+1. each bucket's samples in a random order (``randperm`` seeded ``seed + epoch``), cut into
+   batches of ``batch_size``; a bucket's last, short batch is filled by repeating the
+   bucket's first samples (``drop_last``: dropped), so every batch holds one bucket and
+   ``batch_size`` samples;
+2. all batches in a random order, padded cyclically with the first batches to a multiple
+   of the world size (``drop_last``: truncated) — every rank gets the same number of batches
+   (DDP hangs otherwise), every sample is served at least once per epoch unless
+   ``drop_last``;
+3. rank ``r`` takes batches ``r, r + W, r + 2W, ...``: after every rank consumed ``c``
+   batches, the world consumed the first ``c * W``.
+
+Resume (``state_dict`` / ``load_state_dict``, the protocol of ``NpuDistributedSampler``):
+the same world continues exactly; another world size gets the batches not yet consumed,
+laid out again over it (padded or truncated as above; ``start`` records where that layout
+begins, so a later resume replays it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Sampler
+
+from npu_data.common.buckets import BucketSpec, assign, bucket_list
+from npu_data.common.dist import place
+from npu_data.errors import UserError
+
+_STATE_VERSION = 1
+
+
+def dataset_sizes(dataset: Any, who: str = "BucketBatchSampler") -> np.ndarray:
+    """(N, 2) int64 stored (height, width) of every sample: ``dataset.sizes()``
+    (``ShardDataset``, ``LabelStudioDataset``), or an (N, 2) array given directly."""
+    if isinstance(dataset, np.ndarray | torch.Tensor):
+        sizes = np.asarray(dataset)
+    else:
+        getter = getattr(dataset, "sizes", None)
+        if not callable(getter):
+            raise UserError(f"{who}: {type(dataset).__name__} has no sizes() — use a "
+                            "ShardDataset / LabelStudioDataset, or pass the (N, 2) array of "
+                            "(height, width) of its images")
+        sizes = np.asarray(getter())
+    if sizes.ndim != 2 or sizes.shape[1] != 2:
+        raise UserError(f"{who}: sizes must be (N, 2) (height, width), got {sizes.shape}")
+    return sizes.astype(np.int64)
+
+
+def layout(batches: np.ndarray, world: int, drop_last: bool) -> np.ndarray:
+    """``batches`` (T, B) padded cyclically (or truncated with ``drop_last``) to a multiple of
+    ``world`` rows, as torch's DistributedSampler does with samples."""
+    t = len(batches)
+    per_rank = t // world if drop_last else -(-t // world)
+    total = per_rank * world
+    if drop_last or t == 0:
+        return batches[:total]
+    return batches[np.arange(total) % t]
+
+
+class BucketBatchSampler(Sampler[list[int]]):
+    """Batches of one aspect-ratio bucket each, split evenly over the ranks (module doc).
+
+    Args:
+        dataset: a ``ShardDataset`` / ``LabelStudioDataset`` (``sizes()``), or the (N, 2)
+            array of the images' (height, width).
+        batch_size: samples per batch.
+        buckets: ``"sdxl"`` (SDXL's 1024-px list) or a list of ``(height, width)``.
+        num_replicas: the world size (default: ``torch.distributed``, else ``WORLD_SIZE``).
+        rank: this rank (default: ``torch.distributed``, else ``RANK``).
+        shuffle: random order inside buckets and of the batches.
+        seed: the shuffle seed (the order is ``randperm`` seeded ``seed + epoch``).
+        drop_last: drop short batches and the batches past a multiple of the world size,
+            instead of repeating samples.
+
+    Raises:
+        UserError: a bad size, bucket list or dataset without sizes.
+    """
+
+    def __init__(self, dataset: Any, batch_size: int, buckets: BucketSpec, *,
+                 num_replicas: int | None = None, rank: int | None = None,
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise UserError(f"BucketBatchSampler: batch_size must be a positive int, got "
+                            f"{batch_size!r}")
+        env_rank, env_world, _ = place()
+        world = env_world if num_replicas is None else int(num_replicas)
+        rank = env_rank if rank is None else int(rank)
+        if world < 1 or not 0 <= rank < world:
+            raise UserError(f"BucketBatchSampler: rank {rank} of {world} replicas — use "
+                            f"0 <= rank < num_replicas")
+        self.dataset = dataset
+        self.sizes = dataset_sizes(dataset)
+        self.buckets = bucket_list(buckets, who="BucketBatchSampler")
+        self.bucket_of = assign(self.sizes, self.buckets)  # (N,) bucket of each sample
+        self.batch_size = batch_size
+        self.num_replicas = world
+        self.rank = rank
+        self.shuffle = bool(shuffle)
+        self.seed = int(seed)
+        self.drop_last = bool(drop_last)
+        self.epoch = 0
+        # (epoch, start of the layout, global batches consumed, world size of that layout)
+        self._resume: tuple[int, int, int, int] | None = None
+        self._pass: tuple[int, int, int] | None = None  # (epoch, consumed before, start)
+        self._yielded = 0
+
+    # --- the epoch's batches ---------------------------------------------------------------
+    def epoch_batches(self, epoch: int | None = None) -> np.ndarray:
+        """(T, batch_size) int64: every batch of the epoch before the world's padding."""
+        g = torch.Generator()
+        g.manual_seed(self.seed + (self.epoch if epoch is None else int(epoch)))
+        parts = []
+        bs = self.batch_size
+        for b in range(len(self.buckets)):
+            idx = np.flatnonzero(self.bucket_of == b)
+            if not len(idx):
+                continue
+            if self.shuffle:
+                idx = idx[torch.randperm(len(idx), generator=g).numpy()]
+            short = len(idx) % bs
+            if self.drop_last:
+                idx = idx[:len(idx) - short]
+            elif short:
+                idx = np.concatenate([idx, idx[np.arange(bs - short) % len(idx)]])
+            parts.append(idx.reshape(-1, bs))
+        out = np.concatenate(parts) if parts else np.zeros((0, bs), np.int64)
+        if self.shuffle and len(out):
+            out = out[torch.randperm(len(out), generator=g).numpy()]
+        return out.astype(np.int64, copy=False)
+
+    def _global(self) -> tuple[np.ndarray, int, int]:
+        """(the interleaved global batches left in this epoch, global batches consumed before
+        them, where their layout starts in the epoch's batches)."""
+        batches = self.epoch_batches()
+        resume = self._resume
+        if resume is None or resume[0] != self.epoch:
+            return layout(batches, self.num_replicas, self.drop_last), 0, 0
+        _, start, consumed, world = resume
+        if world == self.num_replicas:
+            full = layout(batches[start:], world, self.drop_last)
+            return full[consumed - start:], consumed, start
+        start = min(consumed, len(batches))
+        return layout(batches[start:], self.num_replicas, self.drop_last), consumed, start
+
+    def __len__(self) -> int:
+        """This rank's batches in a whole epoch (a resumed pass yields the rest of it)."""
+        t = len(self.epoch_batches())
+        return t // self.num_replicas if self.drop_last else -(-t // self.num_replicas)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        remaining, before, start = self._global()
+        self._resume = None  # a resume serves one pass
+        self._pass = (self.epoch, before, start)
+        self._yielded = 0
+        for row in remaining[self.rank::self.num_replicas]:
+            self._yielded += 1
+            yield row.tolist()
+
+    def bucket_sizes(self) -> np.ndarray:
+        """(N, 2) the (height, width) bucket of every sample."""
+        return np.asarray(self.buckets, np.int64)[self.bucket_of]
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch (the shuffle seed is ``seed + epoch``), as torch's DistributedSampler."""
+        if self._resume is not None and self._resume[0] != epoch:
+            self._resume = None
+        self.epoch = int(epoch)
+
+    # --- resume ----------------------------------------------------------------------------
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
+        """Plain state: epoch, seed, global batches consumed in this epoch, world size.
+
+        Args:
+            consumed: batches THIS rank consumed in the current pass (a DataLoader that
+                reads ahead passes what it handed out); default: the batches yielded.
+
+        Returns:
+            A dict of ints, bools and lists (JSON-safe).
+        """
+        if self._resume is not None and self._resume[0] == self.epoch:
+            _, start, before, world = self._resume  # loaded, not iterated yet: as loaded
+            return self._state(before, world, start)
+        if self._pass is not None and self._pass[0] == self.epoch:
+            _, before, start = self._pass
+            local = self._yielded if consumed is None else int(consumed)
+            return self._state(before + local * self.num_replicas, self.num_replicas, start)
+        return self._state(0, self.num_replicas, 0)
+
+    def _state(self, consumed: int, world: int, start: int) -> dict[str, Any]:
+        return {"version": _STATE_VERSION, "epoch": int(self.epoch), "seed": self.seed,
+                "consumed": int(consumed), "world_size": int(world), "start": int(start),
+                "batch_size": self.batch_size, "dataset_len": len(self.sizes),
+                "buckets": [list(b) for b in self.buckets], "shuffle": self.shuffle,
+                "drop_last": self.drop_last}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue the saved epoch with exactly the batches not consumed (any world size).
+
+        Raises:
+            UserError: the state was saved for another dataset, batch size or bucket list.
+        """
+        checks = {"dataset_len": len(self.sizes), "batch_size": self.batch_size,
+                  "buckets": [list(b) for b in self.buckets], "shuffle": self.shuffle,
+                  "drop_last": self.drop_last}
+        for key, mine in checks.items():
+            if key in state and state[key] != mine:
+                raise UserError(f"BucketBatchSampler state: saved with {key}={state[key]!r} but "
+                                f"this sampler has {key}={mine!r} — construct it as it was saved")
+        self.seed = int(state["seed"])
+        self.epoch = int(state["epoch"])
+        self._resume = (self.epoch, int(state.get("start", 0)), int(state["consumed"]),
+                        int(state["world_size"]))
+        self._yielded = 0

@@ -1,0 +1,166 @@
+"""Captions for text-to-image training: one of several per sample, dropped for CFG.
+
+``batch["caption"]`` is a list of strings (a sample's first text); the batch also carries
+every text of a sample (``texts.text``, with ``texts.control``) and its chosen labels
+(``choices.label``, ``choices.control``). Both transforms draw on the host, keyed by
+(seed, epoch, sample) like every other draw; they leave the pixels alone and may sit
+anywhere in a pipeline (after ``Normalize`` too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from npu_data.errors import UserError
+from npu_data.transforms.base import Batch, Params, Transform
+from npu_data.transforms.draws import Draws
+
+SOURCES = ("texts.text", "choices.label")  # the batch keys a caption may come from
+
+
+def _host_list(values: Any, b: int) -> list[Any]:
+    return values.tolist() if isinstance(values, torch.Tensor) else [values] * b
+
+
+class CaptionDropout(Transform):
+    """Replace each sample's ``caption`` with ``""`` with probability ``p`` (classifier-free
+    guidance training drops about 5-10%).
+
+    Args:
+        p: the probability, in [0, 1].
+        key: the batch key of the captions (a list of strings).
+    """
+
+    name = "CaptionDropout"
+    needs_uint8 = False
+
+    def __init__(self, p: float = 0.1, key: str = "caption") -> None:
+        if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
+            raise UserError(f"{self.name}: p must be a probability in [0, 1], got {p!r}")
+        self.p = float(p)
+        self.key = key
+
+    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
+        return {"drop": torch.from_numpy(draws.uniform(1)[:, 0] < self.p)}
+
+    def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
+        b = batch["image"].shape[0]
+        dev = batch["image"].device
+        u = torch.rand((b,), device=dev, generator=generator)
+        return {"drop": (u < self.p).to("cpu")}  # captions are host strings
+
+    def _apply(self, batch: Batch, params: Params) -> Batch:
+        captions = batch.get(self.key)
+        if not isinstance(captions, list):
+            raise UserError(f"{self.name}: the batch has no list of captions at {self.key!r} "
+                            "— the loaders' batches carry 'caption'; pass key= otherwise")
+        drop = _host_list(params["drop"], len(captions))
+        out = dict(batch)
+        out[self.key] = ["" if d else c for c, d in zip(captions, drop, strict=True)]
+        return out
+
+    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+        return image
+
+    def __repr__(self) -> str:
+        return f"{self.name}(p={self.p})"
+
+
+class RandomCaption(Transform):
+    """Pick each sample's ``caption`` uniformly among its texts or chosen labels.
+
+    Args:
+        source: ``"texts.text"`` (``textarea`` strings: a textarea with several values
+            gives several) or ``"choices.label"`` (the names of the chosen labels).
+        control: only the texts/choices of this control (tag name in the labeling config);
+            None: all of the sample's.
+        dataset: the dataset the batches come from (its ``controls`` and ``labels`` name
+            the controls and label ids); needed for ``control`` or ``"choices.label"``.
+        key: the batch key the chosen caption is written to.
+
+    A sample with nothing to choose from keeps its caption.
+    """
+
+    name = "RandomCaption"
+    needs_uint8 = False
+
+    def __init__(self, source: str = "texts.text", control: str | None = None,
+                 dataset: Any = None, key: str = "caption") -> None:
+        if source not in SOURCES:
+            raise UserError(f"{self.name}: source must be one of {SOURCES}, got {source!r}")
+        self.source, self.control, self.key = source, control, key
+        controls: Sequence[str] = getattr(dataset, "controls", None) or []
+        labels: dict[str, list[str]] = getattr(dataset, "labels", None) or {}
+        if (control is not None or source == SOURCES[1]) and not controls:
+            raise UserError(f"{self.name}: pass dataset= (a ShardDataset / LabelStudioDataset) "
+                            "to name controls and choices")
+        if control is not None and control not in controls:
+            raise UserError(f"{self.name}: control {control!r} is not in the dataset's "
+                            f"controls {list(controls)}")
+        self.control_id = None if control is None else list(controls).index(control)
+        self.controls = list(controls)
+        self.labels = {k: list(v) for k, v in labels.items()}
+
+    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
+        return {"pick": torch.from_numpy(draws.uniform(1)[:, 0])}
+
+    def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
+        b = batch["image"].shape[0]
+        u = torch.rand((b,), device=batch["image"].device, generator=generator)
+        return {"pick": u.to("cpu", torch.float64)}
+
+    def _candidates(self, batch: Batch, i: int) -> list[str]:
+        if self.source == SOURCES[0]:
+            texts = batch.get("texts.text")
+            if texts is None:
+                return []
+            strings = list(texts[i])
+            ids = _row(batch.get("texts.control"), i, len(strings))
+            return [s for s, c in zip(strings, ids, strict=True)
+                    if self.control_id is None or c == self.control_id]
+        label = batch.get("choices.label")
+        if label is None:
+            return []
+        valid = _row(batch.get("choices.valid"), i, None)
+        ids = _row(label, i, None)
+        ctrl = _row(batch.get("choices.control"), i, len(ids))
+        out = []
+        for lab, c, ok in zip(ids, ctrl, valid or [True] * len(ids), strict=False):
+            if not ok or lab < 0 or (self.control_id is not None and c != self.control_id):
+                continue
+            names = self.labels.get(self.controls[c], []) if 0 <= c < len(self.controls) else []
+            if 0 <= lab < len(names):
+                out.append(names[lab])
+        return out
+
+    def _apply(self, batch: Batch, params: Params) -> Batch:
+        b = batch["image"].shape[0]
+        current = batch.get(self.key)
+        captions = list(current) if isinstance(current, list) else [""] * b
+        pick = _host_list(params["pick"], b)
+        for i in range(b):
+            options = self._candidates(batch, i)
+            if options:
+                captions[i] = options[min(int(pick[i] * len(options)), len(options) - 1)]
+        out = dict(batch)
+        out[self.key] = captions
+        return out
+
+    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+        return image
+
+    def __repr__(self) -> str:
+        return f"{self.name}(source={self.source!r}, control={self.control!r})"
+
+
+def _row(values: Any, i: int, n: int | None) -> list[Any]:
+    """Sample ``i``'s row of a padded (B, N) tensor or a list of lists, as a list."""
+    if values is None:
+        return [-1] * (n or 0)
+    row = values[i]
+    out = row.tolist() if isinstance(row, torch.Tensor | np.ndarray) else list(row)
+    return out if n is None else (out + [-1] * n)[:n]

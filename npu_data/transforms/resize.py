@@ -1,0 +1,268 @@
+"""Resizes and centre/bucket crops, exact to torchvision's PIL path: Resize, CenterCrop,
+ResizeCenterCrop, ResizeCrop.
+
+Each resizes the whole valid image (Pillow BILINEAR, antialiased) and keeps a window of the
+result (``crop_base``): the pixels of ``Image.resize`` followed by ``Image.crop``, not of a
+rounded source box. The sizes follow torchvision 0.28's code:
+
+- ``Resize(int)``: ``_compute_resized_output_size`` (torchvision/transforms/functional.py
+  lines 353-384): the shorter side becomes ``size``, the longer ``int(size * long / short)``
+  (truncated); ``max_size`` caps the longer side the same way.
+- ``CenterCrop``: ``_center_crop_compute_padding`` and ``_center_crop_compute_crop_anchor``
+  (torchvision/transforms/v2/functional/_geometry.py lines 2564-2578, used by the PIL kernel
+  ``_center_crop_image_pil`` at 2602-2616): a side shorter than the crop is padded with 0,
+  ``(crop - side) // 2`` before it; otherwise the offset is ``int(round((side - crop) / 2))``
+  (Python's round: halves to even).
+
+Window parameters are made on the host from the sizes (keyed draws, the DataLoader's path); a
+batch on an accelerator transformed directly reads its ``sizes`` back once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from npu_data.common.buckets import BucketSpec, assign, bucket_list
+from npu_data.errors import UserError
+from npu_data.transforms.base import Batch, Params, pair
+from npu_data.transforms.crop_base import (
+    _CropBase,
+    box_params,
+    check_min_visible,
+    window_params,
+)
+from npu_data.transforms.draws import Draws
+
+
+def shorter_side_sizes(sizes: np.ndarray, size: int, max_size: int | None = None
+                       ) -> np.ndarray:
+    """torchvision's ``Resize(size, max_size)`` output (height, width) of each (B, 2) size."""
+    h = sizes[:, 0].astype(np.int64)
+    w = sizes[:, 1].astype(np.int64)
+    portrait = w <= h
+    short = np.where(portrait, w, h).astype(np.float64)
+    long = np.where(portrait, h, w).astype(np.float64)
+    new_short: np.ndarray = np.full(len(h), size, np.int64)
+    new_long: np.ndarray = np.trunc(size * long / short).astype(np.int64)
+    if max_size is not None:
+        over = new_long > max_size
+        new_short = np.where(over, np.trunc(max_size * new_short / np.maximum(new_long, 1)),
+                             new_short).astype(np.int64)
+        new_long = np.where(over, max_size, new_long)
+    return np.stack([np.where(portrait, new_long, new_short),
+                     np.where(portrait, new_short, new_long)], axis=1)
+
+
+def center_offsets(full: np.ndarray, crop: np.ndarray) -> np.ndarray:
+    """torchvision's ``CenterCrop`` offset of a ``crop`` in a ``full`` image, per axis (B, 2):
+    ``-((crop - full) // 2)`` where it pads, else ``round((full - crop) / 2)`` (halves to
+    even)."""
+    pad = crop > full
+    anchor = np.round((full - crop) / 2.0).astype(np.int64)
+    return np.where(pad, -((crop - full) // 2), anchor).astype(np.int64)
+
+
+def cover_sizes(sizes: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """``ResizeCrop``'s resize of each (h, w) to cover its target (th, tw): scale
+    ``max(th / h, tw / w)``; the side that sets it becomes its target exactly, the other
+    ``max(t, round_half_up(side * scale))`` — in integers."""
+    h, w = sizes[:, 0].astype(np.int64), sizes[:, 1].astype(np.int64)
+    th, tw = targets[:, 0].astype(np.int64), targets[:, 1].astype(np.int64)
+    by_height = th * w >= tw * h  # th / h >= tw / w
+    nw = np.maximum(tw, (2 * w * th + h) // (2 * h))
+    nh = np.maximum(th, (2 * h * tw + w) // (2 * w))
+    return np.stack([np.where(by_height, th, nh), np.where(by_height, nw, tw)], axis=1)
+
+
+def _host_sizes(batch: Batch) -> np.ndarray:
+    return batch["sizes"].to("cpu").numpy().astype(np.int64).reshape(-1, 2)
+
+
+class _WindowCrop(_CropBase):
+    """A crop whose parameters are windows computed on the host from the sizes."""
+
+    def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
+        sizes = _host_sizes(batch)
+        u = None
+        if self.random_draws:
+            dev = batch["sizes"].device
+            u = torch.rand((len(sizes), self.random_draws), device=dev, generator=generator,
+                           dtype=torch.float32).to("cpu").numpy().astype(np.float64)
+        return self.windows(sizes, u)
+
+    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
+        sizes = np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
+        u = draws.uniform(self.random_draws) if self.random_draws else None
+        return self.windows(sizes, u)
+
+    random_draws = 0  # uniform numbers each sample draws
+
+    def windows(self, sizes: np.ndarray, u: np.ndarray | None) -> Params:
+        raise NotImplementedError
+
+    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
+        sizes = np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
+        u = np.zeros((len(sizes), self.random_draws)) if self.random_draws else None
+        return self.windows(sizes, u)["out"].numpy()
+
+
+class Resize(_WindowCrop):
+    """torchvision's ``Resize``: ``size=(h, w)`` resizes every sample to that size;
+    ``size=int`` resizes each sample's shorter side to it, the longer in proportion
+    (truncated, as torchvision; ``max_size`` caps the longer side), so each sample keeps its
+    own shape: the batch is padded to the largest and ``sizes`` holds each one's."""
+
+    name = "Resize"
+
+    def __init__(self, size: int | Sequence[int], max_size: int | None = None,
+                 min_visible: float = 0.25) -> None:
+        self.shorter: int | None = None
+        if isinstance(size, int) and not isinstance(size, bool):
+            if size < 1:
+                raise UserError(f"{self.name}: size must be positive, got {size}")
+            self.shorter = size
+            self.size = None
+        else:
+            self.size = pair(size, "size", self.name)
+            if max_size is not None:
+                raise UserError(f"{self.name}: max_size applies only to Resize(int) (the "
+                                f"shorter side), got size={size!r}")
+        if max_size is not None and (isinstance(max_size, bool) or not isinstance(max_size, int)
+                                     or max_size <= (self.shorter or 0)):
+            raise UserError(f"{self.name}: max_size must be an int > size, got {max_size!r}")
+        self.max_size = max_size
+        self.min_visible = check_min_visible(min_visible, self.name)
+
+    def windows(self, sizes: np.ndarray, u: np.ndarray | None) -> Params:
+        if self.shorter is None:  # a plain box: the whole image
+            assert self.size is not None
+            whole = np.concatenate([np.zeros((len(sizes), 2), np.int64), sizes], axis=1)
+            return box_params(whole, self.size)
+        full = shorter_side_sizes(sizes, self.shorter, self.max_size)
+        return window_params(sizes, full, np.zeros_like(full), full)
+
+    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
+        if self.shorter is None:
+            return super(_WindowCrop, self).output_sizes(sizes)
+        return shorter_side_sizes(np.asarray(sizes, np.int64).reshape(-1, 2), self.shorter,
+                                  self.max_size)
+
+    def __repr__(self) -> str:
+        size = self.shorter if self.shorter is not None else self.size
+        extra = f", max_size={self.max_size}" if self.max_size is not None else ""
+        return f"{self.name}(size={size}{extra})"
+
+
+class CenterCrop(_WindowCrop):
+    """torchvision's ``CenterCrop``: ``size`` out of the centre of each valid image at its
+    offsets; a side shorter than the crop is padded with 0 (as torchvision does)."""
+
+    name = "CenterCrop"
+    size: tuple[int, int]
+
+    def __init__(self, size: int | Sequence[int], min_visible: float = 0.25) -> None:
+        self.size = pair(size, "size", self.name)
+        self.min_visible = check_min_visible(min_visible, self.name)
+
+    def windows(self, sizes: np.ndarray, u: np.ndarray | None) -> Params:
+        crop = np.broadcast_to(np.asarray(self.size, np.int64), sizes.shape)
+        offsets = center_offsets(sizes, crop)
+        if not (crop > sizes).any():  # no padding: a plain box of the stored pixels
+            return box_params(np.concatenate([offsets, crop], axis=1), self.size)
+        return window_params(sizes, sizes, offsets, crop)
+
+    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
+        return super(_WindowCrop, self).output_sizes(sizes)
+
+    def __repr__(self) -> str:
+        return f"{self.name}(size={self.size})"
+
+
+class ResizeCenterCrop(_WindowCrop):
+    """torchvision's ``Resize(resize_size)`` then ``CenterCrop(size)`` (the evaluation
+    preset), to the pixel: the shorter side resized to ``resize_size`` (default: the crop's
+    shorter side), the longer truncated in proportion, then the centre crop (0 padding where
+    the resized image is smaller than the crop)."""
+
+    name = "ResizeCenterCrop"
+
+    def __init__(self, size: int | Sequence[int], resize_size: int | None = None,
+                 min_visible: float = 0.25) -> None:
+        self.size = pair(size, "size", self.name)
+        if resize_size is None:
+            resize_size = min(self.size)
+        if isinstance(resize_size, bool) or not isinstance(resize_size, int) or resize_size < 1:
+            raise UserError(f"{self.name}: resize_size must be a positive int (the shorter "
+                            f"side after the resize), got {resize_size!r}")
+        self.resize_size = resize_size
+        self.min_visible = check_min_visible(min_visible, self.name)
+
+    def windows(self, sizes: np.ndarray, u: np.ndarray | None) -> Params:
+        full = shorter_side_sizes(sizes, self.resize_size)
+        crop = np.broadcast_to(np.asarray(self.size, np.int64), sizes.shape)
+        return window_params(sizes, full, center_offsets(full, crop), crop.copy())
+
+    def __repr__(self) -> str:
+        return f"{self.name}(size={self.size}, resize_size={self.resize_size})"
+
+
+class ResizeCrop(_WindowCrop):
+    """Resize each image to cover its target, then crop the target: SDXL's bucketed resize.
+
+    Args:
+        size: the target ``(height, width)`` (an int: square); ``None``: each sample's
+            aspect-ratio bucket from ``buckets`` (``BucketBatchSampler`` puts one bucket in
+            each batch; a batch whose samples fall in different buckets is refused).
+        crop: ``"center"`` (torchvision's ``CenterCrop`` offsets) or ``"random"`` (a uniform
+            offset per sample, keyed like every draw).
+        buckets: the buckets of ``size=None``: ``"sdxl"`` or a list of ``(height, width)``.
+        min_visible: geometry keeping less of its area becomes invalid.
+
+    The resize: scale ``max(th / h, tw / w)``; the side that sets it becomes its target
+    exactly, the other ``max(t, round_half_up(side * scale))`` (integers); Pillow BILINEAR
+    (antialiased) on the whole image, then the ``th x tw`` window — exactly Pillow's resize
+    followed by the crop.
+    """
+
+    name = "ResizeCrop"
+
+    def __init__(self, size: int | Sequence[int] | None = None, crop: str = "center",
+                 buckets: BucketSpec = "sdxl", min_visible: float = 0.25) -> None:
+        self.size = None if size is None else pair(size, "size", self.name)
+        if crop not in ("center", "random"):
+            raise UserError(f"{self.name}: crop must be 'center' or 'random', got {crop!r}")
+        self.crop = crop
+        self.buckets = bucket_list(buckets, who=self.name)
+        self.random_draws = 2 if crop == "random" else 0
+        self.min_visible = check_min_visible(min_visible, self.name)
+
+    def targets(self, sizes: np.ndarray) -> np.ndarray:
+        """Each sample's target (B, 2): ``size``, or its bucket."""
+        if self.size is not None:
+            return np.broadcast_to(np.asarray(self.size, np.int64), sizes.shape).copy()
+        return np.asarray(self.buckets, np.int64)[assign(sizes, self.buckets)]
+
+    def windows(self, sizes: np.ndarray, u: np.ndarray | None) -> Params:
+        targets = self.targets(sizes)
+        if len(targets) and not (targets == targets[0]).all():
+            found = sorted({tuple(int(v) for v in t) for t in targets})
+            raise UserError(f"{self.name}(size=None): the samples of one batch fall in "
+                            f"different buckets {found} — batch them with "
+                            "npu_data.BucketBatchSampler (one bucket per batch) or give size=")
+        full = cover_sizes(sizes, targets)
+        if u is None:
+            offsets = center_offsets(full, targets)
+        else:
+            room = full - targets
+            offsets = np.minimum(np.floor(u[:, :2] * (room + 1)), room).astype(np.int64)
+        return window_params(sizes, full, offsets, targets)
+
+    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
+        return self.targets(np.asarray(sizes, np.int64).reshape(-1, 2))
+
+    def __repr__(self) -> str:
+        size = self.size if self.size is not None else f"None, buckets={list(self.buckets)}"
+        return f"{self.name}(size={size}, crop={self.crop!r})"
