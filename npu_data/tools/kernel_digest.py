@@ -29,6 +29,12 @@ _CROPS = [((0, 0, 300, 400), (224, 224)), ((13, 7, 257, 91), (61, 37)),
           ((5, 9, 280, 60), (31, 300)), ((100, 200, 16, 16), (16, 16))]
 
 
+# windows of whole resizes (ResizeCrop): box -> (full_h, full_w), window (top, left, out_h, out_w)
+_WINDOWS = [((0, 0, 300, 400), (250, 333), (10, 50, 224, 224)),
+            ((13, 7, 257, 91), (512, 181), (100, 5, 224, 160)),
+            ((0, 0, 300, 400), (1024, 1365), (400, 600, 64, 300))]
+
+
 def _images(rng: np.random.Generator, b: int, h: int, w: int) -> torch.Tensor:
     noise = rng.integers(0, 256, size=(b, 3, h, w), dtype=np.uint8)
     ramp = np.broadcast_to((np.arange(w) * 255 // max(w - 1, 1)).astype(np.uint8), (h, w))
@@ -51,6 +57,14 @@ def _crop_cases(ops: Any, images: torch.Tensor) -> Iterator[tuple[str, torch.Ten
         out = torch.empty(images.shape[0], 3, oh, ow, dtype=torch.uint8)
         ops.resized_crop_list(hwc, boxes, oh, ow, rule, out)
         yield f"resized_crop_list {box}->{oh}x{ow}", out
+    for box, (fh, fw), (top, left, oh, ow) in _WINDOWS:
+        boxes = torch.tensor([box] * images.shape[0], dtype=torch.int64)
+        windows = torch.tensor([[top, left, fh, fw]] * images.shape[0], dtype=torch.int64)
+        yield (f"resized_crop window {box}->{fh}x{fw} at {top},{left}",
+               ops.resized_crop(images, boxes, oh, ow, rule, windows))
+        out = torch.empty(images.shape[0], 3, oh, ow, dtype=torch.uint8)
+        ops.resized_crop_list(hwc, boxes, oh, ow, rule, out, windows)
+        yield f"resized_crop_list window {box}->{fh}x{fw} at {top},{left}", out
 
 
 def _colour_cases(ops: Any, images: torch.Tensor, rng: np.random.Generator
