@@ -17,7 +17,7 @@ import numpy as np
 import orjson
 
 from npu_data.annotations.table import SAMPLE_TEXT
-from npu_data.errors import UserError
+from npu_data.errors import DataCorruption, UserError
 from npu_data.kinds.base import Kind
 from npu_data.kinds.registry import KINDS, kinds_named
 
@@ -102,22 +102,33 @@ def dumps(obj: Any) -> bytes:
 
 
 def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The manifest of dataset folder ``path``; UserError if missing, corrupt or too new."""
+    """The manifest of dataset folder ``path``, validated (``shards.schema``); a one-line
+    UserError if missing, corrupt, hostile or too new."""
+    from npu_data.common.paths import inside, read_regular
+    from npu_data.shards.schema import MAX_MANIFEST_BYTES
+
     root = Path(path)
     mf = root / MANIFEST
     if not root.is_dir():
         raise UserError(f"{root}: no such dataset folder — run `npu-data import EXPORT --out {root}` first")
-    if not mf.is_file():
+    if not mf.exists():
         raise UserError(f"{mf}: missing — the import did not finish; run `npu-data import EXPORT "
                         f"--out {root} --resume` (or import again)")
     try:
-        manifest = orjson.loads(mf.read_bytes())
+        data = read_regular(inside(root, MANIFEST), MAX_MANIFEST_BYTES)
+    except OSError as exc:
+        raise UserError(f"{mf}: cannot read ({exc.strerror}) — check the file's permissions"
+                        ) from None
+    return parse_manifest(data, str(mf))
+
+
+def parse_manifest(data: bytes, where: str) -> dict[str, Any]:
+    """The manifest in ``data`` (the bytes of ``where``), parsed and validated."""
+    from npu_data.shards.schema import validate_manifest
+
+    try:
+        manifest = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise UserError(f"{mf}: corrupt manifest ({exc}) — import the dataset again") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
-        raise UserError(f"{mf}: not an npu-data shard manifest — point at a folder made by "
-                        "`npu-data import`")
-    if int(manifest.get("version", 0)) > FORMAT_VERSION:
-        raise UserError(f"{mf}: format version {manifest.get('version')} is newer than this "
-                        f"npu-data reads ({FORMAT_VERSION}) — upgrade npu-data")
-    return manifest
+        raise DataCorruption(f"{where}: corrupt manifest ({exc}) — import the dataset again"
+                             ) from None
+    return validate_manifest(manifest, where)

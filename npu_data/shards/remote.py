@@ -54,8 +54,10 @@ from npu_data.annotations.redact import redact_text, redact_url
 from npu_data.common.atomic import atomic_write_bytes, fsync_dir
 from npu_data.common.cache import cache_root
 from npu_data.common.hashing import file_sha256
+from npu_data.common.paths import inside
 from npu_data.errors import DataCorruption, UserError
-from npu_data.shards.format import MANIFEST, read_manifest
+from npu_data.shards.format import MANIFEST, parse_manifest
+from npu_data.shards.schema import MAX_MANIFEST_BYTES
 
 T = TypeVar("T")
 
@@ -285,23 +287,51 @@ class RemoteStore(RemoteFolder):
         return state
 
     def _fetch_manifest(self) -> dict[str, Any]:
+        """The remote manifest, read (at most ``MAX_MANIFEST_BYTES``) and validated
+        (``shards.schema``: every name one safe path component) before anything is written;
+        then kept as ``manifest.json`` in the cache folder."""
         with self._remote(MANIFEST) as (fs, rpath):
-            data = fs.cat_file(rpath)
-        self.root.mkdir(parents=True, exist_ok=True)
-        local = self.root / MANIFEST
-        if not local.is_file() or local.read_bytes() != data:
-            atomic_write_bytes(local, data)
+            with fs.open(rpath, "rb") as src:
+                data = src.read(MAX_MANIFEST_BYTES + 1)
+        if len(data) > MAX_MANIFEST_BYTES:
+            raise self._user(f"{self.shown}/{MANIFEST}: larger than {MAX_MANIFEST_BYTES} "
+                             "bytes — refused (not a manifest npu-data wrote)", DataCorruption)
         try:
-            return read_manifest(self.root)
+            manifest = parse_manifest(data, f"{self.shown}/{MANIFEST}")
         except UserError as exc:
-            raise self._user(f"{self.shown}/{MANIFEST}: {str(exc).split(': ', 1)[-1]}"
-                             ) from None
+            raise self._user(str(exc), type(exc)) from None
+        with self._os_errors(self.root):
+            self.root.mkdir(parents=True, exist_ok=True)
+            local = inside(self.root, MANIFEST)
+            if not local.is_file() or local.read_bytes() != data:
+                atomic_write_bytes(local, data)
+        return manifest
+
+    @contextlib.contextmanager
+    def _os_errors(self, path: Path) -> Iterator[None]:
+        """An OSError of the cache (full disk, read-only, permissions) as one line naming
+        the cache folder and the fix."""
+        try:
+            yield
+        except OSError as exc:
+            from npu_data.common.oserrors import os_error
+
+            raise os_error(exc, path, "pass a cache folder on a writable disk with free space "
+                           "(cache_dir / --cache-dir)") from None
+
+    def _folder(self, name: str) -> Path:
+        """Shard ``name``'s cache folder, proven inside the cache (``common.paths.inside``)."""
+        return inside(self.root, name, where=f"{self.shown}/{MANIFEST}")
+
+    def _file(self, name: str, fname: str) -> Path:
+        """File ``fname`` of shard ``name`` in the cache, proven inside it."""
+        return inside(self.root, name, fname, where=f"{self.shown}/{MANIFEST}")
 
     # --- locks and state ------------------------------------------------------------------
     @contextlib.contextmanager
     def _lock(self, name: str, mode: int) -> Iterator[bool]:
-        path = self.root / ".locks" / f"{name}.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        (self.root / ".locks").mkdir(parents=True, exist_ok=True)
+        path = inside(self.root / ".locks", f"{name}.lock")
         with _LOCK_FDS_GUARD:  # no fork between the open and the record
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
             _LOCK_FDS.add(fd)
@@ -319,7 +349,7 @@ class RemoteStore(RemoteFolder):
                     os.close(fd)  # releases the lock
 
     def _state(self, name: str) -> Path:
-        return self.root / ".state" / f"{name}.json"
+        return inside(self.root / ".state", f"{name}.json")
 
     def _complete(self, name: str) -> bool:
         st = self._state(name)
@@ -339,32 +369,37 @@ class RemoteStore(RemoteFolder):
         return file_sha256(path, CHUNK) == meta["sha256"]
 
     def _bad_files(self, name: str, full: bool) -> list[str]:
-        folder = self.root / name
         return [f for f, meta in self._listing[name].items()
-                if not self._file_ok(folder / f, meta, full)]
+                if not self._file_ok(self._file(name, f), meta, full)]
 
     # --- download --------------------------------------------------------------------------
     def _write(self, name: str, fname: str, blocks: Iterable[bytes]) -> bool:
         """Write ``blocks`` as file ``fname`` of shard ``name``: temp name, hashed, fsynced and
         renamed into place when size and sha256 match the manifest (else False, nothing kept)."""
         meta = self._listing[name][fname]
-        folder = self.root / name
-        tmp = folder / f".{fname}.{os.getpid()}.tmp"
+        final = self._file(name, fname)
+        tmp = inside(final.parent, f".{fname}.{os.getpid()}.tmp")
+        want = int(meta["size"])
         h = hashlib.sha256()
         size = 0
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o666)
         try:
-            with open(tmp, "wb") as dst:
+            with os.fdopen(fd, "wb") as dst:
                 for block in blocks:
+                    size += len(block)
+                    if size > want:  # a store sending more than the manifest says: stop
+                        break
                     h.update(block)
                     dst.write(block)
-                    size += len(block)
                 dst.flush()
                 os.fsync(dst.fileno())
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        if size == int(meta["size"]) and h.hexdigest() == meta["sha256"]:
-            os.replace(tmp, folder / fname)
+        if size == want and h.hexdigest() == meta["sha256"]:
+            os.replace(tmp, final)
             return True
         tmp.unlink(missing_ok=True)
         return False
@@ -391,31 +426,37 @@ class RemoteStore(RemoteFolder):
         """Files ``fnames`` of shard ``name``: the small ones requested concurrently (one
         round trip for the ~100 column files on an async file system such as s3fs), the large
         ones streamed; each checked and renamed into place on its own (a kill keeps them)."""
-        small = [f for f in fnames if int(self._listing[name][f]["size"]) <= SMALL]
+        sizes = self._listing[name]
+        small = [f for f in fnames if 0 < int(sizes[f]["size"]) <= SMALL]
         big = [f for f in fnames if f not in small]
         if small:
-            got = self._cat_many([f"{name}/{f}" for f in small])
+            got = self._cat_many([f"{name}/{f}" for f in small],
+                                 [int(sizes[f]["size"]) for f in small])
             for fname, data in zip(small, got, strict=True):
                 if not self._write(name, fname, [data]):
                     self._stream(name, fname)
         for fname in big:
             self._stream(name, fname)
 
-    def _cat_many(self, whats: list[str]) -> list[bytes]:
+    def _cat_many(self, whats: list[str], sizes: list[int]) -> list[bytes]:
         """The remote files ``whats`` (relative to the URL), requested concurrently where the
-        file system is asynchronous (s3fs, gcsfs, ...)."""
+        file system is asynchronous (s3fs, gcsfs, ...); each at most one byte more than its
+        size in ``sizes`` (the manifest's, > 0: a store that sends more is caught by the size
+        check, never buffered whole)."""
         with self._remote(whats[0]) as (fs, _):
             paths = [f"{self._rpath.rstrip('/')}/{w}" for w in whats]
             if getattr(fs, "async_impl", False):
                 from fsspec.asyn import sync
 
                 async def cat_all() -> list[Any]:
-                    return await asyncio.gather(*(fs._cat_file(p) for p in paths),
+                    return await asyncio.gather(*(fs._cat_file(p, start=0, end=n + 1)
+                                                  for p, n in zip(paths, sizes, strict=True)),
                                                 return_exceptions=True)
 
                 got = sync(fs.loop, cat_all)
             else:
-                got = [fs.cat_file(p) for p in paths]
+                got = [fs.cat_file(p, start=0, end=n + 1)
+                       for p, n in zip(paths, sizes, strict=True)]
         for what, data in zip(whats, got, strict=True):
             if isinstance(data, BaseException):
                 raise self._error(what, data) from None
@@ -423,8 +464,9 @@ class RemoteStore(RemoteFolder):
 
     def _repair(self, name: str) -> None:
         """Under the shard's exclusive lock: every listed file present and checked."""
-        folder = self.root / name
+        folder = self._folder(name)
         folder.mkdir(parents=True, exist_ok=True)
+        folder = self._folder(name)  # again: now that it exists, proven a folder inside
         for stale in folder.glob(".*.tmp"):  # left by a killed download
             stale.unlink(missing_ok=True)
         full = self.cache_check == "sha256" or not self._complete(name)
@@ -432,7 +474,7 @@ class RemoteStore(RemoteFolder):
         if bad:
             self._state(name).unlink(missing_ok=True)
         for fname in bad:
-            (folder / fname).unlink(missing_ok=True)
+            self._file(name, fname).unlink(missing_ok=True)
         if bad:
             self._download(name, bad)
         fsync_dir(folder)
@@ -444,7 +486,7 @@ class RemoteStore(RemoteFolder):
         """Shard ``k`` present and checked in the cache; ``opener(folder)`` runs under the
         shard's shared lock (so no other process evicts it before it is mapped)."""
         name = self.manifest["shards"][k]["name"]
-        folder = self.root / name
+        folder = self._folder(name)
         full = self.cache_check == "sha256"
         for _ in range(3):
             with self._lock(name, fcntl.LOCK_SH):
@@ -453,7 +495,7 @@ class RemoteStore(RemoteFolder):
                     self._checked.add(name)
                     self._touch(name)
                     return opener(folder)
-            with self._lock(name, fcntl.LOCK_EX):
+            with self._lock(name, fcntl.LOCK_EX), self._os_errors(folder):
                 self._repair(name)
                 self._touch(name)
             self.evict(keep=name)
@@ -470,7 +512,7 @@ class RemoteStore(RemoteFolder):
 
         def where(k: int) -> tuple[str, Path, dict[str, Any]]:
             name = self.manifest["shards"][k]["name"]
-            return name, self.root / name / fname, self._listing[name][fname]
+            return name, self._file(name, fname), self._listing[name][fname]
 
         for k in ks:
             name, path, meta = where(k)
@@ -482,15 +524,18 @@ class RemoteStore(RemoteFolder):
             return [out[k] for k in ks]
         with self._lock(f".{fname}", fcntl.LOCK_EX):  # one batch per node; the others wait
             missing = [k for k in missing if not self._file_ok(where(k)[1], where(k)[2], False)]
-            got = dict(zip(missing, self._cat_many([f"{where(k)[0]}/{fname}" for k in missing])
+            missing = [k for k in missing if int(where(k)[2]["size"]) > 0]
+            got = dict(zip(missing, self._cat_many([f"{where(k)[0]}/{fname}" for k in missing],
+                                                   [int(where(k)[2]["size"]) for k in missing])
                            if missing else [], strict=True))
         for k in ks:
             if k in out:
                 continue
             name, path, meta = where(k)
-            with self._lock(name, fcntl.LOCK_EX):
+            with self._lock(name, fcntl.LOCK_EX), self._os_errors(path.parent):
                 if not self._file_ok(path, meta, full):
                     path.parent.mkdir(parents=True, exist_ok=True)
+                    path = self._file(name, fname)  # the folder now exists: proven again
                     path.unlink(missing_ok=True)
                     if k not in got or not self._write(name, fname, [got[k]]):
                         self._stream(name, fname)
@@ -560,12 +605,21 @@ class RemoteStore(RemoteFolder):
                     if not got:  # another process is checking or mapping it
                         continue
                     self._state(n).unlink(missing_ok=True)
-                    shutil.rmtree(self.root / n, ignore_errors=True)
+                    self._remove(n)
                     self._checked.discard(n)
                     self._prefetched.discard(n)
                 total -= self._bytes[n]
                 removed.append(n)
         return removed
+
+    def _remove(self, name: str) -> None:
+        """Delete shard ``name``'s cache folder: a link planted in its place is unlinked (what
+        it points at is never touched), a folder removed only once proven inside the cache."""
+        entry = self.root / name
+        if entry.is_symlink():
+            entry.unlink()
+        elif entry.is_dir():
+            shutil.rmtree(self._folder(name), ignore_errors=True)
 
     def shard_bytes(self, k: int) -> int:
         """Bytes of shard ``k``'s files (manifest sizes)."""
