@@ -6,6 +6,7 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from npu_data.annotations.table import AnnotationTable
 from npu_data.errors import UserError
@@ -121,20 +122,23 @@ def run(args: argparse.Namespace) -> int:
     """Run the import and print a summary; under torchrun the ranks split the shards
     (``shards.distributed_import``), ``--out URL`` uploads the result (``shards.upload``)."""
     group = import_group()
+    target = None
     try:
-        return _run(args, group)
+        if is_url(args.out):
+            from npu_data.shards.remote import endpoint_options
+            from npu_data.shards.upload import UrlTarget
+
+            target = UrlTarget(args.out, args.resume, group,
+                               endpoint_options(args.storage_endpoint))
+        return _run(args, group, target)
     finally:
+        if target is not None:
+            target.close()  # the URL's lease and the staging lock
         leave(group)
 
 
-def _run(args: argparse.Namespace, group: Group) -> int:
-    target = None
-    if is_url(args.out):
-        from npu_data.shards.remote import endpoint_options
-        from npu_data.shards.upload import UrlTarget
-
-        target = UrlTarget(args.out, args.resume, group,
-                           endpoint_options(args.storage_endpoint))
+def _run(args: argparse.Namespace, group: Group, target: Any) -> int:
+    if target is not None:
         args = target.local_args(args)  # --out: the staging folder
         group = replace(group, shared=False)  # one staging folder per node
     if args.max_download_mb <= 0 or args.download_timeout <= 0:
