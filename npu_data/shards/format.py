@@ -9,15 +9,13 @@ See docs/format.md for the full description. Everything is plain little-endian d
 from __future__ import annotations
 
 import io
-import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 
 from npu_data.annotations.table import SAMPLE_TEXT
-from npu_data.errors import DataCorruption, UserError
+from npu_data.errors import UserError
 from npu_data.kinds.base import Kind
 from npu_data.kinds.registry import KINDS, kinds_named
 
@@ -99,36 +97,3 @@ def column_file(column: str) -> str:
 def dumps(obj: Any) -> bytes:
     """Deterministic compact JSON bytes (sorted keys, trailing newline)."""
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS) + b"\n"
-
-
-def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The manifest of dataset folder ``path``, validated (``shards.schema``); a one-line
-    UserError if missing, corrupt, hostile or too new."""
-    from npu_data.common.paths import inside, read_regular
-    from npu_data.shards.schema import MAX_MANIFEST_BYTES
-
-    root = Path(path)
-    mf = root / MANIFEST
-    if not root.is_dir():
-        raise UserError(f"{root}: no such dataset folder — run `npu-data import EXPORT --out {root}` first")
-    if not mf.exists():
-        raise UserError(f"{mf}: missing — the import did not finish; run `npu-data import EXPORT "
-                        f"--out {root} --resume` (or import again)")
-    try:
-        data = read_regular(inside(root, MANIFEST), MAX_MANIFEST_BYTES)
-    except OSError as exc:
-        raise UserError(f"{mf}: cannot read ({exc.strerror}) — check the file's permissions"
-                        ) from None
-    return parse_manifest(data, str(mf))
-
-
-def parse_manifest(data: bytes, where: str) -> dict[str, Any]:
-    """The manifest in ``data`` (the bytes of ``where``), parsed and validated."""
-    from npu_data.shards.schema import validate_manifest
-
-    try:
-        manifest = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise DataCorruption(f"{where}: corrupt manifest ({exc}) — import the dataset again"
-                             ) from None
-    return validate_manifest(manifest, where)

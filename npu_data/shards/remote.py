@@ -56,8 +56,8 @@ from npu_data.common.cache import cache_root
 from npu_data.common.hashing import file_sha256
 from npu_data.common.paths import inside
 from npu_data.errors import DataCorruption, UserError
-from npu_data.shards.format import MANIFEST, parse_manifest
-from npu_data.shards.schema import MAX_MANIFEST_BYTES
+from npu_data.shards.format import MANIFEST
+from npu_data.shards.schema import MAX_MANIFEST_BYTES, parse_manifest
 
 T = TypeVar("T")
 

@@ -13,11 +13,15 @@ key (docs/format.md, "Validation").
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from typing import Any, NoReturn
 
+import orjson
+
 from npu_data.annotations.table import SAMPLE_TEXT
-from npu_data.common.paths import unsafe_reason
+from npu_data.common.paths import inside, read_regular, unsafe_reason
 from npu_data.errors import DataCorruption, UserError
 from npu_data.kinds.registry import KINDS
 from npu_data.shards.format import (
@@ -27,6 +31,7 @@ from npu_data.shards.format import (
     FORMAT_VERSION,
     INDEX,
     INDEX_DTYPE,
+    MANIFEST,
     column_file,
     column_schema,
 )
@@ -214,3 +219,31 @@ def _rows_fit(c: _Checker, size: int, rows: int, itemsize: int, key: str, fname:
     if not body + _NPY_HEADER[0] <= size <= body + _NPY_HEADER[1]:
         c.fail(key, f"({rows - (fname != INDEX)}) disagrees with the size of {fname} "
                f"({size} bytes)")
+
+
+def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The manifest of dataset folder ``path``, validated (``shards.schema``); a one-line
+    UserError if missing, corrupt, hostile or too new."""
+    root = Path(path)
+    mf = root / MANIFEST
+    if not root.is_dir():
+        raise UserError(f"{root}: no such dataset folder — run `npu-data import EXPORT --out {root}` first")
+    if not mf.exists():
+        raise UserError(f"{mf}: missing — the import did not finish; run `npu-data import EXPORT "
+                        f"--out {root} --resume` (or import again)")
+    try:
+        data = read_regular(inside(root, MANIFEST), MAX_MANIFEST_BYTES)
+    except OSError as exc:
+        raise UserError(f"{mf}: cannot read ({exc.strerror}) — check the file's permissions"
+                        ) from None
+    return parse_manifest(data, str(mf))
+
+
+def parse_manifest(data: bytes, where: str) -> dict[str, Any]:
+    """The manifest in ``data`` (the bytes of ``where``), parsed and validated."""
+    try:
+        manifest = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise DataCorruption(f"{where}: corrupt manifest ({exc}) — import the dataset again"
+                             ) from None
+    return validate_manifest(manifest, where)
