@@ -23,12 +23,13 @@ _FIXES = {
 def os_error(exc: OSError, path: str | os.PathLike[str] | None = None,
              fix: str = "") -> UserError:
     """``exc`` as one line: the file it concerns (``exc.filename``, else ``path``), what the
-    system said, what to do about it (by errno) and ``fix`` (e.g. "then rerun with
-    --resume")."""
+    system said, what to do about it (by errno), then ``fix`` (e.g. "then rerun with
+    --resume", "or choose another --out folder")."""
     where = exc.filename if exc.filename is not None else path
-    what = _FIXES.get(exc.errno or 0)
+    shown = Path(os.fsdecode(where)) if where is not None else "a file"
     text = exc.strerror or str(exc) or type(exc).__name__
-    parts = [f"{Path(os.fsdecode(where)) if where is not None else 'a file'}: {text}"]
-    tail = " or ".join(p for p in ((what.split(": ", 1)[1] if what else ""), fix) if p)
-    line = f"{parts[0]} — {tail}" if tail else parts[0]
+    what = _FIXES.get(exc.errno or 0, "")
+    what = what.split(": ", 1)[1] if what else ""
+    tail = ", ".join(p for p in (what, fix) if p)
+    line = f"{shown}: {text}" + (f" — {tail}" if tail else "")
     return UserError(" ".join(line.split()))

@@ -69,7 +69,7 @@ class _Shard:
         except FileNotFoundError:
             raise DataCorruption(f"{path}: missing — {self.fix}") from None
         except OSError as exc:
-            raise os_error(exc, path, self.fix) from None
+            raise os_error(exc, path) from None
 
     @property
     def data(self) -> np.ndarray:
@@ -80,7 +80,7 @@ class _Shard:
             except FileNotFoundError:
                 raise DataCorruption(f"{path}: missing — {self.fix}") from None
             except OSError as exc:
-                raise os_error(exc, path, self.fix) from None
+                raise os_error(exc, path) from None
             with os.fdopen(fd, "rb") as fh:
                 size = os.fstat(fh.fileno()).st_size
                 if size != int(self.files[DATA]["size"]):

@@ -316,8 +316,8 @@ class RemoteStore(RemoteFolder):
         except OSError as exc:
             from npu_data.common.oserrors import os_error
 
-            raise os_error(exc, path, "pass a cache folder on a writable disk with free space "
-                           "(cache_dir / --cache-dir)") from None
+            raise os_error(exc, path, "or pass a cache folder on a writable disk with free "
+                           "space (cache_dir / --cache-dir)") from None
 
     def _folder(self, name: str) -> Path:
         """Shard ``name``'s cache folder, proven inside the cache (``common.paths.inside``)."""
@@ -330,11 +330,12 @@ class RemoteStore(RemoteFolder):
     # --- locks and state ------------------------------------------------------------------
     @contextlib.contextmanager
     def _lock(self, name: str, mode: int) -> Iterator[bool]:
-        (self.root / ".locks").mkdir(parents=True, exist_ok=True)
-        path = inside(self.root / ".locks", f"{name}.lock")
-        with _LOCK_FDS_GUARD:  # no fork between the open and the record
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-            _LOCK_FDS.add(fd)
+        with self._os_errors(self.root):
+            (self.root / ".locks").mkdir(parents=True, exist_ok=True)
+            path = inside(self.root / ".locks", f"{name}.lock")
+            with _LOCK_FDS_GUARD:  # no fork between the open and the record
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+                _LOCK_FDS.add(fd)
         try:
             try:
                 fcntl.flock(fd, mode)

@@ -210,8 +210,8 @@ class UrlTarget:
                 lockfile, f"{self.url}: another import on this machine is writing it (it "
                 f"holds {lockfile}) — wait for it to finish"))
         except OSError as exc:
-            raise os_error(exc, lockfile.parent, "set NPU_DATA_CACHE to a writable folder"
-                           ) from None
+            raise os_error(exc, lockfile.parent, "or set NPU_DATA_CACHE to a writable "
+                           "folder") from None
         lease = Lease(self.folder)
         lease.acquire()
         self._held.callback(lease.release)

@@ -369,7 +369,7 @@ def write_dataset(source: Any, out_dir: str | os.PathLike[str],
             except UserError as exc:
                 error = str(exc)
             except OSError as exc:
-                error = str(os_error(exc, out, "choose another --out folder"))
+                error = str(os_error(exc, out, "or choose another --out folder"))
         group.agree(error)  # every rank waits for the prepared folder, or stops with its error
         try:
             return _write_all(table, out, o, group, src, tix, fp)

@@ -395,7 +395,7 @@ def wds_to_table(paths: Iterable[str], media_dir: str | os.PathLike[str],
             if not path.is_file() or path.stat().st_size != len(smp.image):
                 atomic_write_bytes(path, smp.image)
         except OSError as exc:
-            raise os_error(exc, media, "free space or pass another --out") from None
+            raise os_error(exc, media, "or pass another --out") from None
         anns.append(smp.annotations)
         refs.append(str(path))
         where.append(smp._replace(image=b""))
