@@ -134,11 +134,15 @@ def check_text(cols: dict[str, np.ndarray], name: str, runs: int) -> None:
         raise Damaged(column_file(f"{name}.offsets"), f"the offsets {why}")
 
 
+Vocab = tuple[list[str], dict[str, list[str]]]  # the manifest's controls and labels
+
+
 def check_group(group: str, kind: Kind | None, cols: dict[str, np.ndarray], samples: int,
-                sizes: np.ndarray) -> None:
+                sizes: np.ndarray, vocab: Vocab | None = None) -> None:
     """``Damaged`` unless the columns ``cols`` of ``group`` fit together for ``samples``
     samples of image sizes ``sizes`` ((samples, 2) height, width): offsets, row counts,
-    text and nested offsets, and the kind's own rule (``Kind.stored_problem``)."""
+    text and nested offsets, control and label ids inside the manifest's ``vocab``
+    (controls, labels per control), and the kind's own rule (``Kind.stored_problem``)."""
     if kind is None:  # a per-sample text column (image_ref, data_json)
         check_text(cols, group, samples)
         return
@@ -158,9 +162,35 @@ def check_group(group: str, kind: Kind | None, cols: dict[str, np.ndarray], samp
         why = offsets_problem(cols[f"{n}.{nest.offsets}"], rows, len(cols[f"{n}.{nest.values}"]))
         if why is not None:
             raise Damaged(column_file(f"{n}.{nest.offsets}"), f"the offsets {why}")
+    if vocab is not None:
+        _check_ids(n, cols, vocab)
     why = kind.stored_problem(lambda c: cols[c], sizes)
     if why is not None:
         raise Damaged(column_file(f"{n}.*"), why)
+
+
+def _check_ids(n: str, cols: dict[str, np.ndarray], vocab: Vocab) -> None:
+    """Control ids name one of the manifest's controls (or -1: none); label ids one of that
+    control's labels (or -1)."""
+    controls, labels = vocab
+    if f"{n}.control" not in cols:
+        return
+    ctrl = np.asarray(cols[f"{n}.control"], np.int64)
+    bad = (ctrl < -1) | (ctrl >= len(controls))
+    if bad.any():
+        r = int(np.flatnonzero(bad)[0])
+        raise Damaged(column_file(f"{n}.control"), f"row {r} names control {int(ctrl[r])}, "
+                      f"the manifest lists {len(controls)}")
+    if f"{n}.label" not in cols:
+        return
+    lab = np.asarray(cols[f"{n}.label"], np.int64)
+    known = [len(labels[c]) if c in labels else np.iinfo(np.int64).max for c in controls]
+    limit = np.asarray([*known, 0], np.int64)[ctrl]  # control -1: no labels
+    bad = (lab < -1) | ((lab >= 0) & (lab >= limit))
+    if bad.any():
+        r = int(np.flatnonzero(bad)[0])
+        raise Damaged(column_file(f"{n}.label"), f"row {r} names label {int(lab[r])}, its "
+                      "control has fewer")
 
 
 TEXT_GROUPS = tuple(SAMPLE_TEXT)

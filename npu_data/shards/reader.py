@@ -42,8 +42,9 @@ class _Shard:
     entry; ``fix``: what a message tells the user to do about a damaged file."""
 
     def __init__(self, root: Path, entry: dict[str, Any], max_pixels: int = MAX_PIXELS,
-                 fix: str = "") -> None:
+                 fix: str = "", vocab: checks.Vocab | None = None) -> None:
         self.root = root
+        self.vocab = vocab
         self.files: dict[str, Any] = entry["files"]
         self.samples = int(entry["samples"])
         self.fix = fix or (f"run `npu-data verify {root.parent}` and import the dataset again")
@@ -113,7 +114,7 @@ class _Shard:
         cols = {c: self._open(column_file(c), dt, shape) for c, (dt, shape) in spec.items()}
         kind = BY_NAME.get(group)
         self._checked(lambda: checks.check_group(group, kind, cols, self.samples,
-                                                 self.sizes()))
+                                                 self.sizes(), self.vocab))
         self._cols.update(cols)
 
     def check_all(self, groups: Sequence[str]) -> None:
@@ -174,6 +175,7 @@ class ShardDataset:
         self.labels: dict[str, list[str]] = self.manifest["labels"]
         self.controls: list[str] = self.manifest["controls"]
         self.store: str = self.manifest["store"]
+        self._vocab: checks.Vocab = (self.controls, self.labels)
         # the kinds with rows: only these appear in samples and batches
         self.kinds: tuple[Kind, ...] = dataset_kinds(self.manifest, str(self.path / MANIFEST))
         counts = np.array([s["samples"] for s in self.manifest["shards"]], dtype=np.int64)
@@ -213,11 +215,12 @@ class ShardDataset:
             entry = self.manifest["shards"][k]
             if self._remote is None:
                 sh = self._shards[k] = _Shard(inside(self.path, self._names[k]), entry,
-                                              self.max_pixels)
+                                              self.max_pixels, vocab=self._vocab)
             else:  # downloaded and checked into the node-local cache, then mapped
                 files, fix = list(entry["files"]), self._remote_fix()
                 sh = self._shards[k] = self._remote.fetch(
-                    k, lambda p: _Shard(p, entry, self.max_pixels, fix).preload(files))
+                    k, lambda p: _Shard(p, entry, self.max_pixels, fix, self._vocab
+                                        ).preload(files))
                 self._remote.trim(self._shards)
         return sh
 

@@ -68,7 +68,8 @@ def verify_dataset(path: str | os.PathLike[str],
                 if not why.endswith("sha256 differs from the manifest") or fname == INDEX:
                     bad_files.add(fname)
         if not bad_files & {DATA, INDEX}:
-            problems.extend(_check_structure(folder, sh, bad_files, start, max_pixels))
+            problems.extend(_check_structure(folder, sh, bad_files, start, max_pixels,
+                                             (manifest["controls"], manifest["labels"])))
         start += int(sh["samples"])
     return problems
 
@@ -94,7 +95,7 @@ def _file_problem(folder: Path, fname: str, meta: dict[str, Any]) -> str | None:
 
 
 def _check_structure(folder: Path, sh: dict[str, Any], bad_files: set[str], start: int,
-                     max_pixels: int) -> list[Problem]:
+                     max_pixels: int, vocab: checks.Vocab) -> list[Problem]:
     """The shard's structure (``shards.checks``), then each sample's crc32."""
     name, samples, files = sh["name"], int(sh["samples"]), sh["files"]
     try:
@@ -113,7 +114,7 @@ def _check_structure(folder: Path, sh: dict[str, Any], bad_files: set[str], star
             cols = {c: checks.open_npy(folder / column_file(c), dt, shape,
                                        files[column_file(c)]["size"])
                     for c, (dt, shape) in spec.items()}
-            checks.check_group(group, BY_NAME.get(group), cols, samples, sizes)
+            checks.check_group(group, BY_NAME.get(group), cols, samples, sizes, vocab)
         except checks.Damaged as exc:
             out.append(Problem(name, str(exc)))
     return out + _check_samples(folder, name, index, start)
