@@ -12,8 +12,8 @@ from npu_data.annotations.table import AnnotationTable
 from npu_data.errors import UserError
 from npu_data.shards.distributed_import import Group, import_group, leave
 from npu_data.shards.format import REJECTED
-from npu_data.shards.remote import is_url
 from npu_data.shards.source import image_options
+from npu_data.shards.storage import is_url
 from npu_data.shards.writer import WriteOptions, write_dataset
 
 NAME = "import"
@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     target = None
     try:
         if is_url(args.out):
-            from npu_data.shards.remote import endpoint_options
+            from npu_data.shards.storage import endpoint_options
             from npu_data.shards.upload import UrlTarget
 
             target = UrlTarget(args.out, args.resume, group,

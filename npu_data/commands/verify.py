@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from npu_data.errors import DataCorruption
-from npu_data.shards.remote import RemoteStore, add_remote_arguments, endpoint_options, is_url
+from npu_data.shards.remote import RemoteStore
+from npu_data.shards.storage import add_remote_arguments, endpoint_options, is_url
 from npu_data.shards.verify import Problem, verify_dataset
 
 NAME = "verify"

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from npu_data.errors import UserError
-from npu_data.shards.remote import RemoteFolder
+from npu_data.shards.storage import RemoteFolder
 
 LEASE = ".npu-data-import.lease"
 TTL = 600.0  # seconds a lease lasts unless renewed

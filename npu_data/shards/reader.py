@@ -156,7 +156,7 @@ class ShardDataset:
                  storage_options: dict[str, Any] | None = None,
                  cache_check: str = "sha256", prefetch: int = 2,
                  max_pixels: int = MAX_PIXELS) -> None:
-        from npu_data.shards import remote
+        from npu_data.shards import remote, storage
 
         if isinstance(max_pixels, bool) or not isinstance(max_pixels, int) or max_pixels < 1:
             raise UserError(f"max_pixels={max_pixels!r}: the most pixels a stored image may "
@@ -164,7 +164,7 @@ class ShardDataset:
         self.max_pixels = max_pixels
 
         self._remote: remote.RemoteStore | None = None
-        if remote.is_url(path):
+        if storage.is_url(path):
             self._remote = remote.RemoteStore(str(path), cache_dir, cache_limit,
                                               storage_options, cache_check, prefetch)
             self.path = self._remote.root

@@ -1,5 +1,6 @@
 """Remote datasets: a shard folder on object storage (any fsspec URL) read through a
-node-local cache of verified shard files.
+node-local cache of verified shard files (storage access: ``shards.storage``; the checked
+downloads: ``shards.download``; this module: the cache, its locks, eviction and prefetch).
 
 ``ShardDataset("s3://bucket/prefix", cache_dir=..., cache_limit="50GB")`` hands its URL to
 a ``RemoteStore``, which
@@ -35,36 +36,30 @@ system (rebuilt lazily in each DataLoader worker).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
-import hashlib
 import os
 import re
 import shutil
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
 
-from npu_data.annotations.redact import redact_text, redact_url
 from npu_data.common.atomic import atomic_write_bytes, fsync_dir
 from npu_data.common.cache import cache_root
 from npu_data.common.hashing import file_sha256
 from npu_data.common.paths import inside
 from npu_data.errors import DataCorruption, UserError
+from npu_data.shards.download import CHUNK, ShardDownloads
 from npu_data.shards.format import MANIFEST
 from npu_data.shards.schema import MAX_MANIFEST_BYTES, parse_manifest
 
 T = TypeVar("T")
 
-ENDPOINT_VARS = ("NPU_DATA_S3_ENDPOINT", "AWS_ENDPOINT_URL")
-SECRET_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-CHUNK = 8 << 20
-SMALL = 16 << 20  # files up to this size are fetched whole, concurrently
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
           "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20,
           "gib": 1 << 30, "tib": 1 << 40}
@@ -86,11 +81,6 @@ def _close_inherited_locks() -> None:
 os.register_at_fork(after_in_child=_close_inherited_locks)
 
 
-def is_url(path: Any) -> bool:
-    """True for ``scheme://...`` strings (s3://, gs://, memory://, file://, ...)."""
-    return isinstance(path, str) and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path) is not None
-
-
 def parse_bytes(limit: int | str | None) -> int | None:
     """``cache_limit`` in bytes: an int, or a string such as ``"50GB"``, ``"1.5TiB"``."""
     if limit is None or isinstance(limit, int):
@@ -104,152 +94,7 @@ def parse_bytes(limit: int | str | None) -> int | None:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
-def endpoint_options(endpoint: str | None) -> dict[str, Any]:
-    """fsspec storage options naming an S3-compatible ``endpoint`` (the CLI's
-    ``--storage-endpoint``); empty for None (then the environment's, see ENDPOINT_VARS)."""
-    return {"client_kwargs": {"endpoint_url": endpoint}} if endpoint else {}
-
-
-def add_remote_arguments(p: Any) -> None:
-    """``--cache-dir`` and ``--storage-endpoint`` of the commands that read a dataset URL."""
-    p.add_argument("--cache-dir", default=None,
-                   help="node-local cache of a URL's shards (default: the user's npu-data "
-                        "cache, remote/)")
-    p.add_argument("--storage-endpoint", default=None,
-                   help=f"S3-compatible endpoint of the URL (MinIO, Huawei OBS; default: "
-                        f"${ENDPOINT_VARS[0]}, else ${ENDPOINT_VARS[1]})")
-
-
-def option_secrets(options: dict[str, Any]) -> list[str]:
-    """The credential values of fsspec storage options (``key``, ``secret``, ``token``, ...,
-    top level or in ``client_kwargs``), to blank out of messages."""
-    out = [os.environ.get(v, "") for v in SECRET_VARS]
-    for key in ("key", "secret", "token", "password", "sas_token", "account_key",
-                "connection_string", "aws_access_key_id", "aws_secret_access_key",
-                "aws_session_token"):
-        for where in (options, options.get("client_kwargs") or {}):
-            if isinstance(where, dict) and isinstance(where.get(key), str):
-                out.append(where[key])
-    return [v for v in out if len(v) >= 4]
-
-
-def clean(text: Any, options: dict[str, Any]) -> str:
-    """``text`` as a message may show it: URLs redacted (``redact_text``) and the storage
-    options' credential values blanked."""
-    text = redact_text(text)
-    for secret in option_secrets(options):
-        text = text.replace(secret, "***")
-    return text
-
-
-def _with_endpoint(url: str, options: dict[str, Any]) -> dict[str, Any]:
-    opts = dict(options)
-    if not url.lower().startswith(("s3://", "s3a://")):
-        return opts
-    client = dict(opts.get("client_kwargs") or {})
-    if "endpoint_url" not in client and "endpoint_url" not in opts:
-        env = next((os.environ[v] for v in ENDPOINT_VARS if os.environ.get(v)), None)
-        if env:
-            client["endpoint_url"] = env
-            opts["client_kwargs"] = client
-    return opts
-
-
-class RemoteFolder:
-    """A folder URL on an fsspec file system (endpoint from the options or the environment),
-    with errors that name the URL and never the credentials. Pickles without its file system."""
-
-    def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
-        self.url = url.rstrip("/")
-        self.storage_options = _with_endpoint(self.url, storage_options or {})
-        user = self.url.partition("://")[2].partition("/")[0].rpartition("@")[0]
-        if ":" in user and not self.url.lower().startswith(("http://", "https://")):
-            raise UserError(f"{self.shown}: credentials do not belong in the URL — set them in "
-                            "the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), a "
-                            "profile (AWS_PROFILE) or storage_options key/secret")
-        self._fs: Any = None
-        self._fs_pid = 0
-        self._rpath = ""
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_fs"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-
-    @property
-    def shown(self) -> str:
-        """The URL as messages name it (user info and a signed query redacted)."""
-        return redact_url(self.url)
-
-    def _user(self, message: str, kind: type[UserError] = UserError) -> UserError:
-        """A one-line error of ``kind`` whose text is cleaned of every credential."""
-        return kind(clean(" ".join(message.split()), self.storage_options))
-
-    def ident(self) -> str:
-        """A short key of the URL and the endpoint (the same bucket on two stores differs)."""
-        ep = (self.storage_options.get("client_kwargs") or {}).get("endpoint_url", "")
-        return hashlib.sha256(f"{self.url}\n{ep}".rstrip("\n").encode()).hexdigest()[:16]
-
-    # --- remote access -------------------------------------------------------------------
-    def _filesystem(self) -> tuple[Any, str]:
-        if self._fs is None or self._fs_pid != os.getpid():  # never reuse one across a fork
-            try:
-                import fsspec
-            except ImportError:
-                raise self._user(f"{self.shown}: remote datasets need fsspec — pip install "
-                                 "'npu-data[s3]'") from None
-            try:
-                self._fs, self._rpath = fsspec.core.url_to_fs(self.url, **self.storage_options)
-                self._fs_pid = os.getpid()
-            except ImportError as exc:
-                raise self._user(f"{self.shown}: no file system for this URL "
-                                 f"({self._clean(exc)}) — pip install 'npu-data[s3]' (s3fs) "
-                                 "or the fsspec backend of the scheme") from None
-            except Exception as exc:  # noqa: BLE001 - a backend's set-up error, one line
-                raise self._user(f"{self.shown}: {type(exc).__name__}: {self._clean(exc)} — "
-                                 "use an fsspec URL such as s3://bucket/prefix") from None
-        return self._fs, self._rpath
-
-    def _clean(self, exc: BaseException) -> str:
-        """The exception's first line, with every credential value blanked out."""
-        text = clean(str(exc).strip(), self.storage_options)  # before cutting: whole URLs
-        return " ".join(text.split())[:300] or type(exc).__name__
-
-    def _endpoint(self) -> str:
-        ep = (self.storage_options.get("client_kwargs") or {}).get("endpoint_url") \
-            or self.storage_options.get("endpoint_url")
-        return f" (endpoint {redact_url(ep)})" if ep else ""
-
-    def _error(self, what: str, exc: BaseException) -> UserError:
-        where = f"{self.shown}/{what}"
-        if isinstance(exc, FileNotFoundError):
-            return self._user(f"{where}: not found{self._endpoint()} — check the bucket and "
-                              "prefix (upload the folder written by `npu-data import`, "
-                              "manifest.json last) and the endpoint (storage_options "
-                              f"client_kwargs endpoint_url or {ENDPOINT_VARS[0]})")
-        if isinstance(exc, PermissionError):
-            return self._user(f"{where}: access denied{self._endpoint()} — check the "
-                              "credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or "
-                              "storage_options key/secret) and the bucket policy")
-        return self._user(f"{where}: cannot read{self._endpoint()}: {type(exc).__name__}: "
-                          f"{self._clean(exc)} — check the endpoint, the network and the "
-                          "credentials")
-
-    @contextlib.contextmanager
-    def _remote(self, what: str) -> Iterator[tuple[Any, str]]:
-        fs, rpath = self._filesystem()
-        try:
-            yield fs, f"{rpath.rstrip('/')}/{what}"
-        except UserError:
-            raise
-        except Exception as exc:
-            raise self._error(what, exc) from None
-
-
-class RemoteStore(RemoteFolder):
+class RemoteStore(ShardDownloads):
     """One remote dataset URL and its node-local cache folder (see the module docstring)."""
 
     def __init__(self, url: str, cache_dir: str | os.PathLike[str] | None = None,
@@ -372,96 +217,6 @@ class RemoteStore(RemoteFolder):
     def _bad_files(self, name: str, full: bool) -> list[str]:
         return [f for f, meta in self._listing[name].items()
                 if not self._file_ok(self._file(name, f), meta, full)]
-
-    # --- download --------------------------------------------------------------------------
-    def _write(self, name: str, fname: str, blocks: Iterable[bytes]) -> bool:
-        """Write ``blocks`` as file ``fname`` of shard ``name``: temp name, hashed, fsynced and
-        renamed into place when size and sha256 match the manifest (else False, nothing kept)."""
-        meta = self._listing[name][fname]
-        final = self._file(name, fname)
-        tmp = inside(final.parent, f".{fname}.{os.getpid()}.tmp")
-        want = int(meta["size"])
-        h = hashlib.sha256()
-        size = 0
-        tmp.unlink(missing_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o666)
-        try:
-            with os.fdopen(fd, "wb") as dst:
-                for block in blocks:
-                    size += len(block)
-                    if size > want:  # a store sending more than the manifest says: stop
-                        break
-                    h.update(block)
-                    dst.write(block)
-                dst.flush()
-                os.fsync(dst.fileno())
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        if size == want and h.hexdigest() == meta["sha256"]:
-            os.replace(tmp, final)
-            return True
-        tmp.unlink(missing_ok=True)
-        return False
-
-    def _stream(self, name: str, fname: str) -> None:
-        """One file, streamed in ``CHUNK`` blocks; a mismatch is retried once."""
-        for _ in range(2):
-            with self._remote(f"{name}/{fname}") as (fs, rpath):
-                fs.invalidate_cache(rpath)  # no stale size/ETag from an earlier listing
-                with fs.open(rpath, "rb") as src:
-                    if self._write(name, fname, iter(lambda: src.read(CHUNK), b"")):
-                        return
-        raise self._mismatch(name, fname)
-
-    def _mismatch(self, name: str, fname: str) -> DataCorruption:
-        err = self._user(
-            f"{self.shown}/{name}/{fname}: the remote file's size or sha256 differs from the "
-            f"manifest ({self._listing[name][fname]['size']} bytes) — the upload is incomplete "
-            "or corrupt: upload the dataset folder again (manifest.json last)", DataCorruption)
-        assert isinstance(err, DataCorruption)
-        return err
-
-    def _download(self, name: str, fnames: list[str]) -> None:
-        """Files ``fnames`` of shard ``name``: the small ones requested concurrently (one
-        round trip for the ~100 column files on an async file system such as s3fs), the large
-        ones streamed; each checked and renamed into place on its own (a kill keeps them)."""
-        sizes = self._listing[name]
-        small = [f for f in fnames if 0 < int(sizes[f]["size"]) <= SMALL]
-        big = [f for f in fnames if f not in small]
-        if small:
-            got = self._cat_many([f"{name}/{f}" for f in small],
-                                 [int(sizes[f]["size"]) for f in small])
-            for fname, data in zip(small, got, strict=True):
-                if not self._write(name, fname, [data]):
-                    self._stream(name, fname)
-        for fname in big:
-            self._stream(name, fname)
-
-    def _cat_many(self, whats: list[str], sizes: list[int]) -> list[bytes]:
-        """The remote files ``whats`` (relative to the URL), requested concurrently where the
-        file system is asynchronous (s3fs, gcsfs, ...); each at most one byte more than its
-        size in ``sizes`` (the manifest's, > 0: a store that sends more is caught by the size
-        check, never buffered whole)."""
-        with self._remote(whats[0]) as (fs, _):
-            paths = [f"{self._rpath.rstrip('/')}/{w}" for w in whats]
-            if getattr(fs, "async_impl", False):
-                from fsspec.asyn import sync
-
-                async def cat_all() -> list[Any]:
-                    return await asyncio.gather(*(fs._cat_file(p, start=0, end=n + 1)
-                                                  for p, n in zip(paths, sizes, strict=True)),
-                                                return_exceptions=True)
-
-                got = sync(fs.loop, cat_all)
-            else:
-                got = [fs.cat_file(p, start=0, end=n + 1)
-                       for p, n in zip(paths, sizes, strict=True)]
-        for what, data in zip(whats, got, strict=True):
-            if isinstance(data, BaseException):
-                raise self._error(what, data) from None
-        return got
 
     def _repair(self, name: str) -> None:
         """Under the shard's exclusive lock: every listed file present and checked."""

@@ -33,7 +33,7 @@ from npu_data.errors import UserError
 from npu_data.shards.distributed_import import Group
 from npu_data.shards.format import MANIFEST, shard_name
 from npu_data.shards.lease import LEASE, Lease
-from npu_data.shards.remote import RemoteFolder
+from npu_data.shards.storage import RemoteFolder
 
 JOURNAL = ".upload.jsonl"
 

@@ -16,7 +16,7 @@ import pytest
 from npu_data import cli
 from npu_data.errors import UserError
 from npu_data.shards.lease import LEASE, Lease
-from npu_data.shards.remote import RemoteFolder
+from npu_data.shards.storage import RemoteFolder
 from tests.shards.conftest import BUCKET
 from tests.shards.export_maker import make_export
 

@@ -14,7 +14,7 @@ import pytest
 from npu_data import cli
 from npu_data.common.oserrors import os_error
 from npu_data.errors import UserError
-from npu_data.shards import remote, writer
+from npu_data.shards import download, writer
 from npu_data.shards.reader import ShardDataset
 from tests.shards.export_maker import make_export
 
@@ -88,7 +88,7 @@ def test_cache_permission_denied(tmp_path: Path, export: Path,
         return real_open(path, flags, *args, **kwargs)
 
     ds = ShardDataset(f"file://{src}", cache_dir=tmp_path / "cache")
-    monkeypatch.setattr(remote.os, "open", denied)
+    monkeypatch.setattr(download.os, "open", denied)
     with pytest.raises(UserError) as err:
         ds[0]
     msg = str(err.value)

@@ -89,7 +89,7 @@ def shown(url: str) -> str:
 
 def _why(exc: BaseException, access: TarAccess | None = None) -> str:
     """``exc`` in one short line, with URLs redacted and credential values blanked."""
-    from npu_data.shards.remote import clean
+    from npu_data.shards.storage import clean
 
     text = " ".join(str(exc).split())[:300] or type(exc).__name__
     return clean(text, access.storage_options if access is not None else {})
@@ -263,12 +263,12 @@ class _Pipe(_Capped):
 
 
 def _s3(url: str, access: TarAccess) -> Any:
-    from npu_data.shards.remote import _with_endpoint  # the endpoint as remote datasets get it
+    from npu_data.shards.storage import with_endpoint  # as remote datasets get it
 
     try:
         import fsspec
         fs, path = fsspec.core.url_to_fs(url, skip_instance_cache=True,
-                                         **_with_endpoint(url, access.storage_options))
+                                         **with_endpoint(url, access.storage_options))
         size = int(fs.size(path))
         if size > access.max_download_bytes:
             raise UserError(f"{shown(url)}: {size} bytes is larger than the cap of "
