@@ -13,13 +13,13 @@ raises a ``Damaged`` with the reason; the callers add the file and the fix
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from npu_data.annotations.table import SAMPLE_TEXT
 from npu_data.common.paths import open_regular
 from npu_data.common.ragged import offsets_problem
 from npu_data.kinds.base import Kind
@@ -118,9 +118,10 @@ def _record(rec: Any) -> str:
                                                     "channels", "encoding"))
 
 
+@functools.cache
 def group_columns(group: str) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
     """The stored columns of ``group`` (a kind's name, or a per-sample text column such as
-    ``image_ref``): column -> (dtype, trailing shape)."""
+    ``image_ref``): column -> (dtype, trailing shape); cached, not to be changed."""
     schema = column_schema()
     return {c: (np.dtype(s["dtype"]), tuple(s["shape"])) for c, s in schema.items()
             if c.split(".", 1)[0] == group}
@@ -192,5 +193,3 @@ def _check_ids(n: str, cols: dict[str, np.ndarray], vocab: Vocab) -> None:
         raise Damaged(column_file(f"{n}.label"), f"row {r} names label {int(lab[r])}, its "
                       "control has fewer")
 
-
-TEXT_GROUPS = tuple(SAMPLE_TEXT)

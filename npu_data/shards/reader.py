@@ -117,11 +117,6 @@ class _Shard:
                                                  self.sizes(), self.vocab))
         self._cols.update(cols)
 
-    def check_all(self, groups: Sequence[str]) -> None:
-        """Open and check ``groups`` now (``verify``)."""
-        for group in groups:
-            self._open_group(group)
-
     def preload(self, files: Sequence[str]) -> _Shard:
         """Map every file now: a remote cache may evict (unlink) them later, open maps stay."""
         self.data  # noqa: B018
