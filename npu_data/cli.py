@@ -66,6 +66,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # a full disk, a read-only folder, permissions: one line
+        from npu_data.annotations.redact import redact_text
+        from npu_data.common.oserrors import os_error
+
+        print(f"error: {redact_text(os_error(exc))}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

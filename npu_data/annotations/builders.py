@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from npu_data.annotations.table import AnnotationTable, _offsets, _take_ranges
+from npu_data.annotations.table import AnnotationTable, _take_ranges
+from npu_data.common.ragged import offsets_of
 from npu_data.kinds.registry import BY_NAME
 
 
@@ -43,7 +44,7 @@ class Rows:
         out.fixed = {k: v[idx] for k, v in self.fixed.items()}
         for store, src in ((out.text, self.text), (out.nested, self.nested)):
             for k, (vals, lens) in src.items():
-                v, off = _take_ranges(vals, _offsets(lens), idx)
+                v, off = _take_ranges(vals, offsets_of(lens), idx)
                 store[k] = (v, np.diff(off))
         return out
 
@@ -75,7 +76,7 @@ class GroupBuilder:
             order = np.argsort(cat.sample, kind="stable")
             cat = cat.take(np.ones(len(cat), bool)) if order.size == 0 else _permute(cat, order)
         cols: dict[str, np.ndarray] = {
-            f"{g}.offsets": _offsets(np.bincount(cat.sample, minlength=num_samples)[:num_samples])
+            f"{g}.offsets": offsets_of(np.bincount(cat.sample, minlength=num_samples)[:num_samples])
         }
         for name, (dt, shape) in kind.fixed.items():
             col = cat.fixed.get(name)
@@ -85,13 +86,13 @@ class GroupBuilder:
         for name in kind.text:
             vals, lens = cat.text.get(name, (np.zeros(0, np.uint8), np.zeros(len(cat), np.int64)))
             cols[f"{g}.{name}.bytes"] = vals
-            cols[f"{g}.{name}.offsets"] = _offsets(lens)
+            cols[f"{g}.{name}.offsets"] = offsets_of(lens)
         for nest in kind.nested:
             vals, lens = cat.nested.get(
                 nest.values, (np.zeros((0, *nest.shape), nest.dtype), np.zeros(len(cat), np.int64))
             )
             cols[f"{g}.{nest.values}"] = vals.astype(nest.dtype, copy=False)
-            cols[f"{g}.{nest.offsets}"] = _offsets(lens)
+            cols[f"{g}.{nest.offsets}"] = offsets_of(lens)
         return cols
 
 
@@ -101,7 +102,7 @@ def _permute(rows: Rows, order: np.ndarray) -> Rows:
     out.fixed = {k: v[order] for k, v in rows.fixed.items()}
     for store, src in ((out.text, rows.text), (out.nested, rows.nested)):
         for k, (vals, lens) in src.items():
-            v, off = _take_ranges(vals, _offsets(lens), order)
+            v, off = _take_ranges(vals, offsets_of(lens), order)
             store[k] = (v, np.diff(off))
     return out
 
@@ -157,7 +158,7 @@ class SampleBuilder:
         for name, tparts in self.text.items():
             vals = np.concatenate([v for v, _ in tparts]) if tparts else np.zeros(0, np.uint8)
             lens = np.concatenate([ln for _, ln in tparts]) if tparts else np.zeros(0, np.int64)
-            cols[f"{name}.bytes"], cols[f"{name}.offsets"] = vals, _offsets(lens)
+            cols[f"{name}.bytes"], cols[f"{name}.offsets"] = vals, offsets_of(lens)
         return cols
 
 

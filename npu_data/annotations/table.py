@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from npu_data.common.ragged import offsets_of
 from npu_data.kinds.registry import KINDS
 from npu_data.kinds.relations import RELATION_DIRECTIONS as RELATION_DIRECTIONS  # re-export
 from npu_data.kinds.scalars import SCALAR_KINDS as SCALAR_KINDS  # re-export
@@ -41,11 +42,6 @@ def ranges_index(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return base + np.arange(total, dtype=np.int64)
 
 
-def _offsets(lengths: np.ndarray) -> np.ndarray:
-    out = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=out[1:])
-    return out
-
 
 def _take_ranges(
     values: np.ndarray, offsets: np.ndarray, rows: np.ndarray
@@ -53,7 +49,7 @@ def _take_ranges(
     """Values and new offsets of the variable-length items ``rows``."""
     starts = offsets[rows]
     lengths = offsets[rows + 1] - starts
-    return values[ranges_index(starts, lengths)], _offsets(lengths)
+    return values[ranges_index(starts, lengths)], offsets_of(lengths)
 
 
 @dataclass
@@ -111,7 +107,7 @@ class AnnotationTable:
             starts = off[idx]
             lengths = off[idx + 1] - starts
             rows = ranges_index(starts, lengths)
-            cols[f"{group}.offsets"] = _offsets(lengths)
+            cols[f"{group}.offsets"] = offsets_of(lengths)
             for name in kind.fixed:
                 cols[f"{group}.{name}"] = self.columns[f"{group}.{name}"][rows]
             for name in kind.text:
@@ -168,7 +164,7 @@ class TextColumnBuilder:
 
     def finish(self) -> tuple[np.ndarray, np.ndarray]:
         data = np.frombuffer(b"".join(self._parts), dtype=np.uint8).copy()
-        return data, _offsets(np.asarray(self._lengths, dtype=np.int64))
+        return data, offsets_of(np.asarray(self._lengths, dtype=np.int64))
 
 
 def empty_table(controls: list[str] | None = None,

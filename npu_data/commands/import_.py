@@ -6,13 +6,14 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from npu_data.annotations.table import AnnotationTable
 from npu_data.errors import UserError
 from npu_data.shards.distributed_import import Group, import_group, leave
 from npu_data.shards.format import REJECTED
-from npu_data.shards.remote import is_url
 from npu_data.shards.source import image_options
+from npu_data.shards.storage import is_url
 from npu_data.shards.writer import WriteOptions, write_dataset
 
 NAME = "import"
@@ -77,6 +78,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--download-timeout", type=float, default=30, metavar="S",
                    help="seconds to wait for a connect or a read of a download "
                         "(default: 30; a whole transfer gets 10x that)")
+    p.add_argument("--max-tar-member-mb", type=float, default=256, metavar="N",
+                   help="with WebDataset tars: refuse a tar with a member (or a sample's "
+                        "members together) over N MiB, before reading it (default: 256)")
     p.add_argument("--reject-out-of-range", action="store_true",
                    help="reject tasks with coordinates outside 0-100%% instead of clipping")
 
@@ -103,7 +107,8 @@ def _source(args: argparse.Namespace,
 
     out = Path(args.out)
     media = out.parent / f"{out.name}.wds-media"  # images unpacked from the tars, kept for resume
-    access = TarAccess(allow_download=hosts or (), timeout=args.download_timeout)
+    access = TarAccess(allow_download=hosts or (), timeout=args.download_timeout,
+                       max_member_bytes=max(1, int(args.max_tar_member_mb * (1 << 20))))
     return str(media), wds_to_table(tars, media, access)
 
 
@@ -121,24 +126,28 @@ def run(args: argparse.Namespace) -> int:
     """Run the import and print a summary; under torchrun the ranks split the shards
     (``shards.distributed_import``), ``--out URL`` uploads the result (``shards.upload``)."""
     group = import_group()
+    target = None
     try:
-        return _run(args, group)
+        if is_url(args.out):
+            from npu_data.shards.storage import endpoint_options
+            from npu_data.shards.upload import UrlTarget
+
+            target = UrlTarget(args.out, args.resume, group,
+                               endpoint_options(args.storage_endpoint))
+        return _run(args, group, target)
     finally:
+        if target is not None:
+            target.close()  # the URL's lease and the staging lock
         leave(group)
 
 
-def _run(args: argparse.Namespace, group: Group) -> int:
-    target = None
-    if is_url(args.out):
-        from npu_data.shards.remote import endpoint_options
-        from npu_data.shards.upload import UrlTarget
-
-        target = UrlTarget(args.out, args.resume, group,
-                           endpoint_options(args.storage_endpoint))
+def _run(args: argparse.Namespace, group: Group, target: Any) -> int:
+    if target is not None:
         args = target.local_args(args)  # --out: the staging folder
         group = replace(group, shared=False)  # one staging folder per node
-    if args.max_download_mb <= 0 or args.download_timeout <= 0:
-        raise UserError("--max-download-mb and --download-timeout must be positive")
+    if args.max_download_mb <= 0 or args.download_timeout <= 0 or args.max_tar_member_mb <= 0:
+        raise UserError("--max-download-mb, --download-timeout and --max-tar-member-mb must "
+                        "be positive")
     hosts = _download_hosts(args.allow_download)
     anchor, source = _source(args, hosts)
     images = image_options(anchor, images_root=args.images_root,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from npu_data.shards.reader import ShardDataset
-from npu_data.shards.remote import add_remote_arguments, endpoint_options, is_url
 from npu_data.shards.stats import dataset_stats
+from npu_data.shards.storage import add_remote_arguments, endpoint_options, is_url
 
 NAME = "inspect"
 HELP = "Summarise a dataset folder: samples, shards, bytes, labels, image sizes, result counts."

@@ -6,11 +6,13 @@ import argparse
 import sys
 
 from npu_data.errors import DataCorruption
-from npu_data.shards.remote import RemoteStore, add_remote_arguments, endpoint_options, is_url
+from npu_data.shards.remote import RemoteStore
+from npu_data.shards.storage import add_remote_arguments, endpoint_options, is_url
 from npu_data.shards.verify import Problem, verify_dataset
 
 NAME = "verify"
-HELP = "Check every file's size and sha256 and every sample's crc32 against the manifest."
+HELP = ("Check the manifest, every file's size, sha256 and structure, and every sample's "
+        "crc32 against it.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -159,6 +159,13 @@ class Kind:
             s[f"{n}.{c}"] = np.asarray(col(f"{n}.{c}")[a:b])
         return s
 
+    def stored_problem(self, col: Callable[[str], np.ndarray],
+                       sizes: np.ndarray) -> str | None:
+        """What is wrong with this kind's stored rows beyond their offsets and row counts
+        (checked by ``shards.checks`` before any read), read through ``col(name)``;
+        ``sizes``: (samples, 2) height, width of each sample's stored image. None: nothing."""
+        return None
+
     def nested_sample(self, nest: Nested, values: np.ndarray, offsets: np.ndarray,
                       hw: tuple[int, int]) -> dict[str, np.ndarray]:
         """The sample keys of one nested column: values and local offsets (start at 0)."""

@@ -7,7 +7,7 @@ size. Samples hold ``masks.mask (M, H, W) uint8``; collate pads to ``(B, M, Hmax
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,12 @@ _SIZE = ("height", "width")  # masks.height / masks.width: the image's, not in t
 
 
 def unpack_mask(bits: np.ndarray, h: int, w: int) -> np.ndarray:
-    """One (h, w) uint8 0/1 mask from its packed bits (``np.packbits`` of the row-major mask)."""
+    """One (h, w) uint8 0/1 mask from its packed bits (``np.packbits`` of the row-major mask);
+    ValueError when ``bits`` holds fewer than ``h * w`` bits (numpy would fill the rest with
+    whatever memory held)."""
+    if len(bits) * 8 < h * w:
+        raise ValueError(f"a mask of {h}x{w} needs {(h * w + 7) // 8} bytes of bits, "
+                         f"{len(bits)} stored")
     return np.unpackbits(bits, count=h * w).reshape(h, w)
 
 
@@ -118,6 +123,24 @@ class Masks(Kind):
 
     def sample_keys(self) -> list[str]:
         return [*(f"masks.{c}" for c in (*self.fixed, *self.text)), "masks.mask"]
+
+    def stored_problem(self, col: Callable[[str], np.ndarray],
+                       sizes: np.ndarray) -> str | None:
+        rows = row_sample(np.asarray(col("masks.offsets")))
+        hw = np.asarray(sizes, np.int64).reshape(-1, 2)[rows]
+        for axis, name in enumerate(_SIZE):
+            stored = np.asarray(col(f"masks.{name}"), np.int64)
+            if (stored != hw[:, axis]).any():
+                r = int(np.flatnonzero(stored != hw[:, axis])[0])
+                return (f"mask row {r} (sample {int(rows[r])}) is {int(stored[r])} pixels "
+                        f"{'high' if axis == 0 else 'wide'}, its image {int(hw[r, axis])}")
+        need = (hw[:, 0] * hw[:, 1] + 7) // 8  # (bit_offsets: checked to have rows + 1)
+        have = np.diff(np.asarray(col("masks.bit_offsets"), np.int64))
+        if (have != need).any():
+            r = int(np.flatnonzero(have != need)[0])
+            return (f"mask row {r} (sample {int(rows[r])}) stores {int(have[r])} bytes of "
+                    f"bits, its {int(hw[r, 0])}x{int(hw[r, 1])} image needs {int(need[r])}")
+        return None
 
     def nested_sample(self, nest: Nested, values: np.ndarray, offsets: np.ndarray,
                       hw: tuple[int, int]) -> dict[str, np.ndarray]:

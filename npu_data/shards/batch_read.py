@@ -10,6 +10,7 @@ or decoded arrays (encoded) for collate to copy once into the padded buffer.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, overload
 
@@ -21,6 +22,15 @@ from npu_data.errors import UserError
 from npu_data.kinds.base import Kind
 from npu_data.kinds.texts import CAPTION_OF, caption
 from npu_data.shards.format import ENC_JPEG, ENC_RAW
+
+
+def as_index(i: Any) -> int:
+    """``i`` as a sample index: an integer (Python or numpy); TypeError otherwise, as a list
+    raises (``ds[1.5]``, ``ds["1"]`` are mistakes, not sample 1)."""
+    try:
+        return operator.index(i)
+    except TypeError:
+        raise TypeError(f"dataset indices must be integers, not {type(i).__name__}") from None
 
 
 def sample_keys(kinds: Sequence[Kind]) -> list[str]:
@@ -53,7 +63,7 @@ class SampleBatch(ColumnBatch):
     def __init__(self, dataset: Shards, indices: Sequence[int]) -> None:
         self.dataset = dataset
         self.crop: CropPlan | None = getattr(indices, "crop", None)
-        self.indices = [int(i) for i in indices]
+        self.indices = [as_index(i) for i in indices]
         self._samples: list[Sample | None] = [None] * len(self.indices)
 
     def __len__(self) -> int:
@@ -94,7 +104,10 @@ def read_columns(ds: Shards, indices: Sequence[int],
                  lazy_jpeg: bool = False) -> BatchColumns:
     """Read samples ``indices`` of ``ds`` column-wise (the values ``ds[i]`` would hold);
     ``lazy_jpeg``: JPEG images stay ``EncodedImage`` (decoded by the reader's crop)."""
-    idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+    given = np.asarray(indices)
+    if given.size and given.dtype.kind not in "iu":
+        raise TypeError(f"dataset indices must be integers, not {given.dtype}")
+    idx = given.astype(np.int64).reshape(-1)
     n = len(ds)
     bad = np.flatnonzero((idx < -n) | (idx >= n))
     if len(bad):

@@ -9,8 +9,6 @@ See docs/format.md for the full description. Everything is plain little-endian d
 from __future__ import annotations
 
 import io
-import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -99,25 +97,3 @@ def column_file(column: str) -> str:
 def dumps(obj: Any) -> bytes:
     """Deterministic compact JSON bytes (sorted keys, trailing newline)."""
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS) + b"\n"
-
-
-def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The manifest of dataset folder ``path``; UserError if missing, corrupt or too new."""
-    root = Path(path)
-    mf = root / MANIFEST
-    if not root.is_dir():
-        raise UserError(f"{root}: no such dataset folder — run `npu-data import EXPORT --out {root}` first")
-    if not mf.is_file():
-        raise UserError(f"{mf}: missing — the import did not finish; run `npu-data import EXPORT "
-                        f"--out {root} --resume` (or import again)")
-    try:
-        manifest = orjson.loads(mf.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise UserError(f"{mf}: corrupt manifest ({exc}) — import the dataset again") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
-        raise UserError(f"{mf}: not an npu-data shard manifest — point at a folder made by "
-                        "`npu-data import`")
-    if int(manifest.get("version", 0)) > FORMAT_VERSION:
-        raise UserError(f"{mf}: format version {manifest.get('version')} is newer than this "
-                        f"npu-data reads ({FORMAT_VERSION}) — upgrade npu-data")
-    return manifest

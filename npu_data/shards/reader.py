@@ -4,65 +4,118 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from PIL import Image, ImageOps
 
+from npu_data.common.oserrors import os_error
+from npu_data.common.paths import inside, open_regular
 from npu_data.errors import DataCorruption, UserError
 from npu_data.kinds.base import Kind
+from npu_data.kinds.registry import BY_NAME
 from npu_data.kinds.texts import CAPTION_OF, caption
-from npu_data.shards.batch_read import SampleBatch
+from npu_data.shards import checks
+from npu_data.shards.batch_read import SampleBatch, as_index
 from npu_data.shards.format import (
     DATA,
     ENC_RAW,
     INDEX,
+    INDEX_DTYPE,
     MANIFEST,
     column_file,
     dataset_kinds,
-    read_manifest,
 )
+from npu_data.shards.images import MAX_PIXELS
+from npu_data.shards.schema import read_manifest
+
+T = TypeVar("T")
 
 
 class _Shard:
     """Lazily opened arrays of one shard: read-only memory maps, held as plain ndarray views
-    (slicing an ``np.memmap`` costs a subclass round trip per call)."""
+    (slicing an ``np.memmap`` costs a subclass round trip per call), each file checked when
+    it is opened (``shards.checks``): the index on opening the shard, a group's columns
+    together on the first use of any of them. ``entry``: the shard's (validated) manifest
+    entry; ``fix``: what a message tells the user to do about a damaged file."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, entry: dict[str, Any], max_pixels: int = MAX_PIXELS,
+                 fix: str = "", vocab: checks.Vocab | None = None) -> None:
         self.root = root
-        self.index: np.ndarray = self._load(INDEX)
+        self.vocab = vocab
+        self.files: dict[str, Any] = entry["files"]
+        self.samples = int(entry["samples"])
+        self.fix = fix or (f"run `npu-data verify {root.parent}` and import the dataset again")
+        self.index: np.ndarray = self._open(INDEX, INDEX_DTYPE, ())
+        data_size = int(self.files[DATA]["size"])
+        self._checked(lambda: checks.check_index(self.index, self.samples, data_size,
+                                                 max_pixels))
         self._data: np.ndarray | None = None
         self._cols: dict[str, np.ndarray] = {}
 
-    def _load(self, fname: str) -> np.ndarray:
-        path = self.root / fname
+    def _checked(self, check: Callable[[], T]) -> T:
         try:
-            return np.load(path, mmap_mode="r", allow_pickle=False).view(np.ndarray)
+            return check()
+        except checks.Damaged as exc:
+            raise DataCorruption(f"{self.root / exc.fname}: {exc.reason} — {self.fix}"
+                                 ) from None
+
+    def _open(self, fname: str, dtype: np.dtype, trailing: tuple[int, ...]) -> np.ndarray:
+        path = inside(self.root, fname)
+        size = self.files.get(fname, {}).get("size")
+        try:
+            return self._checked(lambda: checks.open_npy(path, dtype, trailing, size))
         except FileNotFoundError:
-            raise DataCorruption(f"{path}: missing — run `npu-data verify "
-                                 f"{self.root.parent}` and import again") from None
-        except ValueError as exc:
-            raise DataCorruption(f"{path}: unreadable ({exc}) — run `npu-data verify "
-                                 f"{self.root.parent}` and import again") from None
+            raise DataCorruption(f"{path}: missing — {self.fix}") from None
+        except OSError as exc:
+            raise os_error(exc, path) from None
 
     @property
     def data(self) -> np.ndarray:
         if self._data is None:
-            path = self.root / DATA
-            if not path.is_file():
-                raise DataCorruption(f"{path}: missing — import the dataset again")
-            size = path.stat().st_size
-            self._data = (np.memmap(path, dtype=np.uint8, mode="r").view(np.ndarray) if size
-                          else np.zeros(0, np.uint8))
+            path = inside(self.root, DATA)
+            try:
+                fd = open_regular(path)
+            except FileNotFoundError:
+                raise DataCorruption(f"{path}: missing — {self.fix}") from None
+            except OSError as exc:
+                raise os_error(exc, path) from None
+            with os.fdopen(fd, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size != int(self.files[DATA]["size"]):
+                    raise DataCorruption(f"{path}: has {size} bytes, the manifest says "
+                                         f"{self.files[DATA]['size']} — {self.fix}")
+                self._data = (np.memmap(fh, dtype=np.uint8, mode="r").view(np.ndarray)
+                              if size else np.zeros(0, np.uint8))
         return self._data
 
     def col(self, name: str) -> np.ndarray:
         arr = self._cols.get(name)
         if arr is None:
-            arr = self._cols[name] = self._load(column_file(name))
+            self._open_group(name.split(".", 1)[0])
+            arr = self._cols.get(name)
+            if arr is None:
+                raise DataCorruption(f"{self.root}: no column {name!r} in format version 1 "
+                                     f"— {self.fix}")
         return arr
+
+    def sizes(self) -> np.ndarray:
+        """(samples, 2) int64 height, width of every stored image."""
+        return np.stack([self.index["height"], self.index["width"]], axis=1).astype(np.int64)
+
+    def _open_group(self, group: str) -> None:
+        """Every column of ``group`` (a kind, or a per-sample text column) opened and
+        checked together (``checks.check_group``)."""
+        spec = checks.group_columns(group)
+        if not spec:
+            return
+        cols = {c: self._open(column_file(c), dt, shape) for c, (dt, shape) in spec.items()}
+        kind = BY_NAME.get(group)
+        self._checked(lambda: checks.check_group(group, kind, cols, self.samples,
+                                                 self.sizes(), self.vocab))
+        self._cols.update(cols)
 
     def preload(self, files: Sequence[str]) -> _Shard:
         """Map every file now: a remote cache may evict (unlink) them later, open maps stay."""
@@ -86,16 +139,27 @@ class ShardDataset:
     first use into a node-local cache (``cache_dir``, ``cache_limit``, ``storage_options``,
     ``cache_check``: see ``npu_data.shards.remote``) and ``self.path`` is that cache folder;
     ``prefetch`` shards are downloaded ahead of the reads (``prefetch(shards)``).
+
+    Nothing on disk is trusted: the manifest is validated on opening (``shards.schema``) and
+    each shard's files when the shard is opened (``shards.checks``); an image whose index
+    claims more than ``max_pixels`` pixels, or a size its encoded header does not have, is a
+    ``DataCorruption`` before any buffer of that size exists (docs/format.md, "Validation").
     """
 
     def __init__(self, path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None,
                  cache_limit: int | str | None = None,
                  storage_options: dict[str, Any] | None = None,
-                 cache_check: str = "sha256", prefetch: int = 2) -> None:
-        from npu_data.shards import remote
+                 cache_check: str = "sha256", prefetch: int = 2,
+                 max_pixels: int = MAX_PIXELS) -> None:
+        from npu_data.shards import remote, storage
+
+        if isinstance(max_pixels, bool) or not isinstance(max_pixels, int) or max_pixels < 1:
+            raise UserError(f"max_pixels={max_pixels!r}: the most pixels a stored image may "
+                            "claim, a positive integer")
+        self.max_pixels = max_pixels
 
         self._remote: remote.RemoteStore | None = None
-        if remote.is_url(path):
+        if storage.is_url(path):
             self._remote = remote.RemoteStore(str(path), cache_dir, cache_limit,
                                               storage_options, cache_check, prefetch)
             self.path = self._remote.root
@@ -106,6 +170,7 @@ class ShardDataset:
         self.labels: dict[str, list[str]] = self.manifest["labels"]
         self.controls: list[str] = self.manifest["controls"]
         self.store: str = self.manifest["store"]
+        self._vocab: checks.Vocab = (self.controls, self.labels)
         # the kinds with rows: only these appear in samples and batches
         self.kinds: tuple[Kind, ...] = dataset_kinds(self.manifest, str(self.path / MANIFEST))
         counts = np.array([s["samples"] for s in self.manifest["shards"]], dtype=np.int64)
@@ -142,13 +207,22 @@ class ShardDataset:
         """Shard ``k``'s lazily opened arrays."""
         sh = self._shards.get(k)
         if sh is None:
+            entry = self.manifest["shards"][k]
             if self._remote is None:
-                sh = self._shards[k] = _Shard(self.path / self._names[k])
+                sh = self._shards[k] = _Shard(inside(self.path, self._names[k]), entry,
+                                              self.max_pixels, vocab=self._vocab)
             else:  # downloaded and checked into the node-local cache, then mapped
-                files = list(self.manifest["shards"][k]["files"])
-                sh = self._shards[k] = self._remote.fetch(k, lambda p: _Shard(p).preload(files))
+                files, fix = list(entry["files"]), self._remote_fix()
+                sh = self._shards[k] = self._remote.fetch(
+                    k, lambda p: _Shard(p, entry, self.max_pixels, fix, self._vocab
+                                        ).preload(files))
                 self._remote.trim(self._shards)
         return sh
+
+    def _remote_fix(self) -> str:
+        assert self._remote is not None
+        return (f"the copy at {self._remote.shown} is damaged: upload the dataset folder "
+                "again (manifest.json last)")
 
     def prefetch(self, shards: Sequence[int]) -> None:
         """Shards about to be read, in order (a remote dataset downloads the next ones in the
@@ -161,10 +235,25 @@ class ShardDataset:
         ks = range(len(self._names))
         if self._remote is None:
             return [self.shard(k).index for k in ks]
-        got = self._remote.fetch_files(INDEX, [k for k in ks if k not in self._shards],
-                                       lambda p: np.load(p, mmap_mode="r", allow_pickle=False))
+        todo = [k for k in ks if k not in self._shards]
+        got = self._remote.fetch_files(INDEX, todo, self._open_index)
+        for k, index in zip(todo, got, strict=True):
+            entry = self.manifest["shards"][k]
+            try:
+                checks.check_index(index, int(entry["samples"]), int(entry["files"][DATA]["size"]),
+                                   self.max_pixels)
+            except checks.Damaged as exc:
+                raise DataCorruption(f"{self.path / self._names[k] / exc.fname}: {exc.reason} "
+                                     f"— {self._remote_fix()}") from None
         it = iter(got)
         return [self._shards[k].index if k in self._shards else next(it) for k in ks]
+
+    def _open_index(self, path: Path) -> np.ndarray:
+        """The index.npy at ``path`` (of a remote shard, downloaded alone), checked as a file."""
+        try:
+            return checks.open_npy(path, INDEX_DTYPE, ())
+        except checks.Damaged as exc:
+            raise DataCorruption(f"{path}: {exc.reason} — {self._remote_fix()}") from None
 
     def sizes(self) -> np.ndarray:
         """(N, 2) int64 (height, width) of every stored image, from the shard indices."""
@@ -180,14 +269,15 @@ class ShardDataset:
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        k, j = self.locate(int(i))
+        i = as_index(i)
+        k, j = self.locate(i)
         try:
-            return self._sample(k, j, int(i) % len(self))
+            return self._sample(k, j, i % len(self))
         except UserError:
             raise
         except Exception as exc:
             raise DataCorruption(f"{self.path / self._names[k]}: sample {j} (dataset index "
-                                 f"{int(i) % len(self)}) unreadable: {exc} — run `npu-data "
+                                 f"{i % len(self)}) unreadable: {exc} — run `npu-data "
                                  f"verify {self.path}`") from None
 
     def __getitems__(self, indices: Sequence[int]) -> SampleBatch:
@@ -204,10 +294,13 @@ class ShardDataset:
         if int(rec["encoding"]) == ENC_RAW:
             return buf.reshape(h, w, c)
         with Image.open(io.BytesIO(buf.tobytes())) as im:
+            if im.size not in ((w, h), (h, w)):  # before decoding: the header's own size
+                raise DataCorruption(f"{sh.root}: sample {j} is {im.size[0]}x{im.size[1]} "
+                                     f"pixels, its index says {w}x{h} — {sh.fix}")
             out = np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
         if out.shape != (h, w, c):
             raise DataCorruption(f"{sh.root}: sample {j} decodes to {out.shape}, index says "
-                                 f"{(h, w, c)} — import the dataset again")
+                                 f"{(h, w, c)} — {sh.fix}")
         return out
 
     def _sample(self, k: int, j: int, gi: int) -> dict[str, Any]:
@@ -220,3 +313,4 @@ class ShardDataset:
             s.update(kind.read_sample(sh.col, j, hw))
         s["caption"] = caption(s.get(CAPTION_OF, []))
         return s
+

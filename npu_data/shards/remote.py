@@ -1,5 +1,6 @@
 """Remote datasets: a shard folder on object storage (any fsspec URL) read through a
-node-local cache of verified shard files.
+node-local cache of verified shard files (storage access: ``shards.storage``; the checked
+downloads: ``shards.download``; this module: the cache, its locks, eviction and prefetch).
 
 ``ShardDataset("s3://bucket/prefix", cache_dir=..., cache_limit="50GB")`` hands its URL to
 a ``RemoteStore``, which
@@ -35,34 +36,30 @@ system (rebuilt lazily in each DataLoader worker).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
-import hashlib
 import os
 import re
 import shutil
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
 
-from npu_data.annotations.redact import redact_text, redact_url
 from npu_data.common.atomic import atomic_write_bytes, fsync_dir
 from npu_data.common.cache import cache_root
 from npu_data.common.hashing import file_sha256
+from npu_data.common.paths import inside
 from npu_data.errors import DataCorruption, UserError
-from npu_data.shards.format import MANIFEST, read_manifest
+from npu_data.shards.download import CHUNK, ShardDownloads
+from npu_data.shards.format import MANIFEST
+from npu_data.shards.schema import MAX_MANIFEST_BYTES, parse_manifest
 
 T = TypeVar("T")
 
-ENDPOINT_VARS = ("NPU_DATA_S3_ENDPOINT", "AWS_ENDPOINT_URL")
-SECRET_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-CHUNK = 8 << 20
-SMALL = 16 << 20  # files up to this size are fetched whole, concurrently
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
           "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20,
           "gib": 1 << 30, "tib": 1 << 40}
@@ -84,11 +81,6 @@ def _close_inherited_locks() -> None:
 os.register_at_fork(after_in_child=_close_inherited_locks)
 
 
-def is_url(path: Any) -> bool:
-    """True for ``scheme://...`` strings (s3://, gs://, memory://, file://, ...)."""
-    return isinstance(path, str) and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path) is not None
-
-
 def parse_bytes(limit: int | str | None) -> int | None:
     """``cache_limit`` in bytes: an int, or a string such as ``"50GB"``, ``"1.5TiB"``."""
     if limit is None or isinstance(limit, int):
@@ -102,152 +94,7 @@ def parse_bytes(limit: int | str | None) -> int | None:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
-def endpoint_options(endpoint: str | None) -> dict[str, Any]:
-    """fsspec storage options naming an S3-compatible ``endpoint`` (the CLI's
-    ``--storage-endpoint``); empty for None (then the environment's, see ENDPOINT_VARS)."""
-    return {"client_kwargs": {"endpoint_url": endpoint}} if endpoint else {}
-
-
-def add_remote_arguments(p: Any) -> None:
-    """``--cache-dir`` and ``--storage-endpoint`` of the commands that read a dataset URL."""
-    p.add_argument("--cache-dir", default=None,
-                   help="node-local cache of a URL's shards (default: the user's npu-data "
-                        "cache, remote/)")
-    p.add_argument("--storage-endpoint", default=None,
-                   help=f"S3-compatible endpoint of the URL (MinIO, Huawei OBS; default: "
-                        f"${ENDPOINT_VARS[0]}, else ${ENDPOINT_VARS[1]})")
-
-
-def option_secrets(options: dict[str, Any]) -> list[str]:
-    """The credential values of fsspec storage options (``key``, ``secret``, ``token``, ...,
-    top level or in ``client_kwargs``), to blank out of messages."""
-    out = [os.environ.get(v, "") for v in SECRET_VARS]
-    for key in ("key", "secret", "token", "password", "sas_token", "account_key",
-                "connection_string", "aws_access_key_id", "aws_secret_access_key",
-                "aws_session_token"):
-        for where in (options, options.get("client_kwargs") or {}):
-            if isinstance(where, dict) and isinstance(where.get(key), str):
-                out.append(where[key])
-    return [v for v in out if len(v) >= 4]
-
-
-def clean(text: Any, options: dict[str, Any]) -> str:
-    """``text`` as a message may show it: URLs redacted (``redact_text``) and the storage
-    options' credential values blanked."""
-    text = redact_text(text)
-    for secret in option_secrets(options):
-        text = text.replace(secret, "***")
-    return text
-
-
-def _with_endpoint(url: str, options: dict[str, Any]) -> dict[str, Any]:
-    opts = dict(options)
-    if not url.lower().startswith(("s3://", "s3a://")):
-        return opts
-    client = dict(opts.get("client_kwargs") or {})
-    if "endpoint_url" not in client and "endpoint_url" not in opts:
-        env = next((os.environ[v] for v in ENDPOINT_VARS if os.environ.get(v)), None)
-        if env:
-            client["endpoint_url"] = env
-            opts["client_kwargs"] = client
-    return opts
-
-
-class RemoteFolder:
-    """A folder URL on an fsspec file system (endpoint from the options or the environment),
-    with errors that name the URL and never the credentials. Pickles without its file system."""
-
-    def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
-        self.url = url.rstrip("/")
-        self.storage_options = _with_endpoint(self.url, storage_options or {})
-        user = self.url.partition("://")[2].partition("/")[0].rpartition("@")[0]
-        if ":" in user and not self.url.lower().startswith(("http://", "https://")):
-            raise UserError(f"{self.shown}: credentials do not belong in the URL — set them in "
-                            "the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), a "
-                            "profile (AWS_PROFILE) or storage_options key/secret")
-        self._fs: Any = None
-        self._fs_pid = 0
-        self._rpath = ""
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_fs"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-
-    @property
-    def shown(self) -> str:
-        """The URL as messages name it (user info and a signed query redacted)."""
-        return redact_url(self.url)
-
-    def _user(self, message: str, kind: type[UserError] = UserError) -> UserError:
-        """A one-line error of ``kind`` whose text is cleaned of every credential."""
-        return kind(clean(" ".join(message.split()), self.storage_options))
-
-    def ident(self) -> str:
-        """A short key of the URL and the endpoint (the same bucket on two stores differs)."""
-        ep = (self.storage_options.get("client_kwargs") or {}).get("endpoint_url", "")
-        return hashlib.sha256(f"{self.url}\n{ep}".rstrip("\n").encode()).hexdigest()[:16]
-
-    # --- remote access -------------------------------------------------------------------
-    def _filesystem(self) -> tuple[Any, str]:
-        if self._fs is None or self._fs_pid != os.getpid():  # never reuse one across a fork
-            try:
-                import fsspec
-            except ImportError:
-                raise self._user(f"{self.shown}: remote datasets need fsspec — pip install "
-                                 "'npu-data[s3]'") from None
-            try:
-                self._fs, self._rpath = fsspec.core.url_to_fs(self.url, **self.storage_options)
-                self._fs_pid = os.getpid()
-            except ImportError as exc:
-                raise self._user(f"{self.shown}: no file system for this URL "
-                                 f"({self._clean(exc)}) — pip install 'npu-data[s3]' (s3fs) "
-                                 "or the fsspec backend of the scheme") from None
-            except Exception as exc:  # noqa: BLE001 - a backend's set-up error, one line
-                raise self._user(f"{self.shown}: {type(exc).__name__}: {self._clean(exc)} — "
-                                 "use an fsspec URL such as s3://bucket/prefix") from None
-        return self._fs, self._rpath
-
-    def _clean(self, exc: BaseException) -> str:
-        """The exception's first line, with every credential value blanked out."""
-        text = clean(str(exc).strip(), self.storage_options)  # before cutting: whole URLs
-        return " ".join(text.split())[:300] or type(exc).__name__
-
-    def _endpoint(self) -> str:
-        ep = (self.storage_options.get("client_kwargs") or {}).get("endpoint_url") \
-            or self.storage_options.get("endpoint_url")
-        return f" (endpoint {redact_url(ep)})" if ep else ""
-
-    def _error(self, what: str, exc: BaseException) -> UserError:
-        where = f"{self.shown}/{what}"
-        if isinstance(exc, FileNotFoundError):
-            return self._user(f"{where}: not found{self._endpoint()} — check the bucket and "
-                              "prefix (upload the folder written by `npu-data import`, "
-                              "manifest.json last) and the endpoint (storage_options "
-                              f"client_kwargs endpoint_url or {ENDPOINT_VARS[0]})")
-        if isinstance(exc, PermissionError):
-            return self._user(f"{where}: access denied{self._endpoint()} — check the "
-                              "credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or "
-                              "storage_options key/secret) and the bucket policy")
-        return self._user(f"{where}: cannot read{self._endpoint()}: {type(exc).__name__}: "
-                          f"{self._clean(exc)} — check the endpoint, the network and the "
-                          "credentials")
-
-    @contextlib.contextmanager
-    def _remote(self, what: str) -> Iterator[tuple[Any, str]]:
-        fs, rpath = self._filesystem()
-        try:
-            yield fs, f"{rpath.rstrip('/')}/{what}"
-        except UserError:
-            raise
-        except Exception as exc:
-            raise self._error(what, exc) from None
-
-
-class RemoteStore(RemoteFolder):
+class RemoteStore(ShardDownloads):
     """One remote dataset URL and its node-local cache folder (see the module docstring)."""
 
     def __init__(self, url: str, cache_dir: str | os.PathLike[str] | None = None,
@@ -285,26 +132,55 @@ class RemoteStore(RemoteFolder):
         return state
 
     def _fetch_manifest(self) -> dict[str, Any]:
+        """The remote manifest, read (at most ``MAX_MANIFEST_BYTES``) and validated
+        (``shards.schema``: every name one safe path component) before anything is written;
+        then kept as ``manifest.json`` in the cache folder."""
         with self._remote(MANIFEST) as (fs, rpath):
-            data = fs.cat_file(rpath)
-        self.root.mkdir(parents=True, exist_ok=True)
-        local = self.root / MANIFEST
-        if not local.is_file() or local.read_bytes() != data:
-            atomic_write_bytes(local, data)
+            with fs.open(rpath, "rb") as src:
+                data = src.read(MAX_MANIFEST_BYTES + 1)
+        if len(data) > MAX_MANIFEST_BYTES:
+            raise self._user(f"{self.shown}/{MANIFEST}: larger than {MAX_MANIFEST_BYTES} "
+                             "bytes — refused (not a manifest npu-data wrote)", DataCorruption)
         try:
-            return read_manifest(self.root)
+            manifest = parse_manifest(data, f"{self.shown}/{MANIFEST}")
         except UserError as exc:
-            raise self._user(f"{self.shown}/{MANIFEST}: {str(exc).split(': ', 1)[-1]}"
-                             ) from None
+            raise self._user(str(exc), type(exc)) from None
+        with self._os_errors(self.root):
+            self.root.mkdir(parents=True, exist_ok=True)
+            local = inside(self.root, MANIFEST)
+            if not local.is_file() or local.read_bytes() != data:
+                atomic_write_bytes(local, data)
+        return manifest
+
+    @contextlib.contextmanager
+    def _os_errors(self, path: Path) -> Iterator[None]:
+        """An OSError of the cache (full disk, read-only, permissions) as one line naming
+        the cache folder and the fix."""
+        try:
+            yield
+        except OSError as exc:
+            from npu_data.common.oserrors import os_error
+
+            raise os_error(exc, path, "or pass a cache folder on a writable disk with free "
+                           "space (cache_dir / --cache-dir)") from None
+
+    def _folder(self, name: str) -> Path:
+        """Shard ``name``'s cache folder, proven inside the cache (``common.paths.inside``)."""
+        return inside(self.root, name, where=f"{self.shown}/{MANIFEST}")
+
+    def _file(self, name: str, fname: str) -> Path:
+        """File ``fname`` of shard ``name`` in the cache, proven inside it."""
+        return inside(self.root, name, fname, where=f"{self.shown}/{MANIFEST}")
 
     # --- locks and state ------------------------------------------------------------------
     @contextlib.contextmanager
     def _lock(self, name: str, mode: int) -> Iterator[bool]:
-        path = self.root / ".locks" / f"{name}.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with _LOCK_FDS_GUARD:  # no fork between the open and the record
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-            _LOCK_FDS.add(fd)
+        with self._os_errors(self.root):
+            (self.root / ".locks").mkdir(parents=True, exist_ok=True)
+            path = inside(self.root / ".locks", f"{name}.lock")
+            with _LOCK_FDS_GUARD:  # no fork between the open and the record
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+                _LOCK_FDS.add(fd)
         try:
             try:
                 fcntl.flock(fd, mode)
@@ -319,7 +195,7 @@ class RemoteStore(RemoteFolder):
                     os.close(fd)  # releases the lock
 
     def _state(self, name: str) -> Path:
-        return self.root / ".state" / f"{name}.json"
+        return inside(self.root / ".state", f"{name}.json")
 
     def _complete(self, name: str) -> bool:
         st = self._state(name)
@@ -339,92 +215,14 @@ class RemoteStore(RemoteFolder):
         return file_sha256(path, CHUNK) == meta["sha256"]
 
     def _bad_files(self, name: str, full: bool) -> list[str]:
-        folder = self.root / name
         return [f for f, meta in self._listing[name].items()
-                if not self._file_ok(folder / f, meta, full)]
-
-    # --- download --------------------------------------------------------------------------
-    def _write(self, name: str, fname: str, blocks: Iterable[bytes]) -> bool:
-        """Write ``blocks`` as file ``fname`` of shard ``name``: temp name, hashed, fsynced and
-        renamed into place when size and sha256 match the manifest (else False, nothing kept)."""
-        meta = self._listing[name][fname]
-        folder = self.root / name
-        tmp = folder / f".{fname}.{os.getpid()}.tmp"
-        h = hashlib.sha256()
-        size = 0
-        try:
-            with open(tmp, "wb") as dst:
-                for block in blocks:
-                    h.update(block)
-                    dst.write(block)
-                    size += len(block)
-                dst.flush()
-                os.fsync(dst.fileno())
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        if size == int(meta["size"]) and h.hexdigest() == meta["sha256"]:
-            os.replace(tmp, folder / fname)
-            return True
-        tmp.unlink(missing_ok=True)
-        return False
-
-    def _stream(self, name: str, fname: str) -> None:
-        """One file, streamed in ``CHUNK`` blocks; a mismatch is retried once."""
-        for _ in range(2):
-            with self._remote(f"{name}/{fname}") as (fs, rpath):
-                fs.invalidate_cache(rpath)  # no stale size/ETag from an earlier listing
-                with fs.open(rpath, "rb") as src:
-                    if self._write(name, fname, iter(lambda: src.read(CHUNK), b"")):
-                        return
-        raise self._mismatch(name, fname)
-
-    def _mismatch(self, name: str, fname: str) -> DataCorruption:
-        err = self._user(
-            f"{self.shown}/{name}/{fname}: the remote file's size or sha256 differs from the "
-            f"manifest ({self._listing[name][fname]['size']} bytes) — the upload is incomplete "
-            "or corrupt: upload the dataset folder again (manifest.json last)", DataCorruption)
-        assert isinstance(err, DataCorruption)
-        return err
-
-    def _download(self, name: str, fnames: list[str]) -> None:
-        """Files ``fnames`` of shard ``name``: the small ones requested concurrently (one
-        round trip for the ~100 column files on an async file system such as s3fs), the large
-        ones streamed; each checked and renamed into place on its own (a kill keeps them)."""
-        small = [f for f in fnames if int(self._listing[name][f]["size"]) <= SMALL]
-        big = [f for f in fnames if f not in small]
-        if small:
-            got = self._cat_many([f"{name}/{f}" for f in small])
-            for fname, data in zip(small, got, strict=True):
-                if not self._write(name, fname, [data]):
-                    self._stream(name, fname)
-        for fname in big:
-            self._stream(name, fname)
-
-    def _cat_many(self, whats: list[str]) -> list[bytes]:
-        """The remote files ``whats`` (relative to the URL), requested concurrently where the
-        file system is asynchronous (s3fs, gcsfs, ...)."""
-        with self._remote(whats[0]) as (fs, _):
-            paths = [f"{self._rpath.rstrip('/')}/{w}" for w in whats]
-            if getattr(fs, "async_impl", False):
-                from fsspec.asyn import sync
-
-                async def cat_all() -> list[Any]:
-                    return await asyncio.gather(*(fs._cat_file(p) for p in paths),
-                                                return_exceptions=True)
-
-                got = sync(fs.loop, cat_all)
-            else:
-                got = [fs.cat_file(p) for p in paths]
-        for what, data in zip(whats, got, strict=True):
-            if isinstance(data, BaseException):
-                raise self._error(what, data) from None
-        return got
+                if not self._file_ok(self._file(name, f), meta, full)]
 
     def _repair(self, name: str) -> None:
         """Under the shard's exclusive lock: every listed file present and checked."""
-        folder = self.root / name
+        folder = self._folder(name)
         folder.mkdir(parents=True, exist_ok=True)
+        folder = self._folder(name)  # again: now that it exists, proven a folder inside
         for stale in folder.glob(".*.tmp"):  # left by a killed download
             stale.unlink(missing_ok=True)
         full = self.cache_check == "sha256" or not self._complete(name)
@@ -432,7 +230,7 @@ class RemoteStore(RemoteFolder):
         if bad:
             self._state(name).unlink(missing_ok=True)
         for fname in bad:
-            (folder / fname).unlink(missing_ok=True)
+            self._file(name, fname).unlink(missing_ok=True)
         if bad:
             self._download(name, bad)
         fsync_dir(folder)
@@ -444,7 +242,7 @@ class RemoteStore(RemoteFolder):
         """Shard ``k`` present and checked in the cache; ``opener(folder)`` runs under the
         shard's shared lock (so no other process evicts it before it is mapped)."""
         name = self.manifest["shards"][k]["name"]
-        folder = self.root / name
+        folder = self._folder(name)
         full = self.cache_check == "sha256"
         for _ in range(3):
             with self._lock(name, fcntl.LOCK_SH):
@@ -453,7 +251,7 @@ class RemoteStore(RemoteFolder):
                     self._checked.add(name)
                     self._touch(name)
                     return opener(folder)
-            with self._lock(name, fcntl.LOCK_EX):
+            with self._lock(name, fcntl.LOCK_EX), self._os_errors(folder):
                 self._repair(name)
                 self._touch(name)
             self.evict(keep=name)
@@ -470,7 +268,7 @@ class RemoteStore(RemoteFolder):
 
         def where(k: int) -> tuple[str, Path, dict[str, Any]]:
             name = self.manifest["shards"][k]["name"]
-            return name, self.root / name / fname, self._listing[name][fname]
+            return name, self._file(name, fname), self._listing[name][fname]
 
         for k in ks:
             name, path, meta = where(k)
@@ -482,15 +280,18 @@ class RemoteStore(RemoteFolder):
             return [out[k] for k in ks]
         with self._lock(f".{fname}", fcntl.LOCK_EX):  # one batch per node; the others wait
             missing = [k for k in missing if not self._file_ok(where(k)[1], where(k)[2], False)]
-            got = dict(zip(missing, self._cat_many([f"{where(k)[0]}/{fname}" for k in missing])
+            missing = [k for k in missing if int(where(k)[2]["size"]) > 0]
+            got = dict(zip(missing, self._cat_many([f"{where(k)[0]}/{fname}" for k in missing],
+                                                   [int(where(k)[2]["size"]) for k in missing])
                            if missing else [], strict=True))
         for k in ks:
             if k in out:
                 continue
             name, path, meta = where(k)
-            with self._lock(name, fcntl.LOCK_EX):
+            with self._lock(name, fcntl.LOCK_EX), self._os_errors(path.parent):
                 if not self._file_ok(path, meta, full):
                     path.parent.mkdir(parents=True, exist_ok=True)
+                    path = self._file(name, fname)  # the folder now exists: proven again
                     path.unlink(missing_ok=True)
                     if k not in got or not self._write(name, fname, [got[k]]):
                         self._stream(name, fname)
@@ -560,12 +361,21 @@ class RemoteStore(RemoteFolder):
                     if not got:  # another process is checking or mapping it
                         continue
                     self._state(n).unlink(missing_ok=True)
-                    shutil.rmtree(self.root / n, ignore_errors=True)
+                    self._remove(n)
                     self._checked.discard(n)
                     self._prefetched.discard(n)
                 total -= self._bytes[n]
                 removed.append(n)
         return removed
+
+    def _remove(self, name: str) -> None:
+        """Delete shard ``name``'s cache folder: a link planted in its place is unlinked (what
+        it points at is never touched), a folder removed only once proven inside the cache."""
+        entry = self.root / name
+        if entry.is_symlink():
+            entry.unlink()
+        elif entry.is_dir():
+            shutil.rmtree(self._folder(name), ignore_errors=True)
 
     def shard_bytes(self, k: int) -> int:
         """Bytes of shard ``k``'s files (manifest sizes)."""

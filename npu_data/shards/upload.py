@@ -15,6 +15,7 @@ Split imports (``Group``): each rank uploads its own shards, rank 0 the rest aft
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import shutil
@@ -26,10 +27,13 @@ from typing import Any
 import orjson
 
 from npu_data.common.cache import cache_root
+from npu_data.common.locks import exclusive
+from npu_data.common.oserrors import os_error
 from npu_data.errors import UserError
 from npu_data.shards.distributed_import import Group
 from npu_data.shards.format import MANIFEST, shard_name
-from npu_data.shards.remote import RemoteFolder
+from npu_data.shards.lease import LEASE, Lease
+from npu_data.shards.storage import RemoteFolder
 
 JOURNAL = ".upload.jsonl"
 
@@ -173,7 +177,9 @@ class Uploader:
 
 
 class UrlTarget:
-    """``--out URL`` of an import: the staging folder, the checks, the upload."""
+    """``--out URL`` of an import: the staging folder, the checks, the upload. Rank 0 holds
+    the node's lock of the staging folder and the URL's lease (``shards.lease``) from the
+    start until ``close``: a second import of the URL fails with one line."""
 
     def __init__(self, url: str, resume: bool, group: Group,
                  storage_options: dict[str, Any] | None = None) -> None:
@@ -181,16 +187,42 @@ class UrlTarget:
         self.url = self.folder.url
         self.group = group
         self.staging = cache_root("upload") / self.folder.ident()
+        self._held = contextlib.ExitStack()
         error = None
         if group.rank == 0:
             try:
+                self._take()
                 self._check(resume)
             except UserError as exc:
+                self.close()
                 error = str(exc)
+            except BaseException:
+                self.close()
+                raise
         group.agree(error)
+
+    def _take(self) -> None:
+        """The staging folder's lock (this node), then the URL's lease (every node)."""
+        lockfile = self.staging.with_name(f".{self.staging.name}.lock")
+        try:
+            lockfile.parent.mkdir(parents=True, exist_ok=True)
+            self._held.enter_context(exclusive(
+                lockfile, f"{self.url}: another import on this machine is writing it (it "
+                f"holds {lockfile}) — wait for it to finish"))
+        except OSError as exc:
+            raise os_error(exc, lockfile.parent, "or set NPU_DATA_CACHE to a writable "
+                           "folder") from None
+        lease = Lease(self.folder)
+        lease.acquire()
+        self._held.callback(lease.release)
+
+    def close(self) -> None:
+        """Give back the lease and the lock (idempotent)."""
+        self._held.close()
 
     def _check(self, resume: bool) -> None:
         listing = Uploader(self.staging, self.folder).remote_listing()
+        listing.pop(LEASE, None)
         if listing and not resume:
             raise UserError(f"{self.url}: already holds {len(listing)} file(s) — choose an "
                             "empty prefix, or pass --resume to finish an interrupted upload")

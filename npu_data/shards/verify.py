@@ -1,7 +1,9 @@
-"""Check a shard folder against its manifest: file sizes, sha256 and every sample's crc32."""
+"""Check a shard folder against its manifest: the manifest itself, file sizes and sha256, the
+files' structure and every sample's crc32."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import zlib
 from dataclasses import dataclass
@@ -10,9 +12,16 @@ from typing import Any, cast
 
 import numpy as np
 
-from npu_data.common.hashing import file_sha256
+from npu_data.annotations.table import SAMPLE_TEXT
+from npu_data.common.hashing import CHUNK
+from npu_data.common.paths import inside, open_regular
+from npu_data.errors import UserError
+from npu_data.kinds.registry import BY_NAME, KINDS
 from npu_data.progress import progress
-from npu_data.shards.format import DATA, INDEX, read_manifest
+from npu_data.shards import checks
+from npu_data.shards.format import DATA, INDEX, INDEX_DTYPE, column_file
+from npu_data.shards.images import MAX_PIXELS
+from npu_data.shards.schema import read_manifest
 
 
 @dataclass
@@ -32,8 +41,17 @@ class Problem:
         return f"{where}: {self.message}"
 
 
-def verify_dataset(path: str | os.PathLike[str]) -> list[Problem]:
-    """Every problem found in dataset ``path`` (empty list: all files and samples intact)."""
+def verify_dataset(path: str | os.PathLike[str],
+                   max_pixels: int = MAX_PIXELS) -> list[Problem]:
+    """Every problem found in dataset ``path`` (empty list: all files and samples intact).
+
+    The manifest is validated first (``shards.schema``: a bad one is a one-line
+    ``DataCorruption``); then, shard by shard, every listed file must be a regular file inside
+    the folder with the manifest's size and sha256, the files' structure must hold
+    (``shards.checks``: what the manifest says of them, dtypes, shapes, row counts, offsets,
+    the index inside data.bin, image sizes at most ``max_pixels``) and every sample's
+    payload its crc32 — so a copy whose files were changed and rehashed into its manifest
+    still fails when the manifest disagrees with them."""
     root = Path(path)
     manifest = read_manifest(root)
     problems: list[Problem] = []
@@ -41,28 +59,68 @@ def verify_dataset(path: str | os.PathLike[str]) -> list[Problem]:
     for sh in progress(manifest["shards"], total=len(manifest["shards"]), desc="verify",
                        unit="shard"):
         name = sh["name"]
+        folder = inside(root, name)
         bad_files = set()
         for fname, meta in sh["files"].items():
-            f = root / name / fname
-            if not f.is_file():
-                problems.append(Problem(name, f"{fname} missing"))
-                bad_files.add(fname)
-            elif f.stat().st_size != meta["size"]:
-                problems.append(Problem(name, f"{fname} has {f.stat().st_size} bytes, "
-                                              f"manifest says {meta['size']}"))
-                bad_files.add(fname)
-            elif file_sha256(f) != meta["sha256"]:
-                problems.append(Problem(name, f"{fname} sha256 differs from the manifest"))
-                if fname == INDEX:
+            why = _file_problem(folder, fname, meta)
+            if why is not None:
+                problems.append(Problem(name, why))
+                if not why.endswith("sha256 differs from the manifest") or fname == INDEX:
                     bad_files.add(fname)
-        if not bad_files & {DATA, INDEX}:  # a changed data.bin: find the samples
-            problems.extend(_check_samples(root / name, name, start))
+        if not bad_files & {DATA, INDEX}:
+            problems.extend(_check_structure(folder, sh, bad_files, start, max_pixels,
+                                             (manifest["controls"], manifest["labels"])))
         start += int(sh["samples"])
     return problems
 
 
-def _check_samples(folder: Path, name: str, start: int) -> list[Problem]:
-    index = np.load(folder / INDEX, mmap_mode="r", allow_pickle=False)
+def _file_problem(folder: Path, fname: str, meta: dict[str, Any]) -> str | None:
+    """What is wrong with file ``fname`` of a shard (None: its size and sha256 match)."""
+    try:
+        fd = open_regular(inside(folder, fname))
+    except FileNotFoundError:
+        return f"{fname} missing"
+    except (UserError, OSError) as exc:
+        return f"{fname}: {exc.strerror if isinstance(exc, OSError) else exc}"
+    h = hashlib.sha256()
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size != meta["size"]:
+            return f"{fname} has {size} bytes, manifest says {meta['size']}"
+        while block := fh.read(CHUNK):
+            h.update(block)
+    if h.hexdigest() != meta["sha256"]:
+        return f"{fname} sha256 differs from the manifest"
+    return None
+
+
+def _check_structure(folder: Path, sh: dict[str, Any], bad_files: set[str], start: int,
+                     max_pixels: int, vocab: checks.Vocab) -> list[Problem]:
+    """The shard's structure (``shards.checks``), then each sample's crc32."""
+    name, samples, files = sh["name"], int(sh["samples"]), sh["files"]
+    try:
+        index = checks.open_npy(folder / INDEX, INDEX_DTYPE, (), files[INDEX]["size"])
+        checks.check_index(index, samples, int(files[DATA]["size"]), max_pixels)
+    except checks.Damaged as exc:
+        return [Problem(name, str(exc))]
+    out: list[Problem] = []
+    sizes = np.stack([index["height"], index["width"]], axis=1).astype(np.int64)
+    for group in (*(k.name for k in KINDS), *SAMPLE_TEXT):
+        spec = checks.group_columns(group)
+        fnames = [column_file(c) for c in spec]
+        if not all(f in files for f in fnames) or bad_files & set(fnames):
+            continue  # a kind this dataset was written without, or a file reported above
+        try:
+            cols = {c: checks.open_npy(folder / column_file(c), dt, shape,
+                                       files[column_file(c)]["size"])
+                    for c, (dt, shape) in spec.items()}
+            checks.check_group(group, BY_NAME.get(group), cols, samples, sizes, vocab)
+        except checks.Damaged as exc:
+            out.append(Problem(name, str(exc)))
+    return out + _check_samples(folder, name, index, start)
+
+
+def _check_samples(folder: Path, name: str, index: np.ndarray, start: int) -> list[Problem]:
     size = (folder / DATA).stat().st_size
     data = np.memmap(folder / DATA, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
     out: list[Problem] = []

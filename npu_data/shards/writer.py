@@ -9,6 +9,7 @@ and rank 0 writes the manifest from every rank's completion records.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import multiprocessing as mp
 import os
@@ -25,6 +26,9 @@ from npu_data.annotations.redact import redact_columns
 from npu_data.annotations.table import AnnotationTable
 from npu_data.common.atomic import atomic_write_bytes, fsync_dir, npy_bytes
 from npu_data.common.hashing import file_sha256
+from npu_data.common.locks import exclusive
+from npu_data.common.oserrors import os_error
+from npu_data.common.paths import unsafe_reason
 from npu_data.errors import UserError
 from npu_data.progress import bar
 from npu_data.shards import images as img
@@ -216,22 +220,53 @@ def _markers_hint(old: Any, new: dict[str, Any]) -> str:
             " (its JPEGs were stored with restart markers: drop --keep-jpeg-bytes to resume it)")
 
 
+def _record(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path`` (a completion record or a manifest); None when missing,
+    not a regular file or unreadable (a torn write: the shard is written again)."""
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        record = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _same_options(where: Path, found: Any, fingerprint: dict[str, Any]) -> None:
+    """A UserError unless ``found`` (a fingerprint read from ``where``) is ``fingerprint``."""
+    if found != fingerprint:
+        raise UserError(f"{where}: written with other options or another export"
+                        f"{_markers_hint(found, fingerprint)} — import into an empty --out "
+                        "folder, or resume with the same options (nothing was changed)")
+
+
+def _check_resumable(out_dir: Path, fingerprint: dict[str, Any]) -> None:
+    """Before ``--resume`` deletes anything: the manifest and every shard's completion record
+    in ``out_dir`` were written with ``fingerprint`` (the same options and export)."""
+    manifest = _record(out_dir / MANIFEST)
+    if manifest is not None:
+        _same_options(out_dir / MANIFEST, {k: manifest.get(k) for k in fingerprint},
+                      fingerprint)
+    for folder in sorted(out_dir.glob("shard-*")):
+        record = _record(folder / COMPLETE)
+        if record is not None:
+            _same_options(folder, record.get("fingerprint"), fingerprint)
+
+
 def _completed(out_dir: Path, k: int, fingerprint: dict[str, Any]) -> dict[str, Any] | None:
     """The completion record of shard ``k`` if it is whole and matches the options."""
     path = out_dir / shard_name(k) / COMPLETE
-    if not path.is_file():
+    record = _record(path)
+    if record is None:
         return None
-    try:
-        record: dict[str, Any] = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError:
+    _same_options(path.parent, record.get("fingerprint"), fingerprint)
+    files = record.get("files")
+    if not isinstance(files, dict):
         return None
-    if record.get("fingerprint") != fingerprint:
-        raise UserError(f"{path.parent}: written with other options or another export"
-                        f"{_markers_hint(record.get('fingerprint'), fingerprint)} — import "
-                        "into an empty --out folder, or resume with the same options")
-    for fname, meta in record["files"].items():
+    for fname, meta in files.items():
         f = path.parent / fname
-        if not f.is_file() or f.stat().st_size != meta["size"]:
+        if not isinstance(meta, dict) or unsafe_reason(fname) is not None or not f.is_file() \
+                or f.stat().st_size != meta.get("size"):
             return None
     return record
 
@@ -261,16 +296,31 @@ def _run_shards(todo: list[int], table: AnnotationTable, out_dir: Path, o: Write
             _JOB.clear()
 
 
-def _prepare(out_dir: Path, resume: bool) -> None:
+LOCK = ".npu-data-import.lock"  # in the output folder: held (flock) while an import writes
+
+
+def import_lock(out_dir: Path) -> contextlib.AbstractContextManager[None]:
+    """The exclusive lock of an import into ``out_dir`` (created): a second import of the
+    folder fails with one line instead of racing the first."""
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"{out_dir}: exists and is not a folder — choose another --out")
     out_dir.mkdir(parents=True, exist_ok=True)
-    entries = [p for p in out_dir.iterdir()]
+    return exclusive(out_dir / LOCK, f"{out_dir}: another import is writing this folder "
+                     f"(it holds {LOCK}) — wait for it to finish, or import into another "
+                     "--out folder")
+
+
+def _prepare(out_dir: Path, resume: bool, fingerprint: dict[str, Any]) -> None:
+    """Check ``out_dir`` (every check before anything is deleted), then remove what a killed
+    import left: temporary shard folders and, on ``--resume``, the manifest."""
+    entries = [p for p in out_dir.iterdir() if p.name != LOCK]
     if entries and not resume:
         raise UserError(f"{out_dir}: not empty — pass --resume to continue an import there, "
                         "or choose an empty --out folder")
+    if resume:
+        _check_resumable(out_dir, fingerprint)
     for p in entries:
-        if p.name.startswith(".shard-") and ".tmp-" in p.name:
+        if p.name.startswith(".shard-") and ".tmp-" in p.name and not p.is_symlink():
             shutil.rmtree(p, ignore_errors=True)
     (out_dir / MANIFEST).unlink(missing_ok=True)
 
@@ -304,21 +354,35 @@ def write_dataset(source: Any, out_dir: str | os.PathLike[str],
     table = src.table
     n = table.num_samples
     tix = np.arange(n, dtype=np.int64) if src.task_index is None else src.task_index
-    earlier = src.rejected
-    source_sha256, tasks = src.sha256, src.tasks
-    if o.strict and earlier:
-        r0 = earlier[0]
+    if o.strict and src.rejected:
+        r0 = src.rejected[0]
         raise UserError(f"task {r0['task_id']} (#{r0['index']}): {r0['reason']} — fix the task "
                         "or drop --strict to skip it")
-    fp = {"options": o.fingerprint(), "source_sha256": source_sha256,
+    fp = {"options": o.fingerprint(), "source_sha256": src.sha256,
           "table_sha256": table_sha256(table)}
-    error = None
-    if group.rank == 0:
+    with contextlib.ExitStack() as held:
+        error = None
+        if group.rank == 0:
+            try:
+                held.enter_context(import_lock(out))
+                _prepare(out, o.resume, fp)
+            except UserError as exc:
+                error = str(exc)
+            except OSError as exc:
+                error = str(os_error(exc, out, "or choose another --out folder"))
+        group.agree(error)  # every rank waits for the prepared folder, or stops with its error
         try:
-            _prepare(out, o.resume)
-        except UserError as exc:
-            error = str(exc)
-    group.agree(error)  # every rank waits for the prepared folder, or stops with its error
+            return _write_all(table, out, o, group, src, tix, fp)
+        except OSError as exc:  # a full disk, a read-only folder, permissions: one line
+            raise os_error(exc, out, "then rerun with --resume") from None
+
+
+def _write_all(table: AnnotationTable, out: Path, o: WriteOptions, group: Group, src: Any,
+               tix: np.ndarray, fp: dict[str, Any]) -> Summary:
+    """The shards of ``group``'s rank, then (rank 0) the manifest (``write_dataset``)."""
+    n = table.num_samples
+    earlier = src.rejected
+    tasks = src.tasks
     nshards = -(-n // o.shard_size)
     mine = [k for k in range(nshards) if group.mine(k)]
     records: dict[int, dict[str, Any]] = {}

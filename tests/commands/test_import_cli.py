@@ -166,3 +166,62 @@ def test_encoded_jpegs_get_restart_markers_unless_kept(tmp_path: Path) -> None:
     assert "--keep-jpeg-bytes" not in other.stderr  # no hint for other changes
     _one_error(cli("import", export, "--out", tmp_path / "o", "--keep-jpeg-bytes"),
                "--store encoded")
+
+
+def test_refused_resume_deletes_nothing(tmp_path: Path) -> None:
+    """--resume with other options is refused before anything is removed: a complete
+    dataset keeps its manifest, a killed import keeps its shards (issue 30, class 2)."""
+    export = make_export(tmp_path / "p", n=4)
+    out = tmp_path / "ds"
+    assert cli("import", export, "--out", out, "--shard-size", "2").returncode == 0
+    before = _files(out)
+    _one_error(cli("import", export, "--out", out, "--shard-size", "3", "--resume"),
+               "other options", "nothing was changed")
+    assert _files(out) == before
+    assert cli("verify", out).returncode == 0
+    (out / "manifest.json").unlink()  # as a killed import leaves it
+    before = _files(out)
+    _one_error(cli("import", export, "--out", out, "--shard-size", "2", "--resume",
+                   "--max-side", "8"), "other options")
+    assert _files(out) == before
+
+
+def test_second_import_of_a_folder_fails_with_one_line(tmp_path: Path) -> None:
+    import fcntl
+
+    export = make_export(tmp_path / "p", n=4)
+    out = tmp_path / "ds"
+    assert cli("import", export, "--out", out, "--shard-size", "2").returncode == 0
+    assert not (out / ".npu-data-import.lock").exists()  # removed when the import ends
+    with open(out / ".npu-data-import.lock", "w") as held:  # another import is running
+        fcntl.flock(held, fcntl.LOCK_EX)
+        before = _files(out)
+        _one_error(cli("import", export, "--out", out, "--shard-size", "2", "--resume"),
+                   "another import", ".npu-data-import.lock")
+        assert _files(out) == before
+    res = cli("import", export, "--out", out, "--shard-size", "2", "--resume")
+    assert res.returncode == 0, res.stderr
+
+
+def test_two_resumes_at_once_never_race(tmp_path: Path) -> None:
+    """Two `--resume` imports started together on a killed import's folder: each finishes
+    or fails with the one-line lock message; the dataset verifies."""
+    export = make_export(tmp_path / "p", n=12)
+    out = tmp_path / "ds"
+    assert cli("import", export, "--out", out, "--shard-size", "1").returncode == 0
+    (out / "manifest.json").unlink()
+    for k in range(2, 12, 2):  # half the shards to write again
+        for p in (out / f"shard-{k:05d}").iterdir():
+            p.unlink()
+        (out / f"shard-{k:05d}").rmdir()
+    args = [sys.executable, "-m", "npu_data.cli", "import", str(export), "--out", str(out),
+            "--shard-size", "1", "--resume"]
+    procs = [subprocess.Popen(args, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    results = [(p.wait(120), p.stderr.read() if p.stderr else "") for p in procs]
+    assert any(code == 0 for code, _ in results), results
+    for code, err in results:
+        if code:
+            assert code == 1 and "Traceback" not in err, err
+            assert err.strip().count("\n") == 0 and "another import" in err, err
+    assert cli("verify", out).returncode == 0

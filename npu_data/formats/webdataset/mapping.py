@@ -23,6 +23,7 @@ from npu_data.annotations.table import (
     AnnotationTable,
     TextColumnBuilder,
 )
+from npu_data.common.ragged import offsets_of
 from npu_data.kinds.base import F32, Kind
 from npu_data.kinds.registry import BY_NAME, KINDS
 
@@ -154,7 +155,7 @@ def table_from_json(anns: list[dict[str, Any]], image_refs: list[str]) -> Annota
     for kind in KINDS:
         g = kind.name
         counts = np.array([len(c[f"{g}.control"]) for c in per], np.int64)
-        cols[f"{g}.offsets"] = _offsets(counts)
+        cols[f"{g}.offsets"] = offsets_of(counts)
         rows_w, rows_h = np.repeat(W, counts), np.repeat(H, counts)
         for name, (dt, shape) in kind.fixed.items():
             arr = np.concatenate([c[f"{g}.{name}"] for c in per]).astype(dt).reshape(-1, *shape)
@@ -198,8 +199,3 @@ def _texts(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
         tb.append(v)
     return tb.finish()
 
-
-def _offsets(lengths: np.ndarray) -> np.ndarray:
-    out = np.zeros(len(lengths) + 1, np.int64)
-    np.cumsum(lengths, out=out[1:])
-    return out

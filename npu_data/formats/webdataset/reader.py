@@ -5,7 +5,10 @@ Where a tar comes from is the user's to allow (``TarAccess``): local paths alway
 ``http(s)://`` and ``s3://`` only from the hosts (buckets) ``allow_download`` names, each tar
 at most ``max_download_bytes`` — the checks of image downloads (``annotations.fetch``);
 ``pipe:<command>`` (webdataset's shell pipes) only with ``allow_pipe=True``, since it runs
-the command.
+the command. Whatever the source, a member (and a sample's members together) may hold at most
+``max_member_bytes`` and a tar ``max_unpacked_bytes`` unpacked (``tar_members``: refused
+from the headers, before the data is read); a member name appearing twice in a tar is
+refused, never silently replaced.
 """
 
 from __future__ import annotations
@@ -50,19 +53,24 @@ class TarAccess:
     per remote or piped tar; ``allow_pipe`` lets ``pipe:`` URLs run their command;
     ``timeout`` for connects and stalled reads (a whole http transfer: ten times it);
     ``storage_options`` for fsspec (s3fs). An http(s) tar is downloaded into an unlinked
-    temporary file (``TMPDIR``) that the reader follows; it is gone once the tar is read."""
+    temporary file (``TMPDIR``) that the reader follows; it is gone once the tar is read.
+    ``max_member_bytes``: the most one member, and one sample's members together, may hold;
+    ``max_unpacked_bytes``: the most one tar's members may hold (a compressed tar unpacked)."""
 
     allow_download: Any = ()
     max_download_bytes: int = DEFAULT_MAX_TAR_BYTES
     allow_pipe: bool = False
     timeout: float = fetch.DEFAULT_TIMEOUT
     storage_options: dict[str, Any] = field(default_factory=dict)
+    max_member_bytes: int = tar_members.DEFAULT_MAX_MEMBER
+    max_unpacked_bytes: int = tar_members.DEFAULT_MAX_TOTAL
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "allow_download", fetch.parse_hosts(self.allow_download))
-        if not isinstance(self.max_download_bytes, int) or self.max_download_bytes < 1:
-            raise UserError(f"max_download_bytes {self.max_download_bytes!r}: must be a "
-                            "positive number of bytes")
+        for name in ("max_download_bytes", "max_member_bytes", "max_unpacked_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UserError(f"{name} {value!r}: must be a positive number of bytes")
         if not isinstance(self.timeout, (int, float)) or not self.timeout > 0:
             raise UserError(f"timeout {self.timeout!r}: must be a positive number of seconds")
 
@@ -81,7 +89,7 @@ def shown(url: str) -> str:
 
 def _why(exc: BaseException, access: TarAccess | None = None) -> str:
     """``exc`` in one short line, with URLs redacted and credential values blanked."""
-    from npu_data.shards.remote import clean
+    from npu_data.shards.storage import clean
 
     text = " ".join(str(exc).split())[:300] or type(exc).__name__
     return clean(text, access.storage_options if access is not None else {})
@@ -255,12 +263,12 @@ class _Pipe(_Capped):
 
 
 def _s3(url: str, access: TarAccess) -> Any:
-    from npu_data.shards.remote import _with_endpoint  # the endpoint as remote datasets get it
+    from npu_data.shards.storage import with_endpoint  # as remote datasets get it
 
     try:
         import fsspec
         fs, path = fsspec.core.url_to_fs(url, skip_instance_cache=True,
-                                         **_with_endpoint(url, access.storage_options))
+                                         **with_endpoint(url, access.storage_options))
         size = int(fs.size(path))
         if size > access.max_download_bytes:
             raise UserError(f"{shown(url)}: {size} bytes is larger than the cap of "
@@ -284,20 +292,48 @@ def _s3(url: str, access: TarAccess) -> Any:
 
 # ------------------------------------------------------------------------------ samples
 def iter_tar_samples(url: str, access: TarAccess | None = None) -> Iterator[WdsSample]:
-    """Samples of one tar in order (members grouped by key = name up to the first dot)."""
+    """Samples of one tar in order: members grouped by their path up to the first dot of
+    the file name (webdataset's ``__key__``; the sample's ``key`` is that file-name part).
+    A member name seen twice, a sample whose members are not adjacent, a member or sample
+    over ``access.max_member_bytes`` or a tar over ``access.max_unpacked_bytes``: UserError."""
+    access = access or TarAccess()
     with open_stream(url, access) as stream:
-        key: str | None = None
+        stem: str | None = None
+        key = ""
         parts: dict[str, bytes] = {}
+        held = 0
+        seen: set[str] = set()
         try:
-            for name, data in tar_members.members(stream):
-                k, _, ext = name.rsplit("/", 1)[-1].partition(".")
-                if key is not None and k != key:
-                    yield _sample(url, key, parts)
-                    parts = {}
-                key = k
+            for name, data in tar_members.members(stream, access.max_member_bytes,
+                                                  access.max_unpacked_bytes):
+                folder, _, base = name.rpartition("/")
+                k, _, ext = base.partition(".")
+                s = f"{folder}/{k}"
+                if s != stem:
+                    if stem is not None:
+                        yield _sample(url, key, parts)
+                    if s in seen:
+                        raise UserError(f"{shown(url)}: sample {s.lstrip('/')} appears twice "
+                                        "(its members are not together, or a name is "
+                                        "repeated) — write the tar again (`npu-data "
+                                        "export-wds`)")
+                    seen.add(s)
+                    stem, key, parts, held = s, k, {}, 0
+                if ext in parts:
+                    raise UserError(f"{shown(url)}: member {name!r} appears twice — refused "
+                                    "(which copy is right?); write the tar again")
+                held += len(data)
+                if held > access.max_member_bytes:
+                    raise UserError(f"{shown(url)}: sample {key} holds more than "
+                                    f"{access.max_member_bytes} bytes — refused (raise "
+                                    "max_member_bytes if it is genuine)")
                 parts[ext] = data
         except UserError:
             raise
+        except tar_members.TarLimit as exc:
+            raise UserError(f"{shown(url)}: {exc} — refused (a decompression bomb or a "
+                            "damaged tar; raise max_member_bytes / max_unpacked_bytes if it is "
+                            "genuine)") from None
         except tar_members.NotATar as exc:
             raise UserError(f"{shown(url)}: not a tar file ({_why(exc, access)})") from None
         except (tarfile.TarError, OSError, EOFError) as exc:
@@ -306,7 +342,7 @@ def iter_tar_samples(url: str, access: TarAccess | None = None) -> Iterator[WdsS
         except Exception as exc:  # noqa: BLE001 - a remote stream's error, one clean line
             raise UserError(f"{shown(url)}: cannot read the tar ({type(exc).__name__}: "
                             f"{_why(exc, access)})") from None
-        if key is not None:
+        if stem is not None:
             yield _sample(url, key, parts)
 
 
@@ -344,15 +380,22 @@ def wds_to_table(paths: Iterable[str], media_dir: str | os.PathLike[str],
     writer's image resolution reads it back byte for byte.
     """
     from npu_data.common.atomic import atomic_write_bytes
+    from npu_data.common.oserrors import os_error
+    from npu_data.common.paths import inside
 
     media = Path(media_dir).resolve()
     anns: list[dict[str, Any]] = []
     refs: list[str] = []
     where: list[WdsSample] = []
     for n, smp in enumerate(read_wds_samples(paths, access)):
-        path = media / f"{n:09d}-{smp.key}.{smp.annotations['image_ext']}"
-        if not path.is_file() or path.stat().st_size != len(smp.image):
-            atomic_write_bytes(path, smp.image)
+        try:  # the name comes from the tar: one plain component, inside the media folder
+            media.mkdir(parents=True, exist_ok=True)
+            path = inside(media, f"{n:09d}-{smp.key}.{smp.annotations['image_ext']}",
+                          where=f"{shown(smp.url)}: sample {smp.key!r}")
+            if not path.is_file() or path.stat().st_size != len(smp.image):
+                atomic_write_bytes(path, smp.image)
+        except OSError as exc:
+            raise os_error(exc, media, "or pass another --out") from None
         anns.append(smp.annotations)
         refs.append(str(path))
         where.append(smp._replace(image=b""))

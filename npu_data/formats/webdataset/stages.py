@@ -30,6 +30,7 @@ from npu_data.formats.webdataset.reader import (
 )
 from npu_data.kinds.registry import KINDS
 from npu_data.loaders.stream_crop import PLAN_KEY, StreamPlan
+from npu_data.shards.images import MAX_PIXELS
 
 _TRANSPOSED = frozenset(range(2, 9))  # EXIF orientations Pillow's exif_transpose applies
 _BAD_IMAGE = (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError)
@@ -134,6 +135,9 @@ def planned(smp: WdsSample, plan: StreamPlan) -> dict[str, Any]:
         s = decode(smp)
     else:
         h, w = size
+        if h * w > MAX_PIXELS:  # the crop's buffers follow the header's size: capped first
+            raise UserError(f"{_where(smp)}: the JPEG header claims {w}x{h} pixels, more "
+                            f"than {MAX_PIXELS} — refused (a decompression bomb?)")
         data = np.frombuffer(smp.image, dtype=np.uint8)
         s = annotate(smp, TarJpeg(data, (h, w, 3), None, -1, -1, _where(smp)), h, w)
     s[PLAN_KEY] = plan

@@ -23,6 +23,7 @@ import torch
 from npu_data.common.dist import place
 from npu_data.formats.webdataset import stages
 from npu_data.formats.webdataset.reader import DEFAULT_MAX_TAR_BYTES, TarAccess
+from npu_data.formats.webdataset.tar_members import DEFAULT_MAX_MEMBER, DEFAULT_MAX_TOTAL
 from npu_data.loaders.stream_crop import CropState
 
 
@@ -55,7 +56,8 @@ class WebDatasetStream(torch.utils.data.IterableDataset):
     ``rank`` / ``world_size`` default to torch.distributed, then ``RANK`` / ``WORLD_SIZE``.
     ``shuffle`` permutes the tar order and a ``buffer``-sample window per ``set_epoch``.
     ``max_download_bytes`` caps each remote or piped tar, ``timeout`` its connects and stalled
-    reads, ``storage_options`` go to fsspec for s3://.
+    reads, ``storage_options`` go to fsspec for s3://; ``max_member_bytes`` each member (and
+    sample), ``max_unpacked_bytes`` each tar unpacked (``TarAccess``).
     ``crop_at_read``: armed by a ``DataLoader`` that applies its transform's leading crop
     while reading (``loaders.stream_crop``) for the passes it runs; the batches are the same.
     """
@@ -64,13 +66,16 @@ class WebDatasetStream(torch.utils.data.IterableDataset):
                  buffer: int = 256, rank: int | None = None, world_size: int | None = None,
                  allow_download: Any = (), max_download_bytes: int = DEFAULT_MAX_TAR_BYTES,
                  allow_pipe: bool = False, timeout: float = 30.0,
-                 storage_options: dict[str, Any] | None = None) -> None:
+                 storage_options: dict[str, Any] | None = None,
+                 max_member_bytes: int = DEFAULT_MAX_MEMBER,
+                 max_unpacked_bytes: int = DEFAULT_MAX_TOTAL) -> None:
         super().__init__()
         self.urls = [str(u) for u in urls]
         if not self.urls:
             raise ValueError("WebDatasetStream needs at least one tar")
         self.access = TarAccess(allow_download, max_download_bytes, allow_pipe, timeout,
-                                dict(storage_options or {}))
+                                dict(storage_options or {}), max_member_bytes,
+                                max_unpacked_bytes)
         self.shuffle, self.seed, self.buffer = shuffle, seed, buffer
         self.rank, self.world_size = rank, world_size
         # shared memory: persistent DataLoader workers see set_epoch of the main process

@@ -1,23 +1,38 @@
 """The regular files of a tar stream, in order, as ``(name, bytes)``: ustar/GNU/pax headers
 read directly (one 512-byte block and a checksum per member; Python's ``tarfile`` builds a
 ``TarInfo`` with a dozen decoded fields per member and was a tenth of a WebDataset stream's
-cost). Compressed tars (gzip, bzip2, xz) go through ``tarfile`` as before.
+cost). Compressed tars (gzip, bzip2, xz) are decompressed as a stream and read the same way.
 
 Names are only keys here: nothing is written to disk. Pax ``path``/``size`` records and GNU
 long names (``L``) apply to the next member; directories, links, devices and pax global
-headers are skipped. A bad checksum, a truncated member or a stream that ends before the
-end-of-archive blocks raises :class:`TarCorrupt` (a ``tarfile.TarError``).
+headers are skipped (their data read through, never held). A bad checksum, a truncated member
+or a stream that ends before the end-of-archive blocks raises :class:`TarCorrupt` (a
+``tarfile.TarError``).
+
+Memory is bounded whatever the tar claims: a member's size is read from its header before
+its data, and a member larger than ``max_member`` bytes (a header record larger than
+``MAX_META``), or a tar whose members add up to more than ``max_total`` bytes unpacked,
+raises :class:`TarLimit` before the data is read — a gzip bomb is refused while streaming,
+after at most one block of it was decompressed.
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import tarfile
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
 BLOCK = 512
 _COMPRESSED = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
 _REGULAR = (b"0", b"\x00", b"7")  # file, old-style file, contiguous file
+_META = (b"x", b"g", b"L", b"K")  # pax and GNU records: read into memory, so capped
+MAX_META = 1 << 20  # bytes of one pax / GNU long-name record
+DEFAULT_MAX_MEMBER = 256 << 20  # bytes of one member (a sample's image or JSON)
+DEFAULT_MAX_TOTAL = 64 << 30  # bytes of all members of one tar, unpacked
 
 
 class TarCorrupt(tarfile.TarError):
@@ -26,6 +41,29 @@ class TarCorrupt(tarfile.TarError):
 
 class NotATar(tarfile.TarError):
     """The stream does not start with a tar header."""
+
+
+class TarLimit(Exception):
+    """A member or the whole tar is larger than its cap (the message says which)."""
+
+
+class _Unpacked:
+    """A gzip, bzip2 or xz stream's decompressed bytes; damaged or cut-off data raises
+    ``TarCorrupt``."""
+
+    def __init__(self, raw: Any, head: bytes) -> None:
+        if head.startswith(b"\x1f\x8b"):
+            self.file: Any = gzip.GzipFile(fileobj=raw, mode="rb")
+        elif head.startswith(b"BZh"):
+            self.file = bz2.BZ2File(raw, mode="rb")
+        else:
+            self.file = lzma.LZMAFile(raw, mode="rb")
+
+    def read(self, n: int = -1) -> bytes:
+        try:
+            return bytes(self.file.read(n))
+        except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError) as exc:
+            raise TarCorrupt(f"the compressed stream is damaged or cut off ({exc})") from None
 
 
 def _read(stream: Any, n: int) -> bytes:
@@ -103,15 +141,38 @@ def _pax(data: bytes) -> dict[str, str]:
     return out
 
 
-def members(stream: Any) -> Iterator[tuple[str, bytes]]:
-    """``(name, data)`` of every regular file of the tar ``stream``, in order."""
+def _skip(stream: Any, n: int) -> int:
+    """Read ``n`` bytes of ``stream`` without keeping them; the count read."""
+    done = 0
+    while done < n:
+        block = stream.read(min(n - done, 1 << 20))
+        if not block:
+            break
+        done += len(block)
+    return done
+
+
+def _member_name(header: bytes) -> str:
+    name = header[:100].split(b"\x00", 1)[0].decode("utf-8", "surrogateescape")
+    prefix = header[345:500].split(b"\x00", 1)[0]
+    if header[257:263] == b"ustar\x00" and prefix:
+        name = prefix.decode("utf-8", "surrogateescape") + "/" + name
+    return name
+
+
+def members(stream: Any, max_member: int = DEFAULT_MAX_MEMBER,
+            max_total: int = DEFAULT_MAX_TOTAL) -> Iterator[tuple[str, bytes]]:
+    """``(name, data)`` of every regular file of the tar ``stream``, in order; ``TarLimit``
+    before reading a member larger than ``max_member`` bytes or past ``max_total`` bytes
+    of members in all."""
     first = _read(stream, BLOCK)
     if first.startswith(_COMPRESSED):
-        yield from _compressed(_Replay(first, stream))
-        return
+        stream = _Unpacked(_Replay(first, stream), first)
+        first = _read(stream, BLOCK)
     if len(first) < BLOCK or not any(first) or not _valid(first):
         raise NotATar("no tar header at the start" if first else "empty file")
     header, name, size = first, None, None  # name/size: a pax or GNU override for the next
+    total = 0
     while True:
         if len(header) < BLOCK:
             raise TarCorrupt("the tar ends inside a header (cut off)" if header else
@@ -121,16 +182,35 @@ def members(stream: Any) -> Iterator[tuple[str, bytes]]:
         _checked(header)
         kind = header[156:157]
         length = size if size is not None else _number(header[124:136])
-        data = _read(stream, length)
-        if len(data) < length:
-            raise TarCorrupt("the tar ends inside a member (cut off)")
+        if length < 0:
+            raise TarCorrupt("a member's size is negative (damaged tar)")
         pad = -length % BLOCK
+        total += BLOCK + length + pad
+        if kind in _META and length > MAX_META:
+            raise TarLimit(f"a {'pax' if kind in (b'x', b'g') else 'GNU'} header record of "
+                           f"{length} bytes (at most {MAX_META})")
+        if kind in _REGULAR and length > max_member:
+            raise TarLimit(f"member {(name or _member_name(header))!r} is {length} bytes, more "
+                           f"than the {max_member}-byte cap of one member")
+        if total > max_total:
+            raise TarLimit(f"its members add up to more than the {max_total}-byte cap of one "
+                           "tar (unpacked)")
+        if kind in _REGULAR or kind in _META:
+            data = _read(stream, length)
+            got = len(data)
+        else:  # directories, links, devices: data (if any) read through, never held
+            data, got = b"", _skip(stream, length)
+        if got < length:
+            raise TarCorrupt("the tar ends inside a member (cut off)")
         if pad and len(_read(stream, pad)) < pad:
             raise TarCorrupt("the tar ends inside a member's padding (cut off)")
         if kind == b"x":
             records = _pax(data)
             name = records.get("path", name)
-            size = int(records["size"]) if "size" in records else None
+            try:
+                size = int(records["size"]) if "size" in records else None
+            except ValueError:
+                raise TarCorrupt("a pax size record is not a number") from None
         elif kind == b"L":
             name = data.split(b"\x00", 1)[0].decode("utf-8", "surrogateescape")
         elif kind == b"S":
@@ -140,19 +220,6 @@ def members(stream: Any) -> Iterator[tuple[str, bytes]]:
             pass  # global pax records, GNU long link names: nothing a sample needs
         else:
             if kind in _REGULAR:
-                if name is None:
-                    name = header[:100].split(b"\x00", 1)[0].decode("utf-8", "surrogateescape")
-                    prefix = header[345:500].split(b"\x00", 1)[0]
-                    if header[257:263] == b"ustar\x00" and prefix:
-                        name = prefix.decode("utf-8", "surrogateescape") + "/" + name
-                yield name, data
+                yield (name if name is not None else _member_name(header)), data
             name, size = None, None
         header = _read(stream, BLOCK)
-
-
-def _compressed(stream: Any) -> Iterator[tuple[str, bytes]]:
-    tar = tarfile.open(fileobj=stream, mode="r|*")  # type: ignore[call-overload]
-    for m in tar:
-        if m.isfile():
-            f = tar.extractfile(m)
-            yield m.name, f.read() if f is not None else b""
