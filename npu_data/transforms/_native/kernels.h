@@ -3,7 +3,7 @@
 
 #include <ATen/ATen.h>
 
-#include <optional>
+#include <c10/util/Optional.h>
 #include <string>
 
 namespace npu_data_native {
@@ -13,12 +13,12 @@ namespace npu_data_native {
 // each box is resized whole to full_h x full_w and the out_h x out_w window kept instead.
 at::Tensor resized_crop(const at::Tensor& images, const at::Tensor& boxes, int64_t out_h,
                         int64_t out_w, bool vertical_first_rule,
-                        const std::optional<at::Tensor>& windows);
+                        const c10::optional<at::Tensor>& windows);
 // The same for a list of interleaved (H, W, C) images of any sizes (e.g. views of a memory
 // map), written into out (B, C, out_h, out_w).
 void resized_crop_list(at::TensorList images, const at::Tensor& boxes, int64_t out_h,
                        int64_t out_w, bool vertical_first_rule, const at::Tensor& out,
-                       const std::optional<at::Tensor>& windows);
+                       const c10::optional<at::Tensor>& windows);
 // Each sample's sequence of colour ops (color.cpp).
 at::Tensor color_ops(const at::Tensor& images, const at::Tensor& sizes, const at::Tensor& order,
                      const at::Tensor& factors, const at::Tensor& shifts);

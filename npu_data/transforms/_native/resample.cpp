@@ -382,7 +382,7 @@ void window_one(const SampleIn& in, int64_t C, const int64_t* bx, const int64_t*
 }
 
 // Optional windows (B, 4) = top, left, full_h, full_w, as int64 (undefined when absent).
-at::Tensor checked_windows(const std::optional<at::Tensor>& windows, int64_t B) {
+at::Tensor checked_windows(const c10::optional<at::Tensor>& windows, int64_t B) {
   if (!windows.has_value() || !windows->defined()) return at::Tensor();
   const at::Tensor w = windows->to(at::kLong).contiguous();
   TORCH_CHECK(w.dim() == 2 && w.size(0) == B && w.size(1) == 4,
@@ -394,7 +394,7 @@ at::Tensor checked_windows(const std::optional<at::Tensor>& windows, int64_t B) 
 
 at::Tensor resized_crop(const at::Tensor& images_in, const at::Tensor& boxes_in, int64_t out_h,
                         int64_t out_w, bool vertical_first_rule,
-                        const std::optional<at::Tensor>& windows_in) {
+                        const c10::optional<at::Tensor>& windows_in) {
   TORCH_CHECK(images_in.dim() == 4 && images_in.scalar_type() == at::kByte,
               "images must be uint8 (B, C, H, W)");
   TORCH_CHECK(out_h > 0 && out_w > 0, "output size must be positive");
@@ -440,7 +440,7 @@ const char* transpose_simd() {
 
 void resized_crop_list(at::TensorList images, const at::Tensor& boxes_in, int64_t out_h,
                        int64_t out_w, bool vertical_first_rule, const at::Tensor& out,
-                       const std::optional<at::Tensor>& windows_in) {
+                       const c10::optional<at::Tensor>& windows_in) {
   const int64_t B = static_cast<int64_t>(images.size());
   TORCH_CHECK(out.dim() == 4 && out.size(0) == B && out.size(2) == out_h && out.size(3) == out_w
               && out.scalar_type() == at::kByte && out.is_contiguous(),
