@@ -174,11 +174,14 @@ tests_inside() {
 # counting between the markers benches/kernel_insns.py makes.
 insns_inside() {
   gcc -shared -fPIC -O2 -o "$cache/insn_count.so" "$repo/scripts/arm64/insn_count.c"
+  # the venv's python is a link to /usr/bin/python3, which qemu would take from the host: a
+  # copy of the binary beside pyvenv.cfg keeps the venv (and the editable npu-data)
+  cp "$root/usr/bin/python3.11" "$root/opt/venv/bin/python-copy"
   local build
   for build in native portable scalar; do
     (cd "$root/work/npu-data" && HOME=/root NPU_DATA_SIMD=$build NPU_DATA_QUIET=1 \
       qemu-aarch64 -L "$root" -cpu neoverse-n1 -plugin "$cache/insn_count.so" -d plugin \
-      "$root/opt/venv/bin/python" -m benches.kernel_insns 2> "$cache/insns-$build.log")
+      "$root/opt/venv/bin/python-copy" -m benches.kernel_insns 2> "$cache/insns-$build.log")
   done
 }
 
