@@ -289,6 +289,11 @@ class DataLoader(TorchDataLoader):
             return p.length
         return super().__len__()
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name == "_is_accelerate_prepared" and value and self.__dict__.get("_adopted") is False:
+            self._adopt()  # accelerator.prepare() marks the loader it returns: adopt it now
+
     def _adopt(self) -> None:
         """Take over what Accelerate's prepare() would have done (``loaders.frameworks``)."""
         if not self._adopted and frameworks.prepared(self):

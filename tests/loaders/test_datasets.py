@@ -30,8 +30,8 @@ def _len(args: tuple[str, str]) -> int:
 
 
 def test_imports_once_then_reopens(project, tmp_path: Path) -> None:
-    ds = LabelStudioDataset(project.export_path, cache_dir=tmp_path, transform="t")
-    assert len(ds) >= 4 and ds.transform == "t"
+    ds = LabelStudioDataset(project.export_path, cache_dir=tmp_path)
+    assert len(ds) >= 4 and ds.transform is None
     s = ds[0]
     assert s["image"].dtype == np.uint8 and s["image"].shape[2] == 3
     manifest = ds.path / "manifest.json"
@@ -42,6 +42,11 @@ def test_imports_once_then_reopens(project, tmp_path: Path) -> None:
     other = LabelStudioDataset(project.export_path, cache_dir=tmp_path, max_side=48)
     assert other.path != ds.path and max(other[0]["image"].shape[:2]) <= 48
     assert not list(tmp_path.glob("*.partial"))
+
+
+def test_a_transform_that_is_not_callable_is_a_clear_error(project, tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="transform='t' is not callable"):
+        LabelStudioDataset(project.export_path, cache_dir=tmp_path, transform="t")
 
 
 def test_killed_import_is_resumed_not_served(project, tmp_path: Path) -> None:
