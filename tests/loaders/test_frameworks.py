@@ -15,6 +15,7 @@ import torch
 from loaders_fakes import ArrayDataset, noisy_flip
 from torch.utils.data import DistributedSampler
 
+from npu_data.errors import UserError
 from npu_data.loaders import DataLoader
 
 
@@ -135,6 +136,35 @@ def test_accelerate_prepare_keeps_the_loader_and_its_device_transform() -> None:
         accelerator.backward(loss)
         optimizer.step()
         optimizer.zero_grad()
+
+
+def test_accelerate_gradient_accumulation_syncs_at_the_epochs_last_batch() -> None:
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=True, gradient_accumulation_steps=3)
+    model = torch.nn.Linear(1, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(ArrayDataset(18), batch_size=4, shuffle=True, transform=noisy_flip)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    syncs = []
+    for batch in loader:  # 5 batches: a sync after the 3rd and at the epoch's end
+        with accelerator.accumulate(model):
+            accelerator.backward(model(batch["image"].float().mean(dim=(1, 2, 3))[:, None]).sum())
+            syncs.append(accelerator.sync_gradients)
+            optimizer.step()
+            optimizer.zero_grad()
+    assert syncs == [False, False, True, False, True]
+
+
+def test_accelerate_prepare_refuses_a_loader_on_another_device() -> None:
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=True)
+    loader = DataLoader(ArrayDataset(8), batch_size=4, device="cpu")
+    loader.device = torch.device("cuda", 1)  # as if made with device="cuda:1"
+    with pytest.raises(UserError, match=r"feeds cuda:1 but accelerator.device is cpu — pass "
+                                        r"device=accelerator.device"):
+        accelerator.prepare(loader)
 
 
 # --- the real frameworks under DDP: 2 ranks on gloo, one torchrun launch --------------------
