@@ -301,7 +301,8 @@ class DataLoader(TorchDataLoader):
             frameworks.adopt(self)
 
     def _rank(self) -> int:
-        return int(getattr(self._order, "rank", 0))
+        rank = getattr(self._order, "rank", 0)  # a stream's may be None (read when it runs)
+        return rank if isinstance(rank, int) else 0
 
     # --- crop at read (loaders.crop_read) ----------------------------------------------------
     def _no_read_crop(self) -> str:
