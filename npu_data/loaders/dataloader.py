@@ -445,7 +445,10 @@ class DataLoader(TorchDataLoader):
             if not p.native:
                 replay = pending.replay if pending is not None else None
                 self._indices.start = functools.partial(_snapshot, p, order, replay)
-        length = _length(self)
+        try:  # the index sampler's length now (an earlier pass may still be held open)
+            length: int | None = TorchDataLoader.__len__(self)
+        except TypeError:  # an iterable dataset without len()
+            length = None
         p.length = None if length is None else length + (base if native and pending else 0)
         self._pass = p
         return p
@@ -693,10 +696,3 @@ def _is_collate_samples(fn: Any) -> bool:
 def _listed(collate_fn: Callable[[list[Any]], Any], samples: Any) -> Any:
     """Give a user ``collate_fn`` the plain list of sample dicts, not a lazy ColumnBatch."""
     return collate_fn(list(samples) if isinstance(samples, ColumnBatch) else samples)
-
-
-def _length(loader: Any) -> int | None:
-    try:
-        return len(loader)
-    except TypeError:
-        return None

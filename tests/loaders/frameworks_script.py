@@ -6,7 +6,8 @@ Cases (one launch, to pay the imports once):
   steps (and at epoch ends, as by default); Lightning injects its DistributedSampler.
 - ``resume``: a new Trainer resumed from the step-2 (mid-epoch) checkpoint of ``shuffle``.
 - ``sampler``: ``sampler=NpuDistributedSampler(dataset)`` made in ``train_dataloader()``,
-  Lightning's defaults (it must be kept, not wrapped and sharded again).
+  Lightning's defaults (it must be kept, not wrapped and sharded again); ``sampler_resume``:
+  resumed from its step-2 checkpoint.
 - ``accelerate``: ``accelerator.prepare(model, optimizer, loader)``, a mid-epoch
   ``save_state``, then a new loader and Accelerator resumed with ``load_state``; and a
   sampler that would serve every sample on each process (a one-line error).
@@ -87,6 +88,10 @@ def lightning(out: Path, rank: int) -> None:
     trainer(out / "sampler").fit(sharded)
     record["sampler"] = sharded.seen
     record["sampler_type"] = type(sharded.trainer.train_dataloader.sampler).__name__
+    again = Module()
+    trainer(out / "sampler_resume").fit(
+        again, ckpt_path=str(out / "sampler" / "epoch=0-step=2.ckpt"))
+    record["sampler_resume"] = again.seen
     torch.save(record, out / f"lightning{rank}.pt")
 
 

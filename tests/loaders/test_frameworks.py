@@ -213,11 +213,13 @@ def test_lightning_ddp_npu_sampler_is_kept_and_covers_every_sample(ddp: Any) -> 
 
 def test_lightning_ddp_mid_epoch_resume_trains_the_rest_then_whole_epochs(ddp: Any) -> None:
     """A new Trainer resumed from the step-2 checkpoint (mid epoch 0) trains exactly what the
-    uninterrupted run trained after step 2: the rest of epoch 0, then all of epoch 1."""
+    uninterrupted run trained after step 2: the rest of epoch 0, then all of epoch 1 — with
+    Lightning's DistributedSampler (fast-forward) and with NpuDistributedSampler (native)."""
     for rec in ddp["lightning"]:
-        assert rec["resume"] == rec["shuffle"][2:]  # indices and (augmented) pixel sums
-        assert len(_epoch(rec["resume"], 0)) == N // 2 - 2 * BATCH
-        assert len(_epoch(rec["resume"], 1)) == N // 2
+        for run, resumed in (("shuffle", "resume"), ("sampler", "sampler_resume")):
+            assert rec[resumed] == rec[run][2:]  # indices and (augmented) pixel sums
+            assert len(_epoch(rec[resumed], 0)) == N // 2 - 2 * BATCH
+            assert len(_epoch(rec[resumed], 1)) == N // 2
 
 
 def test_accelerate_ddp_prepare_shards_transforms_and_resumes(ddp: Any) -> None:
