@@ -241,8 +241,9 @@ class EpochOrder(Sampler[int]):
             local = 0 if consumed is None else local
         elif self._pass is not None and self._pass[0] == self.epoch:
             _, before, start = self._pass
-        else:
+        else:  # nothing served in this epoch yet (a pass of another epoch counts for nothing)
             before, start = 0, 0
+            local = 0 if consumed is None else local
         state: dict[str, Any] = {
             "version": _STATE_VERSION,
             "epoch": int(self.epoch),
