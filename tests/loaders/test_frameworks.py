@@ -16,7 +16,7 @@ from loaders_fakes import ArrayDataset, noisy_flip
 from torch.utils.data import DistributedSampler
 
 from npu_data.errors import UserError
-from npu_data.loaders import DataLoader
+from npu_data.loaders import DataLoader, NpuDistributedSampler
 
 
 def _indices(loader: Any) -> list[int]:
@@ -92,6 +92,33 @@ def test_lightning_sampler_injection_keeps_our_loader_and_its_extras() -> None:
         assert all("flip" in b for b in batches)  # the transform ran
         parts.append(torch.cat([b["index"] for b in batches]).tolist())
     assert parts[0] == list(range(0, 20, 2)) and parts[1] == list(range(1, 20, 2))
+
+
+@pytest.mark.parametrize("world", [1, 3, 4])
+def test_lightning_shards_a_shuffled_loader_on_any_rank_count(world: int) -> None:
+    """Lightning's DDP path for ``DataLoader(shuffle=True)`` on other rank counts than the
+    DDP test's 2: the loader's order is a RandomSampler to it (``_is_dataloader_shuffled``),
+    so it injects ``DistributedSampler(shuffle=True)`` and rebuilds our loader; every sample
+    is served once per epoch (torch's padding aside), the same number of batches per rank."""
+    from lightning_fabric.utilities.distributed import DistributedSamplerWrapper
+    from pytorch_lightning.utilities.data import _is_dataloader_shuffled, _update_dataloader
+
+    ds = ArrayDataset(24)
+    loader = DataLoader(ds, batch_size=4, shuffle=True, device="cpu", seed=1)
+    assert _is_dataloader_shuffled(loader)
+    assert not isinstance(loader.sampler, DistributedSampler)  # Lightning shards it
+    ours = NpuDistributedSampler(ds, num_replicas=world, rank=0)
+    assert isinstance(ours, DistributedSampler) and not isinstance(ours,
+                                                                   DistributedSamplerWrapper)
+    for epoch in (0, 1):
+        parts = []
+        for rank in range(world):
+            rebuilt = _update_dataloader(loader, DistributedSampler(ds, world, rank,
+                                                                    shuffle=True))
+            rebuilt.set_epoch(epoch)
+            parts.append([i for b in rebuilt for i in b["index"].tolist()])
+        assert len({len(p) for p in parts}) == 1
+        assert sorted(i for p in parts for i in p) == list(range(24))
 
 
 def test_lightning_step_limited_epochs_get_new_batches_with_checkpointing(tmp_path) -> None:
