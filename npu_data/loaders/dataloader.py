@@ -25,7 +25,6 @@ import inspect
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -246,8 +245,8 @@ class DataLoader(TorchDataLoader):
         self._chosen: int | None = None  # set_epoch() on the loader since the last pass began
         self._mark = epoch_mark(self._order)  # the order's epoch as the loader last left it
         self._last: tuple[int, int] | None = None  # (epoch, repeat) of the last pass begun
-        self._resume: _Resume | None = None  # load_state_dict(): the next pass continues
-        self._pass: _Pass | None = None
+        self._resume: resume.Resume | None = None  # load_state_dict(): the next pass continues
+        self._pass: resume.Pass | None = None
         self._adopted = False
         self._transform_generator: torch.Generator | None = None
         self.host_bytes = 0  # bytes of the host batches handed to the device so far
@@ -418,7 +417,7 @@ class DataLoader(TorchDataLoader):
             return out
         return self.transform(batch, generator=self._transform_generator)
 
-    def _begin_pass(self) -> _Pass:
+    def _begin_pass(self) -> resume.Pass:
         """Decide this pass's epoch (module doc of ``loaders.resume`` for the resume) and set
         the index sampler's hooks."""
         order, pending = self._order, self._resume
@@ -436,7 +435,7 @@ class DataLoader(TorchDataLoader):
         self._chosen, self._mark, self._epoch, self._last = None, epoch_mark(order), epoch, (
             epoch, repeat)
         native = pending.native if pending is not None else isinstance(order, EpochOrder)
-        p = _Pass(epoch, repeat, base, native=native and isinstance(order, EpochOrder))
+        p = resume.Pass(epoch, repeat, base, native=native and isinstance(order, EpochOrder))
         skip = base if pending is not None and not native else 0
         if isinstance(self.dataset, IterableDataset):
             p.discard = skip  # a stream is fast-forwarded by reading (it has no indices)
@@ -444,7 +443,7 @@ class DataLoader(TorchDataLoader):
             p.skip = self._indices.skip = skip
             if not p.native:
                 replay = pending.replay if pending is not None else None
-                self._indices.start = functools.partial(_snapshot, p, order, replay)
+                self._indices.start = functools.partial(resume.snapshot_pass, p, order, replay)
         try:  # the index sampler's length now (an earlier pass may still be held open)
             length: int | None = TorchDataLoader.__len__(self)
         except TypeError:  # an iterable dataset without len()
@@ -555,7 +554,7 @@ class DataLoader(TorchDataLoader):
                       "first ones of the epoch, so a resume will not be exact")
         return state
 
-    def _between_epochs(self, p: _Pass) -> bool:
+    def _between_epochs(self, p: resume.Pass) -> bool:
         """The last pass is over (all its batches yielded) or another epoch was chosen."""
         done = p.finished or (p.length is not None and p.base + p.yielded >= p.length)
         mark = epoch_mark(self._order)
@@ -584,49 +583,9 @@ class DataLoader(TorchDataLoader):
             if why:
                 warn_once(f"DataLoader.load_state_dict: the resume will not be exact — {why}")
                 replay = None
-        self._resume = _Resume(epoch, batches, int(state.get("repeat", 0)), native,
+        self._resume = resume.Resume(epoch, batches, int(state.get("repeat", 0)), native,
                                replay if isinstance(replay, dict) else None, dict(state))
         self._epoch, self._chosen, self._mark = epoch, None, epoch_mark(order)
-
-
-@dataclass
-class _Pass:
-    """One pass over the loader: its epoch, where it stands, how it resumes."""
-
-    epoch: int
-    repeat: int  # earlier passes over the same epoch (a new augmentation each)
-    base: int  # batches of the epoch yielded before this pass (it resumes)
-    native: bool = False  # the order is an EpochOrder that resumes itself
-    skip: int = 0  # batches the index sampler skipped (fast-forward)
-    discard: int = 0  # batches read and dropped (a resumed stream)
-    yielded: int = 0
-    length: int | None = None  # len() of the loader during this pass
-    active: bool = True
-    finished: bool = False
-    snapshot: dict[str, Any] | None = None  # re-creates the order's pass (not native)
-    inexact: str | None = None  # why the snapshot cannot re-create it
-
-
-@dataclass
-class _Resume:
-    """A loaded state the next pass continues."""
-
-    epoch: int
-    batches: int
-    repeat: int
-    native: bool
-    replay: dict[str, Any] | None
-    state: dict[str, Any]
-
-
-def _snapshot(p: _Pass, order: Any, replay: dict[str, Any] | None) -> None:
-    """Right before a pass iterates its (not native) order: restore a resumed pass's
-    snapshot, then take this pass's."""
-    why = resume.restore(order, replay) if replay is not None else None
-    if why:
-        warn_once(f"DataLoader: the resume is not exact — {why}")
-    p.snapshot, p.inexact = resume.capture(order)
-    p.inexact = why or p.inexact
 
 
 def _newer_torch_args(**kw: Any) -> dict[str, Any]:

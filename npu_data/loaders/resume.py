@@ -28,6 +28,7 @@ import base64
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -192,3 +193,44 @@ class PassIndices:
 
 
 _END = object()
+
+
+# --- the loader's passes ----------------------------------------------------------------------
+@dataclass
+class Pass:
+    """One pass over the loader: its epoch, where it stands, how it resumes."""
+
+    epoch: int
+    repeat: int  # earlier passes over the same epoch (a new augmentation each)
+    base: int  # batches of the epoch yielded before this pass (it resumes)
+    native: bool = False  # the order is an EpochOrder that resumes itself
+    skip: int = 0  # batches the index sampler skipped (fast-forward)
+    discard: int = 0  # batches read and dropped (a resumed stream)
+    yielded: int = 0
+    length: int | None = None  # len() of the loader during this pass
+    active: bool = True
+    finished: bool = False
+    snapshot: dict[str, Any] | None = None  # re-creates the order's pass (not native)
+    inexact: str | None = None  # why the snapshot cannot re-create it
+
+
+@dataclass
+class Resume:
+    """A loaded state the next pass continues."""
+
+    epoch: int
+    batches: int
+    repeat: int
+    native: bool
+    replay: dict[str, Any] | None
+    state: dict[str, Any]
+
+
+def snapshot_pass(p: Pass, order: Any, replay: dict[str, Any] | None) -> None:
+    """Right before a pass iterates its (not native) order: restore a resumed pass's
+    snapshot, then take this pass's."""
+    why = restore(order, replay) if replay is not None else None
+    if why:
+        warn_once(f"DataLoader: the resume is not exact — {why}")
+    p.snapshot, p.inexact = capture(order)
+    p.inexact = why or p.inexact
