@@ -33,14 +33,15 @@ from torch.utils.data import IterableDataset
 from npu_data import device as dev
 from npu_data.buffers import release_reused
 from npu_data.common.batch import ColumnBatch
-from npu_data.common.compat import dataloader_kwargs
+from npu_data.common.compat import DATALOADER_ARGS, dataloader_kwargs
 from npu_data.errors import UserError
-from npu_data.loaders import crop_read, stream_crop
+from npu_data.loaders import crop_read, frameworks, host_transform, resume, stream_crop
 from npu_data.loaders.collate import collate_samples
 from npu_data.loaders.crop_read import PlannedBatches
 from npu_data.loaders.read_ahead import read_ahead
+from npu_data.loaders.resume import PassIndices, epoch_mark, warn_once
 from npu_data.loaders.sample_ids import sample_ids
-from npu_data.loaders.sampler import NpuDistributedSampler
+from npu_data.loaders.sampler import EpochOrder, loader_order
 from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import draws
 from npu_data.transforms.base import Params, Transform
@@ -49,6 +50,7 @@ from npu_data.transforms.donate import donating
 BatchTransform = Callable[..., Any]
 _MASK = (1 << 63) - 1
 _READ_AHEAD = 2  # batches a read thread works ahead of the transform
+_STATE_VERSION = 2
 # The importing thread's torch thread count, fixed now: a thread that first asks after torch's
 # pin-memory thread ran (it calls set_num_threads(1)) would get 1. The read thread uses it.
 torch.get_num_threads()
@@ -145,9 +147,19 @@ class DataLoader(TorchDataLoader):
     (with ``num_workers=0``: batches are read, decoded and collated on one background thread
     of this process while the main thread transforms the previous one — ``loaders.read_ahead``;
     default: on for this package's datasets, off for others, which may not be thread-safe).
-    Without a sampler the loader uses a single-replica ``NpuDistributedSampler`` (shuffled
-    when ``shuffle=True``, a new order each epoch), so ``state_dict`` works by default.
+    Epochs are torch's: every ``iter()`` is a new epoch — a new order and new augmentation —
+    unless ``load_state_dict`` asked to resume one; ``set_epoch`` (the loader's or its
+    sampler's) chooses the epoch instead. ``len()`` is always the epoch's length; a resumed
+    pass yields the rest of its epoch. Without a sampler the loader orders the samples
+    itself (``sampler.ShuffledOrder`` / ``SequentialOrder``: a ``seed + epoch``
+    permutation, or in order), a ``RandomSampler`` / ``SequentialSampler`` to frameworks.
+    ``state_dict()`` / ``load_state_dict()`` resume any sampler mid-epoch (``loaders.resume``).
+    Under Accelerate, ``prepare`` keeps this loader (``loaders.frameworks``).
     """
+
+    # Accelerate: prepare() returns this loader as it is; save_state() saves state_dict()
+    _is_accelerate_prepared = True
+    use_stateful_dataloader = True
 
     def __init__(self, dataset: Any, batch_size: int | None = 1, shuffle: bool | None = None,
                  sampler: Any = None, batch_sampler: Any = None, num_workers: int = 0,
@@ -162,6 +174,7 @@ class DataLoader(TorchDataLoader):
                  jit_compile: bool | None = None, image_key: int | str | None = None,
                  read_crop: bool | None = None, decode: str = "exact",
                  read_thread: bool | None = None) -> None:
+        self._auto_device = device is None or (isinstance(device, str) and device == "auto")
         self.device = dev.resolve_device(device)
         if jit_compile is not None:
             dev.set_jit_compile(jit_compile, self.device)
@@ -169,12 +182,9 @@ class DataLoader(TorchDataLoader):
             raise UserError(f"device_prefetch={device_prefetch}: use 0 (no prefetch) or more")
         self.seed = int(seed if seed is not None else
                         (generator.initial_seed() if generator is not None else 0)) & _MASK
-        self._own_sampler = (sampler is None and batch_sampler is None
-                             and not isinstance(dataset, IterableDataset))
         torch_shuffle = shuffle
-        if self._own_sampler:
-            sampler = NpuDistributedSampler(dataset, num_replicas=1, rank=0,
-                                            shuffle=bool(shuffle), seed=self.seed)
+        if sampler is None and batch_sampler is None and not isinstance(dataset, IterableDataset):
+            sampler = loader_order(dataset, bool(shuffle), self.seed)
             torch_shuffle = None
         accel = dev.is_accelerator(self.device)
         pin = bool(pin_memory) and accel
@@ -197,6 +207,8 @@ class DataLoader(TorchDataLoader):
             **dataloader_kwargs(persistent_workers=persistent_workers,
                                 pin_memory_device=pin_memory_device, in_order=in_order),
         )
+        if "in_order" not in DATALOADER_ARGS:
+            self.in_order = in_order  # as newer torch keeps it (a rebuild reads it back)
         self.device_prefetch = device_prefetch
         self._read_threads = torch.get_num_threads()  # the read thread's (read_ahead)
         weakref.finalize(self, release_reused)  # the batch buffers kept for reuse go with it
@@ -219,47 +231,74 @@ class DataLoader(TorchDataLoader):
         if read_thread is not None and not isinstance(read_thread, bool):
             raise UserError(f"DataLoader: read_thread={read_thread!r} must be True, False or None")
         self.read_thread = read_thread
-        self._planned = PlannedBatches(self.batch_sampler) if self.batch_sampler is not None else None
+        self._indices = PassIndices(super()._index_sampler)
+        self._planned = PlannedBatches(self._indices) if self.batch_sampler is not None else None
         if read_crop:
             why = self._no_read_crop()
             if why:
                 raise UserError(f"DataLoader(read_crop=True): {why} — drop read_crop=True")
-        # The sampler that owns the order: a batch sampler's inner one when there is one.
-        inner = getattr(self.batch_sampler, "sampler", None)
-        self._order: Any = inner if inner is not None else self.sampler
-        self._epoch = int(getattr(self._order, "epoch", 0))
-        self._resume_batches: tuple[int, int] | None = None  # (epoch, batches already consumed)
-        self._pass_epoch = -1
-        self._finished: tuple[int, int] | None = None  # (epoch, repeat) of the last full pass
-        self._pass_base = 0
-        self._pass_batches = 0
-        self._pass_len: int | None = None
+        self._order: Any = resume.order_of(self.sampler, self.batch_sampler, self.dataset)
+        self._epoch = int(getattr(self._order, "epoch", 0) or 0)
+        self._chosen: int | None = None  # set_epoch() on the loader since the last pass began
+        self._mark = epoch_mark(self._order)  # the order's epoch as the loader last left it
+        self._last: tuple[int, int] | None = None  # (epoch, repeat) of the last pass begun
+        self._resume: resume.Resume | None = None  # load_state_dict(): the next pass continues
+        self._pass: resume.Pass | None = None
+        self._adopted = False
         self._transform_generator: torch.Generator | None = None
         self.host_bytes = 0  # bytes of the host batches handed to the device so far
 
     # --- epochs and length ----------------------------------------------------------------
     @property
     def epoch(self) -> int:
-        """The epoch the next pass serves (the sampler's, when it has one)."""
-        return int(getattr(self._order, "epoch", self._epoch))
+        """The epoch the next pass serves (a resumed one, one chosen by ``set_epoch``, else
+        the one after the last pass)."""
+        return self._resume.epoch if self._resume is not None else self._next_epoch()
+
+    def _next_epoch(self) -> int:
+        if self._chosen is not None:
+            return self._chosen
+        mark = epoch_mark(self._order)
+        if mark != self._mark and mark[0] is not None:  # its set_epoch was called directly
+            return int(mark[0])
+        if self._last is not None:
+            return self._last[0] + 1
+        return int(mark[0]) if mark[0] is not None else self._epoch
 
     def set_epoch(self, epoch: int) -> None:
-        """Set the epoch of the loader, of its sampler and of an iterable dataset that has
-        ``set_epoch`` (e.g. WebDatasetStream)."""
-        self._epoch = int(epoch)
-        if hasattr(self._order, "set_epoch"):
-            self._order.set_epoch(int(epoch))
-        if isinstance(self.dataset, torch.utils.data.IterableDataset) and hasattr(
-                self.dataset, "set_epoch"):
-            self.dataset.set_epoch(int(epoch))
+        """Serve ``epoch`` next (its order and augmentation): sets the epoch of the loader, of
+        its sampler and of an iterable dataset that has ``set_epoch`` (e.g.
+        WebDatasetStream). A pending resume of another epoch is dropped."""
+        epoch = int(epoch)
+        self._chosen = self._epoch = epoch
+        resume.set_epoch(self._order, epoch)
+        if self._resume is not None and self._resume.epoch != epoch:
+            self._resume = None
 
     def __len__(self) -> int:
-        if self._pass_len is not None:
-            return self._pass_len
+        """Batches in the epoch (all of them, also while a resumed pass serves the rest)."""
+        self._adopt()
+        if self._resume is not None:
+            return super().__len__() + (self._resume.batches if self._resume.native else 0)
+        p = self._pass
+        if p is not None and p.active and p.length is not None:
+            return p.length
         return super().__len__()
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name == "_is_accelerate_prepared" and value and self.__dict__.get("_adopted") is False:
+            self._adopt()  # accelerator.prepare() marks the loader it returns: adopt it now
+
+    def _adopt(self) -> None:
+        """Take over what Accelerate's prepare() would have done (``loaders.frameworks``)."""
+        if not self._adopted and frameworks.prepared(self):
+            self._adopted = True
+            frameworks.adopt(self)
+
     def _rank(self) -> int:
-        return int(getattr(self._order, "rank", 0))
+        rank = getattr(self._order, "rank", 0)  # a stream's may be None (read when it runs)
+        return rank if isinstance(rank, int) else 0
 
     # --- crop at read (loaders.crop_read) ----------------------------------------------------
     def _no_read_crop(self) -> str:
@@ -279,7 +318,10 @@ class DataLoader(TorchDataLoader):
     @property
     def _index_sampler(self) -> Any:  # torch's iterators take their batches from here
         planned = self.__dict__.get("_planned")
-        return planned if planned is not None else super()._index_sampler
+        if planned is not None:
+            return planned
+        indices = self.__dict__.get("_indices")
+        return indices if indices is not None else super()._index_sampler
 
     def _plan(self, aug_epoch: int) -> crop_read.Plan | None:
         """This pass's crop plan, when the leading crop runs in the reader (the default: less
@@ -372,33 +414,65 @@ class DataLoader(TorchDataLoader):
             return out
         return self.transform(batch, generator=self._transform_generator)
 
+    def _begin_pass(self) -> resume.Pass:
+        """Decide this pass's epoch (module doc of ``loaders.resume`` for the resume) and set
+        the index sampler's hooks."""
+        order, pending = self._order, self._resume
+        self._resume = None
+        mark = epoch_mark(order)
+        if pending is not None and mark != self._mark and mark[0] is not None and \
+                int(mark[0]) != pending.epoch:  # its set_epoch chose another epoch: it wins
+            pending = None
+        if pending is not None:
+            epoch, repeat, base = pending.epoch, pending.repeat, pending.batches
+        else:
+            epoch, base = self._next_epoch(), 0
+            repeat = self._last[1] + 1 if self._last is not None and self._last[0] == epoch else 0
+        resume.set_epoch(order, epoch)
+        self._chosen, self._mark, self._epoch, self._last = None, epoch_mark(order), epoch, (
+            epoch, repeat)
+        native = pending.native if pending is not None else isinstance(order, EpochOrder)
+        p = resume.Pass(epoch, repeat, base, native=native and isinstance(order, EpochOrder))
+        skip = base if pending is not None and not native else 0
+        if isinstance(self.dataset, IterableDataset):
+            p.discard = skip  # a stream is fast-forwarded by reading (it has no indices)
+        else:
+            p.skip = self._indices.skip = skip
+            if not p.native:
+                replay = pending.replay if pending is not None else None
+                self._indices.start = functools.partial(resume.snapshot_pass, p, order, replay)
+        try:  # the index sampler's length now (an earlier pass may still be held open)
+            length: int | None = TorchDataLoader.__len__(self)
+        except TypeError:  # an iterable dataset without len()
+            length = None
+        p.length = None if length is None else length + (base if native and pending else 0)
+        self._pass = p
+        return p
+
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]  # a generator of batches
-        epoch = self.epoch
-        base = 0
-        if self._resume_batches is not None and self._resume_batches[0] == epoch:
-            base = self._resume_batches[1]
-        self._resume_batches = None
-        self._pass_len = None
-        self._pass_len = _length(self)  # None for an IterableDataset without len()
-        self._pass_epoch, self._pass_base, self._pass_batches = epoch, base, 0
-        # A pass over an epoch already served in full (a sampler nobody set_epoch'ed) still
-        # gets new augmentation: the transform's epoch also counts such repeats.
-        repeat = self._finished[1] + 1 if self._finished and self._finished[0] == epoch else 0
-        aug_epoch = epoch + (repeat << 32)
+        self._adopt()
+        p = self._begin_pass()
+        aug_epoch = p.epoch + (p.repeat << 32)  # a repeated epoch still gets new augmentation
         if self._planned is not None:
             self._planned.plan = self._plan(aug_epoch)
         armed = self._arm_stream(aug_epoch)  # disarmed at the end (or drop) of this pass
         source: Iterator[Any] = super().__iter__()
+        if self.num_workers == 0:  # read here: our datasets serve raw samples to us
+            source = host_transform.loader_reads(source)
         if self._reads_ahead():
             source = read_ahead(source, _READ_AHEAD, self._read_threads)
         stream = dev.new_stream(self.device) if self.device_prefetch > 0 else None
         accel = dev.is_accelerator(self.device)
         pending: deque[Any] = deque()
+        link = frameworks.GradientStateLink(self) if self._adopted else None
 
         def submit() -> bool:
             if pending and isinstance(pending[-1][0], Exception):
                 return False  # nothing is read past a failed batch
             try:
+                while p.discard:  # a resumed stream: the batches it already served
+                    next(source)
+                    p.discard -= 1
                 host = next(source)
             except StopIteration:
                 return False
@@ -428,56 +502,95 @@ class DataLoader(TorchDataLoader):
                     consumer.wait_stream(stream)
                     _record(batch, consumer)
                 submit()
-                out = self._transform(batch, base + self._pass_batches, aug_epoch, aug)
-                self._pass_batches += 1
+                out = self._transform(batch, p.base + p.yielded, aug_epoch, aug)
+                p.yielded += 1
+                if link is not None and not pending:
+                    link.last()
                 yield out
+            p.finished = True
         finally:  # a pass left early stops its read thread now, not at garbage collection
+            p.active = False
             close = getattr(source, "close", None)
             if close is not None:
                 close()
-        self._pass_len = None
-        armed.close()
-        self._finished = (epoch, repeat)
-        if self._own_sampler:  # like RandomSampler: a new order (and augmentation) every pass
-            self.set_epoch(epoch + 1)
+            if link is not None:
+                link.close()
+            armed.close()
 
     # --- resume -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Plain state for an exact mid-epoch resume: epoch, batches consumed, sampler state."""
-        if not isinstance(self._order, NpuDistributedSampler):
-            raise UserError(
-                "DataLoader.state_dict: resuming needs an NpuDistributedSampler (or no sampler) — "
-                f"got {type(self._order).__name__}"
-            )
-        if self._resume_batches is not None:  # loaded, not iterated yet
-            return {"epoch": self.epoch, "batches": self._resume_batches[1],
-                    "seed": self.seed, "sampler": self._order.state_dict(consumed=0)}
-        if self._pass_epoch != self.epoch:  # nothing consumed in this epoch yet
-            return {"epoch": self.epoch, "batches": 0, "seed": self.seed,
-                    "sampler": self._order.state_dict(consumed=0)}
-        consumed = self._pass_batches * (self.batch_size or 1)
-        return {"epoch": self.epoch, "batches": self._pass_base + self._pass_batches,
-                "seed": self.seed, "sampler": self._order.state_dict(consumed=consumed)}
+        """Plain state to resume exactly where this loader stands: the epoch, the batches of
+        it already yielded and what re-creates its order (``loaders.resume``). Saved between
+        epochs, it starts the next epoch. Never raises for a sampler: one that cannot be
+        re-created exactly is resumed as closely as possible, with a warning."""
+        if self._resume is not None:  # loaded, not iterated yet: the loaded state
+            return dict(self._resume.state)
+        p, order = self._pass, self._order
+        if p is None or self._between_epochs(p):
+            epoch = self.epoch
+            repeat = self._last[1] + 1 if self._last is not None and self._last[0] == epoch else 0
+            state: dict[str, Any] = {
+                "version": _STATE_VERSION, "epoch": epoch, "batches": 0, "repeat": repeat,
+                "seed": self.seed, "batch_size": self.batch_size}
+            if isinstance(order, EpochOrder):
+                state["sampler"] = order.fresh_state(epoch)
+            return state
+        state = {"version": _STATE_VERSION, "epoch": p.epoch, "batches": p.base + p.yielded,
+                 "repeat": p.repeat, "seed": self.seed, "batch_size": self.batch_size}
+        if p.native:
+            consumed = sum(self._indices.sizes[:p.skip + p.yielded])  # this rank, this pass
+            state["sampler"] = order.state_dict(consumed=consumed)
+        elif isinstance(self.dataset, IterableDataset):
+            state["replay"] = {"type": type(self.dataset).__name__, "stream": True}
+        else:
+            state["replay"] = {"type": type(order).__name__, **(p.snapshot or {})}
+            if p.inexact:
+                warn_once(f"DataLoader.state_dict: the resume will not be exact — {p.inexact}")
+        if self.num_workers > 0 and getattr(self, "in_order", True) is False:
+            warn_once("DataLoader.state_dict: in_order=False — the batches yielded are not the "
+                      "first ones of the epoch, so a resume will not be exact")
+        return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def _between_epochs(self, p: resume.Pass) -> bool:
+        """The last pass is over (all its batches yielded) or another epoch was chosen."""
+        done = p.finished or (p.length is not None and p.base + p.yielded >= p.length)
+        mark = epoch_mark(self._order)
+        moved = mark != self._mark and mark[0] is not None and int(mark[0]) != p.epoch
+        return done or (self._chosen is not None and self._chosen != p.epoch) or moved
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Make the next pass continue the saved epoch with exactly the unseen batches."""
-        if not isinstance(self._order, NpuDistributedSampler):
-            raise UserError(
-                "DataLoader.load_state_dict: resuming needs an NpuDistributedSampler (or no "
-                f"sampler) — got {type(self._order).__name__}"
-            )
-        self.seed = int(state.get("seed", self.seed))
-        self._order.load_state_dict(state["sampler"])
-        self._epoch = int(state["epoch"])
-        self._resume_batches = (self._epoch, int(state["batches"]))
-        self._pass_len = None
-        self._pass_epoch = -1
+        order = self._order
+        epoch, batches = int(state["epoch"]), int(state.get("batches", 0))
+        self.seed = int(state.get("seed", self.seed)) & _MASK
+        native = isinstance(order, EpochOrder) and "sampler" in state
+        replay = state.get("replay")
+        if native:
+            order.load_state_dict(state["sampler"])
+        else:
+            resume.set_epoch(order, epoch)
+            why = None
+            saved = (replay or {}).get("type", "NpuDistributedSampler")
+            if batches and saved != type(order).__name__ and not (
+                    isinstance(self.dataset, IterableDataset) and replay):
+                why = f"saved with {saved}, resumed with {type(order).__name__}"
+            elif batches and state.get("batch_size", self.batch_size) != self.batch_size:
+                why = (f"saved with batch_size={state.get('batch_size')}, resumed with "
+                       f"{self.batch_size}")
+            if why:
+                warn_once(f"DataLoader.load_state_dict: the resume will not be exact — {why}")
+                replay = None
+        self._resume = resume.Resume(epoch, batches, int(state.get("repeat", 0)), native,
+                               replay if isinstance(replay, dict) else None, dict(state))
+        self._epoch, self._chosen, self._mark = epoch, None, epoch_mark(order)
 
 
 def _worker_init(user_init: Callable[[int], None] | None, worker_id: int) -> None:
     """Freeze what the worker inherited: the garbage collector never scans (nor dirties,
-    copy-on-write) those objects again, so batches cost less and worker memory stays flat."""
+    copy-on-write) those objects again, so batches cost less and worker memory stays flat.
+    Mark the process as this loader's: datasets serve it raw samples."""
     gc.freeze()
+    host_transform.mark_worker()
     if user_init is not None:
         user_init(worker_id)
 
@@ -526,10 +639,3 @@ def _is_collate_samples(fn: Any) -> bool:
 def _listed(collate_fn: Callable[[list[Any]], Any], samples: Any) -> Any:
     """Give a user ``collate_fn`` the plain list of sample dicts, not a lazy ColumnBatch."""
     return collate_fn(list(samples) if isinstance(samples, ColumnBatch) else samples)
-
-
-def _length(loader: Any) -> int | None:
-    try:
-        return len(loader)
-    except TypeError:
-        return None

@@ -5,6 +5,10 @@ the export bytes and the import options; later runs open that folder instantly. 
 writes into ``<key>.partial`` under an exclusive file lock and renames it into place when
 complete, so a concurrent import waits and a killed one is resumed, never served half-done.
 
+``transform`` is applied by npu_data's DataLoader, batched on the device; read any other way
+(torch's own DataLoader, ``dataset[i]``) the dataset applies it itself on the host
+(``loaders.host_transform``), so torch's loader gets transformed samples it can stack.
+
 Rejected tasks are never silent: ``dataset.rejected`` lists them (as in the cache's
 ``rejected.jsonl``), an import that rejected some warns with the counts, and one that kept
 no sample raises ``UserError`` naming the reasons and the fix, and leaves no cache entry.
@@ -25,6 +29,7 @@ import orjson
 from npu_data.common.cache import cache_root, private_dir
 from npu_data.common.hashing import file_sha256
 from npu_data.errors import UserError
+from npu_data.loaders import host_transform
 
 # keywords of npu-data import's image options (ImageOptions checks them as the CLI does)
 _IMAGE_KEYS = ("ls_data_dir", "local_files_root", "allow_download", "storage_endpoint",
@@ -77,7 +82,9 @@ def _tasks(rejected: list[dict[str, Any]]) -> int:
 class LabelStudioDataset:
     """Samples of a Label Studio export (``ShardDataset`` dicts), imported once and cached.
 
-    ``transform`` is a device batch transform the DataLoader applies (not per sample).
+    ``transform`` is a batch transform (``npu_data.transforms``, e.g. ``NpuPreprocessor``):
+    npu_data's DataLoader applies it on the device to whole batches; torch's DataLoader, or
+    ``dataset[i]``, gets it applied here on the host (exact, slower; module doc).
     Import options, as for ``npu-data import`` and checked as it checks them (a bad one is a
     one-line ``UserError`` here, before anything is read): ``store`` ("raw"/"encoded"),
     ``max_side``, ``images_root`` and any of ``ls_data_dir``, ``local_files_root``,
@@ -100,6 +107,9 @@ class LabelStudioDataset:
         if not self.json_file.is_file():
             raise UserError(f"{self.json_file}: export not found — pass the path of a Label "
                             "Studio JSON export (Export > JSON)")
+        if transform is not None and not callable(transform):
+            raise UserError(f"LabelStudioDataset: transform={transform!r} is not callable — "
+                            "pass a batch transform (npu_data.transforms) or None")
         self.transform = transform
         self.images_root = Path(images_root).resolve() if images_root else None
         self.store, self.max_side, self.options = store, max_side, options
@@ -208,11 +218,21 @@ class LabelStudioDataset:
         return len(self.dataset)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        return self.dataset[i]
+        """Sample ``i``: raw for npu_data's DataLoader, else transformed (module doc)."""
+        raw = self.dataset[i]
+        if self.transform is None or host_transform.by_loader():
+            return raw
+        return host_transform.sample(
+            host_transform.transformed(self.transform, [raw], type(self).__name__))
 
     def __getitems__(self, indices: list[int]) -> Any:
-        """A whole batch read column-wise (what torch's DataLoader asks a worker for)."""
-        return self.dataset.__getitems__(indices)
+        """A whole batch read column-wise (what torch's DataLoader asks a worker for): a
+        ``SampleBatch`` for npu_data's DataLoader, else the transformed batch's rows."""
+        raw = self.dataset.__getitems__(indices)
+        if self.transform is None or host_transform.by_loader():
+            return raw
+        return host_transform.rows(
+            host_transform.transformed(self.transform, raw, type(self).__name__))
 
     def __getstate__(self) -> dict[str, Any]:
         self.dataset  # noqa: B018 - import in the parent, never in each worker

@@ -1,5 +1,12 @@
 """NpuDistributedSampler: torch's DistributedSampler order, plus exact and elastic resume.
 
+``EpochOrder`` holds the logic; ``NpuDistributedSampler`` is it as a
+``torch.utils.data.DistributedSampler`` (an ``isinstance`` match, so Lightning and Accelerate
+keep it as the sharding sampler), ``ShuffledOrder`` / ``SequentialOrder`` as torch's
+``RandomSampler`` / ``SequentialSampler`` (the one-replica order a ``DataLoader`` makes for
+``shuffle=``, which Lightning replaces with a ``DistributedSampler`` under DDP as it does
+torch's).
+
 The epoch's global order is a permutation ``P`` of ``range(len(dataset))`` (``randperm`` seeded
 with ``seed + epoch``, exactly as torch's sampler; or ``range`` without shuffling; or a
 block-local permutation with ``locality_block``). Like torch, the list is padded cyclically
@@ -35,7 +42,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Sampler
+from torch.utils.data import DistributedSampler, RandomSampler, Sampler, SequentialSampler
 
 from npu_data.common.dist import place
 from npu_data.errors import UserError
@@ -75,15 +82,8 @@ def layout(order: np.ndarray, world: int, drop_last: bool) -> np.ndarray:
     return np.resize(order, total)
 
 
-class NpuDistributedSampler(Sampler[int]):
-    """Drop-in for ``torch.utils.data.DistributedSampler`` with ``state_dict`` resume.
-
-    Same arguments, ``set_epoch``, order, padding and dropping as torch's sampler (see the
-    module docstring for resume and elastic semantics). ``locality_block=K`` optionally
-    shuffles blocks of K neighbouring indices, then within blocks (fewer random disk reads).
-    ``shard_window=K`` hands each rank mostly whole shards of a ``ShardDataset``, shuffled
-    inside windows of K shards (fewer shards downloaded per node, less randomness).
-    """
+class EpochOrder(Sampler[int]):
+    """The epoch orders of ``NpuDistributedSampler`` (the class doc there), resumable."""
 
     def __init__(self, dataset: Sized, num_replicas: int | None = None, rank: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False,
@@ -123,6 +123,7 @@ class NpuDistributedSampler(Sampler[int]):
         self._pass: tuple[int, int, int] | None = None  # (epoch, consumed before, start)
         self._layouts: tuple[tuple[int, int], ...] = ()  # of the last _global_list
         self._pass_layouts: tuple[tuple[int, int], ...] = ()  # of the current pass
+        self.epoch_calls = 0  # set_epoch calls: a DataLoader sees an epoch chosen again
 
     # --- the epoch's layout -------------------------------------------------------------
     def _global_list(self) -> tuple[np.ndarray, int, int]:
@@ -209,6 +210,22 @@ class NpuDistributedSampler(Sampler[int]):
         if self._resume is not None and self._resume[0] != epoch:
             self._resume = None
         self.epoch = epoch
+        self.epoch_calls += 1
+
+    def place(self, num_replicas: int, rank: int) -> None:
+        """Serve ``rank`` of ``num_replicas`` from the next pass (a framework's world)."""
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"Invalid rank {rank}, rank should be in the interval "
+                             f"[0, {num_replicas - 1}]")
+        self.num_replicas, self.rank = int(num_replicas), int(rank)
+
+    def fresh_state(self, epoch: int) -> dict[str, Any]:
+        """``state_dict()`` of the start of ``epoch``: nothing consumed yet."""
+        state = self.state_dict(consumed=0)
+        state.update(epoch=int(epoch), consumed=0, start=0)
+        if "layouts" in state:
+            state["layouts"] = [[0, int(self.num_replicas)]]
+        return state
 
     # --- resume -------------------------------------------------------------------------
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
@@ -224,8 +241,9 @@ class NpuDistributedSampler(Sampler[int]):
             local = 0 if consumed is None else local
         elif self._pass is not None and self._pass[0] == self.epoch:
             _, before, start = self._pass
-        else:
+        else:  # nothing served in this epoch yet (a pass of another epoch counts for nothing)
             before, start = 0, 0
+            local = 0 if consumed is None else local
         state: dict[str, Any] = {
             "version": _STATE_VERSION,
             "epoch": int(self.epoch),
@@ -271,3 +289,44 @@ class NpuDistributedSampler(Sampler[int]):
         self._resume = (self.epoch, int(state.get("start", 0)), int(state["consumed"]),
                         int(state["world_size"]), layouts or ((0, int(state["world_size"])),))
         self._yielded = 0
+
+
+class NpuDistributedSampler(EpochOrder, DistributedSampler):  # type: ignore[misc,override]
+    """Drop-in for ``torch.utils.data.DistributedSampler`` with ``state_dict`` resume.
+
+    Same arguments, ``set_epoch``, order, padding and dropping as torch's sampler (see the
+    module docstring for resume and elastic semantics), and a subclass of it, so Lightning
+    and Accelerate keep it rather than wrapping it in another sharding sampler.
+    ``num_replicas`` / ``rank`` default to ``torch.distributed``, then the launcher's
+    ``WORLD_SIZE`` / ``RANK``, then one replica: create it after the process group exists
+    (e.g. in Lightning's ``train_dataloader()``). ``locality_block=K`` optionally shuffles
+    blocks of K neighbouring indices, then within blocks (fewer random disk reads).
+    ``shard_window=K`` hands each rank mostly whole shards of a ``ShardDataset``, shuffled
+    inside windows of K shards (fewer shards downloaded per node, less randomness).
+    """
+
+
+class ShuffledOrder(EpochOrder, RandomSampler):  # type: ignore[misc]
+    """A ``DataLoader(shuffle=True)``'s own order: one replica, a ``seed + epoch``
+    permutation per epoch, resumable; a ``RandomSampler`` to frameworks (Lightning shards a
+    loader that shuffles with a ``DistributedSampler(shuffle=True)``)."""
+
+    def __init__(self, dataset: Sized, seed: int = 0) -> None:
+        super().__init__(dataset, num_replicas=1, rank=0, shuffle=True, seed=seed)
+        self.data_source, self.replacement, self._num_samples = dataset, False, None
+        self.generator = None  # the order never reads it (a framework may set one)
+
+
+class SequentialOrder(EpochOrder, SequentialSampler):  # type: ignore[misc]
+    """A ``DataLoader(shuffle=False)``'s own order: ``range(len(dataset))``, resumable; a
+    ``SequentialSampler`` to frameworks."""
+
+    def __init__(self, dataset: Sized, seed: int = 0) -> None:
+        super().__init__(dataset, num_replicas=1, rank=0, shuffle=False, seed=seed)
+        self.data_source = dataset
+
+
+def loader_order(dataset: Sized, shuffle: bool, seed: int) -> EpochOrder:
+    """The order a ``DataLoader`` without a sampler uses (``ShuffledOrder`` or
+    ``SequentialOrder``)."""
+    return ShuffledOrder(dataset, seed) if shuffle else SequentialOrder(dataset, seed)

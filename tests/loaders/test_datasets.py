@@ -30,8 +30,8 @@ def _len(args: tuple[str, str]) -> int:
 
 
 def test_imports_once_then_reopens(project, tmp_path: Path) -> None:
-    ds = LabelStudioDataset(project.export_path, cache_dir=tmp_path, transform="t")
-    assert len(ds) >= 4 and ds.transform == "t"
+    ds = LabelStudioDataset(project.export_path, cache_dir=tmp_path)
+    assert len(ds) >= 4 and ds.transform is None
     s = ds[0]
     assert s["image"].dtype == np.uint8 and s["image"].shape[2] == 3
     manifest = ds.path / "manifest.json"
@@ -42,6 +42,11 @@ def test_imports_once_then_reopens(project, tmp_path: Path) -> None:
     other = LabelStudioDataset(project.export_path, cache_dir=tmp_path, max_side=48)
     assert other.path != ds.path and max(other[0]["image"].shape[:2]) <= 48
     assert not list(tmp_path.glob("*.partial"))
+
+
+def test_a_transform_that_is_not_callable_is_a_clear_error(project, tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="transform='t' is not callable"):
+        LabelStudioDataset(project.export_path, cache_dir=tmp_path, transform="t")
 
 
 def test_killed_import_is_resumed_not_served(project, tmp_path: Path) -> None:
@@ -74,6 +79,74 @@ def test_loader_uses_the_dataset_transform(project, tmp_path: Path) -> None:
     batches = list(DataLoader(ds, batch_size=4, num_workers=1, device="cpu"))
     assert sum(calls) == len(ds) == sum(int(b["image"].shape[0]) for b in batches)
     assert os.path.isdir(ds.path)
+
+
+def test_the_articles_code_trains_with_torchs_own_dataloader(project, tmp_path: Path) -> None:
+    """The article's code, as written (§5.1-5.2), with torch's DataLoader: the dataset
+    applies its transform itself (on the host, exact) and torch's collate stacks the rows
+    into the batch npu_data's loader makes."""
+    from npu_data.loaders import NpuDistributedSampler
+    from npu_data.loaders.collate import collate_samples
+    from npu_data.transforms import NpuPreprocessor
+
+    preprocessor = NpuPreprocessor(image_size=32, augment_level=2)
+    dataset = LabelStudioDataset(json_file=project.export_path, transform=preprocessor,
+                                 cache_dir=tmp_path)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=2, pin_memory=True,
+                                         prefetch_factor=2, persistent_workers=True,
+                                         sampler=NpuDistributedSampler(dataset))
+    model = torch.nn.Conv2d(3, 2, 3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    ours = next(iter(DataLoader(dataset, batch_size=4, device="cpu")))
+    seen = []
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*pin_memory.*")  # no accelerator here
+        for epoch in range(2):
+            loader.sampler.set_epoch(epoch)
+            for batch in loader:
+                assert batch.keys() == ours.keys()  # the batch npu_data's loader makes
+                assert batch["image"].shape[1:] == (3, 32, 32)
+                loss = model(batch["image"].float() / 255).mean()
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                seen.append(batch)
+    assert sorted(i for b in seen for i in b["index"].tolist()) == sorted(
+        list(range(len(dataset))) * 2)
+    # exact: the kernels npu_data's loader runs, on the same samples with the same parameters
+    batch = seen[-1]
+    raw = collate_samples(dataset.dataset.__getitems__(batch["index"].tolist()))
+    assert torch.equal(preprocessor.apply(raw, batch["aug"])["image"], batch["image"])
+
+
+def test_torchs_collate_of_transformed_rows_warns_only_once_and_never_of_arrays(
+        project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from npu_data.loaders import resume
+    from npu_data.transforms import NpuPreprocessor
+
+    monkeypatch.setattr(resume, "_warned", set())
+    dataset = LabelStudioDataset(project.export_path, cache_dir=tmp_path,
+                                 transform=NpuPreprocessor(image_size=16, augment_level=2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            batches = list(torch.utils.data.DataLoader(dataset, batch_size=3))  # in-process
+    messages = [str(w.message) for w in caught]
+    assert len(batches) == 2 and not [m for m in messages if "not writable" in m]
+    assert len([m for m in messages if "batches it on the device" in m]) == 1
+
+
+def test_a_transformed_sample_outside_the_loader(project, tmp_path: Path) -> None:
+    from npu_data.transforms import NpuPreprocessor
+
+    ds = LabelStudioDataset(project.export_path, cache_dir=tmp_path,
+                            transform=NpuPreprocessor(image_size=24))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s = ds[1]
+    raw = ds.dataset[1]  # the stored sample stays raw
+    assert s["image"].shape == (3, 24, 24) and s["index"] == 1 and raw["image"].shape[2] == 3
+    assert s["boxes.xyxy"].shape == (len(raw["boxes.xyxy"]), 4)  # one sample: no padding
 
 
 def test_batches_are_read_column_wise_like_the_shards(project, tmp_path: Path) -> None:

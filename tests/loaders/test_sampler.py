@@ -243,3 +243,16 @@ def test_sampler_tells_the_dataset_which_shards_come_next() -> None:
         NpuDistributedSampler(range(10), 1, 0, shard_window=2)
     with pytest.raises(UserError, match="choose one"):
         NpuDistributedSampler(ds, 1, 0, shard_window=2, locality_block=4)
+
+
+def test_state_between_epochs_is_the_start_of_the_next() -> None:
+    s = NpuDistributedSampler(range(10), 2, 0, seed=1)
+    list(s)
+    s.set_epoch(1)
+    state = s.state_dict()  # what a loader snapshots before the next pass
+    assert (state["epoch"], state["consumed"]) == (1, 0)
+    t = NpuDistributedSampler(range(10), 2, 0)
+    t.load_state_dict(state)
+    s2 = NpuDistributedSampler(range(10), 2, 0, seed=1)
+    s2.set_epoch(1)
+    assert list(t) == list(s2)
