@@ -214,3 +214,30 @@ def test_preset_with_buckets(photos: LabelStudioDataset) -> None:
     assert sdxl.transforms[0].buckets[0] == (512, 512)  # type: ignore[attr-defined]
     with pytest.raises(UserError):
         npu_data.NpuPreprocessor(image_size=(64, 32), buckets="sdxl")
+
+
+def test_our_dataloader_moves_the_buckets_on_and_resumes_them_exactly(
+        photos: LabelStudioDataset) -> None:
+    """The loader's epochs reach the batch sampler (a new order each pass without calling its
+    set_epoch), and its state_dict/load_state_dict resume a bucketed epoch mid-way exactly."""
+    def loader() -> DataLoader:
+        sampler = BucketBatchSampler(photos, 2, BUCKETS, num_replicas=1, rank=0, seed=3)
+        return DataLoader(photos, batch_sampler=sampler, device="cpu", seed=3,
+                          transform=Compose([ResizeCrop(None, crop="random", buckets=BUCKETS)]))
+
+    first = loader()
+    epochs = [[b["index"].tolist() for b in first] for _ in range(2)]
+    assert epochs[0] != epochs[1] and sorted(sum(epochs[0], [])) == sorted(sum(epochs[1], []))
+    run = loader()
+    it = iter(run)
+    seen = [next(it), next(it)]
+    state = json.loads(json.dumps(run.state_dict()))  # plain data
+    rest = [b for b in it]
+    resumed = loader()
+    resumed.load_state_dict(state)
+    again = list(resumed)
+    assert [b["index"].tolist() for b in again] == [b["index"].tolist() for b in rest]
+    for a, b in zip(again, rest, strict=True):
+        assert torch.equal(a["image"], b["image"])
+    assert len(seen) + len(rest) == len(run)
+    assert [b["index"].tolist() for b in resumed] != [b["index"].tolist() for b in again]

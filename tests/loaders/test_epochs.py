@@ -17,9 +17,7 @@ from torch.utils.data import (
     WeightedRandomSampler,
 )
 
-from npu_data.errors import UserError
 from npu_data.loaders import DataLoader, NpuDistributedSampler
-from npu_data.loaders.dataloader import _newer_torch_args
 from npu_data.loaders.sampler import SequentialOrder, ShuffledOrder
 from npu_data.transforms import ColorJitter, Compose, RandomHorizontalFlip, RandomResizedCrop
 
@@ -297,9 +295,3 @@ def test_the_loaders_own_order_looks_like_torchs_to_frameworks() -> None:
     assert isinstance(DataLoader(ds, device="cpu").sampler, (SequentialSampler, SequentialOrder))
     assert not isinstance(DataLoader(ds, shuffle=True, device="cpu").sampler, DistributedSampler)
     assert isinstance(NpuDistributedSampler(ds, 2, 0), DistributedSampler)
-
-
-def test_torch_arguments_newer_than_the_installed_torch() -> None:
-    assert _newer_torch_args(in_order=True) in ({"in_order": True}, {})
-    with pytest.raises(UserError, match="needs a newer torch"):
-        _newer_torch_args(not_yet_in_torch=False)
