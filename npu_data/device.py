@@ -22,7 +22,7 @@ DeviceLike = str | torch.device
 
 _NPU_HELP = (
     "install torch-npu built for your torch (`pip install 'torch-npu=={torch}.*'`; "
-    "`pip install 'npu-data[npu]'` adds CANN's Python packages and never touches torch) and "
+    "`pip install 'npu-data[npu]'` never touches torch) and "
     "Ascend's CANN toolkit, then `source /usr/local/Ascend/ascend-toolkit/set_env.sh`"
 )
 
