@@ -47,10 +47,13 @@ class _CropBase(Transform):
     size: tuple[int, int]
     min_visible: float = 0.25
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, flip: torch.Tensor | None = None) -> Batch:
+        """``flip``: a later RandomHorizontalFlip's mask, folded into the resize by Compose
+        (the pixels only; the flip stage still mirrors the geometry)."""
         boxes = params["boxes"]
         out = dict(batch)
-        out["image"] = F.resized_crop(batch["image"], batch["sizes"], boxes, self.size)
+        out["image"] = F.resized_crop(batch["image"], batch["sizes"], boxes, self.size,
+                                      flip=None if flip is None else flip.to(torch.bool))
         sizes = batch["sizes"]
         # one row per sample, not an expanded view (a batch's tensors must be pinnable)
         out["sizes"] = torch.tensor([self.size] * sizes.shape[0], dtype=sizes.dtype).view(

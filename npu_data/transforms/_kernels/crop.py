@@ -1,19 +1,25 @@
 """The torch ``resized_crop``: per-sample crop boxes through Pillow's two resize passes.
 
 Pillow >= 13 runs the vertical pass first when the height shrinks by more than twice as many
-pixels as the width (:func:`vertical_first`). With boxes on the host (:func:`host_values`)
-each sample runs its own order once, in two groups known on the host; with boxes on the
-device both orders run for every sample and each keeps its own (nothing is read back).
+pixels as the width (:func:`vertical_first`). The tables of both axes are gathered per sample
+where the boxes live (the host for the DataLoader's boxes: nothing is read back from the
+device), a flip is folded into the width axis's tables, and
+:func:`~npu_data.transforms._kernels.resample.resample_batch` runs every sample in its own
+pass order at once.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from npu_data.errors import UserError
 from npu_data.transforms._kernels import host_values, to_device
-from npu_data.transforms._kernels.resample import resize_two_passes, vertical_first_rule
+from npu_data.transforms._kernels.resample import (
+    Axis,
+    extent_tables,
+    resample_batch,
+    vertical_first_rule,
+)
 
 
 def vertical_first(boxes: torch.Tensor, out_h: int, out_w: int) -> torch.Tensor:
@@ -37,38 +43,35 @@ def check_boxes_inside(boxes: torch.Tensor, images: torch.Tensor) -> None:
                         f"lies outside the {height}x{width} batch: clip it to the image")
 
 
-def _passes(images: torch.Tensor, bx: torch.Tensor, out_h: int, out_w: int,
-            vertical: bool) -> torch.Tensor:
-    """Both passes on every sample of the batch, horizontal or ``vertical`` first: integer
-    tap sums over gathered rows (``_kernels.resample``)."""
-    top, left, ch, cw = bx.unbind(1)
-    hwc = images.permute(0, 2, 3, 1)  # (B, H, W, C): free for channels-last batches
-    if vertical:  # rows of H first, then the columns: (B, out_w, out_h, C)
-        z = resize_two_passes(hwc, (top, ch, out_h), (left, cw, out_w))
-        return z.permute(0, 3, 2, 1).contiguous()
-    z = resize_two_passes(hwc.transpose(1, 2), (left, cw, out_w), (top, ch, out_h))
-    return z.permute(0, 3, 1, 2).contiguous()
+def crop_axes(boxes: torch.Tensor, height: int, width: int, out_h: int, out_w: int,
+              flip: torch.Tensor | None = None) -> tuple[Axis, Axis]:
+    """The (rows, cols) resampling tables of ``boxes`` (B, 4) (top, left, height, width) in a
+    ``height`` x ``width`` batch, on the boxes' device; ``flip`` (B,) mirrors those samples."""
+    bx = boxes.to(torch.int64)
+    top, left = bx[:, 0].clamp(0, height - 1), bx[:, 1].clamp(0, width - 1)
+    ch = torch.minimum(bx[:, 2].clamp(min=1), height - top)  # device boxes are not checked:
+    cw = torch.minimum(bx[:, 3].clamp(min=1), width - left)  # keep their reads inside
+    rx, rw = extent_tables(ch, out_h, height)
+    cx, cwt = extent_tables(cw, out_w, width)
+    cols = Axis(left, cw, cx, cwt)
+    if flip is not None:
+        cols = cols.flipped(flip.to(torch.bool))
+    return Axis(top, ch, rx, rw), cols
 
 
 def resized_crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
-                 out_h: int, out_w: int) -> torch.Tensor:
-    """``boxes (B, 4)`` int64 (top, left, height, width) on the host or the images' device."""
-    bx = to_device(boxes, images.device)
-    if not host_values(boxes):
-        # each sample's pass order is on the device: both orders, each picked per sample (no
-        # read back; a box outside the batch reads clamped rows)
-        v_first = vertical_first(bx, out_h, out_w)
-        hv = _passes(images, bx, out_h, out_w, vertical=False)
-        vh = _passes(images, bx, out_h, out_w, vertical=True)
-        return torch.where(v_first.view(-1, 1, 1, 1), vh, hv).contiguous()
-    check_boxes_inside(boxes, images)  # host boxes: checked and read whatever the device
-    order = vertical_first(boxes, out_h, out_w).numpy()
-    if not order.any() or order.all():
-        return _passes(images, bx, out_h, out_w, vertical=bool(order.any()))
-    out = images.new_empty((images.shape[0], images.shape[1], out_h, out_w))
-    for vertical in (False, True):  # each sample its own order, once: two groups
-        idx = to_device(torch.from_numpy(np.flatnonzero(order == vertical)), images.device)
-        part = _passes(images.index_select(0, idx), bx.index_select(0, idx), out_h, out_w,
-                       vertical=vertical)
-        out.index_copy_(0, idx, part)
-    return out
+                 out_h: int, out_w: int, flip: torch.Tensor | None = None) -> torch.Tensor:
+    """``boxes (B, 4)`` int64 (top, left, height, width) on the host or the images' device;
+    ``flip`` (B,) bool mirrors those samples' results. Returns (B, C, out_h, out_w) uint8 in
+    channels-last memory."""
+    if host_values(boxes):
+        check_boxes_inside(boxes, images)  # host boxes: checked and read whatever the device
+    height, width = images.shape[-2:]
+    if flip is not None and flip.device != boxes.device:  # tables where both are
+        boxes, flip = to_device(boxes, images.device), to_device(flip, images.device)
+    rows, cols = crop_axes(boxes, height, width, out_h, out_w, flip)
+    vertical = vertical_first(boxes.to(torch.int64), out_h, out_w)
+    x = images.permute(0, 2, 3, 1)  # (B, H, W, C): free for channels-last batches
+    if not x.is_contiguous():
+        x = x.contiguous()
+    return resample_batch(x, rows, cols, vertical).permute(0, 3, 1, 2)

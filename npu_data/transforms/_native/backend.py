@@ -25,10 +25,14 @@ def _ops() -> Any:
 
 
 def resized_crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
-                 out_h: int, out_w: int) -> torch.Tensor:
+                 out_h: int, out_w: int, flip: torch.Tensor | None = None) -> torch.Tensor:
     bx = boxes.to(images.device)
     check_boxes_inside(bx, images)  # the kernel reads the boxes' rows unchecked
-    return _ops().resized_crop(images, bx, out_h, out_w, vertical_first_rule())
+    out = _ops().resized_crop(images, bx, out_h, out_w, vertical_first_rule())
+    if flip is None:
+        return out
+    out_sizes = torch.tensor([out_h, out_w], dtype=torch.int64).repeat(out.shape[0], 1)
+    return hflip(out, out_sizes, flip, inplace=out.is_contiguous())
 
 
 def hflip(images: torch.Tensor, sizes: torch.Tensor, flip: torch.Tensor,
@@ -42,7 +46,7 @@ def hflip(images: torch.Tensor, sizes: torch.Tensor, flip: torch.Tensor,
 
 def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
                  order: torch.Tensor | None, factors: torch.Tensor, shifts: torch.Tensor,
-                 inplace: bool = False) -> torch.Tensor:
+                 inplace: bool = False, full: bool | None = None) -> torch.Tensor:
     b = images.shape[0]
     if order is None:
         order = torch.tensor(list(ops), dtype=torch.int64).view(1, -1).expand(b, len(ops))
