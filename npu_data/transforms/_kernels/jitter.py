@@ -101,13 +101,19 @@ def _key_select(g_ops: torch.Tensor, pixels: torch.Tensor | int) -> torch.Tensor
     return sel.to(torch.int32).permute(2, 0, 1)  # (G, 4, B)
 
 
+def _pixels(sizes: torch.Tensor) -> torch.Tensor:
+    """(B,) int64 valid pixels of each sample."""
+    s = sizes.to(torch.int64)
+    return s[:, 0] * s[:, 1]
+
+
 def _valid(sizes: torch.Tensor, height: int, width: int, device: torch.device
            ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(valid (B, H, W) bool, valid pixels (B,) int64)`` on ``device``."""
     s = to_device(sizes, device).to(torch.int64)
     rows = torch.arange(height, device=device).view(1, -1, 1) < s[:, 0].view(-1, 1, 1)
     cols = torch.arange(width, device=device).view(1, 1, -1) < s[:, 1].view(-1, 1, 1)
-    return rows & cols, s[:, 0] * s[:, 1]
+    return rows & cols, _pixels(s)
 
 
 def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
@@ -134,7 +140,7 @@ def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
     if not full:
         valid, pixels = _valid(sizes, height, width, dev)
     n: torch.Tensor | int = height * width if full else (
-        pixels if not host else to_device(sizes, pdev).to(torch.int64).prod(1))
+        pixels if not host else _pixels(to_device(sizes, pdev)))
     g_ops, h_on = _step_ops(ops, to_device(order, pdev) if order is not None and per_sample
                             else None, steps, b, pdev)
     ints = [torch.arange(b, device=pdev), _key_select(g_ops, n).reshape(-1),
