@@ -9,9 +9,9 @@ CPU kernels, which match Pillow bit for bit (``test_native.py``).
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 
+from npu_data.tools.device_costs import measure
 from npu_data.transforms import (
     ColorJitter,
     Compose,
@@ -25,7 +25,6 @@ from npu_data.transforms._kernels import color as K
 from npu_data.transforms._kernels import resample as RS
 from npu_data.transforms._kernels.crop import vertical_first
 from npu_data.transforms.draws import sample_keys
-from npu_data.tools.device_costs import measure
 
 
 def _pipe(size: int = 32) -> Compose:
@@ -122,7 +121,6 @@ def test_blend_products_round_like_pillow_even_if_fused() -> None:
     got = K.products(f)[:, 0].numpy()  # contrast's row
     d = np.arange(-255, 256, dtype=np.float32)
     assert np.array_equal(got, a[:, None] * d[None, :])
-    hi = a.astype(np.float64)
     hi = torch.from_numpy(a).to(torch.bfloat16).to(torch.float32).numpy().astype(np.float64)
     lo = a.astype(np.float64) - hi
     fused = (lo[:, None] * d + (hi[:, None] * d).astype(np.float32)).astype(np.float32)
