@@ -57,8 +57,8 @@ def blend_tables(prods: torch.Tensor, tables: ColorTables) -> torch.Tensor:
 
 
 def blend_step(x: torch.Tensor, blend: torch.Tensor, sample: torch.Tensor, key_sel: torch.Tensor,
-               tables: ColorTables, valid: torch.Tensor | None = None, wide: bool = False
-               ) -> torch.Tensor:
+               tables: ColorTables, valid: torch.Tensor | None = None, wide: bool = False,
+               grey: bool = True, mean: bool = True) -> torch.Tensor:
     """One blend per sample: ``x`` (B, H, W, 3) int32 -> uint8, each sample through row
     ``key`` of its ``blend`` table (``sample`` (B, 1, 1, 1) its table index); ``valid``
     (B, H, W) bool the pixels a contrast mean counts (None: all).
@@ -67,22 +67,29 @@ def blend_step(x: torch.Tensor, blend: torch.Tensor, sample: torch.Tensor, key_s
     with ``t`` the sample's grey sum: contrast (N, M, D, S) = (n, 2, 2n, 0) (Pillow's
     ``int(mean + 0.5)`` over ``n`` valid pixels), saturation (256, 0, 1, 1), brightness
     (512, 0, 1, 0), nothing (513, 0, 1, 0). ``wide``: sums in int64 (images of 2**22 pixels
-    or more, where ``2 t + n`` passes int32).
+    or more, where ``2 t + n`` passes int32). Without contrast in the batch (``mean``) or
+    saturation too (``grey``) the key needs fewer ops.
     """
     b = x.shape[0]
-    grey = tables.grey[x[..., 0], x[..., 1], x[..., 2]]  # (B, H, W) uint8
     n, m, d, s = key_sel.unbind(0)
-    counted = grey if valid is None else torch.where(valid, grey, torch.zeros(
-        (), dtype=grey.dtype, device=grey.device))
-    if wide:
-        t = counted.sum((1, 2), dtype=torch.int64)
-        kc = torch.div(torch.addcmul(n.to(torch.int64), t, m.to(torch.int64)),
-                       d.to(torch.int64), rounding_mode="floor").to(torch.int32)
+    if not grey and not mean:  # brightness or nothing: the key is N
+        return blend[sample, n.view(b, 1, 1, 1), x]
+    lum = tables.grey[x[..., 0], x[..., 1], x[..., 2]]  # (B, H, W) uint8
+    if not mean:
+        kc = n
     else:
-        t = counted.sum((1, 2), dtype=torch.int32)
-        kc = torch.div(torch.addcmul(n, t, m), d, rounding_mode="floor")
-    key = torch.addcmul(kc.view(b, 1, 1), grey, s.view(b, 1, 1))
-    del grey, counted
+        counted = lum if valid is None else torch.where(valid, lum, torch.zeros(
+            (), dtype=lum.dtype, device=lum.device))
+        if wide:
+            t = counted.sum((1, 2), dtype=torch.int64)
+            kc = torch.div(torch.addcmul(n.to(torch.int64), t, m.to(torch.int64)),
+                           d.to(torch.int64), rounding_mode="floor").to(torch.int32)
+        else:
+            t = counted.sum((1, 2), dtype=torch.int32)
+            kc = torch.div(torch.addcmul(n, t, m), d, rounding_mode="floor")
+        del counted
+    key = torch.addcmul(kc.view(b, 1, 1), lum, s.view(b, 1, 1))
+    del lum
     return blend[sample, key.unsqueeze(-1), x]
 
 

@@ -16,8 +16,10 @@ from npu_data.errors import UserError
 from npu_data.transforms._kernels import host_values, to_device
 from npu_data.transforms._kernels.resample import (
     Axis,
+    Bounds,
     extent_tables,
     resample_batch,
+    taps_needed,
     vertical_first_rule,
 )
 
@@ -41,6 +43,20 @@ def check_boxes_inside(boxes: torch.Tensor, images: torch.Tensor) -> None:
         i = int(torch.nonzero(~inside)[0, 0])
         raise UserError(f"crop box {bx[i].tolist()} of sample {i} (top, left, height, width) "
                         f"lies outside the {height}x{width} batch: clip it to the image")
+
+
+def crop_bounds(height: int, width: int, out_h: int, out_w: int) -> Bounds:
+    """The longest axes and tap counts any crop of a ``height`` x ``width`` batch can need in
+    each pass (a vertical-first crop is narrow: its width is below ``(ch - out_h) / 2 +
+    out_w``)."""
+    first, second = width, height
+    taps1, taps2 = taps_needed(width, out_w), taps_needed(height, out_h)
+    if vertical_first_rule() and height > out_h:
+        narrow = min(width, (height - out_h + 1) // 2 + out_w)
+        first, second = max(first, height), max(second, narrow)
+        taps1 = max(taps1, taps_needed(height, out_h))
+        taps2 = max(taps2, taps_needed(narrow, out_w))
+    return Bounds(first, second, taps1, taps2)
 
 
 def crop_axes(boxes: torch.Tensor, height: int, width: int, out_h: int, out_w: int,
@@ -74,4 +90,5 @@ def resized_crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
     x = images.permute(0, 2, 3, 1)  # (B, H, W, C): free for channels-last batches
     if not x.is_contiguous():
         x = x.contiguous()
-    return resample_batch(x, rows, cols, vertical).permute(0, 3, 1, 2)
+    bounds = crop_bounds(height, width, out_h, out_w)
+    return resample_batch(x, rows, cols, vertical, bounds).permute(0, 3, 1, 2)

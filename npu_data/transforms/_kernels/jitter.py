@@ -129,18 +129,24 @@ def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
     ops = [int(op) for op in ops]
     per_sample = order is not None and len(ops) > 1
     steps = timeline(ops, per_sample)
-    if full is None:
+    mean, grey = 1 in ops, 1 in ops or 2 in ops  # contrast needs the mean, both the grey
+    if not mean:  # brightness, saturation and hue treat the padding as pixels
+        full = True
+    elif full is None:
         full = host_values(sizes) and bool(((sizes[:, 0] == height) & (sizes[:, 1] == width)
                                             ).all())
     # the steps' parameters where the parameters live (the host for the DataLoader's)
     params = [factors, shifts] + ([order] if order is not None and per_sample else [])
-    host = all(t.device.type == "cpu" for t in params) and (full or sizes.device.type == "cpu")
+    host = all(t.device.type == "cpu" for t in params)
     pdev = torch.device("cpu") if host else dev
     valid: torch.Tensor | None = None
     if not full:
         valid, pixels = _valid(sizes, height, width, dev)
+    # the valid pixels of each sample (contrast's mean), where the selectors are made; 0 when
+    # only the device has them: added there (``late``)
+    late = not full and not host_values(sizes)
     n: torch.Tensor | int = height * width if full else (
-        pixels if not host else _pixels(to_device(sizes, pdev)))
+        0 if late else _pixels(to_device(sizes, pdev)))
     g_ops, h_on = _step_ops(ops, to_device(order, pdev) if order is not None and per_sample
                             else None, steps, b, pdev)
     ints = [torch.arange(b, device=pdev), _key_select(g_ops, n).reshape(-1),
@@ -154,6 +160,11 @@ def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
     n_g, n_h = steps.count("G"), steps.count("H")
     sample = pack[:b].view(b, 1, 1, 1)
     sel = pack[b:b + n_g * 4 * b].view(n_g, 4, b)
+    if late and n_g:  # contrast's N = n and D = 2n: from the device's sizes
+        con = (sel[:, 1] != 0).to(torch.int32)  # M = 2 marks contrast
+        cnt = pixels.to(torch.int32).view(1, b)
+        sel = torch.stack([torch.addcmul(sel[:, 0], con, cnt), sel[:, 1],
+                           torch.addcmul(sel[:, 2], con, cnt, value=2), sel[:, 3]], 1)
     shift = pack[b + n_g * 4 * b:b + n_g * 4 * b + b]
     on = (pack[b + n_g * 4 * b + b:-1 - b].view(n_h, b) != 0) if h_on is not None else None
     contrast = pack[-1 - b:-1]
@@ -171,7 +182,7 @@ def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
             x = x.to(torch.int32)
         if step == "G":
             assert blend is not None
-            x = K.blend_step(x, blend, sample, sel[g], tables, valid, wide)
+            x = K.blend_step(x, blend, sample, sel[g], tables, valid, wide, grey, mean)
             g += 1
         else:
             x = K.hue_step(x, shift, tables, on[h] if on is not None else None)

@@ -128,6 +128,21 @@ def weight_tables(out_size: int, length: int, device: torch.device
     return got[1], got[2]
 
 
+_NEEDED: dict[tuple[int, int], int] = {}
+
+
+def taps_needed(length: int, out_size: int) -> int:
+    """The most nonzero taps any extent ``1..length`` has for ``out_size`` outputs (Pillow's
+    kernel size counts a tap more than the triangle can reach): from the host tables."""
+    key = (length, out_size)
+    got = _NEEDED.get(key)
+    if got is None:
+        _, w = weight_tables(out_size, length, torch.device("cpu"))
+        got = _max_taps(w[:length])
+        _NEEDED[key] = got
+    return got
+
+
 def extent_tables(extents: torch.Tensor, out_size: int, length: int
                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-sample ``(xmin (B, out), weights (B, out, T))`` for ``extents`` (B,) in 1..length,
@@ -179,28 +194,28 @@ def plan_pass(batch: int, out_elems: int, taps: int, src: int, dest: int, budget
     """The plan with the fewest device ops whose peak bytes stay within ``budget`` for a pass
     producing ``out_elems`` int32 sums per sample (one uint8 per sum gathered per tap) from a
     ``src`` of rows into a ``dest`` (bytes of the whole batch); when none fits, the smallest.
-    One chunk frees ``src`` before ``dest`` is written; several need both."""
-    best: tuple[int, int, PassPlan] | None = None
-    smallest: tuple[int, PassPlan] | None = None
-    for chunks in range(1, batch + 1):
-        n = -(-batch // chunks)
-        if chunks > 1 and -(-batch // (chunks - 1)) == n:
-            continue  # the same chunk size as fewer chunks
-        if best is not None and min(5, 2 * taps + 2) * chunks >= best[0]:
-            break  # more chunks cannot take fewer ops
-        for per_tap in (True, False):
-            work = n * out_elems * (5 if per_tap else max(5 * taps, 4 * taps + 4))
-            if chunks == 1:
-                peak = max(src + work, 4 * n * out_elems + dest)
-            else:
-                peak = src + dest + work
-            plan = PassPlan(chunks, per_tap)
-            if smallest is None or peak < smallest[0]:
-                smallest = (peak, plan)
-            if peak <= budget:
-                cand = (plan.ops(taps), peak, plan)
-                if best is None or cand[:2] < best[:2]:
-                    best = cand
+    One chunk frees ``src`` before ``dest`` is written; several need both. The number of
+    chunks follows from per-sample bytes, so any batch size gets the same plan (chunks of
+    near-equal size, the largest at most one sample over its share)."""
+    per = max(batch, 1)
+    best: tuple[int, float, PassPlan] | None = None
+    smallest: tuple[float, PassPlan] | None = None
+    for per_tap in (True, False):
+        work = out_elems * (5 if per_tap else max(5 * taps, 4 * taps + 4))  # one sample
+        one = max(src + batch * work, 4 * batch * out_elems + dest)
+        if one <= budget:
+            chunks = 1
+        else:
+            room = (budget - src - dest) / per  # per sample, with both src and dest live
+            chunks = batch if room <= 0 else min(batch, max(2, -(-work // int(room))))
+        plan = PassPlan(chunks, per_tap)
+        peak = one if chunks == 1 else src + dest + -(-batch // chunks) * work
+        if smallest is None or peak < smallest[0]:
+            smallest = (peak, plan)
+        if peak <= budget * 1.15:  # one sample over an even share
+            cand = (plan.ops(taps), peak, plan)
+            if best is None or cand[:2] < best[:2]:
+                best = cand
     assert smallest is not None
     return best[2] if best is not None else smallest[1]
 
@@ -252,10 +267,9 @@ def _run_pass(source: list[torch.Tensor], start: torch.Tensor, weights: torch.Te
     b, n, taps = weights.shape
     width = rows.shape[1]
     halves = _halves(rows.device, taps)
-    size = -(-b // plan.chunks)
+    cuts = [b * i // plan.chunks for i in range(plan.chunks + 1)]  # near-equal chunks
     dest: torch.Tensor | None = None
-    for b0 in range(0, b, size):
-        b1 = min(b, b0 + size)
+    for b0, b1 in zip(cuts[:-1], cuts[1:], strict=True):
         m = b1 - b0
         w = weights[b0:b1]
         ids = start[b0:b1].reshape(-1)
@@ -282,12 +296,25 @@ def _run_pass(source: list[torch.Tensor], start: torch.Tensor, weights: torch.Te
     return dest
 
 
-def resample_batch(x: torch.Tensor, rows: Axis, cols: Axis, vertical: torch.Tensor
-                   ) -> torch.Tensor:
+@dataclass(frozen=True)
+class Bounds:
+    """What any batch of a kind can need, from shapes alone: the longest first-pass and
+    second-pass axes and their tap counts. Plans made from bounds are the same for every
+    batch (the same device ops); the tables may need less."""
+
+    first: int
+    second: int
+    taps1: int
+    taps2: int
+
+
+def resample_batch(x: torch.Tensor, rows: Axis, cols: Axis, vertical: torch.Tensor,
+                   bounds: Bounds | None = None) -> torch.Tensor:
     """Resize each sample's region of ``x`` (B, H, W, C) uint8 (contiguous, channels last):
     ``rows`` the height axis, ``cols`` the width axis, ``vertical`` (B,) bool the samples whose
     first pass is vertical (Pillow's order). Tables may live on the host or on ``x``'s device.
-    Returns (B, rows out, cols out, C) uint8, contiguous."""
+    ``bounds``: plan the passes (memory, tap loops) for any batch of these shapes, not just
+    this one. Returns (B, rows out, cols out, C) uint8, contiguous."""
     bsz, height, width, chans = x.shape
     dev = x.device
     m_h, m_w = rows.xmin.shape[1], cols.xmin.shape[1]
@@ -310,13 +337,21 @@ def resample_batch(x: torch.Tensor, rows: Axis, cols: Axis, vertical: torch.Tens
              torch.where(v1, rx, cx), torch.where(v1.unsqueeze(-1), rw, cw))
     second = (torch.where(vert, cols.start, rows.start), torch.where(vert, cols.extent, rows.extent),
               torch.where(v1, cx, rx), torch.where(v1.unsqueeze(-1), cw, rw))
-    if known:  # the batch's own bounds: a tighter canvas and fewer taps
+    if known:  # the batch's own extents: a tighter canvas
         len1, len2 = int(first[1].max()), int(second[1].max())
-        taps1, taps2 = _max_taps(first[3]), _max_taps(second[3])
-    else:  # bounds from the shapes alone
+    else:  # from the shapes alone
         len1 = len2 = max(height, width) if vert.numel() else 1
+    if bounds is not None:
+        taps1, taps2 = bounds.taps1, bounds.taps2
+        plan_len1, plan_len2 = max(len1, bounds.first), max(len2, bounds.second)
+    elif known:
+        taps1, taps2 = _max_taps(first[3]), _max_taps(second[3])
+        plan_len1, plan_len2 = len1, len2
+    else:
         taps1, taps2 = first[3].shape[-1], second[3].shape[-1]
-    taps1, taps2 = max(1, min(taps1, len1)), max(1, min(taps2, len2))
+        plan_len1, plan_len2 = len1, len2
+    taps1 = max(1, min(taps1, len1, first[3].shape[-1]))
+    taps2 = max(1, min(taps2, len2, second[3].shape[-1]))
 
     # canvas: pixel (i, j) of sample b's frame, i along its first axis, j along the other
     idx64 = bsz * height * width >= 2**31
@@ -336,11 +371,11 @@ def resample_batch(x: torch.Tensor, rows: Axis, cols: Axis, vertical: torch.Tens
     s1 = s1 + torch.arange(bsz, device=tdev).view(-1, 1) * len1
     s2 = s2 + torch.arange(bsz, device=tdev).view(-1, 1) * len2
 
-    out_elems1 = m * len2 * chans
+    out_elems1 = m * plan_len2 * chans
     out_elems2 = m * m * chans
     budget = int(MEMORY_BUDGET * x.numel() * x.element_size())
-    canvas_bytes = bsz * len1 * len2 * chans
-    mid_bytes = bsz * len2 * m * chans
+    canvas_bytes = bsz * plan_len1 * plan_len2 * chans
+    mid_bytes = bsz * plan_len2 * m * chans
     out_bytes = bsz * out_elems2
     plan1 = plan_pass(bsz, out_elems1, taps1, canvas_bytes, mid_bytes, budget)
     plan2 = plan_pass(bsz, out_elems2, taps2, mid_bytes, out_bytes, budget - out_bytes)
@@ -398,6 +433,7 @@ def _pillow_at_least_13() -> bool:
 
 _PILLOW_13 = _pillow_at_least_13()
 
-__all__ = ["MEMORY_BUDGET", "PRECISION_BITS", "Axis", "PassPlan", "coefficients_np",
-           "extent_tables", "plan_pass", "resample_batch", "taps_bound", "vertical_first_rule",
+__all__ = ["MEMORY_BUDGET", "PRECISION_BITS", "Axis", "Bounds", "PassPlan", "coefficients_np",
+           "extent_tables", "plan_pass", "resample_batch", "taps_bound", "taps_needed",
+           "vertical_first_rule",
            "weight_tables", "window_coefficients_np"]
