@@ -161,11 +161,10 @@ def costs(batches: tuple[int, ...] = (16, 64),
           crop: int = 224) -> list[dict[str, Any]]:
     """Device ops and peak device bytes per call (see the module docstring)."""
     from npu_data.tools.baseline import augmentation
-    from npu_data.transforms import ColorJitter
     from npu_data.transforms.draws import sample_keys
 
     meta = torch.device("meta")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for b in batches:
         keys = sample_keys(0, 0, np.arange(b))
         for h, w in sizes:
@@ -179,25 +178,33 @@ def costs(batches: tuple[int, ...] = (16, 64),
             boxes = params["0.boxes"]
             rows.append(_cost_row(f"resized_crop {crop}", b, lambda x=x, sz=sz, bx=boxes:
                                   F.resized_crop(x, sz, bx, crop), x, [sz]))
-        small = torch.empty((b, crop, crop, 3), dtype=torch.uint8, device=meta).permute(0, 3, 1, 2)
-        ssz = torch.tensor([[crop, crop]] * b).to(meta)
-        rng = np.random.default_rng(b)
-        f = torch.from_numpy(rng.uniform(0.6, 1.4, b).astype(np.float32))
-        hues = torch.from_numpy(rng.uniform(-0.1, 0.1, b).astype(np.float32))
-        flips = torch.from_numpy(rng.random(b) < 0.5)
-        jitter = ColorJitter(0.4, 0.4, 0.4, 0.1)
-        jparams = jitter.draw_keyed(np.array([[crop, crop]] * b), keys)
-        small_batch = {"image": small, "sizes": ssz}
-        for name, fn in (
-                ("ColorJitter(0.4,0.4,0.4,0.1), random order",
-                 lambda: jitter.apply(small_batch, jparams)),
-                ("adjust_brightness", lambda: F.adjust_brightness(small, ssz, f)),
-                ("adjust_contrast", lambda: F.adjust_contrast(small, ssz, f)),
-                ("adjust_saturation", lambda: F.adjust_saturation(small, ssz, f)),
-                ("adjust_hue", lambda: F.adjust_hue(small, ssz, hues)),
-                ("hflip", lambda: F.hflip(small, ssz, flips))):
-            rows.append(_cost_row(name, b, fn, small, [ssz]))
+        rows += _colour_costs(b, crop, keys)
     return rows
+
+
+def _colour_costs(b: int, crop: int, keys: np.ndarray) -> list[dict[str, Any]]:
+    """Each colour kernel, the jitter and the flip on their own, on ``b`` crops."""
+    from npu_data.transforms import ColorJitter
+
+    meta = torch.device("meta")
+    small = torch.empty((b, crop, crop, 3), dtype=torch.uint8, device=meta).permute(0, 3, 1, 2)
+    ssz = torch.tensor([[crop, crop]] * b).to(meta)
+    rng = np.random.default_rng(b)
+    f = torch.from_numpy(rng.uniform(0.6, 1.4, b).astype(np.float32))
+    hues = torch.from_numpy(rng.uniform(-0.1, 0.1, b).astype(np.float32))
+    flips = torch.from_numpy(rng.random(b) < 0.5)
+    jitter = ColorJitter(0.4, 0.4, 0.4, 0.1)
+    jparams = jitter.draw_keyed(np.array([[crop, crop]] * b), keys)
+    small_batch = {"image": small, "sizes": ssz}
+    cases: list[tuple[str, Callable[[], Any]]] = [
+        ("ColorJitter(0.4,0.4,0.4,0.1), random order",
+         lambda: jitter.apply(small_batch, jparams)),
+        ("adjust_brightness", lambda: F.adjust_brightness(small, ssz, f)),
+        ("adjust_contrast", lambda: F.adjust_contrast(small, ssz, f)),
+        ("adjust_saturation", lambda: F.adjust_saturation(small, ssz, f)),
+        ("adjust_hue", lambda: F.adjust_hue(small, ssz, hues)),
+        ("hflip", lambda: F.hflip(small, ssz, flips))]
+    return [_cost_row(name, b, fn, small, [ssz]) for name, fn in cases]
 
 
 def print_costs(rows: list[dict[str, Any]]) -> None:
