@@ -172,14 +172,20 @@ def costs(batches: tuple[int, ...] = (16, 64),
             sz = torch.tensor([[h, w]] * b).to(meta)
             pipe = augmentation(crop)
             params = pipe.draw_keyed(np.array([[h, w]] * b), keys)
-            batch = {"image": x, "sizes": sz}
-            rows.append(_cost_row(f"Compose: crop {crop} + jitter + flip", b,
-                                  lambda p=pipe, bt=batch, pr=params: p.apply(bt, pr), x, [sz]))
-            boxes = params["0.boxes"]
-            rows.append(_cost_row(f"resized_crop {crop}", b, lambda x=x, sz=sz, bx=boxes:
-                                  F.resized_crop(x, sz, bx, crop), x, [sz]))
+            rows += _crop_costs(b, crop, x, sz, pipe, params)
         rows += _colour_costs(b, crop, keys)
     return rows
+
+
+def _crop_costs(b: int, crop: int, x: torch.Tensor, sz: torch.Tensor, pipe: Any,
+                params: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
+    """The Compose and its crop on their own."""
+    batch = {"image": x, "sizes": sz}
+    boxes = params["0.boxes"]
+    return [_cost_row(f"Compose: crop {crop} + jitter + flip", b,
+                      lambda: pipe.apply(batch, params), x, [sz]),
+            _cost_row(f"resized_crop {crop}", b,
+                      lambda: F.resized_crop(x, sz, boxes, crop), x, [sz])]
 
 
 def _colour_costs(b: int, crop: int, keys: np.ndarray) -> list[dict[str, Any]]:
