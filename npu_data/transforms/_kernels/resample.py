@@ -100,6 +100,7 @@ def window_coefficients_np(extents: np.ndarray, full_out: int, offsets: np.ndarr
 
 
 _TABLES: dict[tuple[int, str], tuple[int, torch.Tensor, torch.Tensor]] = {}
+_NEEDED: dict[int, np.ndarray] = {}  # out size -> most nonzero taps of extents 1..e (prefix)
 _TABLES_LOCK = threading.Lock()
 
 
@@ -122,25 +123,23 @@ def weight_tables(out_size: int, length: int, device: torch.device
             if got is None or got[0] < cap:
                 xmin, w = coefficients_np(np.arange(1, cap + 1), out_size,
                                           taps_bound(cap, out_size))
+                nz = np.where((w != 0).any(1), np.arange(1, w.shape[-1] + 1), 0)  # (E, T)
+                if _NEEDED.get(out_size, np.empty(0)).shape[0] < cap:
+                    _NEEDED[out_size] = np.maximum.accumulate(nz.max(1))
                 got = (cap, to_device(torch.from_numpy(xmin), device),
                        to_device(torch.from_numpy(w), device))
                 _TABLES[key] = got
     return got[1], got[2]
 
 
-_NEEDED: dict[tuple[int, int], int] = {}
-
-
 def taps_needed(length: int, out_size: int) -> int:
     """The most nonzero taps any extent ``1..length`` has for ``out_size`` outputs (Pillow's
     kernel size counts a tap more than the triangle can reach): from the host tables."""
-    key = (length, out_size)
-    got = _NEEDED.get(key)
-    if got is None:
-        _, w = weight_tables(out_size, length, torch.device("cpu"))
-        got = _max_taps(w[:length])
-        _NEEDED[key] = got
-    return got
+    need = _NEEDED.get(out_size)
+    if need is None or need.shape[0] < length:
+        weight_tables(out_size, length, torch.device("cpu"))
+        need = _NEEDED[out_size]
+    return max(1, int(need[max(1, length) - 1]))
 
 
 def extent_tables(extents: torch.Tensor, out_size: int, length: int
