@@ -25,12 +25,13 @@ def _storage(t: torch.Tensor) -> int:
 
 
 class DeviceCosts(TorchDispatchMode):
-    """Counts the ops that touch a ``device_type`` tensor and the peak bytes of the tensors
-    they allocate there (storages of ``exclude``, the call's inputs, are not counted)."""
+    """Counts the ops that touch a tensor on ``device_type`` (one without an index, as
+    ``meta``) and the peak bytes of the tensors they allocate there (storages of ``exclude``,
+    the call's inputs, are not counted)."""
 
     def __init__(self, device_type: str = "meta", exclude: Iterable[torch.Tensor] = ()) -> None:
         super().__init__()
-        self.device_type = device_type
+        self.device = torch.device(device_type)
         self.ops: Counter[str] = Counter()
         self.views = 0
         self.non_views = 0
@@ -50,7 +51,7 @@ class DeviceCosts(TorchDispatchMode):
                            ) -> Any:
         out = func(*args, **(kwargs or {}))
         flat = tree_flatten((args, kwargs, out))[0]
-        if any(isinstance(t, torch.Tensor) and t.device.type == self.device_type for t in flat):
+        if any(isinstance(t, torch.Tensor) and t.device == self.device for t in flat):
             self.ops[func.overloadpacket.__name__] += 1
             view = any(r.alias_info is not None and not r.alias_info.is_write
                        for r in func._schema.returns)
@@ -59,7 +60,7 @@ class DeviceCosts(TorchDispatchMode):
             else:
                 self.non_views += 1
         for t in tree_flatten(out)[0]:
-            if not isinstance(t, torch.Tensor) or t.device.type != self.device_type:
+            if not isinstance(t, torch.Tensor) or t.device != self.device:
                 continue
             key = _storage(t)
             if key in self._exclude:

@@ -30,6 +30,12 @@ def compiling() -> bool:
     return bool(check())
 
 
+def on_host(*tensors: torch.Tensor) -> bool:
+    """Whether every tensor lives on the host (CPU tensors): where a kernel makes its tables
+    from them (a value is read only if :func:`host_values` says so)."""
+    return all(t.device.type == "cpu" for t in tensors)
+
+
 def host_values(t: torch.Tensor) -> bool:
     """Whether a kernel may read ``t``'s values on the host: ``t`` is a CPU tensor (no device
     queue to stall), :func:`accelerator_path` is not active and no ``torch.compile`` trace

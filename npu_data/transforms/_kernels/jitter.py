@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import torch
 
 from npu_data.transforms._kernels import color as K
-from npu_data.transforms._kernels import host_values, to_device
+from npu_data.transforms._kernels import host_values, on_host, to_device
 from npu_data.transforms._kernels.tables import (
     ROW_BRIGHTNESS,
     ROW_IDENTITY,
@@ -137,7 +137,7 @@ def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
                                             ).all())
     # the steps' parameters where the parameters live (the host for the DataLoader's)
     params = [factors, shifts] + ([order] if order is not None and per_sample else [])
-    host = all(t.device.type == "cpu" for t in params)
+    host = on_host(*params)
     pdev = torch.device("cpu") if host else dev
     valid: torch.Tensor | None = None
     if not full:

@@ -28,6 +28,7 @@ few taps and large ones room for all taps, so a whole crop takes a near-constant
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -100,7 +101,9 @@ def window_coefficients_np(extents: np.ndarray, full_out: int, offsets: np.ndarr
 
 
 _TABLES: dict[tuple[int, str], tuple[int, torch.Tensor, torch.Tensor]] = {}
-_NEEDED: dict[int, np.ndarray] = {}  # out size -> most nonzero taps of extents 1..e (prefix)
+# out size -> the most nonzero taps of extents 1..e (a prefix maximum): plain ints, which a
+# torch.compile trace reads as constants (a numpy array there would become a tensor)
+_NEEDED: dict[int, list[int]] = {}
 _TABLES_LOCK = threading.Lock()
 
 
@@ -124,8 +127,8 @@ def weight_tables(out_size: int, length: int, device: torch.device
                 xmin, w = coefficients_np(np.arange(1, cap + 1), out_size,
                                           taps_bound(cap, out_size))
                 nz = np.where((w != 0).any(1), np.arange(1, w.shape[-1] + 1), 0)  # (E, T)
-                if _NEEDED.get(out_size, np.empty(0)).shape[0] < cap:
-                    _NEEDED[out_size] = np.maximum.accumulate(nz.max(1))
+                if len(_NEEDED.get(out_size, ())) < cap:
+                    _NEEDED[out_size] = [int(v) for v in np.maximum.accumulate(nz.max(1))]
                 got = (cap, to_device(torch.from_numpy(xmin), device),
                        to_device(torch.from_numpy(w), device))
                 _TABLES[key] = got
@@ -136,7 +139,7 @@ def taps_needed(length: int, out_size: int) -> int:
     """The most nonzero taps any extent ``1..length`` has for ``out_size`` outputs (Pillow's
     kernel size counts a tap more than the triangle can reach): from the host tables."""
     need = _NEEDED.get(out_size)
-    if need is None or need.shape[0] < length:
+    if need is None or len(need) < length:
         weight_tables(out_size, length, torch.device("cpu"))
         need = _NEEDED[out_size]
     return max(1, int(need[max(1, length) - 1]))
@@ -206,7 +209,7 @@ def plan_pass(batch: int, out_elems: int, taps: int, src: int, dest: int, budget
             chunks = 1
         else:
             room = (budget - src - dest) / per  # per sample, with both src and dest live
-            chunks = batch if room <= 0 else min(batch, max(2, -(-work // int(room))))
+            chunks = batch if room <= 0 else min(batch, max(2, math.ceil(work / room)))
         plan = PassPlan(chunks, per_tap)
         peak = one if chunks == 1 else src + dest + -(-batch // chunks) * work
         if smallest is None or peak < smallest[0]:
