@@ -155,3 +155,30 @@ def test_compose_compiles_into_one_graph_with_the_eager_bytes() -> None:
     assert not torch.equal(expected[0], expected[1])
     for e, g in zip(expected, got, strict=True):
         assert torch.equal(e, g)
+
+
+def test_the_compiled_compose_is_exact_under_reduced_precision_settings() -> None:
+    """Compiled (Inductor) under bf16 autocast and "medium" float32 matmul precision (the
+    loosest of ``precision.MODES``, really switched on): the eager bytes all the same (the
+    kernels have no matmul for the settings to reach)."""
+    import torch._dynamo
+
+    rng = np.random.default_rng(8)
+    b, h, w = 5, 36, 44
+    x = torch.from_numpy(rng.integers(0, 256, (b, h, w, 3), dtype=np.uint8)).permute(0, 3, 1, 2)
+    batch = {"image": x, "sizes": torch.tensor([[h, w]] * b)}
+    pipe = _pipe()
+    params = pipe.draw_keyed(batch["sizes"].numpy(), sample_keys(9, 0, np.arange(b)))
+    saved = torch.get_float32_matmul_precision()
+    torch._dynamo.reset()
+    try:
+        with _native.disabled():
+            expected = pipe.apply(batch, params)["image"]
+            compiled = torch.compile(lambda bt, p: pipe.apply(bt, p)["image"], fullgraph=True)
+            torch.set_float32_matmul_precision("medium")
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                got = compiled(batch, params)
+    finally:
+        torch.set_float32_matmul_precision(saved)
+        torch._dynamo.reset()
+    assert torch.equal(expected, got)

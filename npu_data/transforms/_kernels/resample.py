@@ -121,6 +121,10 @@ def weight_tables(out_size: int, length: int, device: torch.device
     cap = _extent_cap(length)
     got = _TABLES.get(key)
     if got is None or got[0] < cap:
+        if compiling():
+            raise RuntimeError(f"the resize tables for {out_size} outputs on {device} are made on "
+                            "first use, not inside a torch.compile trace: run the transform "
+                            "once eagerly first (at the largest image size)")
         with _TABLES_LOCK:
             got = _TABLES.get(key)
             if got is None or got[0] < cap:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from npu_data.transforms._kernels import to_device
+from npu_data.transforms._kernels import compiling, to_device
 
 ROW_SATURATION, ROW_BRIGHTNESS, ROW_IDENTITY = 256, 512, 513
 BLEND_ROWS = 514
@@ -115,6 +115,9 @@ def color_tables(device: torch.device) -> ColorTables:
     got = _ON.get(key)
     if got is not None:
         return got
+    if compiling():
+        raise RuntimeError(f"the colour tables for {device} are made on first use, not inside "
+                        "a torch.compile trace: run the transform once eagerly first")
     with _LOCK:
         if _HOST is None:
             bkey, bsrc = blend_rows_np()
