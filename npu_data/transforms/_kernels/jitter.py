@@ -196,3 +196,36 @@ def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
         images.permute(0, 2, 3, 1).copy_(x)
         return images
     return x.to(torch.uint8).permute(0, 3, 1, 2)
+
+
+# --- the functional ops (one-step jitters) ---------------------------------------------------
+def _single(images: torch.Tensor, sizes: torch.Tensor, op: int, factors: torch.Tensor,
+            shifts: torch.Tensor | None = None) -> torch.Tensor:
+    b = images.shape[0]
+    f = factors.to(torch.float32).view(-1, 1).expand(b, 3)
+    sh = shifts if shifts is not None else torch.zeros(b, dtype=torch.int32, device=f.device)
+    return color_jitter(images, sizes, (op,), None, f, sh)
+
+
+def adjust_brightness(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
+                      ) -> torch.Tensor:
+    """Blend with black."""
+    return _single(images, sizes, 0, factors)
+
+
+def adjust_contrast(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
+                    ) -> torch.Tensor:
+    """Blend with the grey mean of the valid region; the padding comes out 0."""
+    return _single(images, sizes, 1, factors)
+
+
+def adjust_saturation(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
+                      ) -> torch.Tensor:
+    """Blend with each pixel's grey."""
+    return _single(images, sizes, 2, factors)
+
+
+def adjust_hue(images: torch.Tensor, sizes: torch.Tensor, shifts: torch.Tensor) -> torch.Tensor:
+    """Hue shifted by ``shifts (B,)`` levels through the tables."""
+    ones = torch.ones(images.shape[0], dtype=torch.float32, device=shifts.device)
+    return _single(images, sizes, 3, ones, shifts)
