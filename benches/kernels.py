@@ -1,6 +1,12 @@
 """Per-kernel cost: device kernels on a batch vs the per-sample CPU versions (ms per image).
 
     python -m benches.kernels [--device cpu] [--batch 64] [--repeats 3] [--out results.json]
+    python -m benches.kernels --costs [--out costs.json]
+
+``--costs``: device ops per batch and peak device memory per kernel, counted on the host
+(``npu_data.tools.device_costs``: the batch on the ``meta`` device, parameters drawn on the
+host as the DataLoader draws them; deterministic), for batches of 16 and 64 images of
+500x375 and 2000x1500: the Compose below and each kernel on its own.
 
 Batches of 500x375 images (resized_crop to 224; colour ops on the 224x224 crops), random
 per-sample parameters; the median of ``--repeats`` runs after one warm-up. On the CPU the
@@ -103,6 +109,7 @@ def _transform_cases(x: torch.Tensor, sizes: torch.Tensor, crops: torch.Tensor,
                      ) -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]:
     from npu_data.tools.baseline import augmentation
     from npu_data.transforms import ColorJitter
+    from npu_data.transforms.draws import sample_keys
 
     out: list[tuple[str, Callable[[], Any], Callable[[], Any]]] = []
     for name, t, batch, images in (
@@ -110,8 +117,9 @@ def _transform_cases(x: torch.Tensor, sizes: torch.Tensor, crops: torch.Tensor,
              {"image": crops, "sizes": csizes}, small),
             ("Compose: crop 224 + jitter + flip", augmentation(224), {"image": x, "sizes": sizes},
              big)):
-        _, params = t.run(batch, dev.manual_seed(0, x.device))
+        # parameters drawn on the host, as the DataLoader draws them
         n = images.shape[0]
+        params = t.draw_keyed(batch["sizes"].cpu().numpy(), sample_keys(0, 0, np.arange(n)))
 
         def kernel(t: Any = t, batch: dict[str, Any] = batch, params: Any = params) -> Any:
             return t.apply(batch, params)
@@ -124,8 +132,6 @@ def _transform_cases(x: torch.Tensor, sizes: torch.Tensor, crops: torch.Tensor,
     # The parameters of that Compose drawn per sample on the host (keyed by seed, epoch,
     # index: what the DataLoader does for every batch) against drawing them on the device
     # with a generator (the path it replaced): the "reference" column is the device draw.
-    from npu_data.transforms.draws import sample_keys
-
     pipe = augmentation(224)
     host_sizes = sizes.cpu().numpy()
     keys = sample_keys(0, 0, np.arange(host_sizes.shape[0]))
@@ -137,6 +143,87 @@ def _transform_cases(x: torch.Tensor, sizes: torch.Tensor, crops: torch.Tensor,
     return out
 
 
+def _cost_row(name: str, batch: int, fn: Callable[[], Any], image: torch.Tensor,
+              others: list[torch.Tensor]) -> dict[str, Any]:
+    from npu_data.tools.device_costs import measure
+
+    fn()  # first use builds the kernels' tables
+    c = measure(fn, [image, *others])
+    in_bytes = image.numel() * image.element_size()
+    return {"case": name, "batch": batch, "input": "x".join(str(d) for d in image.shape[-2:][::-1]),
+            "device_ops": c.ops, "non_view_ops": c.non_views, "peak_bytes": c.peak_bytes,
+            "input_bytes": in_bytes, "peak_over_input": c.peak_bytes / in_bytes,
+            "by_op": c.by_op}
+
+
+def costs(batches: tuple[int, ...] = (16, 64),
+          sizes: tuple[tuple[int, int], ...] = ((375, 500), (1500, 2000)),
+          crop: int = 224) -> list[dict[str, Any]]:
+    """Device ops and peak device bytes per call (see the module docstring)."""
+    from npu_data.tools.baseline import augmentation
+    from npu_data.transforms.draws import sample_keys
+
+    meta = torch.device("meta")
+    rows: list[dict[str, Any]] = []
+    for b in batches:
+        keys = sample_keys(0, 0, np.arange(b))
+        for h, w in sizes:
+            x = torch.empty((b, h, w, 3), dtype=torch.uint8, device=meta).permute(0, 3, 1, 2)
+            sz = torch.tensor([[h, w]] * b).to(meta)
+            pipe = augmentation(crop)
+            params = pipe.draw_keyed(np.array([[h, w]] * b), keys)
+            rows += _crop_costs(b, crop, x, sz, pipe, params)
+        rows += _colour_costs(b, crop, keys)
+    return rows
+
+
+def _crop_costs(b: int, crop: int, x: torch.Tensor, sz: torch.Tensor, pipe: Any,
+                params: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
+    """The Compose and its crop on their own."""
+    batch = {"image": x, "sizes": sz}
+    boxes = params["0.boxes"]
+    return [_cost_row(f"Compose: crop {crop} + jitter + flip", b,
+                      lambda: pipe.apply(batch, params), x, [sz]),
+            _cost_row(f"resized_crop {crop}", b,
+                      lambda: F.resized_crop(x, sz, boxes, crop), x, [sz])]
+
+
+def _colour_costs(b: int, crop: int, keys: np.ndarray) -> list[dict[str, Any]]:
+    """Each colour kernel, the jitter and the flip on their own, on ``b`` crops."""
+    from npu_data.transforms import ColorJitter
+
+    meta = torch.device("meta")
+    small = torch.empty((b, crop, crop, 3), dtype=torch.uint8, device=meta).permute(0, 3, 1, 2)
+    ssz = torch.tensor([[crop, crop]] * b).to(meta)
+    rng = np.random.default_rng(b)
+    f = torch.from_numpy(rng.uniform(0.6, 1.4, b).astype(np.float32))
+    hues = torch.from_numpy(rng.uniform(-0.1, 0.1, b).astype(np.float32))
+    flips = torch.from_numpy(rng.random(b) < 0.5)
+    jitter = ColorJitter(0.4, 0.4, 0.4, 0.1)
+    jparams = jitter.draw_keyed(np.array([[crop, crop]] * b), keys)
+    small_batch = {"image": small, "sizes": ssz}
+    cases: list[tuple[str, Callable[[], Any]]] = [
+        ("ColorJitter(0.4,0.4,0.4,0.1), random order",
+         lambda: jitter.apply(small_batch, jparams)),
+        ("adjust_brightness", lambda: F.adjust_brightness(small, ssz, f)),
+        ("adjust_contrast", lambda: F.adjust_contrast(small, ssz, f)),
+        ("adjust_saturation", lambda: F.adjust_saturation(small, ssz, f)),
+        ("adjust_hue", lambda: F.adjust_hue(small, ssz, hues)),
+        ("hflip", lambda: F.hflip(small, ssz, flips))]
+    return [_cost_row(name, b, fn, small, [ssz]) for name, fn in cases]
+
+
+def print_costs(rows: list[dict[str, Any]]) -> None:
+    """The cost rows as a Markdown table."""
+    print("| case | batch | input (WxH) | device ops | not views | peak device MB | "
+          "peak / input |")
+    print("|---|---:|---|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['case']} | {r['batch']} | {r['input']} | {r['device_ops']} | "
+              f"{r['non_view_ops']} | {r['peak_bytes'] / 1e6:.1f} | "
+              f"{r['peak_over_input']:.2f}x |")
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI entry: print a Markdown table, optionally write JSON."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -144,7 +231,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", default=None, help="write the rows as JSON here")
+    p.add_argument("--costs", action="store_true",
+                   help="count device ops and peak device memory instead of timing")
     a = p.parse_args(argv)
+    if a.costs:
+        cost_rows = costs()
+        print_costs(cost_rows)
+        if a.out:
+            with open(a.out, "wb") as fh:
+                fh.write(orjson.dumps(cost_rows, option=orjson.OPT_INDENT_2))
+        return 0
     rows = run(a.device, a.batch, a.repeats)
     print(f"torch threads: {torch.get_num_threads()}, device: {dev.describe(dev.resolve_device(a.device))}")
     print("| kernel | batch kernel ms/img | torch kernels ms/img | per-sample Pillow ms/img | "

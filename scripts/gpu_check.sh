@@ -65,6 +65,7 @@ if [ -n "$quick" ]; then
   step "parity-$device" 180 "${cli[@]}" parity --device "$device" --batches 1
   step "rules-$device" 120 "$py" -m benches.device_rules --device "$device" --images 64 --batches 2
   step "kernels-$device" 120 "$py" -m benches.kernels --device "$device" --batch 8 --repeats 1
+  step "kernels-costs" 120 "$py" -m benches.kernels --costs --out "$out/kernel-costs.json"
   step "bench-$device" 240 "${cli[@]}" bench --quick --device "$device" --out "$out/bench-$device"
   exit 0
 fi
@@ -75,5 +76,7 @@ step "kernels-$device" "${KERNELS_S:-120}" "$py" -m benches.kernels --device "$d
   --batch 256 --repeats 5 --out "$out/kernels-$device.json"
 step "kernels-$device-64" "${KERNELS_S:-120}" "$py" -m benches.kernels --device "$device" \
   --batch 64 --repeats 5
+# device ops per batch and peak device memory (counted on the host: the same figures anywhere)
+step "kernels-costs" 120 "$py" -m benches.kernels --costs --out "$out/kernel-costs.json"
 step "bench-$device" "${BENCH_S:-420}" "${cli[@]}" bench --device "$device" \
   --workers "${WORKERS:-8}" --out "$out/bench-$device" --data-dir "${DATA_DIR:-/tmp/npu-data-bench}"

@@ -86,7 +86,7 @@ def apply_rest(transform: Transform, batch: Batch, params: Params) -> Batch:
     """The pipeline after its leading crop, with the whole pipeline's ``params``."""
     if not isinstance(transform, Compose):
         return batch
-    return apply_stages(transform.transforms[1:], batch, params, first=1)
+    return apply_stages(transform.transforms[1:], batch, params, first=1, full=True)
 
 
 def crop_geometry(batch: Batch, boxes: torch.Tensor, crop: CropPlan) -> Batch:

@@ -41,10 +41,10 @@ def _uint8(t: torch.Tensor) -> bool:
 TABLE: dict[str, Kernel] = {
     "resized_crop": Kernel(crop.resized_crop, compiled.resized_crop),
     "hflip": Kernel(layout.hflip, compiled.hflip),
-    "adjust_brightness": Kernel(color.adjust_brightness, compiled.adjust_brightness),
-    "adjust_contrast": Kernel(color.adjust_contrast, compiled.adjust_contrast),
-    "adjust_saturation": Kernel(color.adjust_saturation, compiled.adjust_saturation),
-    "adjust_hue": Kernel(color.adjust_hue, compiled.adjust_hue),
+    "adjust_brightness": Kernel(jitter.adjust_brightness, compiled.adjust_brightness),
+    "adjust_contrast": Kernel(jitter.adjust_contrast, compiled.adjust_contrast),
+    "adjust_saturation": Kernel(jitter.adjust_saturation, compiled.adjust_saturation),
+    "adjust_hue": Kernel(jitter.adjust_hue, compiled.adjust_hue),
     "adjust_hue_direct": Kernel(color.adjust_hue_direct),  # a host reference: torch only
     "color_jitter": Kernel(jitter.color_jitter, compiled.color_jitter),
     "normalize": Kernel(layout.normalize, compiled.normalize, compiled_takes=_uint8),

@@ -121,12 +121,13 @@ class ColorJitter(Transform):
             params[op] = torch.from_numpy(values.astype(np.float32))
         return params
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, full: bool | None = None) -> Batch:
+        """``full``: Compose knows every sample fills the batch (after a crop)."""
         order = params["order"] if self.order == "random" else None
         out = dict(batch)
         out["image"] = F.color_jitter(batch["image"], batch["sizes"], self.enabled, order,
                                       params["brightness"], params["contrast"],
-                                      params["saturation"], params["hue"])
+                                      params["saturation"], params["hue"], full=full)
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:

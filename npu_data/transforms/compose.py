@@ -91,19 +91,64 @@ class Compose(Transform):
 
 
 
-def apply_stages(stages: Sequence[Transform], batch: Batch, params: Params, first: int = 0
-                 ) -> Batch:
+def fusions(stages: Sequence[Transform], full: bool = False
+            ) -> tuple[dict[int, int], list[bool]]:
+    """What :func:`apply_stages` fuses: ``{crop: flip}`` for a RandomHorizontalFlip that
+    follows a crop with only ColorJitters between (they commute with a mirror: per pixel, and
+    contrast's mean is mirror-free), whose pixels the crop's resize mirrors instead; and per
+    stage whether every sample fills the batch when it runs (after a crop; ``full`` at the
+    start)."""
+    from npu_data.transforms.color import ColorJitter
+    from npu_data.transforms.crop_base import _CropBase
+    from npu_data.transforms.flip import RandomHorizontalFlip
+
+    folds: dict[int, int] = {}
+    filled = []
+    for i, t in enumerate(stages):
+        filled.append(full)
+        if isinstance(t, _CropBase) and t.fills:
+            full = True
+            for j in range(i + 1, len(stages)):
+                if isinstance(stages[j], RandomHorizontalFlip):
+                    folds[i] = j
+                    break
+                if not isinstance(stages[j], ColorJitter):
+                    break
+        elif isinstance(t, _CropBase) or not isinstance(t, ColorJitter | RandomHorizontalFlip):
+            full = False
+    return folds, filled
+
+
+def apply_stages(stages: Sequence[Transform], batch: Batch, params: Params, first: int = 0,
+                 full: bool = False) -> Batch:
     """``stages`` in turn, stage ``i`` with the keys of ``params`` prefixed ``"<first + i>."``.
     An image one stage allocated is donated to the next ones (``transforms.donate``: they may
-    write into it); the caller's image only if the caller donated it."""
+    write into it); the caller's image only if the caller donated it. ``full``: every sample
+    fills the incoming batch (no padding). Crops, flips and jitters fuse (:func:`fusions`)."""
+    from npu_data.transforms.color import ColorJitter
+
+    folds, filled = fusions(stages, full)
+    folded = set(folds.values())
+
+    def share(i: int) -> Params:
+        prefix = f"{i + first}."
+        return {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
+
     owned: torch.Tensor | None = None  # the image an earlier stage allocated
-    for n, t in enumerate(stages):  # enumerate(start=) breaks torch 2.1's dynamo
-        i = first + n
-        prefix = f"{i}."
-        share = {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
+    for i, t in enumerate(stages):
+        hints: dict[str, Any] = {}
+        if i in folds:
+            hints["flip"] = share(folds[i])["flip"]
+        if i in folded:
+            hints["pixels"] = False
+        if filled[i] and isinstance(t, ColorJitter):
+            hints["full"] = True
         before = batch.get("image")
         with donating(owned) if owned is not None and before is owned else _caller():
-            batch = t.apply(batch, share)
+            if hints:  # a batch dict already: the stage's own checks run in functional
+                batch = t._apply(batch, share(i), **hints)  # type: ignore[call-arg]
+            else:
+                batch = t.apply(batch, share(i))
         after = batch.get("image")
         if fresh(after, before):
             owned = after

@@ -128,14 +128,21 @@ class _CropBase(Transform):
 
     size: tuple[int, int] | None
     min_visible: float = 0.25
+    # every sample fills the whole output (no padding): Compose may fold a following flip into
+    # the resize and tell the colour steps after it that there is no padding
+    fills = True
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, flip: torch.Tensor | None = None) -> Batch:
+        """``flip``: a later RandomHorizontalFlip's mask, folded into the resize by Compose
+        for crops that fill their output (:attr:`fills`; the pixels only, the flip stage
+        still mirrors the geometry)."""
         shape = out_shape(params, self.size)
         out = dict(batch)
         sizes = batch["sizes"]
         windows = params.get("windows")
         out["image"] = F.resized_crop(batch["image"], sizes, params["boxes"], shape,
-                                      windows=windows)
+                                      windows=windows,
+                                      flip=None if flip is None else flip.to(torch.bool))
         if windows is None:
             # one row per sample, not an expanded view (a batch's tensors must be pinnable)
             new_sizes = torch.tensor([shape] * sizes.shape[0], dtype=sizes.dtype).view(-1, 2)

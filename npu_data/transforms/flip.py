@@ -30,10 +30,13 @@ class RandomHorizontalFlip(Transform):
     def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
         return {"flip": torch.from_numpy(draws.uniform(1)[:, 0] < self.p)}
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, pixels: bool = True) -> Batch:
+        """``pixels=False``: Compose folded the image flip into an earlier crop; the geometry
+        is mirrored here all the same."""
         flip = params["flip"].to(torch.bool)
         out = dict(batch)
-        out["image"] = F.hflip(batch["image"], batch["sizes"], flip)
+        if pixels:
+            out["image"] = F.hflip(batch["image"], batch["sizes"], flip)
         out.update(geometry.hflip_geometry(batch, batch["sizes"][:, 1], flip))
         return out
 

@@ -74,7 +74,7 @@ def _out_size(size: int | Sequence[int]) -> tuple[int, int]:
 
 def resized_crop(
     images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor, size: int | Sequence[int],
-    windows: torch.Tensor | None = None,
+    windows: torch.Tensor | None = None, flip: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Crop ``boxes (B, 4)`` = (top, left, height, width) and resize each to ``size``.
 
@@ -84,25 +84,29 @@ def resized_crop(
     the height shrinks more than twice as much as the width). Exact on the CPU kernels and
     the torch kernels alike. Returns (B, C, h, w) uint8.
 
-    The torch kernels read nothing back from the device: with ``boxes`` on the host (a CPU
-    tensor) each sample runs its own pass order once; with device boxes both orders run and
-    each sample keeps its own.
+    ``flip`` (B,) bool mirrors those samples' results left-right (the torch kernels fold it
+    into the resampling tables: no extra pass). The torch kernels read nothing back from the
+    device and run each sample in its own pass order in one batch of a few ops
+    (``_kernels.resample``).
 
     ``windows (B, 4)`` int64 (top, left, full_height, full_width), host tensors like
     ``boxes`` then: each box is resized whole to ``(full_height, full_width)`` (Pillow's pass
     order for that resize) and the ``size`` window at ``(top, left)`` of the result is kept —
     exactly Pillow's resize followed by a crop; outputs outside the resized image are 0
     (torchvision's ``CenterCrop`` padding). The coefficients of the window are Pillow's own
-    for the whole resize, made on the host in float64.
+    for the whole resize, made on the host in float64. With windows, ``flip`` mirrors the
+    whole window after the resize.
     """
     _check_images(images, sizes)
     out_h, out_w = _out_size(size)
     if boxes.shape != (images.shape[0], 4):
         raise UserError(f"crop boxes must have shape ({images.shape[0]}, 4) "
                         f"(top, left, height, width), got {tuple(boxes.shape)}")
+    if flip is not None and tuple(flip.shape) != (images.shape[0],):
+        raise UserError(f"flip must have shape ({images.shape[0]},), got {tuple(flip.shape)}")
     impl = kernel("resized_crop", images)
     if windows is None:
-        return impl(images, sizes, boxes.to(torch.int64), out_h, out_w)
+        return impl(images, sizes, boxes.to(torch.int64), out_h, out_w, flip=flip)
     if windows.shape != (images.shape[0], 4):
         raise UserError(f"crop windows must have shape ({images.shape[0]}, 4) (top, left, "
                         f"full height, full width), got {tuple(windows.shape)}")
@@ -112,8 +116,12 @@ def resized_crop(
     if _kernels.host_values(windows) and bool((windows[:, 2:] < 1).any()):
         raise UserError(f"resized_crop: window full sizes must be >= 1, got "
                         f"{windows[:, 2:].tolist()}")
-    return impl(images, sizes, boxes.to(torch.int64), out_h, out_w,
-                windows=windows.to(torch.int64))
+    out = impl(images, sizes, boxes.to(torch.int64), out_h, out_w,
+               windows=windows.to(torch.int64))
+    if flip is None:
+        return out
+    out_sizes = torch.tensor([[out_h, out_w]] * out.shape[0], dtype=torch.int64)
+    return hflip(out, out_sizes.to(out.device), flip)
 
 
 def hflip(images: torch.Tensor, sizes: torch.Tensor, flip_mask: torch.Tensor) -> torch.Tensor:
@@ -167,7 +175,8 @@ def adjust_hue(
 
 def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
                  order: torch.Tensor | None, brightness: torch.Tensor, contrast: torch.Tensor,
-                 saturation: torch.Tensor, hue: torch.Tensor) -> torch.Tensor:
+                 saturation: torch.Tensor, hue: torch.Tensor, *, full: bool | None = None
+                 ) -> torch.Tensor:
     """Several colour ops per sample in one call: ColorJitter's sequence.
 
     ``ops``: the op ids in play (indices into :data:`COLOR_OPS`: 0 brightness, 1 contrast,
@@ -175,7 +184,9 @@ def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
     (applied left to right), or None for ``ops`` in that order for every sample. The four
     factor tensors are (B,), as for the single ops (factor 1, or hue 0, leaves a sample as it
     is; every factor is used only if its op is in ``ops``). Equal, sample by sample, to the
-    single ops applied in each sample's order.
+    single ops applied in each sample's order. ``full=True`` promises that every sample
+    fills the whole batch (``sizes`` all (H, W): no padding to handle, as after a crop);
+    None finds out from host ``sizes``.
     """
     _check_images(images, sizes)
     ids = [int(op) for op in ops]
@@ -190,14 +201,14 @@ def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
                            _checked_nonneg(saturation, images, "saturation")], dim=1)
     shifts = _hue_shifts(hue, images)
     return kernel("color_jitter", images)(images, sizes, ids, order, factors, shifts,
-                                          inplace=donated(images))
+                                          inplace=donated(images), full=full)
 
 
 def _hue_shifts(factors: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
     f = _check_factors(factors, images.shape[0], "hue")
     if _kernels.host_values(f) and bool(torch.any((f < -0.5) | (f > 0.5))):
         raise UserError("hue factors must lie in [-0.5, 0.5]")
-    return _color.hue_shift(_kernels.to_device(f, images.device))
+    return _color.hue_shift(f)  # where the factors are: the kernels move what they need
 
 
 def _checked_nonneg(factors: torch.Tensor, images: torch.Tensor, name: str) -> torch.Tensor:
@@ -205,7 +216,7 @@ def _checked_nonneg(factors: torch.Tensor, images: torch.Tensor, name: str) -> t
     # Validation reads the values only of host (CPU) tensors: no host sync on accelerators.
     if _kernels.host_values(f) and bool(torch.any(f < 0)):
         raise UserError(f"{name} factors must be non-negative")
-    return _kernels.to_device(f, images.device)
+    return f
 
 
 def to_dtype(images: torch.Tensor, dtype: torch.dtype = torch.float32,

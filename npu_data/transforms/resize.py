@@ -84,6 +84,8 @@ def _host_sizes(batch: Batch) -> np.ndarray:
 class _WindowCrop(_CropBase):
     """A crop whose parameters are windows computed on the host from the sizes."""
 
+    fills = False  # Resize(int) keeps aspect ratios, CenterCrop pads: outputs may not fill
+
     def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
         sizes = _host_sizes(batch)
         u = None
@@ -228,6 +230,7 @@ class ResizeCrop(_WindowCrop):
     """
 
     name = "ResizeCrop"
+    fills = True  # the resize covers the target: the window lies inside it
 
     def __init__(self, size: int | Sequence[int] | None = None, crop: str = "center",
                  buckets: BucketSpec = "sdxl", min_visible: float = 0.25) -> None:

@@ -38,7 +38,7 @@ from npu_data.transforms import (
 )
 from npu_data.transforms import functional as F
 from npu_data.transforms._kernels import accelerator_path
-from npu_data.transforms._kernels import color as K
+from npu_data.transforms._kernels.tables import color_tables
 from npu_data.transforms.draws import sample_keys
 from npu_data.transforms.precision import MODES, reduced_precision, round_mantissa
 
@@ -185,7 +185,7 @@ def _cases() -> dict[str, Callable[[], Any]]:
     factors = torch.linspace(0.6, 1.4, _B)
     hues = torch.linspace(-0.1, 0.1, _B)
     flips = torch.arange(_B) % 2 == 0
-    K.hsv_luts(x.device)  # the hue tables are built (or loaded) once, on the host
+    color_tables(x.device)  # the colour tables are made once, on the host
     jitter = ColorJitter(0.4, 0.4, 0.4, 0.1)
     return {
         "resized_crop 96": lambda: F.resized_crop(images, sizes, boxes, 96),
@@ -356,7 +356,7 @@ def test_traced_whole_by_torch_compile(case: str) -> None:
     fn = _graph_cases()[case]
     batch, ids = _small()
     args = _graph_args(case, batch, ids)
-    K.hsv_luts(batch["image"].device)
+    color_tables(batch["image"].device)
     torch._dynamo.reset()
     try:
         with accelerator_path():
@@ -375,7 +375,7 @@ def test_inductor_code_for_the_colour_kernels_is_exact() -> None:
     t = ColorJitter(0.4, 0.4, 0.4, 0.1, order="fixed")
     batch, ids = _small()
     params = t.draw_keyed(batch["sizes"].numpy(), sample_keys(2, 0, ids.numpy()))
-    K.hsv_luts(batch["image"].device)
+    color_tables(batch["image"].device)
 
     def fn(b: dict[str, torch.Tensor], p: dict[str, torch.Tensor]) -> torch.Tensor:
         return t.apply(b, p)["image"]

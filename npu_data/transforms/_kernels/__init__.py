@@ -19,10 +19,29 @@ import torch
 _STATE = threading.local()
 
 
+def compiling() -> bool:
+    """Whether ``torch.compile`` is tracing (``torch.compiler.is_compiling``, added in torch
+    2.3; ``torch._dynamo.is_compiling`` before)."""
+    check = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    if check is None:  # torch < 2.3
+        from torch import _dynamo
+
+        check = _dynamo.is_compiling
+    return bool(check())
+
+
+def on_host(*tensors: torch.Tensor) -> bool:
+    """Whether every tensor lives on the host (CPU tensors): where a kernel makes its tables
+    from them (a value is read only if :func:`host_values` says so)."""
+    return all(t.device.type == "cpu" for t in tensors)
+
+
 def host_values(t: torch.Tensor) -> bool:
     """Whether a kernel may read ``t``'s values on the host: ``t`` is a CPU tensor (no device
-    queue to stall) and :func:`accelerator_path` is not active."""
-    return t.device.type == "cpu" and not getattr(_STATE, "accelerator", False)
+    queue to stall), :func:`accelerator_path` is not active and no ``torch.compile`` trace
+    runs (a read would be a data-dependent guard there)."""
+    return (t.device.type == "cpu" and not getattr(_STATE, "accelerator", False)
+            and not compiling())
 
 
 def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:

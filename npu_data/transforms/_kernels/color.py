@@ -1,19 +1,26 @@
-"""Pillow-exact colour kernels on uint8 batches (B, 3, H, W).
+"""Pillow-exact colour kernels on uint8 batches, as few device ops per step.
 
-Pillow's ImageEnhance ops blend two 8-bit images in float32 as ``in1 + a * (in2 - in1)``
-and then clip and TRUNCATE; grayscale is ``(19595 R + 38470 G + 7471 B + 0x8000) >> 16`` in
-integers. Hue follows Pillow's ``rgb2hsv`` / ``hsv2rgb``, whose arithmetic mixes float and
-double: :func:`rgb_to_hsv` / :func:`hsv_to_rgb` compute each step in float64 and round to
-float32 where Pillow assigns to a float variable — on the host, to build the two tables the
-device kernels gather from (:func:`adjust_hue_lut`); nothing on the device path uses float64.
-Every op is elementwise over the whole batch; factors are (B,).
+Pillow's ImageEnhance ops blend two 8-bit images in float32 as ``in1 + a * (in2 - in1)``, then
+clip and truncate; every one of them is ``trunc(clamp(key + a * (value - key)))`` with key 0
+(brightness), the grey mean (contrast) or the pixel's grey (saturation). So a sample's three
+factors make one (514, 256) int32 table (:func:`blend_tables`, rows in ``_kernels.tables``)
+and a blend step of any op for any sample is one gather (:func:`blend_step`). The products
+``a * d`` are made exactly as Pillow rounds them and added to the key separately, in a form
+that a compiler's ``a * b + c`` contraction into FMA cannot change (:func:`products`).
+
+Hue (:func:`hue_step`) is two gathers: ``(H, max - min)`` by the channel differences, then RGB
+by ``(H + shift, max - min, max)`` (tables from Pillow itself; ``tests/transforms/
+test_hue_tables.py`` checks all 2**24 colours). :func:`rgb_to_hsv` / :func:`hsv_to_rgb`
+evaluate Pillow's float/double arithmetic directly (float64: a host reference only).
+
+Images in the steps are (B, H, W, 3) int32 (channels last); no float64, no shifts, int32 sums.
 """
 
 from __future__ import annotations
 
 import torch
 
-from npu_data.transforms._kernels import to_device
+from npu_data.transforms._kernels.tables import PRODUCTS, ColorTables
 
 
 def _f(x: torch.Tensor) -> torch.Tensor:
@@ -21,69 +28,86 @@ def _f(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.float32).to(torch.float64)
 
 
-def grayscale(images: torch.Tensor) -> torch.Tensor:
-    """Pillow's ``convert("L")`` per pixel: (B, 1, H, W) int32."""
-    x = images.to(torch.int32)
-    return (x[:, 0:1] * 19595 + x[:, 1:2] * 38470 + x[:, 2:3] * 7471 + 0x8000) >> 16
+# --- blends: brightness, contrast, saturation ----------------------------------------------
+def products(factors: torch.Tensor) -> torch.Tensor:
+    """(B, 4, 511) float32 ``fl(a * d)`` for d = -255..255 and a = contrast, saturation,
+    brightness factor (``factors`` (B, 3): brightness, contrast, saturation) and 1.
+
+    Each factor is split as ``hi + lo`` with ``hi`` its bfloat16 rounding (8 significant bits)
+    and ``lo`` the rest (at most 16): ``hi * d`` and ``lo * d`` are exact in float32, so
+    their rounded sum is the rounded product ``fl(a * d)``, whether or not a compiler fuses
+    one of the multiplications with the addition (the other product is exact either way).
+    """
+    f = factors.to(torch.float32)
+    a = torch.stack([f[:, 1], f[:, 2], f[:, 0], torch.ones_like(f[:, 0])], 1)  # (B, 4)
+    hi = a.to(torch.bfloat16).to(torch.float32)
+    lo = a - hi
+    d = torch.arange(-255, 256, dtype=torch.float32, device=f.device)
+    return hi.unsqueeze(-1) * d + lo.unsqueeze(-1) * d
 
 
-def blend(in1: torch.Tensor, in2: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
-    """Pillow's ``Image.blend``: float32 ``in1 + alpha * (in2 - in1)``, clipped, truncated."""
-    a = alpha.to(torch.float32).view(-1, 1, 1, 1)
-    t = in1.to(torch.float32) + a * (in2.to(torch.float32) - in1.to(torch.float32))
-    return t.clamp_(0.0, 255.0).to(torch.uint8)
+def blend_tables(prods: torch.Tensor, tables: ColorTables) -> torch.Tensor:
+    """(B, 514, 256) uint8: every sample's blend of each row's key with each value,
+    ``trunc(clamp(key + fl(a * (value - key)), 0, 255))`` in float32, from ``prods``
+    (:func:`products`, on the tables' device). One gather and an addition: no product here
+    for a compiler to contract."""
+    b = prods.shape[0]
+    flat = prods.reshape(b, PRODUCTS * 511)
+    return flat[:, tables.blend_src].add_(tables.blend_key).clamp_(0.0, 255.0).to(torch.uint8)
 
 
-def valid_mask(sizes: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    """(B, 1, H, W) bool: True inside each sample's valid (height, width)."""
-    rows = torch.arange(height, device=sizes.device).view(1, 1, height, 1)
-    cols = torch.arange(width, device=sizes.device).view(1, 1, 1, width)
-    return (rows < sizes[:, 0].view(-1, 1, 1, 1)) & (cols < sizes[:, 1].view(-1, 1, 1, 1))
+def blend_step(x: torch.Tensor, blend: torch.Tensor, sample: torch.Tensor, key_sel: torch.Tensor,
+               tables: ColorTables, valid: torch.Tensor | None = None, wide: bool = False,
+               grey: bool = True, mean: bool = True) -> torch.Tensor:
+    """One blend per sample: ``x`` (B, H, W, 3) int32 -> uint8, each sample through row
+    ``key`` of its ``blend`` table (``sample`` (B, 1, 1, 1) its table index); ``valid``
+    (B, H, W) bool the pixels a contrast mean counts (None: all).
+
+    ``key_sel`` (4, B) int32 (N, M, D, S) picks the key: ``floor((M * t + N) / D) + S * grey``
+    with ``t`` the sample's grey sum: contrast (N, M, D, S) = (n, 2, 2n, 0) (Pillow's
+    ``int(mean + 0.5)`` over ``n`` valid pixels), saturation (256, 0, 1, 1), brightness
+    (512, 0, 1, 0), nothing (513, 0, 1, 0). ``wide``: sums in int64 (images of 2**22 pixels
+    or more, where ``2 t + n`` passes int32). Without contrast in the batch (``mean``) or
+    saturation too (``grey``) the key needs fewer ops.
+    """
+    b = x.shape[0]
+    n, m, d, s = key_sel.unbind(0)
+    if not grey and not mean:  # brightness or nothing: the key is N
+        return blend[sample, n.view(b, 1, 1, 1), x]
+    lum = tables.grey[x[..., 0], x[..., 1], x[..., 2]]  # (B, H, W) uint8
+    if not mean:
+        kc = n
+    else:
+        counted = lum if valid is None else torch.where(valid, lum, torch.zeros(
+            (), dtype=lum.dtype, device=lum.device))
+        if wide:
+            t = counted.sum((1, 2), dtype=torch.int64)
+            kc = torch.div(torch.addcmul(n.to(torch.int64), t, m.to(torch.int64)),
+                           d.to(torch.int64), rounding_mode="floor").to(torch.int32)
+        else:
+            t = counted.sum((1, 2), dtype=torch.int32)
+            kc = torch.div(torch.addcmul(n, t, m), d, rounding_mode="floor")
+        del counted
+    key = torch.addcmul(kc.view(b, 1, 1), lum, s.view(b, 1, 1))
+    del lum
+    return blend[sample, key.unsqueeze(-1), x]
 
 
-def gray_mean(gray: torch.Tensor, sizes: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``int(mean(L) + 0.5)`` of ``gray`` (B, 1, H, W) over ``mask``, exactly, as (B,) int32."""
-    total = torch.where(mask, gray, 0).to(torch.int64).sum(dim=(1, 2, 3))
-    n = (sizes[:, 0].to(torch.int64) * sizes[:, 1].to(torch.int64)).clamp(min=1)
-    return torch.div(2 * total + n, 2 * n, rounding_mode="floor").to(torch.int32)
-
-
-def contrast_mean(images: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
-    """``int(mean(L) + 0.5)`` over each sample's valid region, exactly, as (B,) int32."""
-    mask = valid_mask(sizes, images.shape[-2], images.shape[-1])
-    return gray_mean(grayscale(images), sizes, mask)
-
-
-def mask_padding(out: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
-    """``out`` with 0 outside each sample's valid region."""
-    mask = valid_mask(sizes, out.shape[-2], out.shape[-1])
-    return torch.where(mask, out, torch.zeros((), dtype=out.dtype, device=out.device))
-
-
-# --- the torch implementations of functional's colour ops (factors (B,) on the device) ------
-def adjust_brightness(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
-                      ) -> torch.Tensor:
-    """Blend with black."""
-    return blend(torch.zeros_like(images), images, factors)
-
-
-def adjust_contrast(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
-                    ) -> torch.Tensor:
-    """Blend with the grey mean of the valid region; the padding comes out 0."""
-    s = to_device(sizes, images.device)
-    mean = contrast_mean(images, s).view(-1, 1, 1, 1)
-    return mask_padding(blend(mean.expand_as(images), images, factors), s)
-
-
-def adjust_saturation(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
-                      ) -> torch.Tensor:
-    """Blend with each pixel's grey."""
-    return blend(grayscale(images).expand_as(images), images, factors)
-
-
-def adjust_hue(images: torch.Tensor, sizes: torch.Tensor, shifts: torch.Tensor) -> torch.Tensor:
-    """Hue shifted by ``shifts (B,)`` levels through the two tables."""
-    return adjust_hue_lut(images, shifts)
+# --- hue -----------------------------------------------------------------------------------
+def hue_step(x: torch.Tensor, shift: torch.Tensor, tables: ColorTables,
+             active: torch.Tensor | None = None) -> torch.Tensor:
+    """Pillow's hue shift by ``shift`` (B,) levels of ``x`` (B, H, W, 3) int32: uint8 out, or
+    int32 where ``active`` (B,) bool picks the shifted samples (the others keep ``x``)."""
+    b = x.shape[0]
+    diff = torch.sub(x[..., :2], x[..., 2:3]).add_(255)  # (R - B, G - B) + 255
+    h_cr = tables.hue_in[diff[..., 0], diff[..., 1]]  # (B, H, W): H * 256 + max - min
+    del diff
+    h_cr = torch.add(h_cr, shift.view(b, 1, 1), alpha=256).bitwise_and_(0xFFFF)  # H + shift
+    out = tables.hue_out[h_cr, x.amax(-1)]  # (B, H, W, 3) uint8
+    del h_cr
+    if active is None:
+        return out
+    return torch.where(active.view(b, 1, 1, 1), out, x)
 
 
 def adjust_hue_direct(images: torch.Tensor, sizes: torch.Tensor, shifts: torch.Tensor
@@ -166,71 +190,3 @@ def hue_shift(hue_factors: torch.Tensor) -> torch.Tensor:
     whole = torch.floor(scaled)
     levels = (whole + torch.floor((scaled - whole) - a)).to(torch.int32)
     return torch.remainder(torch.where(h < 0, -levels, levels), 256)
-
-
-# --- lookup tables: hue through two 2**24-entry tables (exactly the functions above) -------
-_LUT_VERSION = 1
-_LUTS: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-
-
-def _pack(x: torch.Tensor) -> torch.Tensor:
-    """(3, N) 0..255 -> (N,) int32 ``a << 16 | b << 8 | c``."""
-    x = x.to(torch.int32)
-    return (x[0] << 16) | (x[1] << 8) | x[2]
-
-
-def _build_lut(fn: object) -> torch.Tensor:
-    codes = torch.arange(1 << 24, dtype=torch.int32)
-    parts = []
-    for chunk in codes.split(1 << 21):
-        trip = torch.stack([(chunk >> 16) & 255, (chunk >> 8) & 255, chunk & 255])
-        parts.append(_pack(fn(trip.to(torch.uint8).view(1, 3, 1, -1)).view(3, -1)))  # type: ignore[operator]
-    return torch.cat(parts)
-
-
-def _cache_path() -> str:
-    from npu_data.common.cache import cache_root
-
-    return str(cache_root(f"hsv-luts-v{_LUT_VERSION}.npy"))
-
-
-def hsv_luts(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(rgb->hsv, hsv->rgb) tables on ``device``: built once (about 15 s on one core) and
-    cached as a plain ``.npy`` file under ``common.cache.cache_root()``."""
-    key = str(device)
-    if key in _LUTS:
-        return _LUTS[key]
-    import numpy as np
-
-    from npu_data.common.atomic import atomic_save_npy
-
-    path = _cache_path()
-    table: np.ndarray | None = None
-    try:
-        loaded = np.load(path, mmap_mode="r", allow_pickle=False)
-        if loaded.shape == (2, 1 << 24) and loaded.dtype == np.int32:
-            table = np.array(loaded)
-    except (OSError, ValueError):
-        table = None
-    if table is None:
-        table = torch.stack([_build_lut(rgb_to_hsv), _build_lut(hsv_to_rgb)]).numpy()
-        try:
-            atomic_save_npy(path, table)
-        except OSError:
-            pass  # a read-only cache only costs the rebuild next time
-    t = to_device(torch.from_numpy(np.ascontiguousarray(table)), device)
-    _LUTS[key] = (t[0], t[1])
-    return _LUTS[key]
-
-
-def adjust_hue_lut(images: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
-    """Hue shift by ``shift (B,)`` levels through the tables: same values as the direct path."""
-    to_hsv, to_rgb = hsv_luts(images.device)
-    x = images.to(torch.int32)
-    # products, not ``<<``: CANN runs LeftShift as an AICPU task (docs/device-ops.md)
-    code = (x[:, 0] * 65536) | (x[:, 1] * 256) | x[:, 2]  # (B, H, W)
-    hsv = to_hsv[code.reshape(-1).long()].view_as(code)
-    h = ((hsv >> 16) + shift.view(-1, 1, 1).to(torch.int32)) & 255
-    rgb = to_rgb[((h * 65536) | (hsv & 0xFFFF)).reshape(-1).long()].view_as(code)
-    out = torch.stack([(rgb >> 16) & 255, (rgb >> 8) & 255, rgb & 255], dim=1)
-    return out.to(torch.uint8)

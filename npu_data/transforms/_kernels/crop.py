@@ -1,9 +1,12 @@
 """The torch ``resized_crop``: per-sample crop boxes through Pillow's two resize passes.
 
 Pillow >= 13 runs the vertical pass first when the height shrinks by more than twice as many
-pixels as the width (:func:`vertical_first`). With boxes on the host (:func:`host_values`)
-each sample runs its own order once, in two groups known on the host; with boxes on the
-device both orders run for every sample and each keeps its own (nothing is read back).
+pixels as the width (:func:`vertical_first`). The tables of both axes are gathered per sample
+where the boxes live (the host for the DataLoader's boxes: nothing is read back from the
+device), a flip is folded into the width axis's tables, and
+:func:`~npu_data.transforms._kernels.resample.resample_batch` runs every sample in its own
+pass order at once. Windows of whole resizes (``ResizeCrop``: resize, then crop) run the same
+way, from host tables of Pillow's coefficients for the kept outputs (:func:`resized_window`).
 """
 
 from __future__ import annotations
@@ -14,11 +17,14 @@ import torch
 from npu_data.errors import UserError
 from npu_data.transforms._kernels import host_values, to_device
 from npu_data.transforms._kernels.resample import (
-    Tables,
-    resize_two_passes,
+    Axis,
+    Bounds,
+    extent_tables,
+    resample_batch,
+    taps_needed,
     vertical_first_rule,
+    window_axis,
     window_support,
-    window_tables,
 )
 
 
@@ -43,19 +49,34 @@ def check_boxes_inside(boxes: torch.Tensor, images: torch.Tensor) -> None:
                         f"lies outside the {height}x{width} batch: clip it to the image")
 
 
-def _passes(images: torch.Tensor, bx: torch.Tensor, out_h: int, out_w: int,
-            vertical: bool, tables: tuple[Tables, Tables] | None = None) -> torch.Tensor:
-    """Both passes on every sample of the batch, horizontal or ``vertical`` first: integer
-    tap sums over gathered rows (``_kernels.resample``); ``tables``: the (rows, columns)
-    coefficients of windows (:func:`window_pass_tables`)."""
-    top, left, ch, cw = bx.unbind(1)
-    hwc = images.permute(0, 2, 3, 1)  # (B, H, W, C): free for channels-last batches
-    if vertical:  # rows of H first, then the columns: (B, out_w, out_h, C)
-        z = resize_two_passes(hwc, (top, ch, out_h), (left, cw, out_w), tables)
-        return z.permute(0, 3, 2, 1).contiguous()
-    flipped = None if tables is None else (tables[1], tables[0])
-    z = resize_two_passes(hwc.transpose(1, 2), (left, cw, out_w), (top, ch, out_h), flipped)
-    return z.permute(0, 3, 1, 2).contiguous()
+def crop_bounds(height: int, width: int, out_h: int, out_w: int) -> Bounds:
+    """The longest axes and tap counts any crop of a ``height`` x ``width`` batch can need in
+    each pass (a vertical-first crop is narrow: its width is below ``(ch - out_h) / 2 +
+    out_w``)."""
+    first, second = width, height
+    taps1, taps2 = taps_needed(width, out_w), taps_needed(height, out_h)
+    if vertical_first_rule() and height > out_h:
+        narrow = min(width, (height - out_h + 1) // 2 + out_w)
+        first, second = max(first, height), max(second, narrow)
+        taps1 = max(taps1, taps_needed(height, out_h))
+        taps2 = max(taps2, taps_needed(narrow, out_w))
+    return Bounds(first, second, taps1, taps2)
+
+
+def crop_axes(boxes: torch.Tensor, height: int, width: int, out_h: int, out_w: int,
+              flip: torch.Tensor | None = None) -> tuple[Axis, Axis]:
+    """The (rows, cols) resampling tables of ``boxes`` (B, 4) (top, left, height, width) in a
+    ``height`` x ``width`` batch, on the boxes' device; ``flip`` (B,) mirrors those samples."""
+    bx = boxes.to(torch.int64)
+    top, left = bx[:, 0].clamp(0, height - 1), bx[:, 1].clamp(0, width - 1)
+    ch = torch.minimum(bx[:, 2].clamp(min=1), height - top)  # device boxes are not checked:
+    cw = torch.minimum(bx[:, 3].clamp(min=1), width - left)  # keep their reads inside
+    rx, rw = extent_tables(ch, out_h, height)
+    cx, cwt = extent_tables(cw, out_w, width)
+    cols = Axis(left, cw, cx, cwt)
+    if flip is not None:
+        cols = cols.flipped(flip.to(torch.bool))
+    return Axis(top, ch, rx, rw), cols
 
 
 def window_regions(boxes: np.ndarray, windows: np.ndarray, out_h: int, out_w: int
@@ -93,67 +114,48 @@ def _window_order(boxes: np.ndarray, windows: np.ndarray) -> np.ndarray:
     return (dh > 0) & (dh > 2 * dw)
 
 
-def window_pass_tables(boxes: torch.Tensor, windows: torch.Tensor, out_h: int, out_w: int,
-                       device: torch.device) -> tuple[Tables, Tables]:
-    """Host-made (rows, columns) coefficients of each sample's window: the box resized to
-    ``(full_h, full_w)``, outputs ``[top, top + out_h) x [left, left + out_w)`` kept."""
-    rows = window_tables(boxes[:, 2], windows[:, 2], windows[:, 0], out_h, device)
-    cols = window_tables(boxes[:, 3], windows[:, 3], windows[:, 1], out_w, device)
-    return rows, cols
-
-
 def resized_window(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
                    windows: torch.Tensor, out_h: int, out_w: int) -> torch.Tensor:
     """Each sample's box resized whole to ``windows[:, 2:]`` (Pillow's pass order for that
     resize), then the ``out_h x out_w`` window at ``windows[:, :2]`` kept (0 outside the
-    resized image). ``boxes`` and ``windows`` (B, 4) int64 on the host (the coefficient
-    tables are made there, in float64)."""
+    resized image): one :func:`resample_batch` with host tables. ``boxes`` and ``windows``
+    (B, 4) int64 on the host (the coefficient tables are made there, in float64)."""
     if not (boxes.is_cpu and windows.is_cpu):
         raise UserError("resized_crop: windows and their boxes must be host (CPU) tensors: "
                         "their coefficient tables are made on the host")
     # the tables and pass orders are made from the host parameters (numpy, no aten op)
     bn, wn = boxes.numpy(), windows.numpy()
-    check_windows_inside(bn, wn, out_h, out_w, images.shape[-2], images.shape[-1])
-    order = _window_order(bn, wn)
-    bx = to_device(boxes, images.device)
-    out = images.new_empty((images.shape[0], images.shape[1], out_h, out_w))
-    for vertical in (False, True):  # each sample its own order, once: at most two groups
-        pick = np.flatnonzero(order == vertical)
-        if not len(pick):
-            continue
-        tables = window_pass_tables(torch.from_numpy(bn[pick]), torch.from_numpy(wn[pick]),
-                                    out_h, out_w, images.device)
-        if len(pick) == len(order):
-            return _passes(images, bx, out_h, out_w, vertical, tables)
-        idx = to_device(torch.from_numpy(pick), images.device)
-        part = _passes(images.index_select(0, idx), bx.index_select(0, idx), out_h, out_w,
-                       vertical, tables)
-        out.index_copy_(0, idx, part)
-    return out
+    height, width = images.shape[-2:]
+    check_windows_inside(bn, wn, out_h, out_w, height, width)
+    rows = window_axis(bn[:, 0], bn[:, 2], wn[:, 2], wn[:, 0], out_h, height)
+    cols = window_axis(bn[:, 1], bn[:, 3], wn[:, 3], wn[:, 1], out_w, width)
+    vertical = torch.from_numpy(_window_order(bn, wn))
+    x = images.permute(0, 2, 3, 1)  # (B, H, W, C): free for channels-last batches
+    if not x.is_contiguous():
+        x = x.contiguous()
+    return resample_batch(x, rows, cols, vertical).permute(0, 3, 1, 2)
 
 
 def resized_crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
-                 out_h: int, out_w: int, windows: torch.Tensor | None = None) -> torch.Tensor:
+                 out_h: int, out_w: int, flip: torch.Tensor | None = None,
+                 windows: torch.Tensor | None = None) -> torch.Tensor:
     """``boxes (B, 4)`` int64 (top, left, height, width) on the host or the images' device;
-    ``windows``: see :func:`resized_window`."""
+    ``flip`` (B,) bool mirrors those samples' results; ``windows``: see
+    :func:`resized_window` (no ``flip`` with them). Returns (B, C, out_h, out_w) uint8 in
+    channels-last memory."""
     if windows is not None:
+        if flip is not None:
+            raise UserError("resized_crop: flip= is not folded into windows; flip after")
         return resized_window(images, sizes, boxes, windows, out_h, out_w)
-    bx = to_device(boxes, images.device)
-    if not host_values(boxes):
-        # each sample's pass order is on the device: both orders, each picked per sample (no
-        # read back; a box outside the batch reads clamped rows)
-        v_first = vertical_first(bx, out_h, out_w)
-        hv = _passes(images, bx, out_h, out_w, vertical=False)
-        vh = _passes(images, bx, out_h, out_w, vertical=True)
-        return torch.where(v_first.view(-1, 1, 1, 1), vh, hv).contiguous()
-    check_boxes_inside(boxes, images)  # host boxes: checked and read whatever the device
-    order = vertical_first(boxes, out_h, out_w).numpy()
-    if not order.any() or order.all():
-        return _passes(images, bx, out_h, out_w, vertical=bool(order.any()))
-    out = images.new_empty((images.shape[0], images.shape[1], out_h, out_w))
-    for vertical in (False, True):  # each sample its own order, once: two groups
-        idx = to_device(torch.from_numpy(np.flatnonzero(order == vertical)), images.device)
-        part = _passes(images.index_select(0, idx), bx.index_select(0, idx), out_h, out_w,
-                       vertical=vertical)
-        out.index_copy_(0, idx, part)
-    return out
+    if host_values(boxes):
+        check_boxes_inside(boxes, images)  # host boxes: checked and read whatever the device
+    height, width = images.shape[-2:]
+    if flip is not None and flip.device != boxes.device:  # tables where both are
+        boxes, flip = to_device(boxes, images.device), to_device(flip, images.device)
+    rows, cols = crop_axes(boxes, height, width, out_h, out_w, flip)
+    vertical = vertical_first(boxes.to(torch.int64), out_h, out_w)
+    x = images.permute(0, 2, 3, 1)  # (B, H, W, C): free for channels-last batches
+    if not x.is_contiguous():
+        x = x.contiguous()
+    bounds = crop_bounds(height, width, out_h, out_w)
+    return resample_batch(x, rows, cols, vertical, bounds).permute(0, 3, 1, 2)

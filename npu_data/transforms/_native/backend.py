@@ -25,15 +25,21 @@ def _ops() -> Any:
 
 
 def resized_crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
-                 out_h: int, out_w: int, windows: torch.Tensor | None = None) -> torch.Tensor:
+                 out_h: int, out_w: int, flip: torch.Tensor | None = None,
+                 windows: torch.Tensor | None = None) -> torch.Tensor:
     bx = boxes.to(images.device)
     if windows is None:  # the schema of a library built before windows existed still works
         check_boxes_inside(bx, images)  # the kernel reads the boxes' rows unchecked
-        return _ops().resized_crop(images, bx, out_h, out_w, vertical_first_rule())
-    check_windows_inside(bx.numpy(), windows.numpy(), out_h, out_w, images.shape[-2],
-                         images.shape[-1])
-    return _ops().resized_crop(images, bx, out_h, out_w, vertical_first_rule(),
-                               windows.to(images.device))
+        out = _ops().resized_crop(images, bx, out_h, out_w, vertical_first_rule())
+    else:
+        check_windows_inside(bx.numpy(), windows.numpy(), out_h, out_w, images.shape[-2],
+                             images.shape[-1])
+        out = _ops().resized_crop(images, bx, out_h, out_w, vertical_first_rule(),
+                                  windows.to(images.device))
+    if flip is None:
+        return out
+    out_sizes = torch.tensor([out_h, out_w], dtype=torch.int64).repeat(out.shape[0], 1)
+    return hflip(out, out_sizes, flip, inplace=out.is_contiguous())
 
 
 def hflip(images: torch.Tensor, sizes: torch.Tensor, flip: torch.Tensor,
@@ -47,7 +53,7 @@ def hflip(images: torch.Tensor, sizes: torch.Tensor, flip: torch.Tensor,
 
 def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
                  order: torch.Tensor | None, factors: torch.Tensor, shifts: torch.Tensor,
-                 inplace: bool = False) -> torch.Tensor:
+                 inplace: bool = False, full: bool | None = None) -> torch.Tensor:
     b = images.shape[0]
     if order is None:
         order = torch.tensor(list(ops), dtype=torch.int64).view(1, -1).expand(b, len(ops))
