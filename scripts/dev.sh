@@ -66,7 +66,7 @@ case "$mode" in
     fi
     # the test tools, with torch and numpy held where they are (newer accelerate releases ask
     # for torch >= 2.6: unconstrained, pip would replace torch rather than pick an older one)
-    python -c "import numpy, torch; print(f'torch=={torch.__version__}'); print(f'numpy=={numpy.__version__}')" > "$venv/held.txt"
+    python -c "from importlib.metadata import version as v; print(f'torch=={v(\"torch\")}'); print(f'numpy=={v(\"numpy\")}')" > "$venv/held.txt"
     python -m pip install -q -c "$venv/held.txt" -e '.[dev,npu]'
     python -m pip install -q -c "$venv/held.txt" -U setuptools  # >= 81: no pkg_resources, which torch 2.1 wants
     echo "== $(versions)"
