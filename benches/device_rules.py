@@ -31,6 +31,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from npu_data import device as dev
+from npu_data.transforms.precision import wrapped_numbers
 
 _WIDE = (torch.float64, torch.complex128)
 
@@ -45,7 +46,7 @@ class _DeviceOps(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
                            ) -> Any:
-        out = func(*args, **(kwargs or {}))
+        out = func(*wrapped_numbers(func, args), **(kwargs or {}))
         tensors = [t for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)]
         on_device = [t for t in tensors if dev.is_accelerator(t.device)]
         if on_device:

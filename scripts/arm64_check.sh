@@ -108,8 +108,9 @@ guest_env() {  # what the emulated processes see
 }
 
 chrooted() {  # chrooted COMMAND...: inside the mounts, as a child (qemu hangs as PID 1)
-  guest_env
-  chroot "$root" "$@"
+  local chroot_bin
+  chroot_bin=$(command -v chroot)  # before the guest's PATH
+  (guest_env && "$chroot_bin" "$root" "$@")
 }
 
 inside() {  # the namespace's entry: inside FUNCTION ARGS...

@@ -19,6 +19,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from npu_data.transforms.precision import wrapped_numbers
+
 
 def _storage(t: torch.Tensor) -> int:
     return int(t.untyped_storage()._cdata)
@@ -49,7 +51,7 @@ class DeviceCosts(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
                            ) -> Any:
-        out = func(*args, **(kwargs or {}))
+        out = func(*wrapped_numbers(func, args), **(kwargs or {}))
         flat = tree_flatten((args, kwargs, out))[0]
         if any(isinstance(t, torch.Tensor) and t.device == self.device for t in flat):
             self.ops[func.overloadpacket.__name__] += 1

@@ -62,7 +62,19 @@ class ReducedPrecisionMatmul(TorchDispatchMode):
             args = tuple(round_mantissa(a, self.bits)
                          if i in operands and isinstance(a, torch.Tensor)
                          and a.dtype == torch.float32 else a for i, a in enumerate(args))
-        return func(*args, **(kwargs or {}))
+        return func(*wrapped_numbers(func, args), **(kwargs or {}))
+
+
+def wrapped_numbers(func: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``args`` with a Python number where ``func``'s schema wants a Tensor made a 0-dim
+    tensor: torch 2.1 hands a dispatch mode ``x.bitwise_and_(int)`` as ``bitwise_and_.Tensor``
+    with the bare number, which calling ``func`` again refuses."""
+    schema = getattr(func, "_schema", None)
+    if schema is None:
+        return args
+    return tuple(torch.tensor(a) if isinstance(a, int | float) and not isinstance(a, bool)
+                 and i < len(schema.arguments) and str(schema.arguments[i].type) == "Tensor"
+                 else a for i, a in enumerate(args))
 
 
 @contextlib.contextmanager

@@ -27,6 +27,7 @@ from torch.utils._pytree import tree_flatten
 
 import npu_data.transforms as T
 from npu_data.transforms._kernels import accelerator_path
+from npu_data.transforms.precision import wrapped_numbers
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "device-ops.md"
 _ROOT = Path(T.__file__).resolve().parent
@@ -44,7 +45,7 @@ class OpUse(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
                            ) -> Any:
-        out = func(*args, **(kwargs or {}))
+        out = func(*wrapped_numbers(func, args), **(kwargs or {}))
         op = func.overloadpacket.__name__
         self.modules[op].add(_caller())
         for t in tree_flatten((args, kwargs, out))[0]:

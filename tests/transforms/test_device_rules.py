@@ -40,7 +40,7 @@ from npu_data.transforms import functional as F
 from npu_data.transforms._kernels import accelerator_path
 from npu_data.transforms._kernels.tables import color_tables
 from npu_data.transforms.draws import sample_keys
-from npu_data.transforms.precision import MODES, reduced_precision, round_mantissa
+from npu_data.transforms.precision import MODES, reduced_precision, round_mantissa, wrapped_numbers
 
 aten = torch.ops.aten
 _SYNC_OPS = {aten._local_scalar_dense, aten.item, aten.nonzero, aten.nonzero_static,
@@ -73,7 +73,7 @@ class DeviceRulesAudit(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
                            ) -> Any:
-        out = func(*args, **(kwargs or {}))
+        out = func(*wrapped_numbers(func, args), **(kwargs or {}))
         name = func.name()
         self.ops[name] += 1
         if _syncs(func, args):
@@ -440,7 +440,7 @@ class BlockingCopies(TorchDispatchMode):
         if packet is aten.copy_ and args[1].device.type == "cpu" and args[0].device.type != \
                 "cpu" and not (args[2] if len(args) > 2 else kw.get("non_blocking", False)):
             self.seen[func.name()] += 1
-        return func(*args, **kw)
+        return func(*wrapped_numbers(func, args), **kw)
 
 
 def test_blocking_copies_are_seen() -> None:
