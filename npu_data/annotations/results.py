@@ -19,10 +19,10 @@ import numpy as np
 import orjson
 
 from npu_data.annotations import checks as C
-from npu_data.annotations.builders import Rows, encode_texts
+from npu_data.annotations.builders import Rows
 from npu_data.annotations.rle import RLEError as RLEError  # re-exported: kinds read R.*
 from npu_data.annotations.rle import rle_to_mask as rle_to_mask
-from npu_data.annotations.table import ranges_index as ranges_index
+from npu_data.common.ragged import encode_texts
 from npu_data.kinds.base import Kind
 from npu_data.kinds.registry import BY_NAME, OF_TYPE
 

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from npu_data.common.ragged import offsets_of
+
 if TYPE_CHECKING:
     import torch
 
@@ -292,9 +294,7 @@ class Kind:
                 vals = self.to_percent(nest.values, vals, np.repeat(rows_w, lengths),
                                        np.repeat(rows_h, lengths))
             out[f"{n}.{nest.values}"] = vals.astype(nest.dtype)
-            offs = np.zeros(len(lengths) + 1, np.int64)
-            np.cumsum(lengths, out=offs[1:])
-            out[f"{n}.{nest.offsets}"] = offs
+            out[f"{n}.{nest.offsets}"] = offsets_of(lengths)
         return out
 
     # --- drawing (tools/preview.py) -------------------------------------------------------

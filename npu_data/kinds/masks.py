@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PIL import Image
 
+from npu_data.common.ragged import offsets_of
 from npu_data.kinds.base import COMMON, I32, U8, Batch, Kind, Nested, row_sample, valid
 
 if TYPE_CHECKING:
@@ -52,9 +53,7 @@ def resize_masks(cols: Mapping[str, np.ndarray], heights: np.ndarray,
             img = Image.fromarray(mask * np.uint8(255)).resize((W, H), Image.Resampling.NEAREST)
             mask = (np.asarray(img) > 127).astype(np.uint8)
         parts.append(np.packbits(mask.reshape(-1)))
-    lengths = np.array([len(p) for p in parts], dtype=np.int64)
-    offs = np.zeros(len(parts) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offs[1:])
+    offs = offsets_of([len(p) for p in parts])
     packed = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
     return {"masks.bits": packed, "masks.bit_offsets": offs,
             "masks.height": heights[rows].astype("<i4"), "masks.width": widths[rows].astype("<i4")}
@@ -111,7 +110,7 @@ class Masks(Kind):
         sel = range(len(b)) if src is None else src.tolist()
         chosen = [bits[i] for i in sel]
         rows.nested["bits"] = (np.concatenate(chosen) if chosen else np.zeros(0, np.uint8),
-                               np.fromiter((c.size for c in chosen), np.int64, count=len(chosen)))
+                               offsets_of([c.size for c in chosen]))
         hwa = R.pick(np.asarray(hw, np.int32).reshape(len(hw), 2), src)
         rows.fixed["height"], rows.fixed["width"] = hwa[:, 0], hwa[:, 1]
         rows.fixed["label"] = lab
@@ -205,11 +204,9 @@ class Masks(Kind):
     def table_nested(self, per: Sequence[Mapping[str, Any]], rows_w: np.ndarray,
                      rows_h: np.ndarray) -> dict[str, np.ndarray]:
         parts = [b for c in per for b in c["masks.bits"]]
-        lengths = np.array([len(p) for p in parts], np.int64)
-        offs = np.zeros(len(parts) + 1, np.int64)
-        np.cumsum(lengths, out=offs[1:])
         bits = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
-        return {"masks.bits": bits.astype(np.uint8), "masks.bit_offsets": offs}
+        return {"masks.bits": bits.astype(np.uint8),
+                "masks.bit_offsets": offsets_of([len(p) for p in parts])}
 
     def own_keys(self) -> tuple[str, ...]:
         return ("masks.mask",)
@@ -238,12 +235,10 @@ class Masks(Kind):
         wmax = max((w for _, w in sizes), default=0)
         out = torch.zeros((*bn, hmax, wmax), dtype=torch.uint8)
         view = out.numpy()
-        ends = np.cumsum(per_row).tolist()
-        start = 0
+        off = offsets_of(per_row).tolist()
         for r, (i, t) in enumerate(zip(sample.tolist(), slot.tolist(), strict=True)):
             h, w = sizes[i]
-            view[i, t, :h, :w] = unpack_mask(bits[start:ends[r]], h, w)
-            start = ends[r]
+            view[i, t, :h, :w] = unpack_mask(bits[off[r]:off[r + 1]], h, w)
         batch["masks.mask"] = out
 
     def pad_empty(self, b: int, hw: tuple[int, int], batch: Batch) -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from npu_data.common.ragged import offsets_of, take_runs
 from npu_data.kinds.base import COMMON, F32, F64, I32, U8, Batch, Kind, Nested, row_sample, valid
 
 if TYPE_CHECKING:
@@ -45,11 +46,8 @@ class Polygons(Kind):
         pts = R.in_range(ctx, pts, ("x", "y"), "polygon", b, rows_item=owner)
         src, lab = R.labels(ctx, b, "polygonlabels")
         rows = R.common(self.name, b, src)
-        if src is None:
-            rows.nested["points"] = (pts, lens)
-        else:
-            starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
-            rows.nested["points"] = (pts[R.ranges_index(starts[src], lens[src])], lens[src])
+        rows.nested["points"] = (pts, offsets_of(lens)) if src is None else take_runs(
+            pts, offsets_of(lens), src)
         closed = np.fromiter(map(bool, map(dict.get, b.val, repeat("closed"), repeat(True))),
                              np.uint8, count=n)
         rows.fixed["closed"] = R.pick(closed, src)
@@ -104,7 +102,7 @@ class Polygons(Kind):
         points = torch.zeros((*bn, vmax, 2), dtype=torch.float32)
         vvalid = np.zeros((*bn, vmax), dtype=bool)
         poly = np.repeat(np.arange(len(lens)), lens)
-        vert = np.arange(len(poly)) - np.repeat(np.cumsum(lens) - lens, lens)
+        vert = np.arange(len(poly)) - np.repeat(offsets_of(lens)[:-1], lens)
         points.numpy()[sample[poly], slot[poly], vert] = np.asarray(values, dtype=np.float32)
         vvalid[sample[poly], slot[poly], vert] = True
         batch["polygons.points"] = points
@@ -131,8 +129,7 @@ class Polygons(Kind):
         pts = np.asarray(batch["polygons.points"][i])[keep]
         out = {"polygons.points": np.concatenate([p[m] for p, m in zip(pts, vv, strict=True)])
                if len(pts) else np.zeros((0, 2), np.float32),
-               "polygons.point_offsets": np.concatenate([[0], np.cumsum(vv.sum(1))]).astype(
-                   np.int64)}
+               "polygons.point_offsets": offsets_of(vv.sum(1))}
         for c in ("label", "control", "closed"):
             if f"polygons.{c}" in batch:
                 out[f"polygons.{c}"] = np.asarray(batch[f"polygons.{c}"][i])[keep]
@@ -141,10 +138,8 @@ class Polygons(Kind):
     def json_v1(self, cols: dict[str, Any], rows: list[dict[str, Any]],
                 hw: tuple[int, int]) -> None:
         parts = [np.array(r["points"], np.float64).reshape(-1, 2) for r in rows]
-        off = np.zeros(len(parts) + 1, np.int64)
-        np.cumsum([len(p) for p in parts], out=off[1:])
         cols["polygons.points"] = np.concatenate(parts).astype(F32)
-        cols["polygons.point_offsets"] = off
+        cols["polygons.point_offsets"] = offsets_of([len(p) for p in parts])
 
     def pad_empty(self, b: int, hw: tuple[int, int], batch: Batch) -> None:
         import torch
