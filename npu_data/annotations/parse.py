@@ -20,7 +20,7 @@ from npu_data.annotations.collect import TYPED, Calls, group, value_of
 from npu_data.annotations.scan import NOT_A_LIST, element_chunks, fast_chunks
 from npu_data.annotations.table import AnnotationTable
 from npu_data.errors import UserError
-from npu_data.kinds.registry import KINDS
+from npu_data.kinds.registry import BY_NAME, KINDS
 from npu_data.progress import bar
 
 Mode = Literal["default", "latest", "ground-truth", "all"]
@@ -184,7 +184,7 @@ class _Parser:
                                  else int(np.concatenate(self.samples.task_id)[s]))
         batches = group(ch.calls, self._control, self.stats.results, ctx.unknown,
                         ctx.reject_field)
-        pieces = {k: R.extract(ctx, k, b) for k, b in batches.items()}
+        pieces = {k: BY_NAME[k].extract(ctx, b, R) for k, b in batches.items()}  # R: the toolkit
         del batches
         task_id, task_index, refs, datas = (list(c) for c in zip(*ch.rows, strict=True)) \
             if ch.rows else ([], [], [], [])

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Mapping, Sequence
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,14 +15,18 @@ from PIL import Image
 
 from npu_data.common.ragged import offsets_of
 from npu_data.kinds.base import COMMON, I32, U8, Batch, Kind, Nested, row_sample, valid
+from npu_data.kinds.protocols import (
+    Canvas,
+    Extraction,
+    ExtractionContext,
+    GeometryKernels,
+    ResultBatch,
+    RowsT,
+    ValueChecks,
+)
 
 if TYPE_CHECKING:
     import torch
-
-    from npu_data.annotations.builders import Rows
-    from npu_data.annotations.checks import Check
-    from npu_data.annotations.results import Batch as ResultBatch
-    from npu_data.annotations.results import Context
 
 
 _SIZE = ("height", "width")  # masks.height / masks.width: the image's, not in the JSON
@@ -70,7 +73,7 @@ def unpack_masks(bits: np.ndarray, offs: np.ndarray, size: tuple[int, ...]) -> n
 
 
 class Masks(Kind):
-    def check(self, c: Check) -> None:
+    def check(self, c: ValueChecks) -> None:
         for i, v in enumerate(c.vals):  # another format string is a kind we count and skip
             fmt = v.get("format", "rle")
             if fmt.__class__ is not str:
@@ -78,7 +81,8 @@ class Masks(Kind):
         c.ints("rle", [i for i, v in enumerate(c.vals) if v.get("format", "rle") == "rle"])
         c.labels("brushlabels")
 
-    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+    def extract(self, ctx: ExtractionContext, b: ResultBatch,
+                R: Extraction[RowsT]) -> RowsT:
         b = R.valid_rows(ctx, b, self)
         kept: list[int] = []
         bits: list[np.ndarray] = []
@@ -168,7 +172,7 @@ class Masks(Kind):
         self._sized(cols, g["bits"], len(g["control"]), hw)
         return cols
 
-    def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
+    def draw(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         masks = np.asarray(sample.get("masks.mask", np.zeros((0, 1, 1), np.uint8)))
         for j in range(len(masks)):
             alpha = Image.fromarray((masks[j] > 0).astype(np.uint8) * 110)
@@ -247,7 +251,7 @@ class Masks(Kind):
         batch["masks.mask"] = torch.zeros((b, 0, hw[0], hw[1]), dtype=torch.uint8)
 
     def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
-                     min_visible: float, G: ModuleType) -> Batch:
+                     min_visible: float, G: GeometryKernels) -> Batch:
         if "masks.mask" not in batch:
             return {}
         mk = batch["masks.mask"]
@@ -256,7 +260,7 @@ class Masks(Kind):
         return {"masks.mask": mask, "masks.valid": keep}
 
     def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
-              G: ModuleType) -> Batch:
+              G: GeometryKernels) -> Batch:
         if "masks.mask" not in batch:
             return {}
         return {"masks.mask": G.hflip_masks(batch["masks.mask"], widths, flip)}

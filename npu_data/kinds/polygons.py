@@ -7,30 +7,34 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import chain, repeat
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from npu_data.common.ragged import offsets_of, take_runs
 from npu_data.kinds.base import COMMON, F32, F64, I32, U8, Batch, Kind, Nested, row_sample, valid
+from npu_data.kinds.protocols import (
+    Canvas,
+    Extraction,
+    ExtractionContext,
+    GeometryKernels,
+    ResultBatch,
+    RowsT,
+    ValueChecks,
+)
 
 if TYPE_CHECKING:
     import torch
 
-    from npu_data.annotations.builders import Rows
-    from npu_data.annotations.checks import Check
-    from npu_data.annotations.results import Batch as ResultBatch
-    from npu_data.annotations.results import Context
-
 
 class Polygons(Kind):
-    def check(self, c: Check) -> None:
+    def check(self, c: ValueChecks) -> None:
         c.points()
         c.flag("closed")
         c.labels("polygonlabels")
 
-    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+    def extract(self, ctx: ExtractionContext, b: ResultBatch,
+                R: Extraction[RowsT]) -> RowsT:
         b = R.valid_rows(ctx, b, self)
         n = len(b)
         plists: list[Any] = list(map(dict.get, b.val, repeat("points")))
@@ -108,7 +112,7 @@ class Polygons(Kind):
         batch["polygons.points"] = points
         batch["polygons.vertex_valid"] = torch.from_numpy(vvalid)
 
-    def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
+    def draw(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         off = np.asarray(sample.get("polygons.point_offsets", np.zeros(1, np.int64)))
         points = np.asarray(sample.get("polygons.points", np.zeros((0, 2))))
         for j in range(len(off) - 1):
@@ -149,7 +153,7 @@ class Polygons(Kind):
         batch["polygons.vertex_valid"] = torch.zeros((b, 0, 1), dtype=torch.bool)
 
     def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
-                     min_visible: float, G: ModuleType) -> Batch:
+                     min_visible: float, G: GeometryKernels) -> Batch:
         import torch
 
         if "polygons.points" not in batch:
@@ -162,7 +166,7 @@ class Polygons(Kind):
         return {"polygons.points": points, "polygons.valid": keep}
 
     def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
-              G: ModuleType) -> Batch:
+              G: GeometryKernels) -> Batch:
         if "polygons.points" not in batch:
             return {}
         return {"polygons.points": G.hflip_points(batch["polygons.points"], widths, flip)}
