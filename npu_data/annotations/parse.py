@@ -19,7 +19,7 @@ from npu_data.annotations.builders import GroupBuilder, Rows, SampleBuilder, bui
 from npu_data.annotations.collect import TYPED, Calls, group, value_of
 from npu_data.annotations.scan import NOT_A_LIST, element_chunks, fast_chunks
 from npu_data.annotations.table import AnnotationTable
-from npu_data.errors import UserError
+from npu_data.errors import UserError, UserFileNotFoundError, UserValueError
 from npu_data.kinds.registry import BY_NAME, KINDS
 from npu_data.progress import bar
 
@@ -111,7 +111,8 @@ class _Parser:
                  labels: dict[str, list[str]] | None, clip: bool,
                  image_key: str | None) -> None:
         if mode not in ("default", "latest", "ground-truth", "all"):
-            raise UserError(f"annotations={mode!r}: use default, latest, ground-truth or all")
+            raise UserValueError(f"{{annotations={mode!r}}}: use default, latest, ground-truth "
+                                 "or all", option="annotations")
         self.name, self.mode, self.with_predictions = name, mode, with_predictions
         self.config = labels
         self.image_key = image_key
@@ -485,13 +486,14 @@ def parse_export(path: str | os.PathLike[str], *, annotations: Mode = "default",
     p = Path(path)
     name = str(p)
     if out_of_range not in ("clip", "reject"):
-        raise UserError(f"out_of_range={out_of_range!r}: use clip or reject")
+        raise UserValueError(f"out_of_range={out_of_range!r}: use clip or reject")
     parser = _Parser(name, annotations, with_predictions, labels, out_of_range == "clip",
                      image_key)
     try:
         f = open(p, "rb")
     except OSError as e:
-        raise UserError(f"{name}: cannot read the export ({e.strerror}) — check the path") from None
+        error = UserFileNotFoundError if isinstance(e, FileNotFoundError) else UserError
+        raise error(f"{name}: cannot read the export ({e.strerror}) — check the path") from None
     with f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
