@@ -30,9 +30,13 @@ def keyword(option: str, value: str | None = None) -> str:
 
 def flag(option: str, value: str | None = None) -> str:
     """The command-line flag of ``option`` where it follows the rule (``--max-side``; with
-    ``value``: ``--max-side 0``; ``True`` is the bare flag)."""
-    name = "--" + option.replace("_", "-")
-    return name if value in (None, "True") else f"{name} {value}"
+    ``value``: ``--max-side 0``; ``True`` is the bare flag, ``False`` no flag)."""
+    return _flag("--" + option.replace("_", "-"), value)
+
+
+def _flag(name: str, value: str | None) -> str:
+    return name if value in (None, "True") else f"no {name}" if value == "False" else (
+        f"{name} {value}")
 
 
 def flags(aliases: Mapping[str, str]) -> Spelling:
@@ -42,8 +46,7 @@ def flags(aliases: Mapping[str, str]) -> Spelling:
     def spell(option: str, value: str | None = None) -> str:
         if value is not None and f"{option}={value}" in aliases:
             return aliases[f"{option}={value}"]
-        name = aliases.get(option, flag(option))
-        return name if value in (None, "True") else f"{name} {value}"
+        return _flag(aliases[option], value) if option in aliases else flag(option, value)
     return spell
 
 

@@ -56,3 +56,26 @@ def test_argument_errors_are_the_builtins_and_survive_pickling(cls: type, builti
     assert type(back) is cls and back.options == ("max_side",) and back.exit_code == 2
     with spelled_as(flag):
         assert str(back) == "x: --max-side 0 must be at least 1"
+
+
+def test_rejection_reasons_name_the_option_for_the_audience() -> None:
+    """Reasons are strings written as they are made (rejected.jsonl): spelled then."""
+    import numpy as np
+
+    from npu_data.annotations import results as R
+
+    def reason(spelling: object | None) -> str:
+        ctx = R.Context(lambda c, n: 0, lambda cs, ns: [], clip=False)
+        b = R.Batch(*([np.zeros(1, np.int64)] * 5), ["r1"], [{}], [{}], [None])
+        if spelling is None:
+            R.in_range(ctx, np.array([[150.0]]), ("x",), "rectangle", b)
+        else:
+            with spelled_as(spelling):  # type: ignore[arg-type]
+                R.in_range(ctx, np.array([[150.0]]), ("x",), "rectangle", b)
+        return ctx.bad[0]
+
+    assert reason(None).endswith("x=150 is outside 0..100 (clipped with "
+                                 "reject_out_of_range=False)")
+    assert reason(flag).endswith("(clipped with no --reject-out-of-range)")
+    assert flags({"restart_markers=False": "--keep-jpeg-bytes"})(
+        "restart_markers", "False") == "--keep-jpeg-bytes"

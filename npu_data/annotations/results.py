@@ -25,11 +25,13 @@ from npu_data.annotations.builders import Rows
 from npu_data.annotations.rle import RLEError as RLEError  # re-exported: kinds read R.*
 from npu_data.annotations.rle import rle_to_mask as rle_to_mask
 from npu_data.common.ragged import encode_texts
+from npu_data.errors import render
 from npu_data.kinds.protocols import CheckedKind, ExtractionContext, ResultBatch
 from npu_data.kinds.registry import OF_TYPE
 
 KINDS: dict[str, str] = {t: k.name for t, k in OF_TYPE.items()}  # result type -> kind name
 NAN = float("nan")
+_CLIPPING = ("reject_out_of_range",)  # the option that clips instead of rejecting (reasons)
 FAST = True  # column-wise fast paths (tests switch them off to compare with the generic path)
 
 
@@ -157,9 +159,10 @@ def in_range(ctx: ExtractionContext, arr: np.ndarray, names: Sequence[str], what
     for i in np.flatnonzero(bad.any(axis=1)).tolist():
         j = int(np.flatnonzero(bad[i])[0])
         k = int(rows_item[i]) if rows_item is not None else i
-        ctx.reject(int(b.sample[k]), f"{what} result {b.rid[k]!r}: {names[j]}="
-                   f"{float(arr[i, j]):g} is outside {lo:g}..{hi:g} "
-                   "(use out_of_range='clip' to clip)")
+        ctx.reject(int(b.sample[k]), render(f"{what} result {b.rid[k]!r}: {names[j]}="
+                                            f"{float(arr[i, j]):g} is outside {lo:g}..{hi:g} "
+                                            "(clipped with {reject_out_of_range=False})",
+                                            _CLIPPING))
     return arr
 
 
@@ -172,8 +175,9 @@ def angle(ctx: ExtractionContext, arr: np.ndarray, what: str, b: ResultBatch) ->
         ctx.clipped += int(bad.sum())
         return np.where(bad, 0.0, arr)[:, None]
     for i in np.flatnonzero(bad).tolist():
-        ctx.reject(int(b.sample[i]), f"{what} result {b.rid[i]!r}: rotation={float(arr[i]):g} "
-                                     "is not finite (use out_of_range='clip' to set it to 0)")
+        ctx.reject(int(b.sample[i]), render(f"{what} result {b.rid[i]!r}: rotation="
+                                            f"{float(arr[i]):g} is not finite (0 with "
+                                            "{reject_out_of_range=False})", _CLIPPING))
     return arr[:, None]
 
 
