@@ -1,7 +1,9 @@
 """The ``npu-data`` command: a thin dispatcher over ``npu_data.commands``.
 
 Each command lives in its own module exposing ``NAME``, ``HELP``,
-``add_arguments(parser)`` and ``run(args) -> int``. Exit codes: 0 success,
+``add_arguments(parser)`` and ``run(args) -> int``, and ``FLAGS`` where an option's flag is
+not ``--<keyword with dashes>`` (``npu_data.errors.flags``: a command's errors name the
+options that fix them as data, spelled here as its flags). Exit codes: 0 success,
 1 failure (bad input, failed check), 2 usage error, 130 interrupted.
 """
 
@@ -12,7 +14,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from npu_data.errors import UserError
+from npu_data.errors import UserError, flags, spelled_as
 
 # Modules under npu_data.commands, in the order --help lists them.
 COMMANDS = (
@@ -43,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
+        p.set_defaults(_run=mod.run, _flags=getattr(mod, "FLAGS", {}))
     return parser
 
 
@@ -54,20 +56,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return 2
-    try:
-        return int(args._run(args) or 0)
-    except UserError as exc:
-        from npu_data.annotations.redact import redact_text  # no URL secret is ever shown
+    from npu_data.annotations.redact import redact_text  # no URL secret is ever shown
 
-        print(f"error: {redact_text(exc)}", file=sys.stderr)
-        return exc.exit_code
+    try:
+        with spelled_as(flags(args._flags)):  # messages and reasons name this command's flags
+            try:
+                return int(args._run(args) or 0)
+            except UserError as exc:  # shown while its options are spelled as flags
+                print(f"error: {redact_text(exc)}", file=sys.stderr)
+                return exc.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
     except OSError as exc:  # a full disk, a read-only folder, permissions: one line
-        from npu_data.annotations.redact import redact_text
         from npu_data.common.oserrors import os_error
 
         print(f"error: {redact_text(os_error(exc))}", file=sys.stderr)

@@ -1,7 +1,8 @@
 """The import graph of npu_data (read with ``ast``, nothing imported): packages import only
 the packages below them (ALLOWED, docs/architecture.md "Dependency graph") and no modules
-import each other in a cycle. Imports inside functions count; ``if TYPE_CHECKING:`` ones do
-not (they never run)."""
+import each other in a cycle. Every import counts: module-level, inside functions, and the
+type-only ones under ``if TYPE_CHECKING:`` (they never run, but a reader and a type checker
+follow them as any other, so a type-only import upward is the same back edge)."""
 
 from __future__ import annotations
 
@@ -37,9 +38,6 @@ ALLOWED: dict[str, set[str]] = {
                         "loaders", "shards", "tools", "transforms"},
 }
 ALLOWED["cli"] = ALLOWED["commands"] | {"commands"}
-# Back edges still in the code, each with the move that removes it (source, target module).
-# An entry whose edge is gone fails test_known_back_edges_still_exist: the list only shrinks.
-KNOWN: dict[tuple[str, str], str] = {}
 
 
 def _modules() -> dict[str, Path]:
@@ -62,23 +60,14 @@ def _resolve(name: str) -> str | None:
     return name or None
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    t = node.test
-    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
-        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
-
-
 def _imports(module: str, path: Path, text: str | None = None) -> list[tuple[str, int]]:
-    """(imported npu_data module, line) for every import in ``module`` that runs."""
+    """(imported npu_data module, line) for every import in ``module``, wherever it is (module
+    level, a function, ``if TYPE_CHECKING:``)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     text = path.read_text(encoding="utf-8") if text is None else text
     found: list[tuple[str, int]] = []
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
-            for child in node.orelse:
-                visit(child)
-            return
         if isinstance(node, ast.Import):
             found.extend((a.name, node.lineno) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -148,22 +137,35 @@ def test_allowed_directions_have_no_cycle() -> None:
     assert _cycle(ALLOWED) is None, f"ALLOWED has a cycle: {_cycle(ALLOWED)}"
 
 
+def _upward(edges: dict[str, list[tuple[str, int]]]) -> list[tuple[str, str]]:
+    """The (source, target) module pairs of ``edges`` against the allowed directions."""
+    return sorted({(src, dst) for src, targets in edges.items() for dst, _ in targets
+                   if _part(src) and _part(dst) and _part(src) != _part(dst)
+                   and _part(dst) not in ALLOWED.get(_part(src), set())})
+
+
 def test_parts_import_only_parts_below_them() -> None:
-    bad = sorted({_where(src, dst) for src, targets in EDGES.items() for dst, _ in targets
-                  if _part(src) and _part(dst) and _part(src) != _part(dst)
-                  and _part(dst) not in ALLOWED.get(_part(src), set())
-                  and (src, dst) not in KNOWN})
+    bad = [_where(src, dst) for src, dst in _upward(EDGES)]
     if bad:
         pytest.fail("imports against the allowed directions (ALLOWED in "
                     "tests/test_import_graph.py):\n" + "\n".join(bad), pytrace=False)
 
 
-def test_known_back_edges_still_exist() -> None:
-    gone = [f"{src} -> {dst}" for src, dst in sorted(KNOWN)
-            if dst not in {t for t, _ in EDGES.get(src, [])}]
-    if gone:
-        pytest.fail("gone, remove from KNOWN in tests/test_import_graph.py: " + ", ".join(gone),
-                    pytrace=False)
+def test_the_kinds_import_nothing_above_them_not_even_for_typing() -> None:
+    """The kinds sit below annotations and transforms; what the hooks are handed is typed by
+    ``kinds.protocols``, so no kinds module imports either part (``if TYPE_CHECKING:`` too)."""
+    kinds = [m for m in MODULES if _part(m) == "kinds"]
+    assert "npu_data.kinds.protocols" in kinds and len(kinds) > 10
+    above = {t for m in kinds for t, _ in EDGES[m]
+             if _part(t) in ("annotations", "transforms", "loaders", "shards", "tools")}
+    assert above == set()
+    # and the reader sees such an import where it would be: a type-only one, as one of the
+    # kinds had before the Protocols (base.py imported annotations.results for its hooks)
+    text = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from npu_data.annotations.results import Context\n")
+    edges = {**EDGES, "npu_data.kinds.base": _imports("npu_data.kinds.base",
+                                                       ROOT / "kinds" / "base.py", text)}
+    assert _upward(edges) == [("npu_data.kinds.base", "npu_data.annotations.results")]
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -185,13 +187,14 @@ def test_no_module_cycle() -> None:
             pytrace=False)
 
 
-def test_the_reader_counts_what_runs() -> None:
-    """Module-level, function-level and relative imports count; TYPE_CHECKING ones do not."""
+def test_the_reader_counts_every_import() -> None:
+    """Module-level, function-level, relative and TYPE_CHECKING imports all count."""
     text = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-            "    from npu_data.shards import reader\nfrom npu_data import device as dev\n"
-            "def f():\n    from .format import DATA\n")
+            "    from npu_data.shards import reader\nelse:\n    import npu_data.errors\n"
+            "from npu_data import device as dev\ndef f():\n    from .format import DATA\n")
     got = _imports("npu_data.shards.x", ROOT / "shards" / "x.py", text)
-    assert sorted(got) == [("npu_data.device", 4), ("npu_data.shards.format", 6)]
+    assert sorted(got) == [("npu_data.device", 6), ("npu_data.errors", 5),
+                           ("npu_data.shards.format", 8), ("npu_data.shards.reader", 3)]
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b", "c"}, "b": {"c"}}) is None
     assert len(_cycles({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"c"}})) == 2

@@ -6,32 +6,22 @@ from typing import Any
 
 import numpy as np
 
-from npu_data.annotations.table import AnnotationTable, _take_ranges
-from npu_data.common.ragged import offsets_of
+from npu_data.annotations.table import AnnotationTable
+from npu_data.common.ragged import concat_runs, encode_texts, offsets_of, take_runs
 from npu_data.kinds.registry import BY_NAME
 
 
-def encode_texts(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """UTF-8 bytes and lengths of ``values``."""
-    joined = "".join(values)
-    if joined.isascii():  # one byte per character: encode all at once
-        return (np.frombuffer(joined.encode("ascii"), dtype=np.uint8),
-                np.fromiter(map(len, values), dtype=np.int64, count=len(values)))
-    enc = [s.encode("utf-8", "surrogatepass") for s in values]
-    data = np.frombuffer(b"".join(enc), dtype=np.uint8)
-    return data, np.fromiter(map(len, enc), dtype=np.int64, count=len(enc))
-
-
 class Rows:
-    """The rows one chunk adds to one group: fixed columns, text lists, nested values."""
+    """The rows one chunk adds to one group: fixed columns, text columns and nested values,
+    each of the last two a ragged ``(values, offsets)`` pair (``common.ragged``)."""
 
     def __init__(self, group: str) -> None:
         self.group = group
         self.sample: np.ndarray = np.zeros(0, np.int64)
         self.slot: np.ndarray = np.zeros(0, np.int64)
         self.fixed: dict[str, np.ndarray] = {}
-        self.text: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self.nested: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # values, lengths
+        self.text: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # UTF-8 bytes, offsets
+        self.nested: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # values, offsets
 
     def __len__(self) -> int:
         return len(self.sample)
@@ -43,9 +33,8 @@ class Rows:
         out.sample, out.slot = self.sample[idx], self.slot[idx]
         out.fixed = {k: v[idx] for k, v in self.fixed.items()}
         for store, src in ((out.text, self.text), (out.nested, self.nested)):
-            for k, (vals, lens) in src.items():
-                v, off = _take_ranges(vals, offsets_of(lens), idx)
-                store[k] = (v, np.diff(off))
+            for k, (vals, off) in src.items():
+                store[k] = take_runs(vals, off, idx)
         return out
 
 
@@ -84,15 +73,13 @@ class GroupBuilder:
                 np.zeros((0, *shape), dt) if col is None else col.astype(dt, copy=False)
             )
         for name in kind.text:
-            vals, lens = cat.text.get(name, (np.zeros(0, np.uint8), np.zeros(len(cat), np.int64)))
-            cols[f"{g}.{name}.bytes"] = vals
-            cols[f"{g}.{name}.offsets"] = offsets_of(lens)
+            cols[f"{g}.{name}.bytes"], cols[f"{g}.{name}.offsets"] = cat.text.get(
+                name, (np.zeros(0, np.uint8), np.zeros(len(cat) + 1, np.int64)))
         for nest in kind.nested:
-            vals, lens = cat.nested.get(
-                nest.values, (np.zeros((0, *nest.shape), nest.dtype), np.zeros(len(cat), np.int64))
-            )
+            vals, off = cat.nested.get(nest.values, (np.zeros((0, *nest.shape), nest.dtype),
+                                                     np.zeros(len(cat) + 1, np.int64)))
             cols[f"{g}.{nest.values}"] = vals.astype(nest.dtype, copy=False)
-            cols[f"{g}.{nest.offsets}"] = offsets_of(lens)
+            cols[f"{g}.{nest.offsets}"] = off
         return cols
 
 
@@ -101,9 +88,8 @@ def _permute(rows: Rows, order: np.ndarray) -> Rows:
     out.sample, out.slot = rows.sample[order], rows.slot[order]
     out.fixed = {k: v[order] for k, v in rows.fixed.items()}
     for store, src in ((out.text, rows.text), (out.nested, rows.nested)):
-        for k, (vals, lens) in src.items():
-            v, off = _take_ranges(vals, offsets_of(lens), order)
-            store[k] = (v, np.diff(off))
+        for k, (vals, off) in src.items():
+            store[k] = take_runs(vals, off, order)
     return out
 
 
@@ -117,9 +103,7 @@ def _concat(pieces: list[Rows], group: str) -> Rows:
         out.fixed[name] = np.concatenate([p.fixed[name] for p in pieces])
     for store, attr in ((out.text, "text"), (out.nested, "nested")):
         for name in getattr(pieces[0], attr):
-            parts = [getattr(p, attr)[name] for p in pieces]
-            store[name] = (np.concatenate([v for v, _ in parts]),
-                           np.concatenate([ln for _, ln in parts]))
+            store[name] = concat_runs([getattr(p, attr)[name] for p in pieces])
     return out
 
 
@@ -142,7 +126,7 @@ class SampleBuilder:
         self.text["image_ref"].append(encode_texts(image_ref))
         self.text["data_json"].append(
             (np.frombuffer(b"".join(data_json), np.uint8),
-             np.fromiter(map(len, data_json), np.int64, count=len(data_json)))
+             offsets_of(np.fromiter(map(len, data_json), np.int64, count=len(data_json))))
         )
         self.count += len(task_id)
 
@@ -156,9 +140,8 @@ class SampleBuilder:
             if cols["width"][i] == 0:
                 cols["width"][i], cols["height"][i] = w, h
         for name, tparts in self.text.items():
-            vals = np.concatenate([v for v, _ in tparts]) if tparts else np.zeros(0, np.uint8)
-            lens = np.concatenate([ln for _, ln in tparts]) if tparts else np.zeros(0, np.int64)
-            cols[f"{name}.bytes"], cols[f"{name}.offsets"] = vals, offsets_of(lens)
+            cols[f"{name}.bytes"], cols[f"{name}.offsets"] = concat_runs(tparts) if tparts else (
+                np.zeros(0, np.uint8), np.zeros(1, np.int64))
         return cols
 
 

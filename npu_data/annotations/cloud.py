@@ -43,7 +43,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from npu_data.annotations import fetch
 from npu_data.annotations.fetch import ImageError
 from npu_data.annotations.redact import redact_text
-from npu_data.errors import UserError
+from npu_data.errors import UserTypeError, UserValueError
 
 # reference scheme -> (fsspec protocol, package, what it is)
 SCHEMES = {"s3": ("s3", "s3fs", "S3"), "s3a": ("s3", "s3fs", "S3"),
@@ -79,21 +79,23 @@ def endpoint(options: Any) -> str | None:
 
 
 def check_endpoint(url: str | None) -> str | None:
-    """``url`` if it is a usable ``--storage-endpoint`` (UserError otherwise)."""
+    """``url`` if it is a usable ``storage_endpoint`` (``--storage-endpoint``;
+    ``UserValueError`` otherwise)."""
     if not url:
         return None
+    if not isinstance(url, str):
+        raise UserTypeError(f"{{storage_endpoint}}: {type(url).__name__}, not a URL — pass "
+                            "http(s)://host[:port]", option="storage_endpoint")
     parts = urlsplit(url)
-    if "@" in url or parts.query:  # before anything echoes it
-        raise UserError("--storage-endpoint: credentials do not belong in the URL — set them "
-                        "in the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or a "
-                        "profile (AWS_PROFILE)")
+    if "@" in url or parts.query or parts.username or parts.password:  # before any echo
+        raise UserValueError("{storage_endpoint}: credentials do not belong in the URL — set "
+                             "them in the environment (AWS_ACCESS_KEY_ID, "
+                             "AWS_SECRET_ACCESS_KEY) or a profile (AWS_PROFILE)",
+                             option="storage_endpoint")
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UserError(f"--storage-endpoint {redact_text(url)}: expected http(s)://host[:port] "
-                        "(e.g. https://obs.cn-north-4.myhuaweicloud.com)")
-    if parts.username or parts.password:
-        raise UserError("--storage-endpoint: credentials do not belong in the URL — set them "
-                        "in the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or a "
-                        "profile (AWS_PROFILE)")
+        raise UserValueError(f"{{storage_endpoint={redact_text(url)}}}: expected "
+                             "http(s)://host[:port] (e.g. https://obs.cn-north-4.myhuaweicloud"
+                             ".com)", option="storage_endpoint")
     return url
 
 
@@ -249,8 +251,10 @@ def read(ref: str, obj: CloudObject, options: Any, cache: Path) -> Path:
     fs = filesystem(obj, options)
     what = _label(obj.protocol)[1]
     max_bytes = int(getattr(options, "max_download_bytes", fetch.DEFAULT_MAX_BYTES))
+    s3 = obj.protocol == "s3"
     hint = ("check the credentials (AWS_PROFILE / AWS_ACCESS_KEY_ID, ~/.aws) and "
-            "--storage-endpoint" if obj.protocol == "s3" else f"check the {what} credentials")
+            "{storage_endpoint}" if s3 else f"check the {what} credentials")
+    endpoint_fix = ("storage_endpoint",) if s3 else ()
     for key in obj.keys:
         path = f"{obj.bucket}/{key}"
         try:
@@ -258,14 +262,15 @@ def read(ref: str, obj: CloudObject, options: Any, cache: Path) -> Path:
         except FileNotFoundError:
             continue
         except Exception as e:  # noqa: BLE001 - SDK errors vary; each is one line here
-            raise ImageError(f"{ref}: cannot read it from {what} ({_why(e)}) — {hint}") from None
+            raise ImageError(f"{ref}: cannot read it from {what} ({_why(e)}) — {hint}",
+                             option=endpoint_fix) from None
         if info.get("type") == "directory":
             continue
         size = info.get("size")
         if isinstance(size, int) and size > max_bytes:
             raise ImageError(f"{ref}: {size} bytes is larger than the download cap of "
                              f"{max_bytes / fetch.MiB:g} MiB — refused (raise "
-                             "--max-download-mb if it is genuine)")
+                             "{max_download_bytes} if it is genuine)", option="max_download_bytes")
         etag = str(info.get("ETag") or info.get("etag") or info.get("md5Hash") or "")
         source = {"etag": etag, "source_size": size}
         name = "\0".join((obj.protocol, endpoint(options) or "", obj.account or "", path))
@@ -278,11 +283,12 @@ def read(ref: str, obj: CloudObject, options: Any, cache: Path) -> Path:
         except FileNotFoundError:
             raise ImageError(f"{ref}: gone from {what} while reading it") from None
         except Exception as e:  # noqa: BLE001
-            raise ImageError(f"{ref}: cannot read it from {what} ({_why(e)}) — {hint}") from None
+            raise ImageError(f"{ref}: cannot read it from {what} ({_why(e)}) — {hint}",
+                             option=endpoint_fix) from None
         if len(data) > max_bytes:
             raise ImageError(f"{ref}: larger than the download cap of "
                              f"{max_bytes / fetch.MiB:g} MiB — refused (raise "
-                             "--max-download-mb if it is genuine)")
+                             "{max_download_bytes} if it is genuine)", option="max_download_bytes")
         if isinstance(size, int) and len(data) != size:
             raise ImageError(f"{ref}: read {len(data)} of {size} bytes — truncated")
         md5 = info.get("md5Hash")  # GCS: base64 MD5 of the content (S3 ETags often are not)
@@ -291,4 +297,4 @@ def read(ref: str, obj: CloudObject, options: Any, cache: Path) -> Path:
                              "transfer, try again")
         return fetch.store(entry, functools.partial(_write, data), source)
     raise ImageError(f"{ref}: no such object in {what} bucket {obj.bucket} — check the key, "
-                     f"the bucket{' and --storage-endpoint' if obj.protocol == 's3' else ''}")
+                     f"the bucket{' and {storage_endpoint}' if s3 else ''}", option=endpoint_fix)

@@ -50,7 +50,7 @@ from npu_data.common.atomic import atomic_file, atomic_write_bytes
 from npu_data.common.cache import cache_root
 from npu_data.common.cache import private_dir as _private_dir
 from npu_data.common.hashing import file_sha256
-from npu_data.errors import UserError
+from npu_data.errors import UserError, UserTypeError, UserValueError
 
 MiB = 1 << 20
 DEFAULT_MAX_BYTES = 64 * MiB
@@ -62,13 +62,18 @@ _MAX_LINE = 65536
 
 
 class ImageError(UserError):
-    """An image cannot be found, read or decoded; ``reason`` says why (the task is rejected)."""
+    """An image cannot be found, read or decoded; ``reason`` says why (the task is rejected),
+    naming the ``option`` that fixes it where one does (``UserError``)."""
 
-    def __init__(self, reason: str, status: int | None = None) -> None:
-        reason = redact_text(reason)
-        super().__init__(reason)
-        self.reason = reason
+    def __init__(self, reason: str, status: int | None = None, *,
+                 option: str | tuple[str, ...] = ()) -> None:
+        super().__init__(redact_text(reason), option=option)
         self.status = status  # the HTTP status a server refused the download with
+
+    @property
+    def reason(self) -> str:
+        """Why, options spelled for the audience (the rejection reason written)."""
+        return str(self)
 
 
 # ------------------------------------------------------------------------------ allowed hosts
@@ -78,23 +83,26 @@ def parse_hosts(value: Any) -> tuple[str, ...]:
     if value is None or value is False:
         return ()
     if value is True:
-        raise UserError("allow_download=True does not say which hosts to download from: name "
-                        "them, e.g. allow_download=['images.example.com'] (CLI: "
-                        "--allow-download images.example.com[,cdn.example.com])")
+        raise UserValueError("allow_download=True does not say which hosts to download from: "
+                             "name them, e.g. allow_download=['images.example.com']")
     items = [value] if isinstance(value, str) else list(value)
     hosts: list[str] = []
     for item in items:
         if not isinstance(item, str):
-            raise UserError(f"allow_download: {item!r} is not a host name — pass host names "
-                            "such as 'images.example.com'")
+            raise UserTypeError(f"{{allow_download}} {item!r}: not a host name — pass host "
+                                "names such as 'images.example.com'", option="allow_download")
+        if not item.strip():
+            raise UserValueError("{allow_download} needs the hosts to download from, e.g. "
+                                 "images.example.com,cdn.example.com (any other host is "
+                                 "refused)", option="allow_download")
         for h in item.split(","):
             h = h.strip().lower()
             if not h:
                 continue
             if "/" in h or "@" in h or "?" in h or h in ("*", "*.") or " " in h:
-                raise UserError(f"--allow-download {redact_text(h)}: name a host "
-                                "(images.example.com, "
-                                "host:port or *.example.com), not a URL or every host")
+                raise UserValueError(f"{{allow_download}} {redact_text(h)}: name a host "
+                                     "(images.example.com, host:port or *.example.com), not a "
+                                     "URL or every host", option="allow_download")
             hosts.append(h.rstrip("."))
     return tuple(dict.fromkeys(hosts))
 
@@ -209,11 +217,13 @@ def download(url: str, hosts: tuple[str, ...], cache: Path, max_bytes: int = DEF
     """The cached, verified local copy of ``url`` (fetched when the cache has none)."""
     host = urlsplit(url).hostname or "?"
     if not hosts:
-        raise ImageError(f"{url}: a URL — pass --allow-download {host} to fetch images from "
-                         f"{host} (downloads come only from the hosts named)")
+        raise ImageError(f"{url}: a URL — pass {{allow_download}} {host} to fetch images from "
+                         f"{host} (downloads come only from the hosts named)",
+                         option="allow_download")
     if not host_allowed(url, hosts):
-        raise ImageError(f"{url}: host {host} is not one that --allow-download names "
-                         f"({','.join(hosts)}) — refused; add it if you trust it")
+        raise ImageError(f"{url}: host {host} is not one that {{allow_download}} names "
+                         f"({','.join(hosts)}) — refused; add it if you trust it",
+                         option="allow_download")
     entry = private_dir(cache) / entry_name(unsigned_url(url), urlsplit(url).path)
     seen = hashlib.sha256(url.encode()).hexdigest()  # which URL (signature) it came from
     with _lock(entry):
@@ -412,8 +422,8 @@ def _http_get(url: str, hosts: tuple[str, ...], sink: BinaryIO, max_bytes: int,
                 np_ = urlsplit(nxt)
                 if np_.scheme not in ("http", "https") or not host_allowed(nxt, hosts):
                     raise ImageError(f"{shown}: redirects to host {np_.hostname or nxt}, which "
-                                     "--allow-download does not name — refused; add it if "
-                                     "you trust it")
+                                     "{allow_download} does not name — refused; add it if "
+                                     "you trust it", option="allow_download")
                 if parts.scheme == "https" and np_.scheme == "http":
                     raise ImageError(f"{shown}: redirects from https to http — refused")
                 url = nxt
@@ -425,20 +435,22 @@ def _http_get(url: str, hosts: tuple[str, ...], sink: BinaryIO, max_bytes: int,
             if length and length.strip().isdigit() and int(length) > max_bytes:
                 raise ImageError(f"{shown}: {int(length)} bytes is larger than the download "
                                  f"cap of {_mib(max_bytes)} — refused (raise "
-                                 "--max-download-mb if it is genuine)")
+                                 "{max_download_bytes} if it is genuine)",
+                                 option="max_download_bytes")
             total = 0
             while True:
                 if time.monotonic() > deadline:
                     raise ImageError(f"{shown}: download timed out (over {10 * timeout:g} s "
-                                     "in all) — raise --download-timeout for a slow server")
+                                     "in all) — raise {timeout} for a slow server",
+                                     option="timeout")
                 chunk = resp.read1(CHUNK)
                 if not chunk:
                     break
                 total += len(chunk)
                 if total > max_bytes:
                     raise ImageError(f"{shown}: larger than the download cap of "
-                                     f"{_mib(max_bytes)} — refused (raise --max-download-mb "
-                                     "if it is genuine)")
+                                     f"{_mib(max_bytes)} — refused (raise {{max_download_bytes}} "
+                                     "if it is genuine)", option="max_download_bytes")
                 sink.write(chunk)
             if length and length.strip().isdigit() and total != int(length):
                 raise ImageError(f"{shown}: download truncated ({total} of {length} bytes)")
@@ -448,7 +460,8 @@ def _http_get(url: str, hosts: tuple[str, ...], sink: BinaryIO, max_bytes: int,
             raise
         except TimeoutError:
             raise ImageError(f"{shown}: download timed out (no answer within {timeout:g} s"
-                             f"{via}) — raise --download-timeout for a slow server") from None
+                             f"{via}) — raise {{timeout}} for a slow server",
+                             option="timeout") from None
         except http.client.IncompleteRead as e:
             raise ImageError(f"{shown}: download truncated ({len(e.partial)} bytes "
                              "received)") from None

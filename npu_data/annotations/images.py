@@ -26,7 +26,7 @@ from PIL import Image, ImageOps
 
 from npu_data.annotations import cloud, fetch
 from npu_data.annotations.fetch import ImageError
-from npu_data.errors import UserError
+from npu_data.errors import UserError, UserTypeError, UserValueError
 
 CLOUD_SCHEMES = ("s3://", "gs://", "azure-blob://")
 __all__ = ["ImageError", "ImageOptions", "decode_image", "load_image", "load_image_as_shown",
@@ -60,15 +60,21 @@ class ImageOptions:
     def __post_init__(self) -> None:
         self.allow_download = fetch.parse_hosts(self.allow_download)
         self.storage_endpoint = cloud.check_endpoint(self.storage_endpoint)
-        if not isinstance(self.download_workers, int) or self.download_workers < 1:
-            raise UserError(f"download_workers {self.download_workers!r}: must be at least 1 "
-                            "(--download-workers N)")
-        if not isinstance(self.max_download_bytes, int) or self.max_download_bytes < 1:
-            raise UserError(f"max_download_bytes {self.max_download_bytes!r}: must be a "
-                            "positive number of bytes (--max-download-mb N)")
-        if not self.timeout or self.timeout <= 0:
-            raise UserError(f"timeout {self.timeout!r}: must be a positive number of seconds "
-                            "(--download-timeout S)")
+        _positive("download_workers", self.download_workers, int, "must be at least 1")
+        _positive("max_download_bytes", self.max_download_bytes, int, "must be positive")
+        _positive("timeout", self.timeout, float, "must be a positive number of seconds")
+
+
+def _positive(option: str, value: Any, kind: type, why: str) -> None:
+    """``UserValueError`` unless ``value`` is a number above 0, ``UserTypeError`` unless it
+    is a number (of ``kind``: an ``int`` where it is): ``<option>=<value>: <why>``."""
+    shown = f"{value:g}" if isinstance(value, float) else repr(value)
+    text = f"{{{option}={shown}}}: {why}"
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if number and not value > 0:
+        raise UserValueError(text, option=option)
+    if not number or not isinstance(value, (int, kind)):
+        raise UserTypeError(f"{text} ({kind.__name__})", option=option)
 
 
 def _spellings(rel: str) -> list[str]:
@@ -109,12 +115,12 @@ def _inside(path: str, root: Path) -> bool:
 
 def _confined(path: str, ref: str, options: ImageOptions) -> Path:
     """A relative path, an absolute path or a ``file://`` reference's path: read only under
-    the images root (the export's folder unless --images-root says otherwise)."""
+    the images root (the export's folder unless ``images_root`` says otherwise)."""
     if os.path.isabs(path):
         if options.images_root is None:
-            raise ImageError(f"{ref}: an absolute path — pass --images-root <folder that holds "
+            raise ImageError(f"{ref}: an absolute path — pass {{images_root}} <folder that holds "
                              "it> (absolute paths and file:// references are read only under "
-                             "it)")
+                             "it)", option="images_root")
         root = Path(options.images_root)
         target = _existing(Path("/"), path.lstrip("/"))
     else:
@@ -124,7 +130,8 @@ def _confined(path: str, ref: str, options: ImageOptions) -> Path:
     if not _inside(where, root):
         raise ImageError(f"{ref}: outside the images root {os.path.abspath(root)} — refused "
                          "(relative and absolute paths and file:// references are read only "
-                         "under --images-root: pass one that holds the images)")
+                         "under the images root: pass {images_root} <one that holds the "
+                         "images>)", option="images_root")
     return Path(where)
 
 
@@ -226,8 +233,8 @@ def _resolve_server(path: str, ref: str, options: ImageOptions) -> Path:
     """``/data/upload/...`` or ``/data/local-files/?d=...`` (``ref``: as the task wrote it)."""
     if path.startswith("/data/upload/"):
         if options.ls_data_dir is None:
-            raise ImageError(f"{ref}: an uploaded file — pass --ls-data-dir (Label Studio's "
-                             "LABEL_STUDIO_BASE_DATA_DIR)")
+            raise ImageError(f"{ref}: an uploaded file — pass {{ls_data_dir}} (Label Studio's "
+                             "LABEL_STUDIO_BASE_DATA_DIR)", option="ls_data_dir")
         rel = unquote(urlsplit(path).path[len("/data/upload/"):])
         return _under(Path(options.ls_data_dir) / "media" / "upload", rel, ref,
                       "upload folder")
@@ -235,8 +242,8 @@ def _resolve_server(path: str, ref: str, options: ImageOptions) -> Path:
     if not d:
         raise ImageError(f"{ref}: a local-files reference without ?d=<path>")
     if options.local_files_root is None:
-        raise ImageError(f"{ref}: a local file — pass --local-files-root (Label Studio's "
-                         "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT)")
+        raise ImageError(f"{ref}: a local file — pass {{local_files_root}} (Label Studio's "
+                         "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT)", option="local_files_root")
     return _under(Path(options.local_files_root), _local_files_rel(d[0]), ref,
                   "local-files root")
 

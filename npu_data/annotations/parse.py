@@ -19,8 +19,8 @@ from npu_data.annotations.builders import GroupBuilder, Rows, SampleBuilder, bui
 from npu_data.annotations.collect import TYPED, Calls, group, value_of
 from npu_data.annotations.scan import NOT_A_LIST, element_chunks, fast_chunks
 from npu_data.annotations.table import AnnotationTable
-from npu_data.errors import UserError
-from npu_data.kinds.registry import KINDS
+from npu_data.errors import UserError, UserFileNotFoundError, UserValueError
+from npu_data.kinds.registry import BY_NAME, KINDS
 from npu_data.progress import bar
 
 Mode = Literal["default", "latest", "ground-truth", "all"]
@@ -111,7 +111,8 @@ class _Parser:
                  labels: dict[str, list[str]] | None, clip: bool,
                  image_key: str | None) -> None:
         if mode not in ("default", "latest", "ground-truth", "all"):
-            raise UserError(f"annotations={mode!r}: use default, latest, ground-truth or all")
+            raise UserValueError(f"{{annotations={mode!r}}}: use default, latest, ground-truth "
+                                 "or all", option="annotations")
         self.name, self.mode, self.with_predictions = name, mode, with_predictions
         self.config = labels
         self.image_key = image_key
@@ -184,7 +185,7 @@ class _Parser:
                                  else int(np.concatenate(self.samples.task_id)[s]))
         batches = group(ch.calls, self._control, self.stats.results, ctx.unknown,
                         ctx.reject_field)
-        pieces = {k: R.extract(ctx, k, b) for k, b in batches.items()}
+        pieces = {k: BY_NAME[k].extract(ctx, b, R) for k, b in batches.items()}  # R: the toolkit
         del batches
         task_id, task_index, refs, datas = (list(c) for c in zip(*ch.rows, strict=True)) \
             if ch.rows else ([], [], [], [])
@@ -485,13 +486,14 @@ def parse_export(path: str | os.PathLike[str], *, annotations: Mode = "default",
     p = Path(path)
     name = str(p)
     if out_of_range not in ("clip", "reject"):
-        raise UserError(f"out_of_range={out_of_range!r}: use clip or reject")
+        raise UserValueError(f"out_of_range={out_of_range!r}: use clip or reject")
     parser = _Parser(name, annotations, with_predictions, labels, out_of_range == "clip",
                      image_key)
     try:
         f = open(p, "rb")
     except OSError as e:
-        raise UserError(f"{name}: cannot read the export ({e.strerror}) — check the path") from None
+        error = UserFileNotFoundError if isinstance(e, FileNotFoundError) else UserError
+        raise error(f"{name}: cannot read the export ({e.strerror}) — check the path") from None
     with f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:

@@ -74,15 +74,15 @@ def read_token(token_file: str | os.PathLike[str] | None) -> str:
             token = path.read_text(encoding="utf-8").strip()
         except OSError as exc:
             raise UserError(f"{path}: cannot read the token file ({exc.strerror}) — "
-                            "check --token-file") from None
+                            "check {token_file}", option="token_file") from None
         if not token:
             raise UserError(f"{path}: the token file is empty — paste the Label Studio "
                             "access token into it")
         return token
     token = os.environ.get(TOKEN_ENV, "").strip()
     if not token:
-        raise UserError(f"no Label Studio token — pass --token-file FILE or set {TOKEN_ENV} "
-                        "(Account & Settings > Personal Access Token)")
+        raise UserError(f"no Label Studio token — pass {{token_file}} FILE or set {TOKEN_ENV} "
+                        "(Account & Settings > Personal Access Token)", option="token_file")
     return token
 
 
@@ -145,8 +145,8 @@ class _Server:
             return UserError(redact_text(f"{what}: the server answered {status} ({body})"))
         if isinstance(exc, httpx.TransportError):
             return UserError(redact_text(f"{self.url}: cannot reach the Label Studio server "
-                                         f"({type(exc).__name__}: {exc}) — check --url and "
-                                         "that the server is running"))
+                                         f"({type(exc).__name__}: {exc}) — check {{url}} and "
+                                         "that the server is running"), option="url")
         return UserError(redact_text(f"{what}: {type(exc).__name__}: {exc}"))
 
     def call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -157,7 +157,8 @@ class _Server:
         except (self.api_error, httpx.HTTPError) as exc:
             if isinstance(exc, self.api_error) and exc.status_code == 404:
                 raise UserError(redact_text(f"{what}: not found on {self.url} (404) — check "
-                                            "--project and --url")) from None
+                                            "{project} and {url}"),
+                                option=("project", "url")) from None
             raise self.error(exc, what) from None
 
     def headers(self) -> dict[str, str]:
@@ -216,10 +217,10 @@ def _wait_snapshot(server: _Server, project: int, export_id: int, opts: PullOpti
             if status == "failed":
                 raise UserError(f"{what}: the server failed to build the snapshot — see the "
                                 "Label Studio server log, then retry (or pull without "
-                                "--snapshot)")
+                                "{snapshot})", option="snapshot")
             if time.monotonic() > deadline:
                 raise UserError(f"{what}: still '{status}' after {opts.timeout:.0f} s — raise "
-                                "--timeout or retry later")
+                                "{timeout} or retry later", option="timeout")
             time.sleep(opts.poll_interval)
     finally:
         progress.close()

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from npu_data.common.ragged import offsets_of
+
 REDACTED = "REDACTED"
 # parameter names holding a secret: any containing one of these words ...
 _SECRET_WORDS = ("sig", "token", "key", "credential", "secret", "passw", "auth", "session",
@@ -166,9 +168,7 @@ def redact_columns(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
                 "utf-8", "surrogatepass"))
         pieces = [fix(raw[int(a):int(b)]) for a, b in zip(offsets[:-1], offsets[1:],
                                                            strict=True)]
-        lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
-        new_offsets = np.zeros(len(pieces) + 1, dtype=np.asarray(offsets).dtype)
-        np.cumsum(lengths, out=new_offsets[1:])
         out[f"{name}.bytes"] = np.frombuffer(b"".join(pieces), dtype=np.uint8).copy()
-        out[f"{name}.offsets"] = new_offsets
+        out[f"{name}.offsets"] = offsets_of([len(p) for p in pieces]).astype(
+            np.asarray(offsets).dtype, copy=False)
     return out

@@ -2,14 +2,16 @@
 
 Each kind's results arrive as a ``Batch`` (columns in export order); the kind's own
 ``Kind.check`` and ``Kind.extract`` (``npu_data/kinds/<name>.py``) read them with the helpers
-here, which this module hands them as ``R``. Values are read with C-level ``map`` passes; the
+here: the parser hands this module to ``extract`` as ``R``, which satisfies
+``kinds.protocols.Extraction`` (mypy checks it there), so the helpers take the Protocols'
+types (``ResultBatch``, ``ExtractionContext``, ``CheckedKind``) that ``Batch`` and
+``Context`` satisfy. Values are read with C-level ``map`` passes; the
 per-result Python loops remain as the generic path, taken when a column holds anything but the
 common shapes (or when ``FAST`` is off, to test one against the other).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from itertools import chain, repeat
 from operator import itemgetter
@@ -19,15 +21,17 @@ import numpy as np
 import orjson
 
 from npu_data.annotations import checks as C
-from npu_data.annotations.builders import Rows, encode_texts
+from npu_data.annotations.builders import Rows
 from npu_data.annotations.rle import RLEError as RLEError  # re-exported: kinds read R.*
 from npu_data.annotations.rle import rle_to_mask as rle_to_mask
-from npu_data.annotations.table import ranges_index as ranges_index
-from npu_data.kinds.base import Kind
-from npu_data.kinds.registry import BY_NAME, OF_TYPE
+from npu_data.common.ragged import encode_texts
+from npu_data.errors import render
+from npu_data.kinds.protocols import CheckedKind, ExtractionContext, ResultBatch
+from npu_data.kinds.registry import OF_TYPE
 
 KINDS: dict[str, str] = {t: k.name for t, k in OF_TYPE.items()}  # result type -> kind name
 NAN = float("nan")
+_CLIPPING = ("reject_out_of_range",)  # the option that clips instead of rejecting (reasons)
 FAST = True  # column-wise fast paths (tests switch them off to compare with the generic path)
 
 
@@ -100,12 +104,7 @@ class Context:
                             f"{key!r} {what} — fix the export")
 
 
-def extract(ctx: Context, kind: str, b: Batch) -> Rows:
-    """Rows of ``kind`` from its results ``b`` of one chunk (``Kind.extract``)."""
-    return BY_NAME[kind].extract(ctx, b, sys.modules[__name__])
-
-
-def valid_rows(ctx: Context, b: Batch, kind: Kind) -> Batch:
+def valid_rows(ctx: ExtractionContext, b: ResultBatch, kind: CheckedKind) -> ResultBatch:
     """``b`` less the results whose values fail the checks of ``kind`` (their tasks are
     rejected, with the task id, result id, type, field and value in the reason)."""
     def fail(i: int, msg: str) -> None:
@@ -147,9 +146,9 @@ def to_float(v: Any) -> float:
         return NAN
 
 
-def in_range(ctx: Context, arr: np.ndarray, names: Sequence[str], what: str, b: Batch,
-           rows_item: np.ndarray | None = None, lo: float = 0.0, hi: float = 100.0
-           ) -> np.ndarray:
+def in_range(ctx: ExtractionContext, arr: np.ndarray, names: Sequence[str], what: str,
+             b: ResultBatch, rows_item: np.ndarray | None = None, lo: float = 0.0,
+             hi: float = 100.0) -> np.ndarray:
     """Clip (and count) or reject values of ``arr`` (n, k) outside [lo, hi] or not finite."""
     bad = ~(np.isfinite(arr) & (arr >= lo) & (arr <= hi))
     if not bad.any():
@@ -160,13 +159,14 @@ def in_range(ctx: Context, arr: np.ndarray, names: Sequence[str], what: str, b: 
     for i in np.flatnonzero(bad.any(axis=1)).tolist():
         j = int(np.flatnonzero(bad[i])[0])
         k = int(rows_item[i]) if rows_item is not None else i
-        ctx.reject(int(b.sample[k]), f"{what} result {b.rid[k]!r}: {names[j]}="
-                   f"{float(arr[i, j]):g} is outside {lo:g}..{hi:g} "
-                   "(use out_of_range='clip' to clip)")
+        ctx.reject(int(b.sample[k]), render(f"{what} result {b.rid[k]!r}: {names[j]}="
+                                            f"{float(arr[i, j]):g} is outside {lo:g}..{hi:g} "
+                                            "(clipped with {reject_out_of_range=False})",
+                                            _CLIPPING))
     return arr
 
 
-def angle(ctx: Context, arr: np.ndarray, what: str, b: Batch) -> np.ndarray:
+def angle(ctx: ExtractionContext, arr: np.ndarray, what: str, b: ResultBatch) -> np.ndarray:
     """Rotation in degrees: a non-finite value becomes 0 (counted) or rejects the task."""
     bad = ~np.isfinite(arr)
     if not bad.any():
@@ -175,12 +175,13 @@ def angle(ctx: Context, arr: np.ndarray, what: str, b: Batch) -> np.ndarray:
         ctx.clipped += int(bad.sum())
         return np.where(bad, 0.0, arr)[:, None]
     for i in np.flatnonzero(bad).tolist():
-        ctx.reject(int(b.sample[i]), f"{what} result {b.rid[i]!r}: rotation={float(arr[i]):g} "
-                                     "is not finite (use out_of_range='clip' to set it to 0)")
+        ctx.reject(int(b.sample[i]), render(f"{what} result {b.rid[i]!r}: rotation="
+                                            f"{float(arr[i]):g} is not finite (0 with "
+                                            "{reject_out_of_range=False})", _CLIPPING))
     return arr[:, None]
 
 
-def common(group: str, b: Batch, src: np.ndarray | None) -> Rows:
+def common(group: str, b: ResultBatch, src: np.ndarray | None) -> Rows:
     """Rows of ``group`` for batch rows ``src`` (None: every row once, in order)."""
     rows = Rows(group)
     if src is None:
@@ -197,7 +198,8 @@ def common(group: str, b: Batch, src: np.ndarray | None) -> Rows:
     return rows
 
 
-def labels(ctx: Context, b: Batch, key: str) -> tuple[np.ndarray | None, np.ndarray]:
+def labels(ctx: ExtractionContext, b: ResultBatch,
+           key: str) -> tuple[np.ndarray | None, np.ndarray]:
     """Row -> batch row (None: one row each, in order), and label ids (one row per label; -1
     for a result without one)."""
     vals = b.val
@@ -247,7 +249,7 @@ def pick(arr: np.ndarray, src: np.ndarray | None) -> np.ndarray:
     return arr if src is None else arr[src]
 
 
-def scores(b: Batch) -> np.ndarray:
+def scores(b: ResultBatch) -> np.ndarray:
     raw = list(map(dict.get, b.res, repeat("score"), b.pscore))
     if raw.count(None) == len(raw):
         return np.full(len(raw), NAN, np.float32)
@@ -278,7 +280,7 @@ def _strings(lists: list) -> list | None:
     return flat if all_of_class(flat, str) else None
 
 
-def listed_rows(b: Batch, key: str) -> tuple[np.ndarray, list]:
+def listed_rows(b: ResultBatch, key: str) -> tuple[np.ndarray, list]:
     """Batch row of every entry of ``value[key]`` (a list, a single value or none), and the
     entries."""
     raw: list[Any] = list(map(dict.get, b.val, repeat(key)))

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from npu_data.common.ragged import offsets_of
+from npu_data.common.ragged import encode_texts, offsets_of, take_runs
+from npu_data.common.ragged import ranges_index as ranges_index  # re-exported: shards.batch_read
 from npu_data.kinds.registry import KINDS
 from npu_data.kinds.relations import RELATION_DIRECTIONS as RELATION_DIRECTIONS  # re-export
 from npu_data.kinds.scalars import SCALAR_KINDS as SCALAR_KINDS  # re-export
@@ -28,28 +29,6 @@ SAMPLE_COLUMNS: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
 SAMPLE_TEXT = ("image_ref", "data_json")
 
 SOURCES = ("annotation", "prediction")
-
-
-def ranges_index(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, s + n)`` for every (s, n), vectorised."""
-    starts = np.asarray(starts, dtype=np.int64)
-    lengths = np.asarray(lengths, dtype=np.int64)
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(lengths)
-    base = np.repeat(starts - (ends - lengths), lengths)
-    return base + np.arange(total, dtype=np.int64)
-
-
-
-def _take_ranges(
-    values: np.ndarray, offsets: np.ndarray, rows: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Values and new offsets of the variable-length items ``rows``."""
-    starts = offsets[rows]
-    lengths = offsets[rows + 1] - starts
-    return values[ranges_index(starts, lengths)], offsets_of(lengths)
 
 
 @dataclass
@@ -98,7 +77,7 @@ class AnnotationTable:
         for name in SAMPLE_COLUMNS:
             cols[name] = self.columns[name][idx]
         for name in SAMPLE_TEXT:
-            cols[f"{name}.bytes"], cols[f"{name}.offsets"] = _take_ranges(
+            cols[f"{name}.bytes"], cols[f"{name}.offsets"] = take_runs(
                 self.columns[f"{name}.bytes"], self.columns[f"{name}.offsets"], idx
             )
         for kind in KINDS:
@@ -112,12 +91,12 @@ class AnnotationTable:
                 cols[f"{group}.{name}"] = self.columns[f"{group}.{name}"][rows]
             for name in kind.text:
                 key = f"{group}.{name}"
-                cols[f"{key}.bytes"], cols[f"{key}.offsets"] = _take_ranges(
+                cols[f"{key}.bytes"], cols[f"{key}.offsets"] = take_runs(
                     self.columns[f"{key}.bytes"], self.columns[f"{key}.offsets"], rows
                 )
             for nest in kind.nested:
                 vals, offs = f"{group}.{nest.values}", f"{group}.{nest.offsets}"
-                cols[vals], cols[offs] = _take_ranges(self.columns[vals], self.columns[offs], rows)
+                cols[vals], cols[offs] = take_runs(self.columns[vals], self.columns[offs], rows)
         return AnnotationTable(len(idx), cols, list(self.controls),
                                {k: list(v) for k, v in self.labels.items()})
 
@@ -148,23 +127,21 @@ class AnnotationTable:
 
 
 class TextColumnBuilder:
-    """Accumulates strings into ``bytes`` + ``offsets`` arrays."""
+    """Accumulates strings into a text column (``common.ragged.encode_texts``)."""
 
     def __init__(self) -> None:
-        self._parts: list[bytes] = []
-        self._lengths: list[int] = []
+        self._strings: list[str] = []
 
     def append(self, value: str) -> None:
-        b = value.encode("utf-8")
-        self._parts.append(b)
-        self._lengths.append(len(b))
+        self._strings.append(value)
 
     def __len__(self) -> int:
-        return len(self._lengths)
+        return len(self._strings)
 
     def finish(self) -> tuple[np.ndarray, np.ndarray]:
-        data = np.frombuffer(b"".join(self._parts), dtype=np.uint8).copy()
-        return data, offsets_of(np.asarray(self._lengths, dtype=np.int64))
+        """The column's UTF-8 bytes and offsets."""
+        data, offsets = encode_texts(self._strings)
+        return data.copy(), offsets  # writable, as the columns it joins
 
 
 def empty_table(controls: list[str] | None = None,

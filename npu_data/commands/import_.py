@@ -9,15 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from npu_data.annotations.table import AnnotationTable
-from npu_data.errors import UserError
+from npu_data.errors import UserError, UserValueError
 from npu_data.shards.distributed_import import Group, import_group, leave
 from npu_data.shards.format import REJECTED
-from npu_data.shards.source import image_options
+from npu_data.shards.importer import import_dataset, import_options
 from npu_data.shards.storage import is_url
-from npu_data.shards.writer import WriteOptions, write_dataset
 
 NAME = "import"
 HELP = "Import a Label Studio export (JSON) and its images into memory-mapped shards."
+# import options whose flag is not --<keyword with dashes> (npu_data.errors spells them)
+FLAGS = {"max_download_bytes": "--max-download-mb", "timeout": "--download-timeout",
+         "restart_markers": "--keep-jpeg-bytes", "restart_markers=False": "--keep-jpeg-bytes"}
+MiB = 1 << 20
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -89,37 +92,46 @@ def _is_tar(source: str) -> bool:
     return source.split("?", 1)[0].endswith(".tar")
 
 
-def _source(args: argparse.Namespace,
-            hosts: list[str] | None) -> tuple[str, str | AnnotationTable]:
-    """(path that anchors relative image paths, what write_dataset reads); http(s)/s3 tars
-    only from the ``--allow-download`` hosts (buckets), as images."""
+def _anchor(args: argparse.Namespace) -> tuple[str, list[str]]:
+    """(the path that anchors relative image paths, the WebDataset tars: none for a Label
+    Studio export)."""
     sources: list[str] = list(args.export)
     tars = [s for s in sources if _is_tar(s)]
     if not tars:
         if len(sources) != 1:
             raise UserError(f"import takes one Label Studio export, got {len(sources)}: "
                             "pass a single JSON file (or WebDataset .tar shards only)")
-        return sources[0], sources[0]
+        return sources[0], []
     if len(tars) != len(sources):
         raise UserError("import takes either one Label Studio export or WebDataset .tar shards, "
                         "not both: run two imports into separate folders")
+    out = Path(args.out)
+    return str(out.parent / f"{out.name}.wds-media"), tars  # unpacked images, kept for resume
+
+
+def _tar_table(args: argparse.Namespace, media: str, tars: list[str]) -> AnnotationTable:
+    """The tars' samples as a table, their images unpacked into ``media``; http(s)/s3 tars
+    only from the ``--allow-download`` hosts (buckets), as images."""
     from npu_data.formats.webdataset.reader import TarAccess, wds_to_table
 
-    out = Path(args.out)
-    media = out.parent / f"{out.name}.wds-media"  # images unpacked from the tars, kept for resume
-    access = TarAccess(allow_download=hosts or (), timeout=args.download_timeout,
-                       max_member_bytes=max(1, int(args.max_tar_member_mb * (1 << 20))))
-    return str(media), wds_to_table(tars, media, access)
+    access = TarAccess(allow_download=args.allow_download or (), timeout=args.download_timeout,
+                       max_member_bytes=max(1, int(args.max_tar_member_mb * MiB)))
+    return wds_to_table(tars, Path(media), access)
 
 
-def _download_hosts(given: list[str] | None) -> list[str] | None:
-    if given is None:
-        return None
-    if any(not h.strip() for h in given):
-        raise UserError("--allow-download needs the hosts to download from, e.g. "
-                        "--allow-download images.example.com,cdn.example.com (any other host "
-                        "is refused)")
-    return given
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    """The import options (``shards.importer``) of the command line."""
+    mb = args.max_download_mb  # checked there as max_download_bytes, shown as this flag
+    return {"store": args.store, "max_side": args.max_side, "reencode": args.reencode,
+            "restart_markers": not args.keep_jpeg_bytes, "workers": args.workers,
+            "shard_size": args.shard_size, "resume": args.resume, "strict": args.strict,
+            "annotations": args.annotations, "with_predictions": args.with_predictions,
+            "config": args.config, "reject_out_of_range": args.reject_out_of_range,
+            "images_root": args.images_root, "ls_data_dir": args.ls_data_dir,
+            "local_files_root": args.local_files_root, "allow_download": args.allow_download,
+            "storage_endpoint": args.storage_endpoint, "timeout": args.download_timeout,
+            "download_workers": args.download_workers,
+            "max_download_bytes": max(1, int(mb * MiB)) if mb > 0 else mb}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -145,24 +157,14 @@ def _run(args: argparse.Namespace, group: Group, target: Any) -> int:
     if target is not None:
         args = target.local_args(args)  # --out: the staging folder
         group = replace(group, shared=False)  # one staging folder per node
-    if args.max_download_mb <= 0 or args.download_timeout <= 0 or args.max_tar_member_mb <= 0:
-        raise UserError("--max-download-mb, --download-timeout and --max-tar-member-mb must "
-                        "be positive")
-    hosts = _download_hosts(args.allow_download)
-    anchor, source = _source(args, hosts)
-    images = image_options(anchor, images_root=args.images_root,
-                           ls_data_dir=args.ls_data_dir, local_files_root=args.local_files_root,
-                           allow_download=hosts, timeout=args.download_timeout,
-                           storage_endpoint=args.storage_endpoint,
-                           download_workers=args.download_workers,
-                           max_download_bytes=max(1, int(args.max_download_mb * (1 << 20))))
-    opts = WriteOptions(store=args.store, max_side=args.max_side, reencode=args.reencode,
-                        workers=args.workers, shard_size=args.shard_size, resume=args.resume,
-                        strict=args.strict, images=images, annotations=args.annotations,
-                        with_predictions=args.with_predictions, config=args.config,
-                        reject_out_of_range=args.reject_out_of_range,
-                        restart_markers=not args.keep_jpeg_bytes)
-    s = write_dataset(source, args.out, opts, group)
+    options = _options(args)
+    anchor, tars = _anchor(args)
+    import_options(anchor, **options)  # every option checked before a tar is read
+    if args.max_tar_member_mb <= 0:
+        raise UserValueError(f"{{max_tar_member_mb={args.max_tar_member_mb:g}}}: must be "
+                             "positive", option="max_tar_member_mb")
+    source = _tar_table(args, anchor, tars) if tars else anchor
+    s = import_dataset(source, args.out, anchor=anchor, group=group, **options)
     where, rejected_at = str(s.out_dir), str(s.rejected_path)
     if target is not None:
         up = target.upload(s.shards)
@@ -175,7 +177,7 @@ def _run(args: argparse.Namespace, group: Group, target: Any) -> int:
               "manifest last")
     resumed = f" ({s.resumed_shards} kept from an earlier run)" if s.resumed_shards else ""
     print(f"imported {s.samples} of {s.tasks} tasks into {where} "
-          f"({s.shards} shards{resumed}, {s.bytes / 1e6:.1f} MB, store {opts.store})")
+          f"({s.shards} shards{resumed}, {s.bytes / 1e6:.1f} MB, store {args.store})")
     if s.rejected:
         print(f"rejected {s.rejected} tasks: reasons in {rejected_at}", file=sys.stdout)
     else:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from npu_data.annotations.pull import TOKEN_ENV, PullOptions, pull, read_token
-from npu_data.errors import UserError
+from npu_data.errors import UserError, flags, spelled_as
 
 NAME = "pull"
 HELP = "Download a Label Studio project's export, labeling config and uploads."
@@ -54,7 +54,8 @@ def run_import(export: Path, out: Path, extra: list[str]) -> int:
         if flag in known and flag not in extra:
             argv += [flag, value]
     ns = parser.parse_args(argv + extra)
-    return int(import_.run(ns) or 0)
+    with spelled_as(flags(getattr(import_, "FLAGS", {}))):  # its errors name import's flags
+        return int(import_.run(ns) or 0)
 
 
 def run(args: argparse.Namespace) -> int:

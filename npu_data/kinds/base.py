@@ -10,11 +10,13 @@ and is the only such list.
 Kind modules import no torch at module level (``npu_data.annotations``, whose parser never
 needs torch, imports the registry); the collate hooks import it when they are called. Kinds
 sit below ``npu_data.annotations`` and ``npu_data.transforms`` (as torchvision's tv_tensors
-below its transforms): their callers hand the hooks what they need, the extraction toolkit
-(``npu_data.annotations.results``) as ``R`` and the kernels (``transforms.geometry``) as ``G``.
+below its transforms) and import neither, not even for typing: their callers hand the hooks
+what they need, typed by the Protocols of ``npu_data.kinds.protocols`` — the value checks
+(``ValueChecks``), the extraction toolkit ``npu_data.annotations.results`` as ``R``
+(``Extraction``), the kernels ``transforms.geometry`` as ``G`` (``GeometryKernels``).
 
 The drawing hooks (``draw``, ``unbatch``) serve the previews (``tools/preview*.py``), which
-hand over their ``Canvas``.
+hand over their ``Canvas`` (``protocols.Canvas``).
 The WebDataset JSON hooks (``json_*``) map one sample's columns to and from the kind's part
 of a tar's ``<key>.json`` (``formats/webdataset/mapping.py`` iterates them).
 """
@@ -23,18 +25,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from npu_data.common.ragged import offsets_of
+from npu_data.kinds.protocols import (
+    Canvas,
+    Extraction,
+    ExtractionContext,
+    GeometryKernels,
+    ResultBatch,
+    RowsT,
+    ValueChecks,
+)
+
 if TYPE_CHECKING:
     import torch
-
-    from npu_data.annotations.builders import Rows
-    from npu_data.annotations.checks import Check
-    from npu_data.annotations.results import Batch as ResultBatch
-    from npu_data.annotations.results import Context
 
 Col = tuple[np.dtype, tuple[int, ...]]  # dtype, trailing shape
 Batch = dict[str, Any]
@@ -117,13 +124,13 @@ class Kind:
         return [*self.fixed, *self.derived]
 
     # --- import ------------------------------------------------------------------------
-    def check(self, c: Check) -> None:
+    def check(self, c: ValueChecks) -> None:
         """Fail (``c.fail(row, why)``) the results whose values this kind cannot read; none
         by default."""
 
-    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+    def extract(self, ctx: ExtractionContext, b: ResultBatch, R: Extraction[RowsT]) -> RowsT:
         """This kind's rows from its results ``b`` of one chunk (``R``: the extraction
-        toolkit, ``npu_data.annotations.results``, which hands itself over)."""
+        toolkit, the module ``npu_data.annotations.results``, handed over by the parser)."""
         raise NotImplementedError(f"kind {self.name!r} has no extract hook")
 
     def to_pixels(self, cols: Mapping[str, np.ndarray], heights: np.ndarray,
@@ -192,13 +199,13 @@ class Kind:
 
     # --- geometry (padded batches on any device) -----------------------------------------
     def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
-                     min_visible: float, G: ModuleType) -> Batch:
+                     min_visible: float, G: GeometryKernels) -> Batch:
         """This kind's keys of ``batch`` through a resized crop (only the keys present);
         ``G``: the geometry kernels (``npu_data.transforms.geometry``)."""
         return {}
 
     def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
-              G: ModuleType) -> Batch:
+              G: GeometryKernels) -> Batch:
         """This kind's keys of ``batch`` mirrored where ``flip`` (B,) is set."""
         return {}
 
@@ -292,13 +299,11 @@ class Kind:
                 vals = self.to_percent(nest.values, vals, np.repeat(rows_w, lengths),
                                        np.repeat(rows_h, lengths))
             out[f"{n}.{nest.values}"] = vals.astype(nest.dtype)
-            offs = np.zeros(len(lengths) + 1, np.int64)
-            np.cumsum(lengths, out=offs[1:])
-            out[f"{n}.{nest.offsets}"] = offs
+            out[f"{n}.{nest.offsets}"] = offsets_of(lengths)
         return out
 
     # --- drawing (tools/preview.py) -------------------------------------------------------
-    def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
+    def draw(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         """Draw this kind's rows of ``sample`` on ``canvas`` (``tools.preview.Canvas``: the
         picture, its scale, colours and label names); nothing by default."""
 

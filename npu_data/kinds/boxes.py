@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,14 +18,18 @@ from npu_data.kinds.base import (
     valid,
     xywh_percent,
 )
+from npu_data.kinds.protocols import (
+    Canvas,
+    Extraction,
+    ExtractionContext,
+    GeometryKernels,
+    ResultBatch,
+    RowsT,
+    ValueChecks,
+)
 
 if TYPE_CHECKING:
     import torch
-
-    from npu_data.annotations.builders import Rows
-    from npu_data.annotations.checks import Check
-    from npu_data.annotations.results import Batch as ResultBatch
-    from npu_data.annotations.results import Context
 
 
 def box_pixels(xywhr: np.ndarray, w: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -50,13 +53,14 @@ def box_pixels(xywhr: np.ndarray, w: np.ndarray, h: np.ndarray) -> tuple[np.ndar
 
 
 class Boxes(Kind):
-    def check(self, c: Check) -> None:
+    def check(self, c: ValueChecks) -> None:
         c.required_numbers(("x", "y", "width", "height"), nonneg=("width", "height"))
         c.numbers("rotation", required=False)
         c.labels("rectanglelabels")
         c.score()
 
-    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+    def extract(self, ctx: ExtractionContext, b: ResultBatch,
+                R: Extraction[RowsT]) -> RowsT:
         b = R.valid_rows(ctx, b, self)
         xywhr = R.float_cols(b.val, ("x", "y", "width", "height", "rotation"), (R.NAN,) * 4 + (0.0,))
         xywh = R.in_range(ctx, xywhr[:, :4], ("x", "y", "width", "height"), "rectangle", b)
@@ -85,7 +89,7 @@ class Boxes(Kind):
                    h: np.ndarray) -> np.ndarray:
         return xywh_percent(a, w, h)
 
-    def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
+    def draw(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         for j, c in enumerate(np.asarray(sample.get("boxes.corners", np.zeros((0, 4, 2))))):
             colour = canvas.colour(sample["boxes.label"][j])
             pts = canvas.points(c)
@@ -93,7 +97,7 @@ class Boxes(Kind):
             canvas.text(pts[0], canvas.name(sample, self.name, j), colour)
 
     def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
-                     min_visible: float, G: ModuleType) -> Batch:
+                     min_visible: float, G: GeometryKernels) -> Batch:
         out: Batch = {}
         corners = _corners(batch, G)
         if corners is not None:
@@ -110,7 +114,7 @@ class Boxes(Kind):
         return out
 
     def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
-              G: ModuleType) -> Batch:
+              G: GeometryKernels) -> Batch:
         out: Batch = {}
         if "boxes.xyxy" in batch:
             out["boxes.xyxy"] = G.hflip_xyxy(batch["boxes.xyxy"], widths, flip)
@@ -124,7 +128,7 @@ class Boxes(Kind):
         return out
 
 
-def _corners(batch: Batch, G: ModuleType) -> torch.Tensor | None:
+def _corners(batch: Batch, G: GeometryKernels) -> torch.Tensor | None:
     """The boxes' corners (B, N, 4, 2): stored, or from ``xywhr``; None without either."""
     if "boxes.corners" in batch:
         return batch["boxes.corners"]

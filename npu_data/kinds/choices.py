@@ -3,30 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from npu_data.kinds.base import COMMON, I32, Kind
-
-if TYPE_CHECKING:
-    from npu_data.annotations.builders import Rows
-    from npu_data.annotations.checks import Check
-    from npu_data.annotations.results import Batch as ResultBatch
-    from npu_data.annotations.results import Context
+from npu_data.kinds.protocols import (
+    Canvas,
+    Extraction,
+    ExtractionContext,
+    ResultBatch,
+    RowsT,
+    ValueChecks,
+)
 
 
 class Choices(Kind):
-    def check(self, c: Check) -> None:
+    def check(self, c: ValueChecks) -> None:
         c.strings("choices")
 
-    def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
+    def draw(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         for j in range(len(sample.get("choices.label", ()))):
             canvas.note(canvas.name(sample, self.name, j) or "?",
                         canvas.colour(sample["choices.label"][j]))
 
-    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+    def extract(self, ctx: ExtractionContext, b: ResultBatch,
+                R: Extraction[RowsT]) -> RowsT:
         b = R.valid_rows(ctx, b, self)
         src, names = R.listed_rows(b, "choices")
         rows = R.common(self.name, b, src)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,14 +18,18 @@ from npu_data.kinds.base import (
     valid,
     xywh_percent,
 )
+from npu_data.kinds.protocols import (
+    Canvas,
+    Extraction,
+    ExtractionContext,
+    GeometryKernels,
+    ResultBatch,
+    RowsT,
+    ValueChecks,
+)
 
 if TYPE_CHECKING:
     import torch
-
-    from npu_data.annotations.builders import Rows
-    from npu_data.annotations.checks import Check
-    from npu_data.annotations.results import Batch as ResultBatch
-    from npu_data.annotations.results import Context
 
 
 def ellipse_points(params: np.ndarray, n: int = 48) -> np.ndarray:
@@ -41,12 +44,13 @@ def ellipse_points(params: np.ndarray, n: int = 48) -> np.ndarray:
 
 
 class Ellipses(Kind):
-    def check(self, c: Check) -> None:
+    def check(self, c: ValueChecks) -> None:
         c.required_numbers(("x", "y", "radiusX", "radiusY"), nonneg=("radiusX", "radiusY"))
         c.numbers("rotation", required=False)
         c.labels("ellipselabels")
 
-    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+    def extract(self, ctx: ExtractionContext, b: ResultBatch,
+                R: Extraction[RowsT]) -> RowsT:
         b = R.valid_rows(ctx, b, self)
         pr = R.float_cols(b.val, ("x", "y", "radiusX", "radiusY", "rotation"), (R.NAN,) * 4 + (0.0,))
         p = R.in_range(ctx, pr[:, :4], ("x", "y", "radiusX", "radiusY"), "ellipse", b)
@@ -67,7 +71,7 @@ class Ellipses(Kind):
                                              p[:, 4]], axis=1).astype(F32)}
 
     def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
-                     min_visible: float, G: ModuleType) -> Batch:
+                     min_visible: float, G: GeometryKernels) -> Batch:
         if "ellipses.params" not in batch:
             return {}
         el = batch["ellipses.params"]
@@ -76,12 +80,12 @@ class Ellipses(Kind):
         return {"ellipses.params": params, "ellipses.valid": keep}
 
     def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
-              G: ModuleType) -> Batch:
+              G: GeometryKernels) -> Batch:
         if "ellipses.params" not in batch:
             return {}
         return {"ellipses.params": G.hflip_ellipses(batch["ellipses.params"], widths, flip)}
 
-    def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
+    def draw(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         params = np.asarray(sample.get("ellipses.params", np.zeros((0, 5))))
         s = canvas.scale
         for j, outline in enumerate(ellipse_points(params)):

@@ -3,29 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from npu_data.kinds.base import COMMON, F32, F64, I32, Batch, Kind, row_sample, valid
+from npu_data.kinds.protocols import (
+    Canvas,
+    Extraction,
+    ExtractionContext,
+    GeometryKernels,
+    ResultBatch,
+    RowsT,
+    ValueChecks,
+)
 
 if TYPE_CHECKING:
     import torch
 
-    from npu_data.annotations.builders import Rows
-    from npu_data.annotations.checks import Check
-    from npu_data.annotations.results import Batch as ResultBatch
-    from npu_data.annotations.results import Context
-
 
 class Keypoints(Kind):
-    def check(self, c: Check) -> None:
+    def check(self, c: ValueChecks) -> None:
         c.required_numbers(("x", "y"))
         c.numbers("width", required=False, nonneg=True)
         c.labels("keypointlabels")
 
-    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+    def extract(self, ctx: ExtractionContext, b: ResultBatch,
+                R: Extraction[RowsT]) -> RowsT:
         b = R.valid_rows(ctx, b, self)
         xys = R.float_cols(b.val, ("x", "y", "width"), (R.NAN, R.NAN, 0.0))
         xys = R.in_range(ctx, xys, ("x", "y", "width"), "keypoint", b)
@@ -41,7 +45,7 @@ class Keypoints(Kind):
                    h: np.ndarray) -> np.ndarray:
         return a * (100.0 / w) if column == "size" else super().to_percent(column, a, w, h)
 
-    def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
+    def draw(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         s = canvas.scale
         for j, (x, y) in enumerate(np.asarray(sample.get("keypoints.xy", np.zeros((0, 2))))):
             colour = canvas.colour(sample["keypoints.label"][j])
@@ -59,7 +63,7 @@ class Keypoints(Kind):
                 "keypoints.size": (cols["keypoints.size"] * widths[k] / 100.0).astype(F32)}
 
     def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
-                     min_visible: float, G: ModuleType) -> Batch:
+                     min_visible: float, G: GeometryKernels) -> Batch:
         if "keypoints.xy" not in batch:
             return {}
         kp = batch["keypoints.xy"]
@@ -68,7 +72,7 @@ class Keypoints(Kind):
         return {"keypoints.xy": xy, "keypoints.valid": keep}
 
     def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
-              G: ModuleType) -> Batch:
+              G: GeometryKernels) -> Batch:
         if "keypoints.xy" not in batch:
             return {}
         return {"keypoints.xy": G.hflip_points(batch["keypoints.xy"], widths, flip)}

@@ -8,21 +8,25 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Mapping, Sequence
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PIL import Image
 
+from npu_data.common.ragged import offsets_of
 from npu_data.kinds.base import COMMON, I32, U8, Batch, Kind, Nested, row_sample, valid
+from npu_data.kinds.protocols import (
+    Canvas,
+    Extraction,
+    ExtractionContext,
+    GeometryKernels,
+    ResultBatch,
+    RowsT,
+    ValueChecks,
+)
 
 if TYPE_CHECKING:
     import torch
-
-    from npu_data.annotations.builders import Rows
-    from npu_data.annotations.checks import Check
-    from npu_data.annotations.results import Batch as ResultBatch
-    from npu_data.annotations.results import Context
 
 
 _SIZE = ("height", "width")  # masks.height / masks.width: the image's, not in the JSON
@@ -52,9 +56,7 @@ def resize_masks(cols: Mapping[str, np.ndarray], heights: np.ndarray,
             img = Image.fromarray(mask * np.uint8(255)).resize((W, H), Image.Resampling.NEAREST)
             mask = (np.asarray(img) > 127).astype(np.uint8)
         parts.append(np.packbits(mask.reshape(-1)))
-    lengths = np.array([len(p) for p in parts], dtype=np.int64)
-    offs = np.zeros(len(parts) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offs[1:])
+    offs = offsets_of([len(p) for p in parts])
     packed = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
     return {"masks.bits": packed, "masks.bit_offsets": offs,
             "masks.height": heights[rows].astype("<i4"), "masks.width": widths[rows].astype("<i4")}
@@ -71,7 +73,7 @@ def unpack_masks(bits: np.ndarray, offs: np.ndarray, size: tuple[int, ...]) -> n
 
 
 class Masks(Kind):
-    def check(self, c: Check) -> None:
+    def check(self, c: ValueChecks) -> None:
         for i, v in enumerate(c.vals):  # another format string is a kind we count and skip
             fmt = v.get("format", "rle")
             if fmt.__class__ is not str:
@@ -79,7 +81,8 @@ class Masks(Kind):
         c.ints("rle", [i for i, v in enumerate(c.vals) if v.get("format", "rle") == "rle"])
         c.labels("brushlabels")
 
-    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+    def extract(self, ctx: ExtractionContext, b: ResultBatch,
+                R: Extraction[RowsT]) -> RowsT:
         b = R.valid_rows(ctx, b, self)
         kept: list[int] = []
         bits: list[np.ndarray] = []
@@ -111,7 +114,7 @@ class Masks(Kind):
         sel = range(len(b)) if src is None else src.tolist()
         chosen = [bits[i] for i in sel]
         rows.nested["bits"] = (np.concatenate(chosen) if chosen else np.zeros(0, np.uint8),
-                               np.fromiter((c.size for c in chosen), np.int64, count=len(chosen)))
+                               offsets_of([c.size for c in chosen]))
         hwa = R.pick(np.asarray(hw, np.int32).reshape(len(hw), 2), src)
         rows.fixed["height"], rows.fixed["width"] = hwa[:, 0], hwa[:, 1]
         rows.fixed["label"] = lab
@@ -169,7 +172,7 @@ class Masks(Kind):
         self._sized(cols, g["bits"], len(g["control"]), hw)
         return cols
 
-    def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
+    def draw(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         masks = np.asarray(sample.get("masks.mask", np.zeros((0, 1, 1), np.uint8)))
         for j in range(len(masks)):
             alpha = Image.fromarray((masks[j] > 0).astype(np.uint8) * 110)
@@ -205,11 +208,9 @@ class Masks(Kind):
     def table_nested(self, per: Sequence[Mapping[str, Any]], rows_w: np.ndarray,
                      rows_h: np.ndarray) -> dict[str, np.ndarray]:
         parts = [b for c in per for b in c["masks.bits"]]
-        lengths = np.array([len(p) for p in parts], np.int64)
-        offs = np.zeros(len(parts) + 1, np.int64)
-        np.cumsum(lengths, out=offs[1:])
         bits = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
-        return {"masks.bits": bits.astype(np.uint8), "masks.bit_offsets": offs}
+        return {"masks.bits": bits.astype(np.uint8),
+                "masks.bit_offsets": offsets_of([len(p) for p in parts])}
 
     def own_keys(self) -> tuple[str, ...]:
         return ("masks.mask",)
@@ -238,12 +239,10 @@ class Masks(Kind):
         wmax = max((w for _, w in sizes), default=0)
         out = torch.zeros((*bn, hmax, wmax), dtype=torch.uint8)
         view = out.numpy()
-        ends = np.cumsum(per_row).tolist()
-        start = 0
+        off = offsets_of(per_row).tolist()
         for r, (i, t) in enumerate(zip(sample.tolist(), slot.tolist(), strict=True)):
             h, w = sizes[i]
-            view[i, t, :h, :w] = unpack_mask(bits[start:ends[r]], h, w)
-            start = ends[r]
+            view[i, t, :h, :w] = unpack_mask(bits[off[r]:off[r + 1]], h, w)
         batch["masks.mask"] = out
 
     def pad_empty(self, b: int, hw: tuple[int, int], batch: Batch) -> None:
@@ -252,7 +251,7 @@ class Masks(Kind):
         batch["masks.mask"] = torch.zeros((b, 0, hw[0], hw[1]), dtype=torch.uint8)
 
     def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
-                     min_visible: float, G: ModuleType) -> Batch:
+                     min_visible: float, G: GeometryKernels) -> Batch:
         if "masks.mask" not in batch:
             return {}
         mk = batch["masks.mask"]
@@ -261,7 +260,7 @@ class Masks(Kind):
         return {"masks.mask": mask, "masks.valid": keep}
 
     def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
-              G: ModuleType) -> Batch:
+              G: GeometryKernels) -> Batch:
         if "masks.mask" not in batch:
             return {}
         return {"masks.mask": G.hflip_masks(batch["masks.mask"], widths, flip)}

@@ -7,29 +7,34 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import chain, repeat
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from npu_data.common.ragged import offsets_of, take_runs
 from npu_data.kinds.base import COMMON, F32, F64, I32, U8, Batch, Kind, Nested, row_sample, valid
+from npu_data.kinds.protocols import (
+    Canvas,
+    Extraction,
+    ExtractionContext,
+    GeometryKernels,
+    ResultBatch,
+    RowsT,
+    ValueChecks,
+)
 
 if TYPE_CHECKING:
     import torch
 
-    from npu_data.annotations.builders import Rows
-    from npu_data.annotations.checks import Check
-    from npu_data.annotations.results import Batch as ResultBatch
-    from npu_data.annotations.results import Context
-
 
 class Polygons(Kind):
-    def check(self, c: Check) -> None:
+    def check(self, c: ValueChecks) -> None:
         c.points()
         c.flag("closed")
         c.labels("polygonlabels")
 
-    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+    def extract(self, ctx: ExtractionContext, b: ResultBatch,
+                R: Extraction[RowsT]) -> RowsT:
         b = R.valid_rows(ctx, b, self)
         n = len(b)
         plists: list[Any] = list(map(dict.get, b.val, repeat("points")))
@@ -45,11 +50,8 @@ class Polygons(Kind):
         pts = R.in_range(ctx, pts, ("x", "y"), "polygon", b, rows_item=owner)
         src, lab = R.labels(ctx, b, "polygonlabels")
         rows = R.common(self.name, b, src)
-        if src is None:
-            rows.nested["points"] = (pts, lens)
-        else:
-            starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
-            rows.nested["points"] = (pts[R.ranges_index(starts[src], lens[src])], lens[src])
+        rows.nested["points"] = (pts, offsets_of(lens)) if src is None else take_runs(
+            pts, offsets_of(lens), src)
         closed = np.fromiter(map(bool, map(dict.get, b.val, repeat("closed"), repeat(True))),
                              np.uint8, count=n)
         rows.fixed["closed"] = R.pick(closed, src)
@@ -104,13 +106,13 @@ class Polygons(Kind):
         points = torch.zeros((*bn, vmax, 2), dtype=torch.float32)
         vvalid = np.zeros((*bn, vmax), dtype=bool)
         poly = np.repeat(np.arange(len(lens)), lens)
-        vert = np.arange(len(poly)) - np.repeat(np.cumsum(lens) - lens, lens)
+        vert = np.arange(len(poly)) - np.repeat(offsets_of(lens)[:-1], lens)
         points.numpy()[sample[poly], slot[poly], vert] = np.asarray(values, dtype=np.float32)
         vvalid[sample[poly], slot[poly], vert] = True
         batch["polygons.points"] = points
         batch["polygons.vertex_valid"] = torch.from_numpy(vvalid)
 
-    def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
+    def draw(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         off = np.asarray(sample.get("polygons.point_offsets", np.zeros(1, np.int64)))
         points = np.asarray(sample.get("polygons.points", np.zeros((0, 2))))
         for j in range(len(off) - 1):
@@ -131,8 +133,7 @@ class Polygons(Kind):
         pts = np.asarray(batch["polygons.points"][i])[keep]
         out = {"polygons.points": np.concatenate([p[m] for p, m in zip(pts, vv, strict=True)])
                if len(pts) else np.zeros((0, 2), np.float32),
-               "polygons.point_offsets": np.concatenate([[0], np.cumsum(vv.sum(1))]).astype(
-                   np.int64)}
+               "polygons.point_offsets": offsets_of(vv.sum(1))}
         for c in ("label", "control", "closed"):
             if f"polygons.{c}" in batch:
                 out[f"polygons.{c}"] = np.asarray(batch[f"polygons.{c}"][i])[keep]
@@ -141,10 +142,8 @@ class Polygons(Kind):
     def json_v1(self, cols: dict[str, Any], rows: list[dict[str, Any]],
                 hw: tuple[int, int]) -> None:
         parts = [np.array(r["points"], np.float64).reshape(-1, 2) for r in rows]
-        off = np.zeros(len(parts) + 1, np.int64)
-        np.cumsum([len(p) for p in parts], out=off[1:])
         cols["polygons.points"] = np.concatenate(parts).astype(F32)
-        cols["polygons.point_offsets"] = off
+        cols["polygons.point_offsets"] = offsets_of([len(p) for p in parts])
 
     def pad_empty(self, b: int, hw: tuple[int, int], batch: Batch) -> None:
         import torch
@@ -154,7 +153,7 @@ class Polygons(Kind):
         batch["polygons.vertex_valid"] = torch.zeros((b, 0, 1), dtype=torch.bool)
 
     def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
-                     min_visible: float, G: ModuleType) -> Batch:
+                     min_visible: float, G: GeometryKernels) -> Batch:
         import torch
 
         if "polygons.points" not in batch:
@@ -167,7 +166,7 @@ class Polygons(Kind):
         return {"polygons.points": points, "polygons.valid": keep}
 
     def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
-              G: ModuleType) -> Batch:
+              G: GeometryKernels) -> Batch:
         if "polygons.points" not in batch:
             return {}
         return {"polygons.points": G.hflip_points(batch["polygons.points"], widths, flip)}

@@ -3,33 +3,35 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from npu_data.kinds.base import COMMON, F64, U8, Kind
-
-if TYPE_CHECKING:
-    from npu_data.annotations.builders import Rows
-    from npu_data.annotations.checks import Check
-    from npu_data.annotations.results import Batch as ResultBatch
-    from npu_data.annotations.results import Context
+from npu_data.kinds.protocols import (
+    Canvas,
+    Extraction,
+    ExtractionContext,
+    ResultBatch,
+    RowsT,
+    ValueChecks,
+)
 
 SCALAR_KINDS = ("rating", "number")
 
 
 class Scalars(Kind):
-    def check(self, c: Check) -> None:
+    def check(self, c: ValueChecks) -> None:
         for i, (r, v) in enumerate(zip(c.res, c.vals, strict=True)):
             key = "rating" if r.get("type") == "rating" or "rating" in v else "number"
             c.number(i, key, v.get(key, c.MISSING), True, False)
 
-    def draw(self, canvas: Any, sample: Mapping[str, Any]) -> None:
+    def draw(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         for j, v in enumerate(np.asarray(sample.get("scalars.value", np.zeros(0)))):
             canvas.note(f"{canvas.control(sample, self.name, j)}: {float(v):g}", (255, 255, 255))
 
-    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+    def extract(self, ctx: ExtractionContext, b: ResultBatch,
+                R: Extraction[RowsT]) -> RowsT:
         b = R.valid_rows(ctx, b, self)
         kinds = [0 if r.get("type") == "rating" or "rating" in v else 1
                  for r, v in zip(b.res, b.val, strict=True)]

@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-from types import ModuleType
-from typing import TYPE_CHECKING
-
 import numpy as np
 import orjson
 
+from npu_data.common.ragged import encode_texts
 from npu_data.kinds.base import COMMON, Kind
-
-if TYPE_CHECKING:
-    from npu_data.annotations.builders import Rows
-    from npu_data.annotations.checks import Check
-    from npu_data.annotations.results import Batch as ResultBatch
-    from npu_data.annotations.results import Context
+from npu_data.kinds.protocols import Extraction, ExtractionContext, ResultBatch, RowsT, ValueChecks
 
 
 class Taxonomy(Kind):
-    def check(self, c: Check) -> None:
+    def check(self, c: ValueChecks) -> None:
         c.paths("taxonomy")
 
-    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+    def extract(self, ctx: ExtractionContext, b: ResultBatch,
+                R: Extraction[RowsT]) -> RowsT:
         b = R.valid_rows(ctx, b, self)
         src: list[int] = []
         out: list[str] = []
@@ -30,7 +24,7 @@ class Taxonomy(Kind):
                 src.append(i)
                 out.append(orjson.dumps([R.as_text(p) for p in R.listed(path)]).decode())
         rows = R.common(self.name, b, np.asarray(src, np.int64))
-        rows.text["path"] = R.encode_texts(out)
+        rows.text["path"] = encode_texts(out)
         return rows
 
 

@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-from types import ModuleType
-from typing import TYPE_CHECKING
-
+from npu_data.common.ragged import encode_texts
 from npu_data.kinds.base import COMMON, Kind
-
-if TYPE_CHECKING:
-    from npu_data.annotations.builders import Rows
-    from npu_data.annotations.checks import Check
-    from npu_data.annotations.results import Batch as ResultBatch
-    from npu_data.annotations.results import Context
+from npu_data.kinds.protocols import Extraction, ExtractionContext, ResultBatch, RowsT, ValueChecks
 
 
 class Texts(Kind):
-    def check(self, c: Check) -> None:
+    def check(self, c: ValueChecks) -> None:
         c.strings("text")
 
-    def extract(self, ctx: Context, b: ResultBatch, R: ModuleType) -> Rows:
+    def extract(self, ctx: ExtractionContext, b: ResultBatch,
+                R: Extraction[RowsT]) -> RowsT:
         b = R.valid_rows(ctx, b, self)
         src, out = R.listed_rows(b, "text")
         rows = R.common(self.name, b, src)
-        rows.text["text"] = R.encode_texts(out)
+        rows.text["text"] = encode_texts(out)
         return rows
 
 

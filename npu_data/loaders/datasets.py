@@ -28,21 +28,11 @@ import orjson
 
 from npu_data.common.cache import cache_root, private_dir
 from npu_data.common.hashing import file_sha256
-from npu_data.errors import UserError
+from npu_data.errors import UserError, UserFileNotFoundError, UserTypeError, keyword, spelled_as
 from npu_data.loaders import host_transform
 
-# keywords of npu-data import's image options (ImageOptions checks them as the CLI does)
-_IMAGE_KEYS = ("ls_data_dir", "local_files_root", "allow_download", "storage_endpoint",
-               "download_workers", "max_download_bytes", "timeout")
 _NOT_KEYED = ("workers", "download_workers", "timeout")  # how, not what, is imported
-_WRITE_KEYS = ("reencode", "shard_size", "annotations", "with_predictions", "config",
-               "reject_out_of_range", "strict", "workers", "restart_markers")
 _REPORT = "rejected.jsonl"  # npu_data.shards.format.REJECTED
-# CLI flags named in rejection reasons -> the LabelStudioDataset keyword that fixes them
-_FIXES = (("--local-files-root", "local_files_root="), ("--ls-data-dir", "ls_data_dir="),
-          ("--allow-download", "allow_download=['HOST']"), ("--images-root", "images_root="),
-          ("--storage-endpoint", "storage_endpoint="),
-          ("--max-download-mb", "max_download_bytes="), ("--download-timeout", "timeout="))
 
 
 def _read_report(path: Path) -> list[dict[str, Any]]:
@@ -65,14 +55,6 @@ def _reasons(rejected: list[dict[str, Any]], most: int = 3) -> list[str]:
         if len(seen) == most:
             break
     return list(seen.values())
-
-
-def _fix(reasons: list[str]) -> str:
-    kws = [kw for flag, kw in _FIXES if any(flag in r for r in reasons)]
-    if not kws:
-        return ("pass images_root= (or local_files_root= / ls_data_dir=) so the image "
-                "references resolve, or fix the tasks")
-    return f"pass {' / '.join(kws)} to LabelStudioDataset"
 
 
 def _tasks(rejected: list[dict[str, Any]]) -> int:
@@ -99,22 +81,20 @@ class LabelStudioDataset:
                  images_root: str | os.PathLike[str] | None = None, transform: Any = None,
                  cache_dir: str | os.PathLike[str] | None = None, store: str = "raw",
                  max_side: int | None = None, **options: Any) -> None:
-        unknown = sorted(set(options) - set(_IMAGE_KEYS) - set(_WRITE_KEYS))
-        if unknown:
-            raise UserError(f"LabelStudioDataset: unknown option(s) {', '.join(unknown)} — use "
-                            f"{', '.join(_IMAGE_KEYS + _WRITE_KEYS)}")
         self.json_file = Path(json_file)
         if not self.json_file.is_file():
-            raise UserError(f"{self.json_file}: export not found — pass the path of a Label "
-                            "Studio JSON export (Export > JSON)")
+            raise UserFileNotFoundError(f"{self.json_file}: export not found — pass the path "
+                                        "of a Label Studio JSON export (Export > JSON)")
         if transform is not None and not callable(transform):
-            raise UserError(f"LabelStudioDataset: transform={transform!r} is not callable — "
-                            "pass a batch transform (npu_data.transforms) or None")
+            raise UserTypeError(f"LabelStudioDataset: transform={transform!r} is not callable — "
+                                "pass a batch transform (npu_data.transforms) or None")
         self.transform = transform
         self.images_root = Path(images_root).resolve() if images_root else None
         self.store, self.max_side, self.options = store, max_side, options
-        self._image_options()  # the CLI's checks and one-line errors, now rather than later
-        self._write_options(None)
+        from npu_data.shards.importer import OPTIONS, import_options
+
+        import_options(self.json_file, allowed=tuple(o for o in OPTIONS if o != "resume"),
+                       **self._import_options())  # the CLI's checks, now (the cache resumes)
         self._default_cache = not cache_dir
         self.cache_dir = Path(cache_dir) if cache_dir else cache_root("datasets")
         self.key = self._key()
@@ -131,30 +111,13 @@ class LabelStudioDataset:
                      for k, v in sorted(self.options.items()) if k not in _NOT_KEYED}}
         return hashlib.sha256(orjson.dumps(record, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
 
-    def _image_options(self) -> Any:
-        from npu_data.shards.source import image_options
-
-        given = {k: self.options[k] for k in _IMAGE_KEYS if k in self.options}
-        hosts = given.get("allow_download")
-        if isinstance(hosts, str) and not hosts.strip() or (
-                isinstance(hosts, (list, tuple)) and hosts and not any(
-                    isinstance(h, str) and h.strip() for h in hosts)):
-            raise UserError("allow_download needs the hosts to download from, e.g. "
-                            "allow_download=['images.example.com'] (any other host is "
-                            "refused)")
-        return image_options(self.json_file, images_root=self.images_root, **given)
-
-    def _write_options(self, images: Any, resume: bool = False) -> Any:
-        from npu_data.shards.writer import WriteOptions, check_options  # the CLI's checks
-
-        write_kw = {k: self.options[k] for k in _WRITE_KEYS if k in self.options}
-        opts = WriteOptions(store=self.store, max_side=self.max_side, images=images,
-                            resume=resume, **write_kw)
-        check_options(opts)
-        return opts
+    def _import_options(self) -> dict[str, Any]:
+        """The keywords of ``shards.importer.import_dataset`` (which checks them)."""
+        return {"images_root": self.images_root, "store": self.store,
+                "max_side": self.max_side, **self.options}
 
     def _import(self) -> None:
-        from npu_data.shards.writer import write_dataset
+        from npu_data.shards.importer import import_dataset
 
         if self._default_cache:  # imported images are the user's data: 0700 like downloads
             private_dir(self.cache_dir, "the dataset cache")
@@ -163,10 +126,10 @@ class LabelStudioDataset:
             fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent import finishes first
             if (self.path / "manifest.json").is_file():
                 return
-            images = self._image_options()
             partial = self.cache_dir / f"{self.key}.partial"
-            opts = self._write_options(images, resume=partial.exists())
-            summary = write_dataset(self.json_file, partial, opts)
+            with spelled_as(keyword):  # reasons name keywords of this class, never flags
+                summary = import_dataset(self.json_file, partial, resume=partial.exists(),
+                                         **self._import_options())
             if summary.samples == 0 and summary.rejected:
                 report = self.cache_dir / f"{self.key}.{_REPORT}"
                 os.replace(summary.rejected_path, report)
@@ -177,8 +140,9 @@ class LabelStudioDataset:
     def _fail(self, rejected: list[dict[str, Any]], tasks: int, report: Path) -> None:
         reasons = _reasons(rejected)
         raise UserError(f"{self.json_file}: all {_tasks(rejected)} of {tasks} task(s) rejected, "
-                        f"no sample kept — {'; '.join(reasons)} — {_fix(reasons)} "
-                        f"(every rejection: {report})")
+                        f"no sample kept — {'; '.join(reasons)} — pass LabelStudioDataset what "
+                        "they name (images_root=, local_files_root= or ls_data_dir= for image "
+                        f"references), or fix the tasks (every rejection: {report})")
 
     def _report(self, ds: Any) -> None:
         """Expose the import's rejections; raise if nothing was kept, warn if some were lost."""

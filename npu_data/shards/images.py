@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from npu_data.errors import UserError
+from npu_data.errors import UserError, UserValueError
 from npu_data.shards.format import ENC_JPEG, ENC_OTHER, ENC_PNG, ENC_RAW
 
 MAX_PIXELS = 1 << 28
@@ -35,7 +35,8 @@ def parse_reencode(spec: str) -> int:
     """Quality of ``jpeg:Q`` (1-100); UserError otherwise."""
     kind, _, q = spec.partition(":")
     if kind != "jpeg" or not q.isdigit() or not 1 <= int(q) <= 100:
-        raise UserError(f"--reencode {spec}: expected jpeg:Q with Q in 1..100 (e.g. jpeg:90)")
+        raise UserValueError(f"{{reencode={spec}}}: expected jpeg:Q with Q in 1..100 (e.g. "
+                             "jpeg:90)", option="reencode")
     return int(q)
 
 

@@ -29,7 +29,7 @@ from npu_data.common.hashing import file_sha256
 from npu_data.common.locks import exclusive
 from npu_data.common.oserrors import os_error
 from npu_data.common.paths import unsafe_reason
-from npu_data.errors import UserError
+from npu_data.errors import UserError, UserValueError
 from npu_data.progress import bar
 from npu_data.shards import images as img
 from npu_data.shards.convert import to_pixels
@@ -106,23 +106,25 @@ class Summary:
 def check_options(o: WriteOptions) -> None:
     """A one-line ``UserError`` for options that cannot be written (before any work)."""
     if o.store not in ("raw", "encoded"):
-        raise UserError(f"--store {o.store}: unknown — use raw or encoded")
+        raise UserValueError(f"{{store={o.store}}}: unknown — use raw or encoded", option="store")
     if o.shard_size < 1:
-        raise UserError(f"--shard-size {o.shard_size}: must be at least 1")
+        raise UserValueError(f"{{shard_size={o.shard_size}}}: must be at least 1",
+                             option="shard_size")
     if o.workers < 1:
-        raise UserError(f"--workers {o.workers}: must be at least 1")
+        raise UserValueError(f"{{workers={o.workers}}}: must be at least 1", option="workers")
     if o.max_side is not None and o.max_side < 1:
-        raise UserError(f"--max-side {o.max_side}: must be at least 1")
+        raise UserValueError(f"{{max_side={o.max_side}}}: must be at least 1", option="max_side")
     if o.reencode is not None:
         img.parse_reencode(o.reencode)
         if o.store != "encoded":
-            raise UserError("--reencode needs --store encoded")
+            raise UserValueError("{reencode} needs {store=encoded}", option=("reencode", "store"))
     if not o.restart_markers and o.store != "encoded":
-        raise UserError("--keep-jpeg-bytes (restart_markers=False) needs --store encoded "
-                        "(raw shards hold pixels)")
+        raise UserValueError("{restart_markers=False} needs {store=encoded} (raw shards hold "
+                             "pixels)", option=("restart_markers", "store"))
     if o.store == "encoded" and o.max_side and not o.reencode:
-        raise UserError("--max-side with --store encoded needs --reencode jpeg:Q "
-                        "(original bytes cannot be resized)")
+        raise UserValueError("{max_side} with {store=encoded} needs {reencode=jpeg:Q} "
+                             "(original bytes cannot be resized)",
+                             option=("max_side", "store", "reencode"))
 
 
 # ---------------------------------------------------------------------------- one shard
@@ -138,8 +140,9 @@ def _payloads(table: AnnotationTable, lo: int, hi: int, task_index: np.ndarray,
             reason = getattr(exc, "reason", None) or str(exc)
             if o.strict:
                 tid = int(table.columns["task_id"][r])
-                raise UserError(f"task {tid} (#{int(task_index[r])}): {reason} — fix the "
-                                "image or drop --strict to skip it") from None
+                raise UserError(f"task {tid} (#{int(task_index[r])}): {exc.template} — fix the "
+                                "image or drop {strict} to skip it",
+                                option=(*exc.options, "strict")) from None
             yield r, str(reason)
 
 
@@ -315,8 +318,8 @@ def _prepare(out_dir: Path, resume: bool, fingerprint: dict[str, Any]) -> None:
     import left: temporary shard folders and, on ``--resume``, the manifest."""
     entries = [p for p in out_dir.iterdir() if p.name != LOCK]
     if entries and not resume:
-        raise UserError(f"{out_dir}: not empty — pass --resume to continue an import there, "
-                        "or choose an empty --out folder")
+        raise UserError(f"{out_dir}: not empty — pass {{resume}} to continue an import there, "
+                        "or choose an empty {out} folder", option=("resume", "out"))
     if resume:
         _check_resumable(out_dir, fingerprint)
     for p in entries:
@@ -357,7 +360,7 @@ def write_dataset(source: Any, out_dir: str | os.PathLike[str],
     if o.strict and src.rejected:
         r0 = src.rejected[0]
         raise UserError(f"task {r0['task_id']} (#{r0['index']}): {r0['reason']} — fix the task "
-                        "or drop --strict to skip it")
+                        "or drop {strict} to skip it", option="strict")
     fp = {"options": o.fingerprint(), "source_sha256": src.sha256,
           "table_sha256": table_sha256(table)}
     with contextlib.ExitStack() as held:

@@ -12,7 +12,6 @@ sample's valid width ``w``. Geometry cut by a crop is clipped to the output and 
 from __future__ import annotations
 
 import math
-import sys
 from typing import Any
 
 import torch
@@ -21,8 +20,6 @@ from npu_data.kinds.registry import KINDS
 from npu_data.transforms._kernels import to_device
 
 Batch = dict[str, Any]
-
-_KERNELS = sys.modules[__name__]  # handed to each kind's geometry hooks (kinds sit below)
 
 
 def _affine(crop_boxes: torch.Tensor, out_size: tuple[int, int], device: torch.device
@@ -376,15 +373,20 @@ def resized_crop_geometry(
 ) -> Batch:
     """The geometry keys of ``batch`` through a resized crop (only the keys present; each
     kind maps its own: ``Kind.resized_crop`` in ``npu_data/kinds``)."""
+    from npu_data.transforms import geometry  # this module, the kernels G (mypy checks it
+    # against kinds.protocols.GeometryKernels: the kinds sit below and never import it)
+
     out: Batch = {}
     for kind in KINDS:
-        out.update(kind.resized_crop(batch, crop_boxes, out_size, min_visible, _KERNELS))
+        out.update(kind.resized_crop(batch, crop_boxes, out_size, min_visible, geometry))
     return out
 
 
 def hflip_geometry(batch: Batch, widths: torch.Tensor, flip: torch.Tensor) -> Batch:
     """The geometry keys of ``batch`` mirrored where ``flip`` (B,) is set (``Kind.hflip``)."""
+    from npu_data.transforms import geometry  # this module, the kernels G
+
     out: Batch = {}
     for kind in KINDS:
-        out.update(kind.hflip(batch, widths, flip, _KERNELS))
+        out.update(kind.hflip(batch, widths, flip, geometry))
     return out

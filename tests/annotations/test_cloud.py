@@ -207,7 +207,7 @@ def test_errors_carry_no_credentials(s3: SimpleNamespace, tmp_path: Path,
     for ref in (f"s3://{s3.bucket}/x.png", url.replace(s3.endpoint, dead)):
         with pytest.raises(ImageError, match="cannot read it from S3") as e:
             resolve_image(ref, opts)
-        assert "\n" not in e.value.reason and "--storage-endpoint" in e.value.reason
+        assert "\n" not in e.value.reason and "storage_endpoint=" in e.value.reason
         _assert_no_secrets(e.value.reason, str(e.value))
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")

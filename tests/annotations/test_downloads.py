@@ -131,11 +131,11 @@ def test_absolute_and_file_references_only_under_the_images_root(tmp_path: Path)
     for ref in (str(secret), "file://" + str(secret), "/etc/passwd", "file:///etc/passwd",
                 str(root / ".." / "secret.png"), "../secret.png", "sub/../../secret.png",
                 "file://" + str(root) + "/../secret.png"):
-        with pytest.raises(ImageError, match=r"outside the images root .* --images-root"):
+        with pytest.raises(ImageError, match=r"outside the images root .* images_root="):
             resolve_image(ref, opts)
     with pytest.raises(ImageError, match="another machine"):
         resolve_image("file://fileserver/share/x.png", opts)
-    with pytest.raises(ImageError, match="pass --images-root"):
+    with pytest.raises(ImageError, match="pass images_root="):
         resolve_image(str(inside), ImageOptions())  # no root: absolute paths are refused
     # the user's own symlink inside the root is theirs to follow
     (tmp_path / "elsewhere").mkdir()
@@ -162,7 +162,7 @@ def test_refusal_names_the_task_and_the_fix(tmp_path: Path) -> None:
     rows = [json.loads(x) for x in (tmp_path / "ds" / "rejected.jsonl").read_text().splitlines()]
     assert [r["task_id"] for r in rows] == [12, 13]
     for r in rows:
-        assert "\n" not in r["reason"] and "--images-root" in r["reason"]
+        assert "\n" not in r["reason"] and "images_root=" in r["reason"]
         assert "outside the images root" in r["reason"]
     bare = write_dataset(export, tmp_path / "ds3", WriteOptions())  # no image options: the
     assert (bare.samples, bare.rejected) == (1, 2)  # export's folder is the root all the same
@@ -197,13 +197,13 @@ def test_only_named_hosts_are_contacted(tmp_path: Path, server: _Server) -> None
     opts = _opts(tmp_path)
     p = resolve_image(server.url("/pic.png"), opts)
     assert load_image(p)[0, 0].tolist() == [200, 100, 50]
-    with pytest.raises(ImageError, match=r"host localhost is not one that --allow-download "
+    with pytest.raises(ImageError, match=r"host localhost is not one that allow_download= "
                                          r"names \(127\.0\.0\.1\) — refused"):
         resolve_image(server.url("/pic.png?other", host="localhost"), opts)
-    with pytest.raises(ImageError, match=r"pass --allow-download 127\.0\.0\.1 to fetch"):
+    with pytest.raises(ImageError, match=r"pass allow_download= 127\.0\.0\.1 to fetch"):
         resolve_image(server.url("/pic.png?x"), ImageOptions(cache_dir=tmp_path / "c2"))
     wrong_port = _opts(tmp_path, f"127.0.0.1:{server.port + 1}")
-    with pytest.raises(ImageError, match="not one that --allow-download names"):
+    with pytest.raises(ImageError, match="not one that allow_download= names"):
         resolve_image(server.url("/pic.png?y"), wrong_port)
     assert server.hits["/pic.png"] == 1  # the refused ones never reached the server
     assert load_image(resolve_image(server.url("/pic.png"),
@@ -213,7 +213,7 @@ def test_only_named_hosts_are_contacted(tmp_path: Path, server: _Server) -> None
 def test_redirects_stay_on_named_hosts(tmp_path: Path, server: _Server) -> None:
     opts = _opts(tmp_path)
     assert load_image(resolve_image(server.url("/to-same"), opts)).shape == (6, 8, 3)
-    with pytest.raises(ImageError, match="redirects to host localhost, which --allow-download "
+    with pytest.raises(ImageError, match="redirects to host localhost, which allow_download= "
                                          "does not name — refused"):
         resolve_image(server.url("/to-other"), opts)
     assert server.hits["/pic.png"] == 1  # only the same-host redirect was followed
@@ -224,14 +224,14 @@ def test_redirects_stay_on_named_hosts(tmp_path: Path, server: _Server) -> None:
 def test_size_cap_timeouts_and_truncation(tmp_path: Path, server: _Server) -> None:
     small = _opts(tmp_path, max_download_bytes=1 << 20, timeout=5)
     with pytest.raises(ImageError, match=r"10485760 bytes is larger than the download cap of "
-                                         r"1 MiB — refused \(raise --max-download-mb"):
+                                         r"1 MiB — refused \(raise max_download_bytes="):
         resolve_image(server.url("/big"), small)
     with pytest.raises(ImageError, match="larger than the download cap of 1 MiB"):
         resolve_image(server.url("/big-unsized"), small)
     assert server.hits["big-chunks"] < 1024  # reading stopped past the cap
     t0 = time.monotonic()
     with pytest.raises(ImageError, match=r"timed out \(no answer within 0.3 s\) — raise "
-                                         "--download-timeout"):
+                                         "timeout= for a slow server"):
         resolve_image(server.url("/slow"), _opts(tmp_path, timeout=0.3))
     assert time.monotonic() - t0 < 1.4
     with pytest.raises(ImageError, match="truncated"):

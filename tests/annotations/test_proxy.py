@@ -177,7 +177,7 @@ def test_http_downloads_go_through_the_proxy_and_no_proxy_bypasses_it(
     assert load_image(resolve_image(url, _opts(tmp_path, "127.0.0.1"))).shape == (6, 8, 3)
     assert proxy.requests() == [("GET", url)] and hits == ["/pic.png"]
     # the allow-list judges the target: naming only the proxy allows nothing
-    with pytest.raises(ImageError, match="host 127.0.0.1 is not one that --allow-download"):
+    with pytest.raises(ImageError, match="host 127.0.0.1 is not one that allow_download="):
         resolve_image(url + "?again", _opts(tmp_path, f"127.0.0.1:{proxy.port}"))
     # a redirect (through the proxy) to a host not named is refused before it is asked for
     with pytest.raises(ImageError, match="redirects to host localhost"):

@@ -242,7 +242,7 @@ def test_errors_for_signed_urls_are_redacted(signed: _Signed, tmp_path: Path) ->
     with pytest.raises(ImageError) as e:  # a host not named: refused, still redacted
         resolve_image(signed.aws("/b/red.png").replace("127.0.0.1", "localhost"), opts)
     _assert_clean(str(e.value))
-    assert "not one that --allow-download names" in str(e.value)
+    assert "not one that allow_download= names" in str(e.value)
     with pytest.raises(UserError) as u:
         ImageOptions(storage_endpoint=f"ftp://{KEY_ID}.example.com/?token={TOKEN}")
     _assert_clean(str(u.value))

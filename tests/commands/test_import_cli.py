@@ -225,3 +225,50 @@ def test_two_resumes_at_once_never_race(tmp_path: Path) -> None:
             assert code == 1 and "Traceback" not in err, err
             assert err.strip().count("\n") == 0 and "another import" in err, err
     assert cli("verify", out).returncode == 0
+
+
+def _in_process(capsys, *args: str | Path) -> tuple[int, str]:
+    from npu_data import cli as entry
+
+    code = entry.main([str(a) for a in args])
+    return code, capsys.readouterr().err
+
+
+def test_bad_options_name_the_flags(tmp_path: Path, capsys) -> None:
+    """The import options' one-line errors (``shards.importer``, shared with
+    LabelStudioDataset, which names keywords) name this command's flags, values as typed."""
+    export = make_export(tmp_path / "p", n=2)
+    out = tmp_path / "o"
+    cases = [(("--shard-size", "0"), "--shard-size 0: must be at least 1"),
+             (("--workers", "0"), "--workers 0: must be at least 1"),
+             (("--reencode", "png:3", "--store", "encoded"), "--reencode png:3: expected jpeg:Q"),
+             (("--reencode", "jpeg:90"), "--reencode needs --store encoded"),
+             (("--keep-jpeg-bytes",), "--keep-jpeg-bytes needs --store encoded"),
+             (("--max-side", "8", "--store", "encoded"),
+              "--max-side with --store encoded needs --reencode jpeg:Q"),
+             (("--max-download-mb", "0"), "--max-download-mb 0: must be positive"),
+             (("--download-timeout", "-1"), "--download-timeout -1: must be a positive"),
+             (("--download-workers", "0"), "--download-workers 0: must be at least 1"),
+             (("--max-tar-member-mb", "0"), "--max-tar-member-mb 0: must be positive"),
+             (("--allow-download",), "--allow-download needs the hosts"),
+             (("--storage-endpoint", "ftp://x"), "--storage-endpoint ftp://x: expected http")]
+    for flags, words in cases:
+        code, err = _in_process(capsys, "import", export, "--out", out, *flags)
+        assert code == 1 and err == f"error: {err[7:]}" and err.count("\n") == 1, (flags, err)
+        assert words in err and "=" not in err.split(": ", 1)[0], (flags, err)
+    assert not out.exists()  # refused before anything was written
+    # a rejection reason names the flag in the CLI's report, the keyword in Python's
+    tasks = json.loads(export.read_text())
+    tasks[1]["data"]["image"] = "/data/upload/1/x.png"
+    export.write_text(json.dumps(tasks))
+    code, err = _in_process(capsys, "import", export, "--out", out)
+    reasons = [json.loads(x)["reason"] for x in (out / "rejected.jsonl").read_text().splitlines()]
+    assert code == 0 and len(reasons) == 1 and "pass --ls-data-dir (" in reasons[0], reasons
+    from npu_data.shards.importer import import_dataset
+
+    import_dataset(export, tmp_path / "py")
+    reasons = [json.loads(x)["reason"] for x in (tmp_path / "py" / "rejected.jsonl")
+               .read_text().splitlines()]
+    assert "pass ls_data_dir= (" in reasons[0], reasons
+    code, err = _in_process(capsys, "import", export, "--out", tmp_path / "s", "--strict")
+    assert code == 1 and "pass --ls-data-dir (" in err and "drop --strict to skip" in err, err

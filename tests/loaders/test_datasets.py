@@ -267,29 +267,41 @@ def _url_export(tmp_path: Path, host: str, n: int = 4) -> Path:
 
 
 def test_bad_import_options_are_the_clis_one_line_errors(tmp_path: Path) -> None:
+    """The CLI's checks (``shards.importer``), naming keywords, as ValueError / TypeError."""
     export = make_export(tmp_path / "proj", n=2)
     cache = tmp_path / "cache"
-    cases = [({"allow_download": True}, "name them"),
-             ({"allow_download": ""}, "allow_download needs the hosts"),
-             ({"allow_download": [" "]}, "allow_download needs the hosts"),
-             ({"allow_download": "http://cdn.example.com/x"}, "name a host"),
-             ({"storage_endpoint": "ftp://obs.example.com"}, r"--storage-endpoint .*http"),
+    cases = [({"allow_download": True}, "name them", ValueError),
+             ({"allow_download": ""}, "^allow_download= needs the hosts", ValueError),
+             ({"allow_download": [" "]}, "^allow_download= needs the hosts", ValueError),
+             ({"allow_download": [3]}, "^allow_download= 3: not a host name", TypeError),
+             ({"allow_download": "http://cdn.example.com/x"}, "name a host", ValueError),
+             ({"storage_endpoint": "ftp://obs.example.com"},
+              r"^storage_endpoint=ftp://obs.example.com: expected http", ValueError),
              ({"storage_endpoint": "https://AKIAKEY:s3cretPw@obs.example.com"},
-              "credentials do not belong in the URL"),
-             ({"download_workers": 0}, r"download_workers 0: must be at least 1"),
-             ({"max_download_bytes": 0}, r"--max-download-mb"),
-             ({"timeout": -1}, r"--download-timeout"),
-             ({"shard_size": 0}, r"--shard-size 0"),
-             ({"workers": 0}, r"--workers 0"),
-             ({"reencode": "png:3"}, r"--reencode png:3"),
-             ({"restart_markers": False}, r"restart_markers=False\) needs --store encoded"),
-             ({"storage": "x"}, "unknown option")]
-    for kw, match in cases:
+              "^storage_endpoint=: credentials do not belong in the URL", ValueError),
+             ({"download_workers": 0}, r"^download_workers=0: must be at least 1", ValueError),
+             ({"download_workers": "8"}, r"^download_workers='8': .* \(int\)", TypeError),
+             ({"max_download_bytes": 0}, r"^max_download_bytes=0: must be positive",
+              ValueError),
+             ({"timeout": -1}, r"^timeout=-1: must be a positive number of seconds",
+              ValueError),
+             ({"shard_size": 0}, r"^shard_size=0: must be at least 1", ValueError),
+             ({"workers": 0}, r"^workers=0: must be at least 1", ValueError),
+             ({"reencode": "png:3"}, r"^reencode=png:3: expected jpeg:Q", ValueError),
+             ({"restart_markers": False}, r"^restart_markers=False needs store=encoded",
+              ValueError),
+             ({"storage": "x"}, "^unknown option.* storage — use ", TypeError),
+             ({"resume": True}, "^unknown option.* resume — use ", TypeError)]
+    for kw, match, builtin in cases:
         with pytest.raises(UserError, match=match) as e:
             LabelStudioDataset(export, cache_dir=cache, **kw)
+        assert isinstance(e.value, builtin), (kw, type(e.value))
         assert "\n" not in str(e.value) and "s3cretPw" not in str(e.value), kw
-    with pytest.raises(UserError, match="--store x"):
+        assert "--" not in str(e.value), kw  # keywords for a Python caller, never flags
+    with pytest.raises(ValueError, match="^store=x: unknown — use raw or encoded"):
         LabelStudioDataset(export, cache_dir=cache, store="x")
+    with pytest.raises(FileNotFoundError, match="export not found"):
+        LabelStudioDataset(tmp_path / "none.json", cache_dir=cache)
     assert not cache.exists()  # refused before anything was read or written
 
 
@@ -332,7 +344,7 @@ def test_download_options_reach_the_import(tmp_path: Path, image_server,
     tasks[2]["data"]["image"] = tasks[2]["data"]["image"].replace("127.0.0.1", "localhost")
     export.write_text(json.dumps(tasks))
     with pytest.raises(UserError, match=r"^task 2 \(#2\): .*host localhost is not one that "
-                                        "--allow-download names"):
+                                        "allow_download= names .* drop strict= to skip it"):
         len(LabelStudioDataset(export, cache_dir=tmp_path / "c", allow_download=host,
                                strict=True))
     assert not any("localhost" in h for h in hits)
