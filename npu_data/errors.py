@@ -8,6 +8,10 @@ class UserError(Exception):
 
     The CLI prints ``error: <message>`` on one line and exits with ``exit_code``;
     library callers get the exception with the same message.
+
+    Args:
+        message: One line naming the file, task or sample, what is wrong and the fix.
+        exit_code: The CLI's exit status for it.
     """
 
     exit_code: int = 1
