@@ -108,8 +108,10 @@ def _raised(func: griffe.Function) -> set[str]:
                 continue
             if isinstance(child, ast.Raise) and child.exc is not None:
                 exc = child.exc.func if isinstance(child.exc, ast.Call) else child.exc
-                if isinstance(exc, ast.Name | ast.Attribute):
-                    out.add(exc.id if isinstance(exc, ast.Name) else exc.attr)
+                name = exc.id if isinstance(exc, ast.Name) else (
+                    exc.attr if isinstance(exc, ast.Attribute) else "")
+                if name[:1].isupper():  # a class; not a variable (``raise err``, ``raise cls(...)``)
+                    out.add(name)
             visit(child)
 
     visit(node)
@@ -194,7 +196,8 @@ def test_the_checks_find_what_they_must(tmp_path: Path) -> None:
     """Negative control: an argument left out, a missing Returns:, an unlisted raise (one in
     a nested function is not the function's own); then the same, documented."""
     body = ('    if a < 0:\n        raise ValueError("a")\n    def g():\n'
-            '        raise KeyError(b)\n    return a + b\n')
+            '        raise KeyError(b)\n    try:\n        pass\n    except OSError as err:\n'
+            '        raise err\n    return a + b\n')
     bare = 'def f(a: int, b: int) -> int:\n    """Sum.\n\n    Args:\n        a: one.\n    """\n'
     full = ('def f(a: int, b: int) -> int:\n    """Sum.\n\n    Args:\n        a: one.\n'
             '        b: two.\n\n    Returns:\n        a + b.\n\n    Raises:\n'
