@@ -7,9 +7,30 @@ The names users type are importable from the top level; they load on first use s
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # what type checkers and the API reference see: the names of _LAZY
+    from npu_data.annotations import parse_export as parse_export
+    from npu_data.device import resolve_device as resolve_device
+    from npu_data.errors import UserError as UserError
+    from npu_data.loaders import BucketBatchSampler as BucketBatchSampler
+    from npu_data.loaders import DataLoader as DataLoader
+    from npu_data.loaders import NpuDistributedSampler as NpuDistributedSampler
+    from npu_data.loaders import collate_samples as collate_samples
+    from npu_data.loaders.datasets import LabelStudioDataset as LabelStudioDataset
+    from npu_data.shards.reader import ShardDataset as ShardDataset
+    from npu_data.transforms import CaptionDropout as CaptionDropout
+    from npu_data.transforms import ColorJitter as ColorJitter
+    from npu_data.transforms import Compose as Compose
+    from npu_data.transforms import Normalize as Normalize
+    from npu_data.transforms import NpuPreprocessor as NpuPreprocessor
+    from npu_data.transforms import RandomCaption as RandomCaption
+    from npu_data.transforms import RandomHorizontalFlip as RandomHorizontalFlip
+    from npu_data.transforms import RandomResizedCrop as RandomResizedCrop
+    from npu_data.transforms import ResizeCrop as ResizeCrop
+    from npu_data.transforms.parity import compare_tensor as compare_tensor
 
 _LAZY = {
     "DataLoader": "npu_data.loaders",

@@ -68,7 +68,17 @@ def best_device_type() -> str:
 def resolve_device(spec: DeviceLike | None = "auto") -> torch.device:
     """Turn ``"auto"``, ``"npu"``, ``"cuda:1"``, ``"cpu"`` or a device into a usable device.
 
-    Raises UserError with the fix when an explicitly requested device is not usable.
+    Args:
+        spec: ``"auto"`` or None (the first of npu, cuda, cpu that works here), a device
+            type with an optional index (``"npu"``, ``"cuda:1"``, ``"cpu"``) or a
+            ``torch.device``.
+
+    Returns:
+        The device, with the current index for npu and cuda when ``spec`` names none.
+
+    Raises:
+        UserError: ``spec`` is not a device, or the device it names is not usable here (the
+            message says how to fix it: which ``torch_npu`` to install, ``--device cpu``).
     """
     if spec is None or (isinstance(spec, str) and spec == "auto"):
         kind = best_device_type()

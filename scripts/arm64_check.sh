@@ -173,14 +173,14 @@ tests_inside() {
 
 # Instructions per image of each kernel, by build: the root's python run by the dynamic
 # qemu-aarch64 (the static one cannot load plugins) with the root as its prefix (-L), a plugin
-# counting between the markers benches/kernel_insns.py makes.
+# counting between the markers npu_data/bench/kernel_insns.py makes.
 insns_inside() {
   gcc -shared -fPIC -O2 -o "$cache/insn_count.so" "$repo/scripts/arm64/insn_count.c"
   local build
   for build in native portable scalar; do
     (cd "$root/work/npu-data" && guest_env && NPU_DATA_SIMD=$build \
       qemu-aarch64 -L "$root" -cpu neoverse-n1 -plugin "$cache/insn_count.so" -d plugin \
-      "$root/usr/bin/python3.11" -m benches.kernel_insns 2> "$cache/insns-$build.log")
+      "$root/usr/bin/python3.11" -m npu_data.bench.kernel_insns 2> "$cache/insns-$build.log")
   done
 }
 

@@ -45,13 +45,17 @@ case "$mode" in
     ;;
   test)
     python -m pip install -q -e '.[dev]'
-    echo "== ruff"; ruff check npu_data benches
-    echo "== mypy"; mypy npu_data benches
+    echo "== ruff"; ruff check npu_data
+    echo "== mypy"; mypy npu_data
     if [ -f .ci/labelstudio-server.sh ]; then
       echo "== label-studio server environment"; bash .ci/labelstudio-server.sh ensure-venv
     fi
     echo "== parity (cpu)"; NPU_DATA_QUIET=1 npu-data parity --device cpu
     echo "== bench --quick"; NPU_DATA_QUIET=1 npu-data bench --quick --out "${TMPDIR:-/tmp}/npu-data-bench-quick"
+    # the API reference from the docstrings (mkdocs.yml), warnings as errors, built outside
+    # the checkout (and its check: every public name rendered, with the sections it needs)
+    echo "== api docs"; NPU_DATA_QUIET=1 mkdocs build --strict --quiet \
+      --site-dir "${TMPDIR:-/tmp}/npu-data-api-site"
     echo "== pytest"; python -m pytest -o addopts="" -q -p no:cacheprovider
     ;;
   test-oldest)

@@ -63,20 +63,20 @@ step() {  # name, seconds, command...  (STEPS="rules bench": only the steps name
 # kernels with those switches really on (they act on CUDA) and emulated: all must be 0 levels
 if [ -n "$quick" ]; then
   step "parity-$device" 180 "${cli[@]}" parity --device "$device" --batches 1
-  step "rules-$device" 120 "$py" -m benches.device_rules --device "$device" --images 64 --batches 2
-  step "kernels-$device" 120 "$py" -m benches.kernels --device "$device" --batch 8 --repeats 1
-  step "kernels-costs" 120 "$py" -m benches.kernels --costs --out "$out/kernel-costs.json"
+  step "rules-$device" 120 "$py" -m npu_data.bench.device_rules --device "$device" --images 64 --batches 2
+  step "kernels-$device" 120 "$py" -m npu_data.bench.kernels --device "$device" --batch 8 --repeats 1
+  step "kernels-costs" 120 "$py" -m npu_data.bench.kernels --costs --out "$out/kernel-costs.json"
   step "bench-$device" 240 "${cli[@]}" bench --quick --device "$device" --out "$out/bench-$device"
   exit 0
 fi
 step "parity-$device" "${PARITY_S:-180}" "${cli[@]}" parity --device "$device" --batches 4
 # the hardware's word on the rules: CUDA's sync debugging and every op's dtype, whole pipeline
-step "rules-$device" "${RULES_S:-120}" "$py" -m benches.device_rules --device "$device"
-step "kernels-$device" "${KERNELS_S:-120}" "$py" -m benches.kernels --device "$device" \
+step "rules-$device" "${RULES_S:-120}" "$py" -m npu_data.bench.device_rules --device "$device"
+step "kernels-$device" "${KERNELS_S:-120}" "$py" -m npu_data.bench.kernels --device "$device" \
   --batch 256 --repeats 5 --out "$out/kernels-$device.json"
-step "kernels-$device-64" "${KERNELS_S:-120}" "$py" -m benches.kernels --device "$device" \
+step "kernels-$device-64" "${KERNELS_S:-120}" "$py" -m npu_data.bench.kernels --device "$device" \
   --batch 64 --repeats 5
 # device ops per batch and peak device memory (counted on the host: the same figures anywhere)
-step "kernels-costs" 120 "$py" -m benches.kernels --costs --out "$out/kernel-costs.json"
+step "kernels-costs" 120 "$py" -m npu_data.bench.kernels --costs --out "$out/kernel-costs.json"
 step "bench-$device" "${BENCH_S:-420}" "${cli[@]}" bench --device "$device" \
   --workers "${WORKERS:-8}" --out "$out/bench-$device" --data-dir "${DATA_DIR:-/tmp/npu-data-bench}"

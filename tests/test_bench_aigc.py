@@ -1,4 +1,4 @@
-"""benches/aigc_buckets.py runs at tiny sizes, and its two pipelines agree on the pixels
+"""npu_data/bench/aigc_buckets.py runs at tiny sizes, and its two pipelines agree on the pixels
 (the bench exits non-zero when its first batches differ); no timing is asserted."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benches import aigc_buckets
+from npu_data.bench import aigc_buckets
 
 
 def test_the_aigc_bench_runs_and_both_pipelines_agree(tmp_path: Path,

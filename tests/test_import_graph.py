@@ -34,8 +34,11 @@ ALLOWED: dict[str, set[str]] = {
                        "shards", "transforms"},
     "tools": BASE | {"annotations", "buffers", "codecs", "device", "formats", "kinds",
                      "loaders", "shards", "transforms"},
-    "commands": BASE | {"annotations", "buffers", "codecs", "device", "formats", "kinds",
-                        "loaders", "shards", "tools", "transforms"},
+    # the bench suite (npu_data.bench): measures the parts above; only commands.bench runs it
+    "bench": BASE | {"annotations", "buffers", "codecs", "device", "formats", "kinds",
+                     "loaders", "shards", "tools", "transforms"},
+    "commands": BASE | {"annotations", "bench", "buffers", "codecs", "device", "formats",
+                        "kinds", "loaders", "shards", "tools", "transforms"},
 }
 ALLOWED["cli"] = ALLOWED["commands"] | {"commands"}
 
@@ -131,6 +134,21 @@ def test_every_part_is_placed() -> None:
     assert parts <= set(ALLOWED), (
         f"{sorted(parts - set(ALLOWED))}: new part(s) of npu_data — add them to ALLOWED in "
         "tests/test_import_graph.py and to docs/architecture.md")
+
+
+def test_the_bench_suite_is_read_too() -> None:
+    """The bench suite lives in the package (npu_data.bench), so the checks above read it: its
+    modules are in the graph with their function-level imports (stages -> extras is one)."""
+    bench = {m for m in MODULES if _part(m) == "bench"}
+    assert {"npu_data.bench.suite", "npu_data.bench.stages", "npu_data.bench.extras"} <= bench
+    assert "npu_data.bench.extras" in {t for t, _ in EDGES["npu_data.bench.stages"]}
+    assert any(_part(t) == "bench" for t, _ in EDGES["npu_data.commands.bench"])
+    # the cycle the suite had: extras imported stages inside a function (dali_plan)
+    text = "def dali_plan():\n    from npu_data.bench.stages import StagePlan\n"
+    graph = {m: {t for t, _ in targets} for m, targets in EDGES.items()}
+    graph["npu_data.bench.extras"] |= {t for t, _ in _imports(
+        "npu_data.bench.extras", MODULES["npu_data.bench.extras"], text)}
+    assert set(_cycle(graph) or []) == {"npu_data.bench.extras", "npu_data.bench.stages"}
 
 
 def test_allowed_directions_have_no_cycle() -> None:

@@ -478,10 +478,22 @@ def parse_export(path: str | os.PathLike[str], *, annotations: Mode = "default",
                  image_key: str | None = None) -> ParseResult:
     """Parse a Label Studio export file into a ParseResult (coordinates stay in percent).
 
-    ``annotations``: ``default`` (latest ground truth, else latest), ``latest``,
-    ``ground-truth`` or ``all`` (cancelled ones never count). ``labels``: control -> label
-    list from the labeling config (else the sorted labels seen). ``out_of_range``: ``clip``
-    coordinates to 0..100 (counted) or ``reject`` the task.
+    Args:
+        path: The JSON export (Export > JSON).
+        annotations: Which annotations of a task count: ``default`` (latest ground truth,
+            else latest), ``latest``, ``ground-truth`` or ``all`` (cancelled ones never count).
+        with_predictions: Also keep the tasks' model predictions (``source`` 1).
+        labels: Control -> label list from the labeling config; None: the sorted labels seen.
+        out_of_range: ``clip`` coordinates to 0..100 (counted) or ``reject`` the task.
+        image_key: The task ``data`` key holding the image reference; None: ``image``, else a
+            guess.
+
+    Returns:
+        The annotation table, the rejected tasks and the statistics.
+
+    Raises:
+        UserError: A bad argument, or a file that cannot be read, is empty or is not an
+            export (malformed JSON, not a list of tasks).
     """
     p = Path(path)
     name = str(p)

@@ -1,4 +1,5 @@
-"""``npu-data bench``: the throughput suite (benches/suite.py) and the parse/import benches."""
+"""``npu-data bench``: the throughput suite (``npu_data.bench.suite``) and the parse, import and
+remote benches."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ HELP = ("Measure images/s of npu-data (raw shards, encoded shards, WebDataset ta
         "results.json, results.md and chart.png. `bench parse|import ...` runs the parse or "
         "import benchmark; `bench remote` the feed rate from a loopback S3 server.")
 
-_SUB = {"parse": "benches.parse", "import": "benches.import_bench", "remote": "benches.remote"}
+_SUB = {"parse": "npu_data.bench.parse", "import": "npu_data.bench.import_bench",
+        "remote": "npu_data.bench.remote"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -60,12 +62,12 @@ def run(args: argparse.Namespace) -> int:
         try:
             mod = importlib.import_module(_SUB[args.suite])
         except ModuleNotFoundError as exc:
-            raise UserError(f"bench {args.suite}: {exc.name} is not available in this "
-                            "installation — install npu-data from a source checkout") from None
+            raise UserError(f"bench {args.suite}: the module {exc.name} is not installed — "
+                            "install the package that provides it") from None
         return int(mod.main(list(args.rest)) or 0)
     if args.rest:
         raise UserError(f"bench: unexpected arguments {' '.join(args.rest)}")
-    from benches import report, suite
+    from npu_data.bench import report, suite
 
     over = {"images": args.images, "width": args.width, "height": args.height,
             "crop": args.crop, "batch_size": args.batch_size, "workers": args.workers,
@@ -88,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 def _failed_own(results: dict) -> int:
     """1 (and one line each) when one of npu-data's own pipelines could not be built; peers
     that are not installed (Kornia, DALI, ...) may be skipped."""
-    from benches import extras
+    from npu_data.bench import extras
 
     peers = {x["name"] for x in extras.status()} | {"torchvision"}
     failed = [p for p in results.get("pipelines", [])

@@ -216,14 +216,25 @@ def pin_tree(batch: Any) -> Any:
 def collate_samples(samples: Sequence[Any], pin: bool = False) -> Any:
     """Pad a list of sample dicts into one batch dict; other samples: torch's default_collate.
 
-    ``image (B,3,Hmax,Wmax)`` uint8 channels-last (content top-left, zero padding),
-    ``sizes (B,2)`` int64 (height, width); every geometry group gets ``<group>.<col>
-    (B,N,...)`` padded with zeros (labels with -1, as int64) and ``<group>.valid (B,N)``;
-    polygons become ``points (B,N,V,2)`` + ``vertex_valid (B,N,V)``; ``masks.mask`` is
-    ``(B,M,Hmax,Wmax)``. Integer fields (``index``, ``task_id``) become int64 tensors;
-    text lists become lists of lists, ``caption`` a list. ``pin=True`` page-locks the
-    tensors (useful only when an accelerator is present). Samples that are not our sample
-    dicts (``is_shard_sample``) are collated by ``torch.utils.data.default_collate``.
+    The batch: ``image (B,3,Hmax,Wmax)`` uint8 channels-last (content top-left, zero
+    padding), ``sizes (B,2)`` int64 (height, width); every geometry group gets
+    ``<group>.<col> (B,N,...)`` padded with zeros (labels with -1, as int64) and
+    ``<group>.valid (B,N)``; polygons become ``points (B,N,V,2)`` + ``vertex_valid (B,N,V)``;
+    ``masks.mask`` is ``(B,M,Hmax,Wmax)``. Integer fields (``index``, ``task_id``) become int64
+    tensors; text lists become lists of lists, ``caption`` a list.
+
+    Args:
+        samples: Sample dicts (``is_shard_sample``), a ``ShardDataset`` batch
+            (``__getitems__``), or any samples ``torch.utils.data.default_collate`` takes.
+        pin: Page-lock the tensors (useful only when an accelerator is present).
+
+    Returns:
+        The padded batch dict, or torch's batch for other samples.
+
+    Raises:
+        ValueError: ``samples`` is empty.
+        MixedSizes: Other samples whose tensors/arrays differ in shape (which element, which
+            shapes, the fix).
     """
     if not samples:
         raise ValueError("collate_samples needs at least one sample")

@@ -132,29 +132,63 @@ class DataLoader(TorchDataLoader):
     A subclass, so frameworks that check for torch's loader (Lightning's sampler injection,
     Accelerate's ``prepare``) treat it as one; every extra is an attribute of the same name,
     so a loader rebuilt from its attributes keeps them. torch's arguments keep their meaning
-    and torch validates them. Extras: ``device``
-    ("auto", "cpu", "cuda[:N]", "npu[:N]"), ``transform`` (a device batch transform
-    ``t(batch, generator=...)``; defaults to ``dataset.transform`` for this package's
-    datasets; a tuple/list batch gets it on its first uint8 ``(B, C, H, W)`` tensor),
-    ``device_prefetch`` (batches copied ahead), ``seed`` (transform and shuffle seed;
-    default ``generator.initial_seed()`` or 0), ``jit_compile`` (NPU compile mode),
-    ``image_key`` (which element of a tuple/dict batch the transform gets), ``read_crop``
-    (apply the keyed transform's leading crop while reading a ``ShardDataset`` or a
-    ``WebDatasetStream``: only each crop box is read or decoded, the same pixels; on by
-    default, ``loaders.crop_read``, ``loaders.stream_crop``),
-    ``decode`` ("exact"; "fast": a JPEG crop box at least twice the output is decoded
-    DCT-scaled — less work, a few levels off, see docs/benchmarks.md), ``read_thread``
-    (with ``num_workers=0``: batches are read, decoded and collated on one background thread
-    of this process while the main thread transforms the previous one — ``loaders.read_ahead``;
-    default: on for this package's datasets, off for others, which may not be thread-safe).
+    and torch validates them.
+
     Epochs are torch's: every ``iter()`` is a new epoch — a new order and new augmentation —
     unless ``load_state_dict`` asked to resume one; ``set_epoch`` (the loader's or its
     sampler's) chooses the epoch instead. ``len()`` is always the epoch's length; a resumed
-    pass yields the rest of its epoch. Without a sampler the loader orders the samples
-    itself (``sampler.ShuffledOrder`` / ``SequentialOrder``: a ``seed + epoch``
-    permutation, or in order), a ``RandomSampler`` / ``SequentialSampler`` to frameworks.
-    ``state_dict()`` / ``load_state_dict()`` resume any sampler mid-epoch (``loaders.resume``).
-    Under Accelerate, ``prepare`` keeps this loader (``loaders.frameworks``).
+    pass yields the rest of its epoch. ``state_dict()`` / ``load_state_dict()`` resume any
+    sampler mid-epoch (``loaders.resume``). Under Accelerate, ``prepare`` keeps this loader
+    (``loaders.frameworks``).
+
+    Args:
+        dataset: Any map-style or iterable dataset; ``ShardDataset`` (``__getitems__``) is
+            read a batch at a time and collated in one shot.
+        batch_size: Samples per batch, as torch's.
+        shuffle: As torch's. Without a sampler the loader orders the samples itself
+            (``sampler.ShuffledOrder`` / ``SequentialOrder``: a ``seed + epoch`` permutation,
+            or in order), a ``RandomSampler`` / ``SequentialSampler`` to frameworks.
+        sampler: As torch's (``NpuDistributedSampler`` for distributed runs).
+        batch_sampler: As torch's (``BucketBatchSampler`` for aspect-ratio buckets).
+        num_workers: Worker processes, as torch's.
+        collate_fn: Default: ``collate_samples`` (a padded batch dict; other sample
+            structures go through ``torch.utils.data.default_collate``). A user's gets the
+            list of samples; its return value passes through whatever its type.
+        pin_memory: Pin host batches (on accelerators only).
+        drop_last: As torch's.
+        timeout: As torch's.
+        worker_init_fn: As torch's; runs after the loader's own worker setup.
+        multiprocessing_context: As torch's; default ``spawn`` for NPU workers (an NPU
+            cannot be re-initialised in a forked child), else the platform's.
+        generator: As torch's; its ``initial_seed()`` is the default ``seed``.
+        prefetch_factor: As torch's.
+        persistent_workers: As torch's.
+        pin_memory_device: As torch's, where the installed torch has it.
+        in_order: As torch's, where the installed torch has it.
+        device: ``"auto"``, ``"cpu"``, ``"cuda[:N]"``, ``"npu[:N]"`` or a ``torch.device``:
+            where batches are delivered and transformed.
+        transform: A device batch transform ``t(batch, generator=...)``; default
+            ``dataset.transform`` for this package's datasets. A tuple/list batch gets it on
+            its first uint8 (B, C, H, W) tensor.
+        device_prefetch: Batches copied to the device ahead (0: none).
+        seed: Transform and shuffle seed; default ``generator.initial_seed()`` or 0.
+        jit_compile: The NPU's compile mode (None: leave it as it is).
+        image_key: Which element of a tuple/dict batch the transform gets.
+        read_crop: Apply the keyed transform's leading crop while reading a ``ShardDataset``
+            or a ``WebDatasetStream``: only each crop box is read or decoded, the same pixels
+            (``loaders.crop_read``, ``loaders.stream_crop``). None (default): wherever it can;
+            True: fail when it cannot.
+        decode: ``"exact"`` (the pixels of a full decode) or ``"fast"`` (a JPEG crop box at
+            least twice the output is decoded DCT-scaled — less work, a few levels off, see
+            docs/benchmarks.md).
+        read_thread: With ``num_workers=0``, read, decode and collate batches on one
+            background thread of this process while the main thread transforms the previous
+            one (``loaders.read_ahead``); None: on for this package's datasets, off for
+            others, which may not be thread-safe.
+
+    Raises:
+        UserError: A device that is not usable here, an extra argument out of range, or
+            ``read_crop=True`` where the loader cannot crop while reading.
     """
 
     # Accelerate: prepare() returns this loader as it is; save_state() saves state_dict()

@@ -64,17 +64,28 @@ def _tasks(rejected: list[dict[str, Any]]) -> int:
 class LabelStudioDataset:
     """Samples of a Label Studio export (``ShardDataset`` dicts), imported once and cached.
 
-    ``transform`` is a batch transform (``npu_data.transforms``, e.g. ``NpuPreprocessor``):
-    npu_data's DataLoader applies it on the device to whole batches; torch's DataLoader, or
-    ``dataset[i]``, gets it applied here on the host (exact, slower; module doc).
-    Import options, as for ``npu-data import`` and checked as it checks them (a bad one is a
-    one-line ``UserError`` here, before anything is read): ``store`` ("raw"/"encoded"),
-    ``max_side``, ``images_root`` and any of ``ls_data_dir``, ``local_files_root``,
-    ``allow_download`` (host names), ``storage_endpoint``, ``download_workers``,
-    ``max_download_bytes``, ``timeout`` (``--download-timeout``), ``reencode``,
-    ``shard_size``, ``annotations``, ``with_predictions``, ``config``,
-    ``reject_out_of_range``, ``strict``, ``workers``, ``restart_markers`` (``False``:
-    ``--keep-jpeg-bytes``).
+    npu_data's DataLoader applies ``transform`` on the device to whole batches; torch's
+    DataLoader, or ``dataset[i]``, gets it applied here on the host (exact, slower; module doc).
+
+    Args:
+        json_file: The JSON export (Export > JSON).
+        images_root: The folder image references resolve against.
+        transform: A batch transform (``npu_data.transforms``, e.g. ``NpuPreprocessor``).
+        cache_dir: Where the imported shards are kept; default ``$NPU_DATA_CACHE/datasets``
+            (else ``$XDG_CACHE_HOME/npu-data/datasets``, else ``~/.cache/npu-data/datasets``).
+        store: ``"raw"`` (decoded pixels, fastest to read) or ``"encoded"`` (the original
+            file bytes, smallest) shards.
+        max_side: Shrink images so the longest side is at most this (annotations follow);
+            None: keep the size.
+        **options: The other options of ``npu-data import``, as keywords, checked as it checks
+            them: ``ls_data_dir``, ``local_files_root``, ``allow_download`` (host names),
+            ``storage_endpoint``, ``download_workers``, ``max_download_bytes``, ``timeout``,
+            ``reencode``, ``shard_size``, ``annotations``, ``with_predictions``, ``config``,
+            ``reject_out_of_range``, ``strict``, ``workers``, ``restart_markers``.
+
+    Raises:
+        UserError: An export that does not exist, or an option ``npu-data import`` would
+            reject (one line, before anything is read).
     """
 
     def __init__(self, json_file: str | os.PathLike[str],

@@ -296,13 +296,29 @@ class NpuDistributedSampler(EpochOrder, DistributedSampler):  # type: ignore[mis
 
     Same arguments, ``set_epoch``, order, padding and dropping as torch's sampler (see the
     module docstring for resume and elastic semantics), and a subclass of it, so Lightning
-    and Accelerate keep it rather than wrapping it in another sharding sampler.
-    ``num_replicas`` / ``rank`` default to ``torch.distributed``, then the launcher's
-    ``WORLD_SIZE`` / ``RANK``, then one replica: create it after the process group exists
-    (e.g. in Lightning's ``train_dataloader()``). ``locality_block=K`` optionally shuffles
-    blocks of K neighbouring indices, then within blocks (fewer random disk reads).
-    ``shard_window=K`` hands each rank mostly whole shards of a ``ShardDataset``, shuffled
-    inside windows of K shards (fewer shards downloaded per node, less randomness).
+    and Accelerate keep it rather than wrapping it in another sharding sampler. Create it
+    after the process group exists (e.g. in Lightning's ``train_dataloader()``).
+
+    Args:
+        dataset: The dataset to sample (its ``len``; a ``manifest`` for ``shard_window``,
+            ``prefetch(shards)`` to be told which shards come next).
+        num_replicas: Ranks in the world; default ``torch.distributed``'s world size, then
+            the launcher's ``WORLD_SIZE``, then 1.
+        rank: This process's rank; default ``torch.distributed``'s, then ``RANK``, then 0.
+        shuffle: Permute every epoch (``randperm`` seeded ``seed + epoch``, as torch does).
+        seed: Base seed of the permutations; the same on every rank.
+        drop_last: Truncate the epoch to a multiple of the world size instead of padding it
+            with repeated samples.
+        locality_block: Shuffle blocks of this many neighbouring indices, then inside the
+            blocks (fewer random disk reads); None: torch's order.
+        shard_window: Hand each rank mostly whole shards of a ``ShardDataset``, shuffled
+            inside windows of this many shards (fewer shards downloaded per node, less
+            randomness); None: torch's order. Not together with ``locality_block``.
+
+    Raises:
+        ValueError: ``num_replicas`` below 1 or ``rank`` outside ``[0, num_replicas)`` (as
+            torch's sampler).
+        UserError: ``locality_block`` or ``shard_window`` below 1, or both given.
     """
 
 

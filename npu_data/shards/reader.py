@@ -135,15 +135,32 @@ class ShardDataset:
     (called by torch's DataLoader) a ``SampleBatch`` that ``collate_samples`` reads
     column-wise into the same batch as collating the ``ds[i]`` dicts.
 
-    ``path`` may be an fsspec URL (``s3://bucket/prefix``): shards are then downloaded on
-    first use into a node-local cache (``cache_dir``, ``cache_limit``, ``storage_options``,
-    ``cache_check``: see ``npu_data.shards.remote``) and ``self.path`` is that cache folder;
-    ``prefetch`` shards are downloaded ahead of the reads (``prefetch(shards)``).
+    A URL's shards are downloaded on first use into a node-local cache (see
+    ``npu_data.shards.remote``) and ``self.path`` is that cache folder.
 
     Nothing on disk is trusted: the manifest is validated on opening (``shards.schema``) and
     each shard's files when the shard is opened (``shards.checks``); an image whose index
     claims more than ``max_pixels`` pixels, or a size its encoded header does not have, is a
     ``DataCorruption`` before any buffer of that size exists (docs/format.md, "Validation").
+
+    Args:
+        path: The dataset folder, or an fsspec URL of one (``s3://bucket/prefix``).
+        cache_dir: A URL's node-local cache; default ``$NPU_DATA_CACHE/remote`` (else
+            ``$XDG_CACHE_HOME/npu-data/remote``, else ``~/.cache/npu-data/remote``).
+        cache_limit: Bytes of complete shards the cache keeps before evicting the least
+            recently used: an int or a size such as ``"50GB"``, ``"1.5TiB"``; None: no limit.
+        storage_options: Passed to fsspec (credentials, ``{"client_kwargs": {"endpoint_url":
+            ...}}`` for MinIO, OBS and other S3-compatible stores).
+        cache_check: How a cached shard is checked on its first open in a process:
+            ``"sha256"`` re-hashes every file, ``"size"`` checks sizes only.
+        prefetch: Shards downloaded ahead of the reads when the sampler announces them
+            (``prefetch(shards)``); 0 turns prefetching off.
+        max_pixels: The most pixels a stored image may claim before it is treated as
+            corrupt.
+
+    Raises:
+        UserError: An argument out of range, or a folder, URL or manifest that cannot be
+            read (``DataCorruption`` when its contents fail a check).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None,

@@ -11,7 +11,7 @@ geometry included. See docs/architecture.md.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from npu_data.transforms import functional, geometry
 from npu_data.transforms.base import Transform
@@ -30,6 +30,10 @@ from npu_data.transforms.flip import RandomHorizontalFlip
 from npu_data.transforms.normalize import Normalize
 from npu_data.transforms.presets import LEVELS, NpuPreprocessor
 from npu_data.transforms.replay import replay_reference, sample_image
+
+if TYPE_CHECKING:  # what type checkers and the API reference see (the same names as _LAZY)
+    from npu_data.transforms import parity, reference
+    from npu_data.transforms.parity import ParityReport, compare_tensor
 
 _LAZY = {
     "reference": ("npu_data.transforms.reference", None),

@@ -33,6 +33,9 @@ class CaptionDropout(Transform):
     Args:
         p: the probability, in [0, 1].
         key: the batch key of the captions (a list of strings).
+
+    Raises:
+        UserError: ``p`` is not a probability.
     """
 
     name = "CaptionDropout"
@@ -81,6 +84,10 @@ class RandomCaption(Transform):
         dataset: the dataset the batches come from (its ``controls`` and ``labels`` name
             the controls and label ids); needed for ``control`` or ``"choices.label"``.
         key: the batch key the chosen caption is written to.
+
+    Raises:
+        UserError: an unknown ``source``; ``control`` or ``"choices.label"`` without a
+            ``dataset`` that names the controls, or a ``control`` it does not have.
 
     A sample with nothing to choose from keeps its caption.
     """

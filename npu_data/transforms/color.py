@@ -57,10 +57,22 @@ def _factor_range(
 class ColorJitter(Transform):
     """Random brightness, contrast, saturation and hue, drawn per sample (torchvision ranges).
 
-    ``order="random"`` (default) applies the enabled adjustments in an independent random
-    order per sample, as torchvision's per-image PIL path does; ``order="fixed"`` applies
-    brightness, contrast, saturation, hue in that order. Either way one
-    ``functional.color_jitter`` call runs the batch's whole sequence.
+    One ``functional.color_jitter`` call runs the batch's whole sequence. Each factor is a
+    number ``x`` (brightness, contrast, saturation: uniform in ``[max(0, 1 - x), 1 + x]``;
+    hue: in ``[-x, x]``, ``x <= 0.5``), a pair (min, max), or 0 / None to leave it out.
+
+    Args:
+        brightness: Blend with black (``ImageEnhance.Brightness``).
+        contrast: Blend with the grayscale mean (``ImageEnhance.Contrast``).
+        saturation: Blend with each pixel's grayscale (``ImageEnhance.Color``).
+        hue: Shift the hue (Pillow HSV), within [-0.5, 0.5].
+        order: ``"random"`` (default): the enabled adjustments in an independent random order
+            per sample, as torchvision's per-image PIL path does; ``"fixed"``: brightness,
+            contrast, saturation, hue in that order.
+
+    Raises:
+        UserError: A factor that is negative, not finite, not a number or pair, or a pair
+            outside its bounds; an ``order`` other than ``"random"`` or ``"fixed"``.
     """
 
     name = "ColorJitter"

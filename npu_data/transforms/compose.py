@@ -23,9 +23,18 @@ from npu_data.transforms.draws import child_position
 
 
 class Compose(Transform):
-    """Run transforms in sequence. Parameters are one flat dict, child ``i``'s keys prefixed
-    ``"{i}."``; each child draws on the batch as the previous children left it, so
-    :meth:`get_params` runs the pipeline (use :meth:`run` to get both output and params)."""
+    """Run transforms in sequence.
+
+    Parameters are one flat dict, child ``i``'s keys prefixed ``"{i}."``; each child draws on
+    the batch as the previous children left it, so ``get_params`` runs the pipeline (use
+    ``run`` to get both output and params).
+
+    Args:
+        transforms: npu_data transforms, at least one, applied in this order.
+
+    Raises:
+        UserError: No transforms, or one that is not an npu_data transform.
+    """
 
     name = "Compose"
     needs_uint8 = False

@@ -44,8 +44,18 @@ class RandomResizedCrop(_CropBase):
 
     The parameters follow torchvision's ``RandomResizedCrop.get_params``: 10 candidates per
     sample (drawn at once, ``(B, 10)``), the first that fits is used, else the same central
-    fallback crop. Boxes/polygons/masks keeping less than ``min_visible`` of their area are
-    marked invalid.
+    fallback crop.
+
+    Args:
+        size: The output (height, width), or one int for both.
+        scale: (min, max) fraction of the image's area the crop covers, 0 <= min <= max.
+        ratio: (min, max) aspect ratio (width / height) of the crop, 0 < min <= max.
+        min_visible: Boxes, polygons and masks keeping less than this fraction of their area
+            are marked invalid.
+
+    Raises:
+        UserError: A ``size`` that is not positive ints, a ``scale`` or ``ratio`` that is not an
+            ordered pair in range, or a ``min_visible`` outside [0, 1].
     """
 
     name = "RandomResizedCrop"

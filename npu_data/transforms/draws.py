@@ -96,9 +96,19 @@ def child_position(parent: int, index: int) -> int:
 
 def sample_params(transform: Any, seed: int, epoch: int, ids: np.ndarray | Sequence[int],
                   sizes: np.ndarray | Sequence[Sequence[int]]) -> dict[str, Any]:
-    """The parameters the DataLoader draws for samples ``ids`` whose stored images have
-    ``sizes`` ``(B, 2)`` (height, width), with ``transform`` (an npu_data Transform or Compose)
-    in epoch ``epoch`` of a loader seeded ``seed`` — without the loader: replay one sample's
-    augmentation anywhere with ``transform.apply_reference(image, params, 0)``."""
+    """The parameters the DataLoader draws for some samples, without the loader: replay one
+    sample's augmentation anywhere with ``transform.apply_reference(image, params, 0)``.
+
+    Args:
+        transform: An npu_data ``Transform`` or ``Compose``.
+        seed: The loader's seed.
+        epoch: The epoch.
+        ids: The samples' dataset indices.
+        sizes: (B, 2) height, width of their stored images.
+
+    Returns:
+        The parameters ``transform`` applies to those samples, as ``get_params`` returns
+        them for a batch.
+    """
     keys = sample_keys(seed, epoch, ids)
     return transform.draw_keyed(np.asarray(sizes, dtype=np.int64).reshape(-1, 2), keys)

@@ -14,7 +14,14 @@ from npu_data.transforms.draws import Draws
 
 class RandomHorizontalFlip(Transform):
     """Mirror each sample's valid image (and its boxes, polygons, keypoints, masks) with
-    probability ``p``, independently per sample."""
+    probability ``p``, independently per sample.
+
+    Args:
+        p: The probability, in [0, 1].
+
+    Raises:
+        UserError: ``p`` is not a probability.
+    """
 
     name = "RandomHorizontalFlip"
 

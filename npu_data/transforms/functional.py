@@ -4,11 +4,11 @@ Every function takes a padded uint8 batch ``images (B, C, H, W)`` (any memory fo
 content at the top-left) and ``sizes (B, 2)`` — the valid (height, width) of each sample —
 and runs wherever the tensors are (NPU, CUDA, CPU) with no host synchronisation and no Python
 loop over samples or pixels. Semantics are Pillow's (torchvision's PIL path); the CPU
-versions are in :mod:`npu_data.transforms.reference` and the agreement is checked by
-:mod:`npu_data.transforms.parity`. Padding outside ``sizes`` comes out as 0.
+versions are in ``npu_data.transforms.reference`` and the agreement is checked by
+``npu_data.transforms.parity``. Padding outside ``sizes`` comes out as 0.
 
 Each function validates its arguments, then runs the implementation that
-:func:`npu_data.transforms._dispatch.kernel` picks for the images (compiled CPU kernels or
+``npu_data.transforms._dispatch.kernel`` picks for the images (compiled CPU kernels or
 torch ops): one dispatch point per op. Per-sample parameters may live on the host or on the
 images' device; host values are read only to validate them or to pick a cheaper path.
 """
@@ -25,7 +25,8 @@ from npu_data.transforms._dispatch import kernel
 from npu_data.transforms._kernels import color as _color
 from npu_data.transforms.donate import donated
 
-COLOR_OPS = ("brightness", "contrast", "saturation", "hue")  # color_jitter's op ids 0..3
+COLOR_OPS = ("brightness", "contrast", "saturation", "hue")
+"""``color_jitter``'s op ids: the index of each op's name (0 brightness ... 3 hue)."""
 
 __all__ = [
     "COLOR_OPS",
@@ -76,26 +77,38 @@ def resized_crop(
     images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor, size: int | Sequence[int],
     windows: torch.Tensor | None = None, flip: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Crop ``boxes (B, 4)`` = (top, left, height, width) and resize each to ``size``.
+    """Crop boxes and resize each to ``size``: Pillow's ``Image.resize(BILINEAR)`` per sample.
 
-    Pillow's ``Image.resize(BILINEAR)`` on the cropped region: antialiased (the filter
-    support grows with the downscale factor), 22-bit fixed-point weights, a horizontal
-    pass then a vertical pass with an 8-bit intermediate (Pillow >= 13: vertical first when
-    the height shrinks more than twice as much as the width). Exact on the CPU kernels and
-    the torch kernels alike. Returns (B, C, h, w) uint8.
-
-    ``flip`` (B,) bool mirrors those samples' results left-right (the torch kernels fold it
-    into the resampling tables: no extra pass). The torch kernels read nothing back from the
+    Antialiased (the filter support grows with the downscale factor), 22-bit fixed-point
+    weights, a horizontal pass then a vertical pass with an 8-bit intermediate (Pillow >= 13:
+    vertical first when the height shrinks more than twice as much as the width). Exact on the
+    CPU kernels and the torch kernels alike; the torch kernels read nothing back from the
     device and run each sample in its own pass order in one batch of a few ops
     (``_kernels.resample``).
 
-    ``windows (B, 4)`` int64 (top, left, full_height, full_width), host tensors like
-    ``boxes`` then: each box is resized whole to ``(full_height, full_width)`` (Pillow's pass
+    With ``windows``, each box is resized whole to ``(full_height, full_width)`` (Pillow's pass
     order for that resize) and the ``size`` window at ``(top, left)`` of the result is kept —
     exactly Pillow's resize followed by a crop; outputs outside the resized image are 0
-    (torchvision's ``CenterCrop`` padding). The coefficients of the window are Pillow's own
-    for the whole resize, made on the host in float64. With windows, ``flip`` mirrors the
-    whole window after the resize.
+    (torchvision's ``CenterCrop`` padding). The window's coefficients are Pillow's own for the
+    whole resize, made on the host in float64.
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        boxes: (B, 4) crop boxes (top, left, height, width) in each image.
+        size: Output (height, width), or one int for both.
+        windows: Optional (B, 4) int64 (top, left, full_height, full_width), host tensors like
+            ``boxes`` then: keep a window of each box resized whole.
+        flip: Optional (B,) bool: mirror those samples' results left-right (folded into the
+            resampling tables: no extra pass; with ``windows``, the whole window is mirrored
+            after the resize).
+
+    Returns:
+        (B, 3, h, w) uint8.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, a non-positive ``size``, windows or
+            boxes not on the host when ``windows`` is given, or a window size below 1.
     """
     _check_images(images, sizes)
     out_h, out_w = _out_size(size)
@@ -125,7 +138,19 @@ def resized_crop(
 
 
 def hflip(images: torch.Tensor, sizes: torch.Tensor, flip_mask: torch.Tensor) -> torch.Tensor:
-    """Mirror each flagged sample left-right within its valid width (exact)."""
+    """Mirror each flagged sample left-right within its valid width (exact).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        flip_mask: (B,) bool: which samples to mirror.
+
+    Returns:
+        (B, 3, H, W) uint8, padding left as 0.
+
+    Raises:
+        UserError: ``images`` or ``sizes`` of the wrong dtype or shape.
+    """
     _check_images(images, sizes)
     return kernel("hflip", images)(images, sizes, flip_mask, inplace=donated(images))
 
@@ -133,7 +158,20 @@ def hflip(images: torch.Tensor, sizes: torch.Tensor, flip_mask: torch.Tensor) ->
 def adjust_brightness(
     images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
 ) -> torch.Tensor:
-    """``ImageEnhance.Brightness(factor)`` per sample (blend with black; exact)."""
+    """``ImageEnhance.Brightness(factor)`` per sample (blend with black; exact).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        factors: (B,) or a scalar, >= 0: 1 leaves a sample as it is.
+
+    Returns:
+        (B, 3, H, W) uint8.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, or a negative factor (host factors
+            only are read: no device synchronisation).
+    """
     _check_images(images, sizes)
     f = _checked_nonneg(factors, images, "brightness")
     return kernel("adjust_brightness", images)(images, sizes, f)
@@ -143,7 +181,20 @@ def adjust_contrast(
     images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
 ) -> torch.Tensor:
     """``ImageEnhance.Contrast(factor)`` per sample: blend with the integer mean of the
-    grayscale image over its valid region (exact)."""
+    grayscale image over its valid region (exact).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        factors: (B,) or a scalar, >= 0: 1 leaves a sample as it is.
+
+    Returns:
+        (B, 3, H, W) uint8.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, or a negative factor (host factors
+            only are read: no device synchronisation).
+    """
     _check_images(images, sizes)
     f = _checked_nonneg(factors, images, "contrast")
     return kernel("adjust_contrast", images)(images, sizes, f)
@@ -152,7 +203,20 @@ def adjust_contrast(
 def adjust_saturation(
     images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
 ) -> torch.Tensor:
-    """``ImageEnhance.Color(factor)`` per sample: blend with each pixel's grayscale (exact)."""
+    """``ImageEnhance.Color(factor)`` per sample: blend with each pixel's grayscale (exact).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        factors: (B,) or a scalar, >= 0: 1 leaves a sample as it is.
+
+    Returns:
+        (B, 3, H, W) uint8.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, or a negative factor (host factors
+            only are read: no device synchronisation).
+    """
     _check_images(images, sizes)
     f = _checked_nonneg(factors, images, "saturation")
     return kernel("adjust_saturation", images)(images, sizes, f)
@@ -163,9 +227,19 @@ def adjust_hue(
 ) -> torch.Tensor:
     """torchvision's PIL ``adjust_hue``: Pillow HSV, ``H += uint8(hue * 255)`` wrapping, back.
 
-    By default through two cached 2**24-entry tables (two gathers per pixel); ``direct=True``
-    evaluates Pillow's arithmetic per pixel instead (same values, many more passes, float64:
-    a reference for the host, not for accelerators).
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        factors: (B,) or a scalar hue shift in [-0.5, 0.5]: 0 leaves a sample as it is.
+        direct: False (default): two cached 2**24-entry tables (two gathers per pixel); True:
+            Pillow's arithmetic per pixel (same values, many more passes, float64: a reference
+            for the host, not for accelerators).
+
+    Returns:
+        (B, 3, H, W) uint8.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, or a host factor outside [-0.5, 0.5].
     """
     _check_images(images, sizes)
     shifts = _hue_shifts(factors, images)
@@ -179,14 +253,29 @@ def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
                  ) -> torch.Tensor:
     """Several colour ops per sample in one call: ColorJitter's sequence.
 
-    ``ops``: the op ids in play (indices into :data:`COLOR_OPS`: 0 brightness, 1 contrast,
-    2 saturation, 3 hue); ``order (B, len(ops))``: each sample's own permutation of ``ops``
-    (applied left to right), or None for ``ops`` in that order for every sample. The four
-    factor tensors are (B,), as for the single ops (factor 1, or hue 0, leaves a sample as it
-    is; every factor is used only if its op is in ``ops``). Equal, sample by sample, to the
-    single ops applied in each sample's order. ``full=True`` promises that every sample
-    fills the whole batch (``sizes`` all (H, W): no padding to handle, as after a crop);
-    None finds out from host ``sizes``.
+    Equal, sample by sample, to the single ops applied in each sample's order.
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        ops: The op ids in play, distinct indices into ``COLOR_OPS`` (0 brightness,
+            1 contrast, 2 saturation, 3 hue).
+        order: (B, len(ops)): each sample's own permutation of ``ops`` (applied left to
+            right), or None for ``ops`` in that order for every sample.
+        brightness: (B,) factors as for ``adjust_brightness`` (used only if its op is in
+            ``ops``; 1 leaves a sample as it is).
+        contrast: (B,) factors as for ``adjust_contrast``.
+        saturation: (B,) factors as for ``adjust_saturation``.
+        hue: (B,) shifts in [-0.5, 0.5] as for ``adjust_hue`` (0 leaves a sample as it is).
+        full: True promises that every sample fills the whole batch (``sizes`` all (H, W): no
+            padding to handle, as after a crop); None finds out from host ``sizes``.
+
+    Returns:
+        (B, 3, H, W) uint8.
+
+    Raises:
+        UserError: Repeated or unknown op ids, an ``order`` of the wrong shape, or a tensor or
+            factor ``adjust_*`` would reject.
     """
     _check_images(images, sizes)
     ids = [int(op) for op in ops]
@@ -221,7 +310,16 @@ def _checked_nonneg(factors: torch.Tensor, images: torch.Tensor, name: str) -> t
 
 def to_dtype(images: torch.Tensor, dtype: torch.dtype = torch.float32,
              channels_last: bool = False) -> torch.Tensor:
-    """uint8 0..255 to ``dtype`` 0..1, optionally in channels-last memory format."""
+    """uint8 0..255 to ``dtype`` 0..1.
+
+    Args:
+        images: uint8 tensor, any shape.
+        dtype: The floating-point output dtype.
+        channels_last: Give the output ``torch.channels_last`` memory format (4-D input).
+
+    Returns:
+        ``images / 255`` in ``dtype``.
+    """
     out = images.to(dtype).div_(255.0)
     return out.contiguous(memory_format=torch.channels_last) if channels_last else out
 
@@ -233,7 +331,21 @@ def normalize(
     dtype: torch.dtype = torch.float32,
     channels_last: bool = False,
 ) -> torch.Tensor:
-    """``(images / 255 - mean) / std`` in ``dtype`` (float32 or bfloat16), the last step."""
+    """``(images / 255 - mean) / std`` in ``dtype``: the last step of a pipeline.
+
+    Args:
+        images: uint8 batch (B, C, H, W).
+        mean: One value per channel.
+        std: One value per channel, each > 0.
+        dtype: The output dtype (float32 or bfloat16).
+        channels_last: Give the output ``torch.channels_last`` memory format.
+
+    Returns:
+        (B, C, H, W) in ``dtype``.
+
+    Raises:
+        UserError: ``mean`` or ``std`` not one value per channel, or a ``std`` <= 0.
+    """
     if len(mean) != images.shape[1] or len(std) != images.shape[1]:
         raise UserError(f"mean and std need {images.shape[1]} values, got {len(mean)}, {len(std)}")
     if any(s <= 0 for s in std):

@@ -20,6 +20,7 @@ from npu_data.kinds.registry import KINDS
 from npu_data.transforms._kernels import to_device
 
 Batch = dict[str, Any]
+"""A batch dict: ``image``, ``sizes`` and the kinds' geometry keys (docs/architecture.md)."""
 
 
 def _affine(crop_boxes: torch.Tensor, out_size: tuple[int, int], device: torch.device
@@ -37,7 +38,16 @@ def _bshape(v: torch.Tensor, ndim: int) -> torch.Tensor:
 def resized_crop_points(
     xy: torch.Tensor, crop_boxes: torch.Tensor, out_size: tuple[int, int]
 ) -> torch.Tensor:
-    """Map points ``(B, ..., 2)`` (x, y) into the resized crop (no clipping)."""
+    """Map points into the resized crop (no clipping).
+
+    Args:
+        xy: Points (B, ..., 2) (x, y).
+        crop_boxes: (B, 4) crop boxes (top, left, height, width), host or device.
+        out_size: The crop's output (out_h, out_w).
+
+    Returns:
+        The mapped points, shaped and typed as ``xy``.
+    """
     top, left, sy, sx = _affine(crop_boxes, out_size, xy.device)
     nd = xy.ndim - 1
     x = (xy[..., 0] - _bshape(left, nd)) * _bshape(sx, nd)
@@ -52,10 +62,19 @@ def _area(xyxy: torch.Tensor) -> torch.Tensor:
 def clip_xyxy(
     xyxy: torch.Tensor, valid: torch.Tensor, out_size: tuple[int, int], min_visible: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Clip boxes ``(B, N, 4)`` to ``[0, out_w] x [0, out_h]``; drop those mostly outside.
+    """Clip boxes to ``[0, out_w] x [0, out_h]``; drop those mostly outside.
 
     A box stays valid when ``area after clipping / area before >= min_visible`` (a degenerate
     box stays valid when it lies inside the output).
+
+    Args:
+        xyxy: Boxes (B, N, 4) x0, y0, x1, y1.
+        valid: (B, N) bool: the boxes' validity so far.
+        out_size: The output (out_h, out_w).
+        min_visible: The fraction of its area a shape must keep to stay valid.
+
+    Returns:
+        (clipped boxes, valid): the boxes clipped to the output and their updated validity.
     """
     oh, ow = out_size
     lo = xyxy.new_zeros(4)
@@ -70,7 +89,15 @@ def clip_xyxy(
 
 
 def envelope(points: torch.Tensor, vertex_valid: torch.Tensor | None = None) -> torch.Tensor:
-    """Axis-aligned envelope ``(..., 4)`` x0, y0, x1, y1 of points ``(..., V, 2)``."""
+    """Axis-aligned envelope of points.
+
+    Args:
+        points: (..., V, 2) x, y.
+        vertex_valid: Optional (..., V) bool: the vertices that count (none: all zeros out).
+
+    Returns:
+        (..., 4) x0, y0, x1, y1.
+    """
     if vertex_valid is None:
         lo = points.amin(-2)
         hi = points.amax(-2)
@@ -87,12 +114,19 @@ def envelope(points: torch.Tensor, vertex_valid: torch.Tensor | None = None) -> 
 def clipped_envelope(
     points: torch.Tensor, vertex_valid: torch.Tensor | None, out_size: tuple[int, int]
 ) -> torch.Tensor:
-    """Envelope ``(..., 4)`` of the polygon ``(..., V, 2)`` intersected with the output
-    ``[0, out_w] x [0, out_h]`` (zeros when they do not meet).
+    """Envelope of a polygon intersected with the output ``[0, out_w] x [0, out_h]``.
 
     The intersection's extreme points are among: the vertices inside the output, the
     crossings of the polygon's edges with the output's border, and the output's corners
     inside the polygon (even-odd rule) — all found branch-free.
+
+    Args:
+        points: Polygon vertices (..., V, 2), padding vertices at the end.
+        vertex_valid: Optional (..., V) bool: the real vertices (None: all).
+        out_size: The output (out_h, out_w).
+
+    Returns:
+        (..., 4) x0, y0, x1, y1; zeros where the polygon and the output do not meet.
     """
     oh, ow = float(out_size[0]), float(out_size[1])
     v = points.shape[-2]
@@ -157,7 +191,18 @@ def resized_crop_xyxy(
     out_size: tuple[int, int],
     min_visible: float = 0.25,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Boxes ``(B, N, 4)`` through a resized crop: mapped, clipped, validity updated."""
+    """Boxes through a resized crop: mapped, clipped, validity updated.
+
+    Args:
+        xyxy: Boxes (B, N, 4) x0, y0, x1, y1.
+        valid: (B, N) bool validity.
+        crop_boxes: (B, 4) crop boxes (top, left, height, width), host or device.
+        out_size: The crop's output (out_h, out_w).
+        min_visible: The fraction of its area a shape must keep to stay valid.
+
+    Returns:
+        (boxes, valid): the boxes in the output, clipped, and their updated validity.
+    """
     pts = resized_crop_points(xyxy.reshape(*xyxy.shape[:-1], 2, 2), crop_boxes, out_size)
     return clip_xyxy(pts.reshape(xyxy.shape), valid, out_size, min_visible)
 
@@ -169,11 +214,22 @@ def resized_crop_corners(
     out_size: tuple[int, int],
     min_visible: float = 0.25,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Rotated boxes ``(B, N, 4, 2)``: ``(corners, clipped envelope xyxy, valid)``.
+    """Rotated boxes through a resized crop.
 
     Corners are mapped but not clipped (a clipped rotated box is no longer a box); ``xyxy``
     is the envelope of the part of the box inside the output, and its area over the whole
     envelope's is the visible fraction.
+
+    Args:
+        corners: Rotated boxes (B, N, 4, 2), corner 0 the box's own top-left, clockwise.
+        valid: (B, N) bool validity.
+        crop_boxes: (B, 4) crop boxes (top, left, height, width), host or device.
+        out_size: The crop's output (out_h, out_w).
+        min_visible: The fraction of its area a shape must keep to stay valid.
+
+    Returns:
+        (corners, xyxy, valid): the mapped corners, their clipped envelope (B, N, 4) and the
+        updated validity.
     """
     mapped = resized_crop_points(corners, crop_boxes, out_size)
     xyxy = clipped_envelope(mapped, None, out_size)
@@ -188,9 +244,22 @@ def resized_crop_polygons(
     out_size: tuple[int, int],
     min_visible: float = 0.25,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Polygons ``(B, N, V, 2)``: points mapped and clamped to the output; a polygon stays
-    valid when the envelope of its part inside the output keeps ``min_visible`` of the
-    area of its whole envelope."""
+    """Polygons through a resized crop: points mapped and clamped to the output.
+
+    A polygon stays valid when the envelope of its part inside the output keeps
+    ``min_visible`` of the area of its whole envelope.
+
+    Args:
+        points: Polygons (B, N, V, 2), padding vertices at the end.
+        vertex_valid: (B, N, V) bool: the real vertices.
+        valid: (B, N) bool validity.
+        crop_boxes: (B, 4) crop boxes (top, left, height, width), host or device.
+        out_size: The crop's output (out_h, out_w).
+        min_visible: The fraction of its area a shape must keep to stay valid.
+
+    Returns:
+        (points, valid): the clamped points and the updated validity.
+    """
     mapped = resized_crop_points(points, crop_boxes, out_size)
     tight = clipped_envelope(mapped, vertex_valid, out_size)
     keep = _visible(tight, envelope(mapped, vertex_valid), valid, min_visible)
@@ -204,7 +273,18 @@ def resized_crop_polygons(
 def resized_crop_keypoints(
     xy: torch.Tensor, valid: torch.Tensor, crop_boxes: torch.Tensor, out_size: tuple[int, int]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Keypoints ``(B, K, 2)``: mapped; those outside ``[0, out_w] x [0, out_h]`` invalid."""
+    """Keypoints through a resized crop: mapped; those outside the output become invalid.
+
+    Args:
+        xy: Keypoints (B, K, 2) x, y.
+        valid: (B, K) bool validity.
+        crop_boxes: (B, 4) crop boxes (top, left, height, width), host or device.
+        out_size: The crop's output (out_h, out_w).
+
+    Returns:
+        (keypoints, valid): the mapped keypoints and the updated validity (invalid outside
+        ``[0, out_w] x [0, out_h]``).
+    """
     mapped = resized_crop_points(xy, crop_boxes, out_size)
     oh, ow = out_size
     x, y = mapped[..., 0], mapped[..., 1]
@@ -215,11 +295,20 @@ def resized_crop_keypoints(
 def resized_crop_ellipses(
     params: torch.Tensor, valid: torch.Tensor, crop_boxes: torch.Tensor, out_size: tuple[int, int]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ellipses ``(B, E, 5)`` cx, cy, rx, ry, rotation (degrees, clockwise with y down).
+    """Ellipses through a resized crop, exact under the per-axis scale.
 
-    Exact under the per-axis scale: the shape matrix ``S R diag(rx², ry²) Rᵀ S`` is
-    re-diagonalised, so a rotated ellipse stretched unevenly gets its new axes and angle.
-    Those whose centre leaves ``[0, out_w] x [0, out_h]`` become invalid.
+    The shape matrix ``S R diag(rx², ry²) Rᵀ S`` is re-diagonalised, so a rotated ellipse
+    stretched unevenly gets its new axes and angle.
+
+    Args:
+        params: Ellipses (B, E, 5) cx, cy, rx, ry, rotation (degrees, clockwise with y down).
+        valid: (B, E) bool validity.
+        crop_boxes: (B, 4) crop boxes (top, left, height, width), host or device.
+        out_size: The crop's output (out_h, out_w).
+
+    Returns:
+        (ellipses, valid): the mapped ellipses and the updated validity (invalid where the
+        centre leaves ``[0, out_w] x [0, out_h]``).
     """
     _, _, sy, sx = _affine(crop_boxes, out_size, params.device)
     # float32 for the loaders' float32 columns (no float64 on a device); float64 stays float64
@@ -244,7 +333,16 @@ def resized_crop_ellipses(
 
 
 def hflip_ellipses(params: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
-    """Ellipses mirrored where ``flip`` (B,) is set: ``cx' = w - cx``, rotation negated."""
+    """Ellipses mirrored: ``cx' = w - cx``, rotation negated.
+
+    Args:
+        params: Ellipses (B, E, 5) cx, cy, rx, ry, rotation (degrees).
+        widths: (B,) valid width of each sample.
+        flip: (B,) bool: which samples to mirror.
+
+    Returns:
+        The ellipses, mirrored where ``flip`` is set.
+    """
     centre = hflip_points(params[..., :2], widths, flip)
     rot = torch.where(_bshape(to_device(flip, params.device), 2), -params[..., 4], params[..., 4])
     return torch.cat([centre, params[..., 2:4], rot.unsqueeze(-1)], dim=-1)
@@ -277,13 +375,24 @@ def resized_crop_masks(
     out_size: tuple[int, int],
     min_visible: float = 0.25,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Masks ``(B, M, H, W)`` uint8 through a nearest-neighbour resized crop.
+    """Masks through a nearest-neighbour resized crop.
 
     Output pixel ``(i, j)`` takes the source pixel under its centre
     ``(left + (j + 0.5) * width / out_w, top + (i + 0.5) * height / out_h)`` (integer
     arithmetic for integer boxes; float32 for the fractional boxes of windows, 0 where the
-    centre falls outside the batch). A mask stays valid when ``min_visible`` of its area
-    (measured in source pixels) remains.
+    centre falls outside the batch).
+
+    Args:
+        masks: (B, M, H, W) uint8.
+        valid: (B, M) bool validity.
+        crop_boxes: (B, 4) crop boxes (top, left, height, width): integers, or floats for a
+            window's fractional boxes.
+        out_size: The crop's output (out_h, out_w).
+        min_visible: The fraction of its area (in source pixels) a mask must keep to stay
+            valid.
+
+    Returns:
+        (masks, valid): (B, M, out_h, out_w) uint8 and the updated validity.
     """
     b, m, h, w = masks.shape
     oh, ow = out_size
@@ -310,7 +419,16 @@ def resized_crop_masks(
 
 
 def hflip_points(xy: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
-    """Points ``(B, ..., 2)``: ``x' = w - x`` where ``flip`` (B,) is set."""
+    """Points mirrored: ``x' = w - x``.
+
+    Args:
+        xy: Points (B, ..., 2) x, y.
+        widths: (B,) valid width of each sample.
+        flip: (B,) bool: which samples to mirror.
+
+    Returns:
+        The points, mirrored where ``flip`` is set.
+    """
     nd = xy.ndim - 1
     w = _bshape(to_device(widths, xy.device).to(xy.dtype), nd)
     x = torch.where(_bshape(to_device(flip, xy.device), nd), w - xy[..., 0], xy[..., 0])
@@ -318,7 +436,16 @@ def hflip_points(xy: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> 
 
 
 def hflip_xyxy(xyxy: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
-    """Boxes ``(B, N, 4)``: mirrored, x0/x1 swapped so that x0 <= x1 still holds."""
+    """Boxes mirrored, x0/x1 swapped so that x0 <= x1 still holds.
+
+    Args:
+        xyxy: Boxes (B, N, 4) x0, y0, x1, y1.
+        widths: (B,) valid width of each sample.
+        flip: (B,) bool: which samples to mirror.
+
+    Returns:
+        The boxes, mirrored where ``flip`` is set.
+    """
     w = to_device(widths, xyxy.device).to(xyxy.dtype).view(-1, 1)
     flipped = torch.stack(
         [w - xyxy[..., 2], xyxy[..., 1], w - xyxy[..., 0], xyxy[..., 3]], dim=-1
@@ -327,8 +454,19 @@ def hflip_xyxy(xyxy: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> 
 
 
 def hflip_corners(corners: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
-    """Rotated boxes ``(B, N, 4, 2)``: mirrored and reordered ``[1, 0, 3, 2]`` so corner 0 is
-    still the box's own top-left and the order stays clockwise (rotation becomes ``-r``)."""
+    """Rotated boxes mirrored and reordered ``[1, 0, 3, 2]``.
+
+    Corner 0 stays the box's own top-left and the order stays clockwise (the rotation becomes
+    ``-r``).
+
+    Args:
+        corners: Rotated boxes (B, N, 4, 2).
+        widths: (B,) valid width of each sample.
+        flip: (B,) bool: which samples to mirror.
+
+    Returns:
+        The corners, mirrored where ``flip`` is set.
+    """
     m = hflip_points(corners, widths, flip)
     # corners [1, 0, 3, 2] by select views: a Python list as the index would be a host tensor
     # copied to the device, which CUDA waits for (seen as a host sync on an H200)
@@ -337,7 +475,16 @@ def hflip_corners(corners: torch.Tensor, widths: torch.Tensor, flip: torch.Tenso
 
 
 def hflip_masks(masks: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
-    """Masks ``(B, M, H, W)``: columns mirrored within each sample's valid width."""
+    """Masks with their columns mirrored within each sample's valid width.
+
+    Args:
+        masks: (B, M, H, W).
+        widths: (B,) valid width of each sample.
+        flip: (B,) bool: which samples to mirror.
+
+    Returns:
+        The masks, mirrored where ``flip`` is set.
+    """
     b, m, h, w = masks.shape
     j = torch.arange(w, device=masks.device).view(1, w)
     wv = to_device(widths, masks.device).to(torch.int64).view(b, 1)
@@ -346,7 +493,14 @@ def hflip_masks(masks: torch.Tensor, widths: torch.Tensor, flip: torch.Tensor) -
 
 
 def corners_from_xywhr(xywhr: torch.Tensor) -> torch.Tensor:
-    """Label Studio rectangles ``(..., 5)`` x, y, w, h, rotation (deg) -> corners (..., 4, 2)."""
+    """Label Studio rectangles to corners.
+
+    Args:
+        xywhr: (..., 5) x, y, w, h, rotation (degrees, clockwise about the top-left corner).
+
+    Returns:
+        (..., 4, 2) corners, clockwise from the top-left.
+    """
     x, y, w, h, r = xywhr.unbind(-1)
     rad = torch.deg2rad(r)
     c, s = torch.cos(rad), torch.sin(rad)
@@ -356,9 +510,17 @@ def corners_from_xywhr(xywhr: torch.Tensor) -> torch.Tensor:
 
 
 def xywhr_from_corners(corners: torch.Tensor) -> torch.Tensor:
-    """Corners ``(..., 4, 2)`` -> x, y, w, h, rotation (deg) from corner 0 and its two edges
-    (exact for rectangles; after an anisotropic resize the shape is a parallelogram and w, h
-    are its edge lengths)."""
+    """Corners to x, y, w, h, rotation from corner 0 and its two edges.
+
+    Exact for rectangles; after an anisotropic resize the shape is a parallelogram and w, h are
+    its edge lengths.
+
+    Args:
+        corners: (..., 4, 2), clockwise from the box's top-left.
+
+    Returns:
+        (..., 5) x, y, w, h, rotation (degrees).
+    """
     c0, c1, c3 = corners[..., 0, :], corners[..., 1, :], corners[..., 3, :]
     e1 = c1 - c0
     e3 = c3 - c0
@@ -371,8 +533,20 @@ def xywhr_from_corners(corners: torch.Tensor) -> torch.Tensor:
 def resized_crop_geometry(
     batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int], min_visible: float = 0.25
 ) -> Batch:
-    """The geometry keys of ``batch`` through a resized crop (only the keys present; each
-    kind maps its own: ``Kind.resized_crop`` in ``npu_data/kinds``)."""
+    """The geometry keys of a batch through a resized crop.
+
+    Only the keys present; each kind maps its own (``Kind.resized_crop`` in
+    ``npu_data/kinds``).
+
+    Args:
+        batch: A batch dict (boxes, polygons, keypoints, masks, ... as the kinds name them).
+        crop_boxes: (B, 4) crop boxes (top, left, height, width), host or device.
+        out_size: The crop's output (out_h, out_w).
+        min_visible: The fraction of its area a shape must keep to stay valid.
+
+    Returns:
+        The mapped geometry keys (the image is not among them).
+    """
     from npu_data.transforms import geometry  # this module, the kernels G (mypy checks it
     # against kinds.protocols.GeometryKernels: the kinds sit below and never import it)
 
@@ -383,7 +557,16 @@ def resized_crop_geometry(
 
 
 def hflip_geometry(batch: Batch, widths: torch.Tensor, flip: torch.Tensor) -> Batch:
-    """The geometry keys of ``batch`` mirrored where ``flip`` (B,) is set (``Kind.hflip``)."""
+    """The geometry keys of a batch mirrored (``Kind.hflip`` of each kind).
+
+    Args:
+        batch: A batch dict.
+        widths: (B,) valid width of each sample.
+        flip: (B,) bool: which samples to mirror.
+
+    Returns:
+        The mirrored geometry keys.
+    """
     from npu_data.transforms import geometry  # this module, the kernels G
 
     out: Batch = {}

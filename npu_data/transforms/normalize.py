@@ -28,11 +28,21 @@ def _per_channel(value: float | Sequence[float], what: str, who: str) -> tuple[f
 
 
 class Normalize(Transform):
-    """uint8 -> ``(x / 255 - mean) / std`` in ``dtype`` (float32 by default); ``channels_last``
-    picks the output memory format. Put it last: it ends the uint8 part of a pipeline.
+    """uint8 -> ``(x / 255 - mean) / std`` in ``dtype``. Put it last: it ends the uint8 part
+    of a pipeline. ``Normalize(0.5, 0.5, dtype=torch.bfloat16)`` gives diffusion models'
+    [-1, 1] inputs.
 
-    ``mean`` / ``std`` are one value per channel, or one number for all three:
-    ``Normalize(0.5, 0.5, dtype=torch.bfloat16)`` gives diffusion models' [-1, 1] inputs."""
+    Args:
+        mean: One value per channel, or one number for all three (default ImageNet's).
+        std: One value per channel, or one number for all three, each > 0 (default
+            ImageNet's).
+        dtype: The output's floating-point dtype.
+        channels_last: Give the output ``torch.channels_last`` memory format.
+
+    Raises:
+        UserError: ``mean`` / ``std`` not numbers, of different lengths, a ``std`` <= 0, or a
+            ``dtype`` that is not floating point.
+    """
 
     name = "Normalize"
 

@@ -1,10 +1,10 @@
 """Agreement between the device kernels and the Pillow CPU versions: the measures.
 
-:func:`compare_tensor` measures two arrays; :class:`RowAccumulator` folds many samples into one
-:class:`ParityRow` against the budgets in :data:`TOLERANCES` (and, for the torch kernels under
-each reduced-precision mode of :mod:`npu_data.transforms.precision`,
-:data:`PRECISION_TOLERANCES`). The suite that runs every kernel, the pipeline and the
-DataLoader is a tool: :func:`npu_data.tools.parity_suite.run_parity_suite`.
+``compare_tensor`` measures two arrays; ``RowAccumulator`` folds many samples into one
+``ParityRow`` against the budgets in ``TOLERANCES`` (and, for the torch kernels under each
+reduced-precision mode of ``npu_data.transforms.precision``, ``PRECISION_TOLERANCES``). The
+suite that runs every kernel, the pipeline and the DataLoader is a tool:
+``npu_data.tools.parity_suite.run_parity_suite`` (``npu-data parity``).
 """
 
 from __future__ import annotations
@@ -41,12 +41,16 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "pipeline": (1, 0.1),
     "loader": (1, 0.1),
 }
+"""Kernel -> (max abs difference in 8-bit levels, bound on the mean abs difference: the mean
+must be below it, or exactly 0 when the bound is 0); ``normalize`` is in float units."""
 # the torch kernels under TF32/HF32, bf16 matmuls or bf16 autocast (rows "<kernel> (torch,
 # <mode>)"): they have no matmul, so the pixels are Pillow's exactly; normalize (float32 out)
 # keeps its budget. The loader runs in its own processes and has no such rows.
 PRECISION_TOLERANCES: dict[str, tuple[float, float]] = {
     k: (TOLERANCES[k] if k == "normalize" else (0, 0.0)) for k in TOLERANCES if k != "loader"
 }
+"""``TOLERANCES`` of the torch kernels under TF32/HF32, bf16 matmuls or bf16 autocast: exact
+(they have no matmul), ``normalize`` keeping its float budget; no ``loader`` row."""
 
 
 def _to_cpu(x: Any) -> torch.Tensor:
@@ -61,7 +65,20 @@ def _to_cpu(x: Any) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class ParityReport:
-    """How far ``actual`` is from ``expected`` (see :func:`compare_tensor`)."""
+    """How far ``actual`` is from ``expected`` (made by ``compare_tensor``).
+
+    Attributes:
+        shape: The compared shape.
+        dtype: The dtype, ``"expected/actual"`` when they differ (``"uint8"``,
+            ``"float32/bfloat16"``).
+        numel: Number of values compared.
+        max_abs: Largest absolute difference (raw units).
+        mean_abs: Mean absolute difference (raw units).
+        frac_off_gt1: Fraction of values off by more than one 8-bit level.
+        cosine: Cosine similarity of the two, flattened (1.0 when both are all zero).
+        allclose: ``torch.allclose(actual, expected, rtol, atol)``.
+        passed: The verdict: ``allclose``.
+    """
 
     shape: tuple[int, ...]
     dtype: str
@@ -87,11 +104,23 @@ def compare_tensor(
 ) -> ParityReport:
     """Compare two tensors/arrays (any device) in float64 on the CPU.
 
-    ``frac_off_gt1`` is the fraction of values off by more than one 8-bit level: the raw
-    difference for uint8 inputs; for floats, the difference times 255 when both look 0..1
-    scaled, the raw difference otherwise. ``atol`` defaults to 1.0 for uint8, 1e-5 otherwise;
-    ``passed`` is ``torch.allclose(actual, expected, rtol, atol)``.
-    Raises ValueError when the shapes differ.
+    ``frac_off_gt1`` counts values off by more than one 8-bit level: the raw difference for
+    uint8 inputs; for floats, the difference times 255 when both look 0..1 scaled, the raw
+    difference otherwise.
+
+    Args:
+        expected: The reference: a torch tensor or numpy array.
+        actual: The result to check, of the same shape (any dtype, any device).
+        rtol: Relative tolerance of ``torch.allclose``.
+        atol: Absolute tolerance of ``torch.allclose``; default 1.0 for uint8, 1e-5
+            otherwise.
+
+    Returns:
+        The measures; ``passed`` is ``torch.allclose(actual, expected, rtol, atol)``.
+
+    Raises:
+        ValueError: The shapes differ.
+        TypeError: An input is neither a torch tensor nor a numpy array.
     """
     e_raw, a_raw = _to_cpu(expected), _to_cpu(actual)
     if tuple(e_raw.shape) != tuple(a_raw.shape):
@@ -138,14 +167,33 @@ def compare_tensor(
 
 def within(kernel: str, max_abs: float, mean_abs: float,
            tolerance: tuple[float, float] | None = None) -> bool:
-    """True when ``max_abs`` / ``mean_abs`` meet ``tolerance`` (``TOLERANCES[kernel]``)."""
+    """Whether measured differences meet a kernel's budget.
+
+    Args:
+        kernel: A key of ``TOLERANCES``.
+        max_abs: The largest absolute difference measured.
+        mean_abs: The mean absolute difference measured.
+        tolerance: (max, mean bound); default ``TOLERANCES[kernel]``.
+
+    Returns:
+        True when ``max_abs <= max`` and ``mean_abs`` is below the bound (exactly 0 when the
+        bound is 0).
+    """
     max_tol, mean_tol = TOLERANCES[kernel] if tolerance is None else tolerance
     mean_ok = mean_abs == 0.0 if mean_tol == 0 else mean_abs < mean_tol
     return max_abs <= max_tol and mean_ok
 
 
 def tolerance_text(kernel: str, tolerance: tuple[float, float] | None = None) -> str:
-    """``tolerance`` (``TOLERANCES[kernel]``) for people: ``max<=1, mean<0.1`` or ``exact``."""
+    """A kernel's budget for people.
+
+    Args:
+        kernel: A key of ``TOLERANCES``.
+        tolerance: (max, mean bound); default ``TOLERANCES[kernel]``.
+
+    Returns:
+        ``"max<=1, mean<0.1"``, or ``"exact"`` for a zero budget.
+    """
     max_tol, mean_tol = TOLERANCES[kernel] if tolerance is None else tolerance
     if max_tol == 0 and mean_tol == 0:
         return "exact"
@@ -154,7 +202,17 @@ def tolerance_text(kernel: str, tolerance: tuple[float, float] | None = None) ->
 
 @dataclass(frozen=True)
 class ParityRow:
-    """One kernel's agreement over every sample the suite ran."""
+    """One kernel's agreement over every sample the suite ran (``RowAccumulator.row``).
+
+    Attributes:
+        kernel: The kernel (a key of ``TOLERANCES``, or ``"<kernel> (torch, <mode>)"``).
+        max: Largest absolute difference over all samples.
+        mean: Mean absolute difference over all values.
+        frac: Fraction of values off by more than one 8-bit level.
+        samples: Samples compared.
+        tolerance: The budget, as ``tolerance_text`` writes it.
+        passed: Whether ``max`` and ``mean`` meet the budget.
+    """
 
     kernel: str
     max: float
@@ -166,13 +224,19 @@ class ParityRow:
 
 
 class RowAccumulator:
-    """Accumulates per-sample reports into one row."""
+    """Accumulates per-sample comparisons (``add``) into one ``ParityRow`` (``row``).
+
+    Args:
+        kernel: The row's kernel name.
+        tolerance: (max, mean bound) the row is judged against.
+    """
 
     def __init__(self, kernel: str, tolerance: tuple[float, float]) -> None:
         self.kernel, self.tolerance = kernel, tolerance
         self.max, self.total, self.off, self.numel, self.samples = 0.0, 0.0, 0.0, 0, 0
 
     def add(self, expected: Any, actual: Any) -> None:
+        """Compare one sample (``compare_tensor``) and fold it into the row."""
         r = compare_tensor(expected, actual)
         self.max = max(self.max, r.max_abs)
         self.total += r.mean_abs * r.numel
@@ -181,6 +245,7 @@ class RowAccumulator:
         self.samples += 1
 
     def row(self) -> ParityRow:
+        """The row over every sample added so far."""
         mean = self.total / self.numel if self.numel else 0.0
         frac = self.off / self.numel if self.numel else 0.0
         return ParityRow(

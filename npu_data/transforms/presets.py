@@ -21,6 +21,7 @@ LEVELS = {
     2: "level 1 + ColorJitter(0.2, 0.2, 0.2)",
     3: "level 1 + ColorJitter(0.4, 0.4, 0.4, hue=0.1)",
 }
+"""``NpuPreprocessor``'s ``augment_level`` values and what each applies."""
 
 
 def preset(
@@ -60,13 +61,28 @@ def preset(
 class NpuPreprocessor(Compose):
     """``NpuPreprocessor(image_size=1024, augment_level=2)``: a ready-made batched pipeline.
 
-    ``normalize``: False (uint8 out), True (ImageNet mean/std) or ``(mean, std)`` (``(0.5,
-    0.5)``: [-1, 1], diffusion models' inputs); ``dtype`` / ``channels_last`` apply to the
-    normalised output. ``buckets`` (``"sdxl"`` or a list of (height, width)): the bucketed
-    preset for aspect-ratio batches (``BucketBatchSampler``): each batch resized to cover its
-    bucket and cropped to it (``ResizeCrop``); a preset list is scaled from 1024 px to
-    ``image_size``. ``NpuPreprocessor(image_size=1024, augment_level=2, buckets="sdxl",
-    normalize=(0.5, 0.5), dtype=torch.bfloat16)`` is SDXL's input.
+    ``NpuPreprocessor(image_size=1024, augment_level=2, buckets="sdxl", normalize=(0.5, 0.5),
+    dtype=torch.bfloat16)`` is SDXL's input.
+
+    Args:
+        image_size: The output side, or (height, width); with ``buckets``, the side the
+            buckets are scaled to (an int).
+        augment_level: One of ``LEVELS``: 0 resizes and centre-crops (evaluation), 1 adds a
+            random resized crop and flip, 2 and 3 colour jitter of growing strength.
+        normalize: False (uint8 out), True (ImageNet mean/std) or ``(mean, std)`` (``(0.5,
+            0.5)``: [-1, 1], diffusion models' inputs).
+        dtype: The normalised output's dtype.
+        channels_last: Give the normalised output ``torch.channels_last`` memory format.
+        min_visible: Boxes, polygons and masks keeping less than this fraction of their
+            area after the crop are marked invalid.
+        buckets: ``"sdxl"`` or a list of (height, width): the bucketed preset for
+            aspect-ratio batches (``BucketBatchSampler``), each batch resized to cover its
+            bucket and cropped to it (``ResizeCrop``); a preset list is scaled from 1024 px
+            to ``image_size``.
+
+    Raises:
+        UserError: An ``augment_level`` not in ``LEVELS``, a ``normalize`` that is not
+            True, False or (mean, std), or another argument out of range.
     """
 
     name = "NpuPreprocessor"

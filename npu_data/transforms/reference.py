@@ -1,10 +1,10 @@
 """The CPU versions: each op on one sample with Pillow + numpy (torchvision's PIL path).
 
 A sample is an ``HxWx3`` uint8 numpy array of its valid size; every op returns a new
-``HxWx3`` uint8 array, except :func:`normalize`, which returns float32 ``CxHxW`` (the layout of
+``HxWx3`` uint8 array, except ``normalize``, which returns float32 ``CxHxW`` (the layout of
 one sample of the device batch) or ``HxWxC`` with ``channels_last=True``. Parameters are the
-same as :mod:`npu_data.transforms.functional` takes per sample; these functions define what
-the device kernels must reproduce (see :mod:`npu_data.transforms.parity`).
+same as ``npu_data.transforms.functional`` takes per sample; these functions define what
+the device kernels must reproduce (see ``npu_data.transforms.parity``).
 """
 
 from __future__ import annotations
@@ -72,10 +72,19 @@ def _out_size(size: int | Sequence[int]) -> tuple[int, int]:
 
 
 def resized_crop(img: np.ndarray, box: Sequence[int], size: int | Sequence[int]) -> np.ndarray:
-    """Crop ``box`` = (top, left, height, width) and resize to ``size`` (int or (h, w)) with
-    ``Image.BILINEAR`` — Pillow's antialiased resize, as torchvision's PIL ``resized_crop``.
+    """Crop a box and resize it with ``Image.BILINEAR``: torchvision's PIL ``resized_crop``.
 
-    The box must lie inside the image and be at least 1x1.
+    Args:
+        img: One sample, HxWx3 uint8 (its valid region).
+        box: (top, left, height, width), inside the image and at least 1x1.
+        size: The output (height, width), or one int for both.
+
+    Returns:
+        The resized crop, HxWx3 uint8.
+
+    Raises:
+        UserError: ``img`` is not a non-empty HxWx3 uint8 array, the box does not fit in it, or
+            ``size`` is not a positive int or pair.
     """
     img = _check_image(img, "resized_crop")
     if len(box) != 4:
@@ -93,11 +102,25 @@ def resized_crop(img: np.ndarray, box: Sequence[int], size: int | Sequence[int])
 
 def resized_window(img: np.ndarray, box: Sequence[int], window: Sequence[int],
                    size: int | Sequence[int]) -> np.ndarray:
-    """Crop ``box`` = (top, left, height, width), resize it whole to ``window``'s
-    ``(full_h, full_w)`` with ``Image.BILINEAR``, then keep ``size`` (int or (h, w)) at
-    ``window``'s ``(top, left)`` — torchvision's PIL ``Resize`` then a crop; outside the
-    resized image (a negative offset, or a window past its end) the output is 0, as
-    torchvision's ``CenterCrop`` pads.
+    """Resize a box whole, then keep a window of it: torchvision's PIL ``Resize`` then a crop.
+
+    Outside the resized image (a negative offset, or a window past its end) the output is 0,
+    as torchvision's ``CenterCrop`` pads.
+
+    Args:
+        img: One sample, HxWx3 uint8 (its valid region).
+        box: (top, left, height, width), inside the image and at least 1x1.
+        window: (top, left, full_height, full_width): the box is resized to
+            ``(full_height, full_width)`` with ``Image.BILINEAR`` and the output is kept at
+            ``(top, left)`` of that.
+        size: The output (height, width), or one int for both.
+
+    Returns:
+        The window, HxWx3 uint8.
+
+    Raises:
+        UserError: A window that is not four numbers or has a full size below 1, or what
+            ``resized_crop`` rejects.
     """
     if len(window) != 4:
         raise UserError(f"reference.resized_window: window must be (top, left, full_height, "
@@ -117,9 +140,23 @@ def resized_window(img: np.ndarray, box: Sequence[int], window: Sequence[int],
 
 
 def resize_shorter(img: np.ndarray, size: int, max_size: int | None = None) -> np.ndarray:
-    """torchvision's PIL ``Resize(size, max_size)``: the shorter side to ``size``, the longer
-    ``int(size * long / short)`` (torchvision 0.28 transforms/functional.py 353-384; no
-    resize when the size is unchanged, 470-476), with ``Image.BILINEAR``."""
+    """torchvision's PIL ``Resize(size, max_size)`` with ``Image.BILINEAR``.
+
+    The shorter side becomes ``size``, the longer ``int(size * long / short)`` (torchvision
+    0.28 transforms/functional.py 353-384; no resize when the size is unchanged, 470-476).
+
+    Args:
+        img: One sample, HxWx3 uint8 (its valid region).
+        size: The shorter side's new length.
+        max_size: The longest the longer side may be (both sides shrink to fit); None: no
+            bound.
+
+    Returns:
+        The resized image, HxWx3 uint8 (a copy).
+
+    Raises:
+        UserError: ``img`` is not a non-empty HxWx3 uint8 array.
+    """
     img = _check_image(img, "resize_shorter")
     h, w = img.shape[:2]
     short, long = (w, h) if w <= h else (h, w)
@@ -134,9 +171,23 @@ def resize_shorter(img: np.ndarray, size: int, max_size: int | None = None) -> n
 
 
 def center_crop(img: np.ndarray, size: int | Sequence[int]) -> np.ndarray:
-    """torchvision's PIL ``CenterCrop``: pad with 0 where the crop is larger
-    (``(crop - side) // 2`` before), else the offset ``int(round((side - crop) / 2))``
-    (torchvision 0.28 transforms/v2/functional/_geometry.py 2564-2578, 2602-2616)."""
+    """torchvision's PIL ``CenterCrop``.
+
+    Pads with 0 where the crop is larger (``(crop - side) // 2`` before), else crops at the
+    offset ``int(round((side - crop) / 2))`` (torchvision 0.28
+    transforms/v2/functional/_geometry.py 2564-2578, 2602-2616).
+
+    Args:
+        img: One sample, HxWx3 uint8 (its valid region).
+        size: The output (height, width), or one int for both.
+
+    Returns:
+        The crop, HxWx3 uint8.
+
+    Raises:
+        UserError: ``img`` is not a non-empty HxWx3 uint8 array, or ``size`` is not a positive int
+            or pair.
+    """
     img = _check_image(img, "center_crop")
     crop_h, crop_w = _out_size(size)
     h, w = img.shape[:2]
@@ -151,7 +202,18 @@ def center_crop(img: np.ndarray, size: int | Sequence[int]) -> np.ndarray:
 
 
 def hflip(img: np.ndarray, flip: bool = True) -> np.ndarray:
-    """Mirror left-right when ``flip`` (a copy either way)."""
+    """Mirror left-right.
+
+    Args:
+        img: One sample, HxWx3 uint8 (its valid region).
+        flip: Whether to mirror (a copy either way).
+
+    Returns:
+        The image, HxWx3 uint8.
+
+    Raises:
+        UserError: ``img`` is not a non-empty HxWx3 uint8 array.
+    """
     img = _check_image(img, "hflip")
     return img[:, ::-1].copy() if bool(flip) else img.copy()
 
@@ -164,17 +226,53 @@ def _enhance(img: np.ndarray, enhancer: type[ImageEnhance._Enhance], factor: flo
 
 
 def adjust_brightness(img: np.ndarray, factor: float) -> np.ndarray:
-    """``ImageEnhance.Brightness(img).enhance(factor)`` (blend with black), factor >= 0."""
+    """``ImageEnhance.Brightness(img).enhance(factor)`` (blend with black).
+
+    Args:
+        img: One sample, HxWx3 uint8 (its valid region).
+        factor: >= 0; 1 leaves the image as it is.
+
+    Returns:
+        The adjusted image, HxWx3 uint8.
+
+    Raises:
+        UserError: ``img`` is not a non-empty HxWx3 uint8 array, or ``factor`` is
+            not a finite number >= 0.
+    """
     return _enhance(img, ImageEnhance.Brightness, factor, "adjust_brightness")
 
 
 def adjust_contrast(img: np.ndarray, factor: float) -> np.ndarray:
-    """``ImageEnhance.Contrast(img).enhance(factor)`` (blend with the grayscale mean)."""
+    """``ImageEnhance.Contrast(img).enhance(factor)`` (blend with the grayscale mean).
+
+    Args:
+        img: One sample, HxWx3 uint8 (its valid region).
+        factor: >= 0; 1 leaves the image as it is.
+
+    Returns:
+        The adjusted image, HxWx3 uint8.
+
+    Raises:
+        UserError: ``img`` is not a non-empty HxWx3 uint8 array, or ``factor`` is
+            not a finite number >= 0.
+    """
     return _enhance(img, ImageEnhance.Contrast, factor, "adjust_contrast")
 
 
 def adjust_saturation(img: np.ndarray, factor: float) -> np.ndarray:
-    """``ImageEnhance.Color(img).enhance(factor)`` (blend with per-pixel grayscale)."""
+    """``ImageEnhance.Color(img).enhance(factor)`` (blend with per-pixel grayscale).
+
+    Args:
+        img: One sample, HxWx3 uint8 (its valid region).
+        factor: >= 0; 1 leaves the image as it is.
+
+    Returns:
+        The adjusted image, HxWx3 uint8.
+
+    Raises:
+        UserError: ``img`` is not a non-empty HxWx3 uint8 array, or ``factor`` is
+            not a finite number >= 0.
+    """
     return _enhance(img, ImageEnhance.Color, factor, "adjust_saturation")
 
 
@@ -183,6 +281,12 @@ def hue_shift(hue: float) -> int:
 
     numpy's cast of a negative float to uint8 is undefined in C; on the platforms we run it
     truncates toward zero and wraps modulo 256, which is what this computes for every hue.
+
+    Args:
+        hue: The hue factor, in [-0.5, 0.5].
+
+    Returns:
+        The shift added to Pillow's 8-bit hue channel, 0..255.
     """
     return int(np.int64(np.trunc(hue * 255.0)) % 256)
 
@@ -190,7 +294,16 @@ def hue_shift(hue: float) -> int:
 def adjust_hue(img: np.ndarray, hue: float) -> np.ndarray:
     """torchvision's PIL ``adjust_hue``: Pillow HSV, ``H += uint8(hue * 255)`` wrapping, RGB.
 
-    ``hue`` in [-0.5, 0.5]; hue 0 still round-trips through HSV (not an exact identity).
+    Args:
+        img: One sample, HxWx3 uint8 (its valid region).
+        hue: The shift, in [-0.5, 0.5]; 0 still round-trips through HSV (not an exact
+            identity).
+
+    Returns:
+        The adjusted image, HxWx3 uint8.
+
+    Raises:
+        UserError: ``img`` is not a non-empty HxWx3 uint8 array, or ``hue`` is outside [-0.5, 0.5].
     """
     img = _check_image(img, "adjust_hue")
     h_factor = _check_factor(hue, "adjust_hue", -0.5, 0.5)
@@ -203,7 +316,22 @@ def adjust_hue(img: np.ndarray, hue: float) -> np.ndarray:
 
 def normalize(img: np.ndarray, mean: Sequence[float], std: Sequence[float],
               channels_last: bool = False) -> np.ndarray:
-    """``(img / 255 - mean) / std`` in float32; ``CxHxW`` (default) or ``HxWxC``."""
+    """``(img / 255 - mean) / std`` in float32.
+
+    Args:
+        img: One sample, HxWx3 uint8 (its valid region).
+        mean: Three values, one per channel.
+        std: Three values, each > 0.
+        channels_last: Return HxWxC instead of CxHxW (the layout of one sample of the device
+            batch).
+
+    Returns:
+        float32 CxHxW (default) or HxWxC.
+
+    Raises:
+        UserError: ``img`` is not a non-empty HxWx3 uint8 array, ``mean`` or ``std`` is not
+            three values, or a ``std`` is not > 0.
+    """
     img = _check_image(img, "normalize")
     if len(mean) != 3 or len(std) != 3:
         raise UserError(f"reference.normalize: mean and std need 3 values, got {len(mean)} "

@@ -112,10 +112,23 @@ class _WindowCrop(_CropBase):
 
 
 class Resize(_WindowCrop):
-    """torchvision's ``Resize``: ``size=(h, w)`` resizes every sample to that size;
-    ``size=int`` resizes each sample's shorter side to it, the longer in proportion
-    (truncated, as torchvision; ``max_size`` caps the longer side), so each sample keeps its
-    own shape: the batch is padded to the largest and ``sizes`` holds each one's."""
+    """torchvision's ``Resize``.
+
+    Each sample keeps its own shape with ``size=int``: the batch is padded to the largest and
+    ``sizes`` holds each one's.
+
+    Args:
+        size: ``(h, w)``: every sample resized to that size; an int: each sample's shorter side
+            resized to it, the longer in proportion (truncated, as torchvision).
+        max_size: With ``size=int``, the longest the longer side may be (> ``size``); None:
+            no bound.
+        min_visible: Boxes, polygons and masks keeping less than this fraction of their area
+            are marked invalid.
+
+    Raises:
+        UserError: A ``size`` that is not positive, a ``max_size`` with ``size=(h, w)`` or not
+            above ``size``, or a ``min_visible`` outside [0, 1].
+    """
 
     name = "Resize"
 
@@ -160,7 +173,16 @@ class Resize(_WindowCrop):
 
 class CenterCrop(_WindowCrop):
     """torchvision's ``CenterCrop``: ``size`` out of the centre of each valid image at its
-    offsets; a side shorter than the crop is padded with 0 (as torchvision does)."""
+    offsets; a side shorter than the crop is padded with 0 (as torchvision does).
+
+    Args:
+        size: The output (height, width), or one int for both.
+        min_visible: Boxes, polygons and masks keeping less than this fraction of their area
+            are marked invalid.
+
+    Raises:
+        UserError: A ``size`` that is not positive ints, or a ``min_visible`` outside [0, 1].
+    """
 
     name = "CenterCrop"
     size: tuple[int, int]
@@ -184,10 +206,21 @@ class CenterCrop(_WindowCrop):
 
 
 class ResizeCenterCrop(_WindowCrop):
-    """torchvision's ``Resize(resize_size)`` then ``CenterCrop(size)`` (the evaluation
-    preset), to the pixel: the shorter side resized to ``resize_size`` (default: the crop's
-    shorter side), the longer truncated in proportion, then the centre crop (0 padding where
-    the resized image is smaller than the crop)."""
+    """torchvision's ``Resize(resize_size)`` then ``CenterCrop(size)`` (the evaluation preset),
+    to the pixel: the shorter side resized to ``resize_size``, the longer truncated in
+    proportion, then the centre crop (0 padding where the resized image is smaller than the
+    crop).
+
+    Args:
+        size: The output (height, width), or one int for both.
+        resize_size: The shorter side after the resize; default the crop's shorter side.
+        min_visible: Boxes, polygons and masks keeping less than this fraction of their area
+            are marked invalid.
+
+    Raises:
+        UserError: A ``size`` or ``resize_size`` that is not positive ints, or a
+            ``min_visible`` outside [0, 1].
+    """
 
     name = "ResizeCenterCrop"
 
@@ -222,6 +255,10 @@ class ResizeCrop(_WindowCrop):
             offset per sample, keyed like every draw).
         buckets: the buckets of ``size=None``: ``"sdxl"`` or a list of ``(height, width)``.
         min_visible: geometry keeping less of its area becomes invalid.
+
+    Raises:
+        UserError: a ``size`` that is not positive ints, an unknown ``crop`` or
+            ``buckets``, or a ``min_visible`` outside [0, 1].
 
     The resize: scale ``max(th / h, tw / w)``; the side that sets it becomes its target
     exactly, the other ``max(t, round_half_up(side * scale))`` (integers); Pillow BILINEAR

@@ -1,5 +1,5 @@
 """The table of scripts/arm64_check.sh insns: instructions per image by kernel and build, from
-the logs benches/kernel_insns.py and the plugin scripts/arm64/insn_count.c wrote."""
+the logs npu_data/bench/kernel_insns.py and the plugin scripts/arm64/insn_count.c wrote."""
 
 import pathlib
 import re

@@ -11,7 +11,7 @@ import pytest
 import torch
 from PIL import Image
 
-from benches import chart, datasets, extras, stages, suite
+from npu_data.bench import chart, datasets, extras, stages, suite
 from npu_data.cli import main
 from npu_data.tools import baseline
 from npu_data.transforms import geometry
@@ -224,7 +224,7 @@ def test_bench_rejects_bad_numbers(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_kernel_bench_rows_cover_every_kernel_and_both_cpu_implementations() -> None:
     import math
 
-    from benches import kernels
+    from npu_data.bench import kernels
 
     rows = kernels.run("cpu", batch=2, repeats=1)
     names = [r["kernel"] for r in rows]
@@ -296,7 +296,7 @@ def test_bench_import_and_parse_brush_heavy(tmp_path: Path, capsys: pytest.Captu
 def test_bench_masks_are_label_studio_brush_rle() -> None:
     from label_studio_sdk.converter.brush import decode_rle as sdk_decode
 
-    from benches import brush
+    from npu_data.bench import brush
 
     pool = brush.rle_pool(40, 30, n=3)
     assert len({tuple(r) for r in pool}) == 3
@@ -307,7 +307,7 @@ def test_bench_masks_are_label_studio_brush_rle() -> None:
 
 def test_memory_bench_reports_each_epoch_and_a_verdict(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    from benches import memory
+    from npu_data.bench import memory
 
     for store in ("raw", "wds"):
         assert memory.main(["--store", store, "--epochs", "2", "--images", "8",

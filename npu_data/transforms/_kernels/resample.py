@@ -44,7 +44,7 @@ _KEEP = -(1 << PRECISION_BITS)  # ``acc & _KEEP``: the multiple of 2**22 below `
 _SCALE = 1 << PRECISION_BITS
 
 # Peak device memory a call may allocate, as a multiple of the input batch's bytes
-# (``tests`` and ``benches.kernels`` read and set it); passes chunk the batch to stay below.
+# (``tests`` and ``npu_data.bench.kernels`` read and set it); passes chunk the batch to stay below.
 MEMORY_BUDGET = 3.5
 
 

@@ -4,12 +4,12 @@
 resized into the batch by the worker's collate), epochs interleaved so both see the same
 machine load.
 
-    python -m benches.wds_read_crop --tars DIR [--epochs 6] [--workers 2] [--batch-size 64]
+    python -m npu_data.bench.wds_read_crop --tars DIR [--epochs 6] [--workers 2] [--batch-size 64]
                                     [--crop 224] [--decode exact|fast]
 
 ``DIR`` holds the tars (``npu-data bench`` writes them under
 ``<data-dir>/bench_<n>_<w>x<h>_s0/wds``). Set up as the bench suite's webdataset row
-(``benches.suite._wds``): tar order shuffled per worker, a one-batch sample window,
+(``npu_data.bench.suite._wds``): tar order shuffled per worker, a one-batch sample window,
 persistent workers, prefetch 4, RandomResizedCrop + ColorJitter + flip on the CPU. Each
 loader runs one warm-up epoch first; the report gives every epoch's img/s and CPU ms per
 image (main process and workers, from ``/proc``: less sensitive than img/s to other load on

@@ -1,7 +1,7 @@
 """Per-kernel cost: device kernels on a batch vs the per-sample CPU versions (ms per image).
 
-    python -m benches.kernels [--device cpu] [--batch 64] [--repeats 3] [--out results.json]
-    python -m benches.kernels --costs [--out costs.json]
+    python -m npu_data.bench.kernels [--device cpu] [--batch 64] [--repeats 3] [--out results.json]
+    python -m npu_data.bench.kernels --costs [--out costs.json]
 
 ``--costs``: device ops per batch and peak device memory per kernel, counted on the host
 (``npu_data.tools.device_costs``: the batch on the ``meta`` device, parameters drawn on the

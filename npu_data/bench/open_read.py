@@ -1,6 +1,6 @@
 """Open a 1M-sample raw dataset (8x8 images) and random-read it: time, RSS, samples/s.
 
-Run: ``python -m benches.open_read [--n 1000000]``. The dataset is built directly with the
+Run: ``python -m npu_data.bench.open_read [--n 1000000]``. The dataset is built directly with the
 writer's table path (no image files): an 8x8 image per sample, one box each.
 """
 

@@ -5,7 +5,7 @@ runs: ``read`` (n sample numbers -> items), per-sample steps (``decode``, ``augm
 ``collate``, then per-batch steps on the main process (``h2d``, ``augment``). Steps up to and
 including collate run in the loader's workers when there are any, so the bound side is
 ``max(sum(worker stages) / workers, sum(main stages))`` and the bound stage is the costliest
-one on that side. Used by ``benches.suite`` and ``benches.pipeline``.
+one on that side. Used by ``npu_data.bench.suite`` and ``npu_data.bench.pipeline``.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def _augment_step(crop: int, device: torch.device) -> Step:
 
 
 def _kornia_step(crop: int) -> Step:
-    from benches.extras import kornia_augmentation
+    from npu_data.bench.extras import kornia_augmentation
 
     return kornia_augmentation(crop)
 
@@ -134,7 +134,7 @@ def baseline_plan(files: list[Path], export: Path, crop: int, device: torch.devi
 def torchvision_plan(files: list[Path], export: Path, crop: int, device: torch.device
                      ) -> StagePlan:
     """torchvision's baseline: open / Pillow decode / v2 transforms per sample / collate."""
-    from benches import torchvision_baseline
+    from npu_data.bench import torchvision_baseline
     from npu_data.tools import baseline
 
     ds = torchvision_baseline.TorchvisionJpeg(files, baseline.targets(export, files), crop)
@@ -147,7 +147,7 @@ def shard_plan(path: Path, crop: int, device: torch.device, kornia: bool = False
                decode: str = "exact") -> StagePlan:
     """npu-data over shards: ``ds[i]`` (raw: the read; encoded: bytes read, then ``ds[i]``
     decodes), collate in the workers, H2D copy and the batched augmentation on ``device``
-    (``kornia``: Kornia's, ``benches.extras``)."""
+    (``kornia``: Kornia's, ``npu_data.bench.extras``)."""
     from npu_data.loaders import collate_samples
     from npu_data.shards.reader import ShardDataset
 
@@ -173,6 +173,11 @@ def shard_plan(path: Path, crop: int, device: torch.device, kornia: bool = False
         return out
 
     return StagePlan(read, [("decode", lambda item: ds[item[0]])], coll, tail)
+
+
+def dali_plan() -> StagePlan:
+    """An empty stage breakdown: DALI's stages run inside its own executor, not apart."""
+    return StagePlan(lambda n: [], [], list, [], timer=lambda *_: {})
 
 
 def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,

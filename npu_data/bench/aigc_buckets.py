@@ -1,9 +1,9 @@
 """The AIGC row: mixed-aspect photos (1,600 x 1,200-class) to SDXL's 1024-px buckets, ours
 against the same pipeline built from torchvision's PIL transforms per sample.
 
-    python -m benches.aigc_buckets [--images 256] [--batch-size 8] [--workers 2] [--epochs 3]
+    python -m npu_data.bench.aigc_buckets [--images 256] [--batch-size 8] [--workers 2] [--epochs 3]
                                    [--device auto] [--scale 1.0] [--store encoded|raw]
-    python -m benches.aigc_buckets --quick      # tiny sizes: checks that it runs and agrees
+    python -m npu_data.bench.aigc_buckets --quick      # tiny sizes: checks that it runs and agrees
 
 Both loaders take the same ``BucketBatchSampler`` batches (one bucket each, SDXL's list
 scaled by ``--scale``) and the same per-sample parameters (drawn keyed by (seed, epoch,
@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from benches import torchvision_baseline
+from npu_data.bench import torchvision_baseline
 
 # stored (height, width) of the photos: 4:3 and 3:4, 16:9 and 9:16, square, 2:3 (1,600 x
 # 1,200-class: 1.9-2.1 megapixels)

@@ -2,13 +2,13 @@
 
 Pipelines (same images, same augmentation, boxes carried along, same batch size and worker
 count): the baseline, torchvision's v2 transforms on PIL images in a torch DataLoader
-(``benches.torchvision_baseline``; when torchvision is missing the next row stands in), the
+(``npu_data.bench.torchvision_baseline``; when torchvision is missing the next row stands in), the
 per-sample Pillow reference (torch DataLoader, JPEG files, Pillow decode, each transform's CPU
-reference moving the boxes, ``benches.baseline``), npu-data from raw shards, npu-data from encoded shards, and
+reference moving the boxes, ``npu_data.tools.baseline``), npu-data from raw shards, npu-data from encoded shards, and
 WebDataset tars (``npu-data export-wds`` of the same JPEGs) streamed by
 ``npu_data.formats.webdataset.WebDatasetStream`` into our DataLoader and device transforms; Kornia's
 augmentation on our raw-shard batches when Kornia is installed, and NVIDIA DALI's CPU pipeline
-on the JPEG files when DALI is (``benches.extras``; no boxes, no stage breakdown). FFCV is
+on the JPEG files when DALI is (``npu_data.bench.extras``; no boxes, no stage breakdown). FFCV is
 listed, "not installed" unless importable.
 """
 
@@ -28,9 +28,9 @@ import numpy as np
 import psutil
 import torch
 
-from benches import extras, stages, torchvision_baseline
-from benches.datasets import BenchData, ensure
 from npu_data import device as dev
+from npu_data.bench import extras, stages, torchvision_baseline
+from npu_data.bench.datasets import BenchData, ensure
 from npu_data.formats.webdataset.stream import WebDatasetStream
 from npu_data.tools import baseline
 
@@ -235,7 +235,7 @@ def pipelines(data: BenchData, cfg: BenchConfig, device: torch.device
         if x["reason"] is None and x["name"] == "dali":  # its own reader on the JPEG files
             runs.append(Pipeline("dali", extras.dali_label(cfg.workers), functools.partial(
                 extras.dali_loader, data.files, cfg.batch_size, cfg.workers, cfg.crop,
-                cfg.seed), extras.dali_plan, move=True))
+                cfg.seed), stages.dali_plan, move=True))
         elif x["reason"] is None and data.raw is not None:  # Kornia: on our raw-shard batches
             label = f"Kornia augmentation on raw-shard batches, on {device.type}"
             runs.append(Pipeline(x["name"], label,

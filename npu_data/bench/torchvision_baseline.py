@@ -6,9 +6,9 @@ rectangles as ``tv_tensors.BoundingBoxes`` and runs ``v2.Compose([RandomResizedC
 ColorJitter(0.4, 0.4, 0.4, 0.1), RandomHorizontalFlip(), PILToTensor(),
 SanitizeBoundingBoxes()])`` — the detection recipe of torchvision's docs; the boxes follow the
 crop and the flip, and the ones cropped away are dropped. The collate stacks the images and
-pads the boxes like ``benches.baseline.collate``. torchvision comes with the ``bench`` extra
+pads the boxes like ``npu_data.tools.baseline.collate``. torchvision comes with the ``bench`` extra
 (matched to the installed torch); without it the suite's baseline is the per-sample Pillow
-reference (``benches.baseline``).
+reference (``npu_data.tools.baseline``).
 """
 
 from __future__ import annotations

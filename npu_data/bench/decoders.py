@@ -1,10 +1,10 @@
 """JPEG decoders side by side: what a crop-aware reader can use (issue: read only what the
 crop needs).
 
-    python -m benches.decoders [--images 200] [--width 500] [--height 375] [--crop 224]
+    python -m npu_data.bench.decoders [--images 200] [--width 500] [--height 375] [--crop 224]
                                [--threads 2] [--data-dir DIR]
 
-On the bench's JPEGs (``benches.datasets``), per decoder: ms per image on one thread, img/s
+On the bench's JPEGs (``npu_data.bench.datasets``), per decoder: ms per image on one thread, img/s
 with ``--threads`` threads (a decoder that holds the GIL does not scale), and the largest
 difference to Pillow's full decode in 8-bit levels. Rows: Pillow (``Image.open`` +
 ``convert("RGB")``, what torchvision's PIL path runs), Pillow ``draft`` (DCT scaling to at
@@ -198,7 +198,7 @@ def markdown(rows: list[dict[str, Any]], threads: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benches.decoders", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m npu_data.bench.decoders", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--images", type=int, default=200)
     ap.add_argument("--width", type=int, default=500)

@@ -1,11 +1,11 @@
 """Benchmark: Label Studio export parsing — npu_data vs a stdlib-json parser vs the SDK.
 
-    python -m benches.parse --tasks 100000 --out DIR     (``--tasks 20000`` runs in ~1 min)
-    python -m benches.parse --tasks 100000 --parsers npu_data,stdlib --runs 3   (median of 3)
-    python -m benches.parse --tasks 2000 --brush 4 --parsers npu_data   (brush-heavy export)
+    python -m npu_data.bench.parse --tasks 100000 --out DIR     (``--tasks 20000`` runs in ~1 min)
+    python -m npu_data.bench.parse --tasks 100000 --parsers npu_data,stdlib --runs 3   (median of 3)
+    python -m npu_data.bench.parse --tasks 2000 --brush 4 --parsers npu_data   (brush-heavy export)
 
 Generates an export of N tasks (5 rectangles and a caption each, and ``--brush K`` brush masks
-of 1280x960, see benches/brush.py: npu_data decodes every mask, the stdlib parser skips them),
+of 1280x960, see npu_data/bench/brush.py: npu_data decodes every mask, the stdlib parser skips them),
 then runs every parser
 (``--runs`` times, in turn) in a fresh subprocess; ``x stdlib`` is the speed-up over the
 stdlib-json parser. Peak memory = the subprocess's peak resident set (``VmHWM`` from
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benches.brush import brush_results, rle_pool
+from npu_data.bench.brush import brush_results, rle_pool
 
 CONFIG = """<View><Image name="image" value="$image"/>
 <RectangleLabels name="bbox" toName="image"><Label value="cat"/><Label value="dog"/>
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(a.runs):  # in turn, so that a busy spell hits every parser alike
         for which in parsers:
             out = a.out / f"sdk-{which}"
-            proc = subprocess.run([sys.executable, "-m", "benches.parse", "--child", which,
+            proc = subprocess.run([sys.executable, "-m", "npu_data.bench.parse", "--child", which,
                                    "--file", str(path), "--out", str(out)],
                                   capture_output=True, text=True, env=env, check=True)
             runs[which].append(json.loads(proc.stdout.strip().splitlines()[-1]))

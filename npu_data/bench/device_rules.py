@@ -1,6 +1,6 @@
 """The accelerator rules checked on a real device: no host syncs, no float64, once warm.
 
-    python -m benches.device_rules [--device cuda] [--images 256] [--batches 6]
+    python -m npu_data.bench.device_rules [--device cuda] [--images 256] [--batches 6]
 
 Runs the bench's whole pipeline (raw and encoded shards -> our DataLoader with
 ``device=...`` -> RandomResizedCrop + ColorJitter + flip on the device) and, after one
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     device = dev.resolve_device(a.device)
     if device.type != "cuda":  # a dry run: the loop and the table, nothing on a device to see
         print(f"device_rules: host syncs are counted on CUDA only; {device} is a dry run")
-    from benches.datasets import ensure
+    from npu_data.bench.datasets import ensure
 
     root = a.data_dir or tempfile.mkdtemp(prefix="npu-data-rules-")
     data = ensure(root, a.images, 500, 375)

@@ -36,10 +36,7 @@ import importlib.util
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from benches.stages import StagePlan
+from typing import Any
 
 FRAMEWORKS = (("kornia", "Kornia"), ("nvidia.dali", "NVIDIA DALI"), ("ffcv", "FFCV"))
 MEASURED = frozenset({"kornia", "dali"})
@@ -108,13 +105,6 @@ def dali_settings(augmentation: Any, files: Sequence[Path], batch_size: int, wor
         "twist": twist,
         "flip": {"probability": flip.p},
     }
-
-
-def dali_plan() -> StagePlan:
-    """An empty stage breakdown: DALI's stages run inside its own executor, not apart."""
-    from benches.stages import StagePlan
-
-    return StagePlan(lambda n: [], [], list, [], timer=lambda *_: {})
 
 
 class DaliBatches:

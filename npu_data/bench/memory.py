@@ -1,7 +1,7 @@
 """Memory over epochs: one npu-data pipeline alone, anonymous resident memory of the main
 process and of its workers after every epoch (issue 11's "memory flat over epochs").
 
-    python -m benches.memory [--store raw|encoded|wds] [--workers 0] [--epochs 8]
+    python -m npu_data.bench.memory [--store raw|encoded|wds] [--workers 0] [--epochs 8]
                              [--images 2000] [--width 500 --height 375 --crop 224]
                              [--data-dir /tmp/npu-data-bench]
 
@@ -19,8 +19,8 @@ from typing import Any
 
 import psutil
 
-from benches.datasets import ensure
-from benches.suite import _anon
+from npu_data.bench.datasets import ensure
+from npu_data.bench.suite import _anon
 
 
 def _loader(root: Path, tars: list[Path] | None, store: str, workers: int, crop: int) -> Any:

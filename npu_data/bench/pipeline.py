@@ -1,14 +1,14 @@
 """End-to-end loader benchmark, two pipelines side by side in one run (a short ``bench``).
 
-    python -m benches.pipeline [--images 512] [--batch 64] [--workers 2] [--epochs 3]
+    python -m npu_data.bench.pipeline [--images 512] [--batch 64] [--workers 2] [--epochs 3]
                                [--with encoded,webdataset] [--threads N]
 
 ours:     DataLoader over raw shards + device Compose([RandomResizedCrop(224),
           ColorJitter(0.4, 0.4, 0.4, 0.1), RandomHorizontalFlip()]) on whole batches
 baseline: torch DataLoader reading the JPEG files, Pillow decode and the same augmentation
-          per sample with the CPU reference, boxes moved in numpy (benches.baseline)
-Epochs are interleaved (``benches.suite.measure``); the median img/s of each is printed, then
-each pipeline's stage breakdown (``benches.stages``, the same timing ``npu-data bench`` reports).
+          per sample with the CPU reference, boxes moved in numpy (npu_data.tools.baseline)
+Epochs are interleaved (``npu_data.bench.suite.measure``); the median img/s of each is printed, then
+each pipeline's stage breakdown (``npu_data.bench.stages``, the same timing ``npu-data bench`` reports).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
-from benches import stages, suite
-from benches.datasets import ensure
 from npu_data import device as dev
+from npu_data.bench import stages, suite
+from npu_data.bench.datasets import ensure
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """Import throughput (images/s): raw and encoded stores, 1 and 2 workers, 500x375 JPEGs.
 
-Run: ``python -m benches.import_bench [--n 300] [--brush K]``; ``--brush K`` adds K brush masks
-(500x375, benches/brush.py) to every task: the brush-heavy export, where decoding the masks'
+Run: ``python -m npu_data.bench.import_bench [--n 300] [--brush K]``; ``--brush K`` adds K brush masks
+(500x375, npu_data/bench/brush.py) to every task: the brush-heavy export, where decoding the masks'
 RLE is a large part of the import.
 """
 
@@ -17,9 +17,9 @@ from pathlib import Path
 
 os.environ.setdefault("NPU_DATA_QUIET", "1")
 
-from benches.brush import brush_results, rle_pool  # noqa: E402
 from npu_data.annotations import parse_export  # noqa: E402
 from npu_data.annotations.images import ImageOptions  # noqa: E402
+from npu_data.bench.brush import brush_results, rle_pool  # noqa: E402
 from npu_data.shards.writer import WriteOptions, write_dataset  # noqa: E402
 from npu_data.tools.sample_data import make_bench_images  # noqa: E402
 
