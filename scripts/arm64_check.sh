@@ -104,7 +104,7 @@ prepare_root_mounts() {
 
 guest_env() {  # what the emulated processes see
   export QEMU_CPU=neoverse-n1 HOME=/root LANG=C.UTF-8 NPU_DATA_QUIET=1 CC=gcc CXX=g++
-  export PATH=/opt/site/ninja/data/bin:/usr/bin:/bin PYTHONPATH=/work/npu-data:/opt/site
+  export PATH=/opt/site/bin:/usr/bin:/bin PYTHONPATH=/work/npu-data:/opt/site  # bin/ninja: the wheel's binary
 }
 
 chrooted() {  # chrooted COMMAND...: inside the mounts, as a child (qemu hangs as PID 1)
