@@ -77,7 +77,9 @@ case "$mode" in
     echo "== parity (cpu)"; NPU_DATA_QUIET=1 npu-data parity --device cpu
     echo "== demo"; NPU_DATA_QUIET=1 npu-data demo --out "${TMPDIR:-/tmp}/npu-data-demo-oldest"
     echo "== pytest (transforms, loaders, shards, codecs)"
-    python -m pytest -o addopts="" -q -p no:cacheprovider tests/transforms tests/loaders \
+    # -m: torch.compile tracing the kernels whole and the aten op table are the newest torch's
+    python -m pytest -o addopts="" -q -p no:cacheprovider -m "not newest_torch" \
+      tests/transforms tests/loaders \
       tests/shards tests/codecs tests/test_compat.py tests/test_buffers.py \
       tests/commands/test_doctor.py
     ;;

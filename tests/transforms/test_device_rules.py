@@ -346,6 +346,7 @@ def _graph_args(case: str, batch: dict[str, torch.Tensor], ids: torch.Tensor) ->
     return torch.tensor([0.5, 1.0, 1.3, 2.0])
 
 
+@pytest.mark.newest_torch
 @pytest.mark.parametrize("case", list(_graph_cases()))
 def test_traced_whole_by_torch_compile(case: str) -> None:
     """``torch.compile(fullgraph=True)`` captures each kernel as one graph (no graph break:
@@ -367,6 +368,7 @@ def test_traced_whole_by_torch_compile(case: str) -> None:
     assert torch.equal(expected, got), case
 
 
+@pytest.mark.newest_torch
 def test_inductor_code_for_the_colour_kernels_is_exact() -> None:
     """Inductor's generated kernels (what ``torch.compile`` runs on CUDA) for a fixed-order
     ColorJitter — all four colour ops — give the eager pixels bit for bit."""

@@ -9,6 +9,7 @@ CPU kernels, which match Pillow bit for bit (``test_native.py``).
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from npu_data.tools.device_costs import measure
@@ -127,6 +128,7 @@ def test_blend_products_round_like_pillow_even_if_fused() -> None:
     assert np.array_equal(fused, got)
 
 
+@pytest.mark.newest_torch
 def test_compose_compiles_into_one_graph_with_the_eager_bytes() -> None:
     """``torch.compile(fullgraph=True)`` (Inductor, CPU) of a Compose on host-drawn parameters:
     no graph break, no recompile for new parameters, the eager pixels."""
@@ -157,6 +159,7 @@ def test_compose_compiles_into_one_graph_with_the_eager_bytes() -> None:
         assert torch.equal(e, g)
 
 
+@pytest.mark.newest_torch
 def test_the_compiled_compose_is_exact_under_reduced_precision_settings() -> None:
     """Compiled (Inductor) under bf16 autocast and "medium" float32 matmul precision (the
     loosest of ``precision.MODES``, really switched on): the eager bytes all the same (the
