@@ -122,9 +122,14 @@ inside() {  # the namespace's entry: inside FUNCTION ARGS...
 # unpacked on the host with dpkg-deb, natively — no maintainer script runs, which a root used
 # only to build and run the kernels does not need (the compiler is named by CC/CXX, ld.so
 # searches its default folders). Emulating dpkg's configure took 5-15 min.
+# the links Debian's maintainer scripts would make (update-alternatives) that builds use
+root_links() {
+  [ -e "$root/usr/bin/which" ] || ln -s which.debianutils "$root/usr/bin/which"
+}
+
 make_root() {
   local marker="$root/.npu-data-root-unpacked"
-  if [ -f "$marker" ]; then echo "cached: $root"; return; fi
+  if [ -f "$marker" ]; then root_links; echo "cached: $root"; return; fi
   rm -rf "$root"
   mkdir -p "$cache"
   debootstrap --arch=arm64 --foreign --variant=minbase \
@@ -133,6 +138,7 @@ make_root() {
   local deb
   for deb in "$root"/var/cache/apt/archives/*.deb; do dpkg-deb -x "$deb" "$root"; done
   rm -f "$root"/var/cache/apt/archives/*.deb
+  root_links
   touch "$marker"
 }
 

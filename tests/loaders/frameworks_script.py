@@ -24,6 +24,11 @@ from typing import Any
 
 import torch
 
+if not hasattr(torch.cpu, "set_device"):
+    # torch 2.1: Accelerate 1.x's multi-CPU state calls torch.cpu.set_device, added in torch 2.2
+    # as a no-op (the CPU has one device); on NPU/CUDA it calls torch.npu/torch.cuda's own
+    torch.cpu.set_device = lambda device: None  # type: ignore[attr-defined]
+
 sys.path.insert(0, os.path.dirname(__file__))
 from loaders_fakes import ArrayDataset, noisy_flip  # noqa: E402
 
