@@ -190,6 +190,18 @@ class Transform:
         """:meth:`draw` with the draws of ``keys`` (``draws.sample_keys``) at ``position``."""
         return self.draw(np.asarray(sizes, dtype=np.int64).reshape(-1, 2), Draws(keys, position))
 
+    # --- crop at read (see transforms.read_crop) ------------------------------------------
+    def leading_crop(self, position: int = 0) -> tuple[Transform, int] | None:
+        """The crop a reader may apply to this transform's input while reading it, with its
+        draw position (this transform at ``position``); None: none. :meth:`apply_rest` runs
+        what is left."""
+        return None
+
+    def apply_rest(self, batch: Batch, params: Params) -> Batch:
+        """What is left of this transform once a reader applied :meth:`leading_crop`, with
+        the whole transform's keyed ``params``."""
+        raise NotImplementedError(f"{self.name} has no leading crop to apply while reading")
+
     def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
         return {}
 
