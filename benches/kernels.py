@@ -130,8 +130,8 @@ def _transform_cases(x: torch.Tensor, sizes: torch.Tensor, crops: torch.Tensor,
 
         out.append((name, kernel, ref))
     # The parameters of that Compose drawn per sample on the host (keyed by seed, epoch,
-    # index: what the DataLoader does for every batch) against drawing them on the device
-    # with a generator (the path it replaced): the "reference" column is the device draw.
+    # index: what the DataLoader does for every batch) against drawing them from a generator
+    # on the device (read back to the same host sampler): the "reference" column.
     pipe = augmentation(224)
     host_sizes = sizes.cpu().numpy()
     keys = sample_keys(0, 0, np.arange(host_sizes.shape[0]))
@@ -139,7 +139,7 @@ def _transform_cases(x: torch.Tensor, sizes: torch.Tensor, crops: torch.Tensor,
     full = {"image": x, "sizes": sizes}
     out.append(("keyed host draw (Compose params)",
                 lambda: pipe.draw_keyed(host_sizes, keys),
-                lambda: [t._draw(full, gen) for t in pipe.transforms]))
+                lambda: [t.get_params(full, gen) for t in pipe.transforms]))
     return out
 
 

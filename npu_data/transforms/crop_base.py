@@ -28,7 +28,6 @@ from npu_data.errors import UserError
 from npu_data.transforms import functional as F
 from npu_data.transforms import geometry
 from npu_data.transforms.base import Batch, Params, Transform
-from npu_data.transforms.draws import Draws
 
 MICRO_KEYS = ("original_size", "crop_top_left", "target_size")
 
@@ -178,6 +177,3 @@ class _CropBase(Transform):
         assert self.size is not None
         return np.broadcast_to(np.asarray(self.size, dtype=np.int64), sizes.shape).copy()
 
-    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
-        """The boxes from the sizes alone (deterministic crops; RandomResizedCrop overrides)."""
-        return self._draw({"sizes": torch.from_numpy(np.ascontiguousarray(sizes))}, None)
