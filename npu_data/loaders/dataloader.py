@@ -24,7 +24,7 @@ import gc
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.utils.data import DataLoader as TorchDataLoader
@@ -341,7 +341,7 @@ class DataLoader(TorchDataLoader):
             host_params, params = aug
             # a batch our collate built is the loader's alone: the kernels may write into it
             mine = batch.get("image") if is_collate_samples(self.collate_fn) else None
-            t: Transform = self.transform  # type: ignore[assignment]  # keyed: ours
+            t = cast(Transform, self.transform)  # keyed: one of ours (_host_params)
             with donating(mine):
                 out = t.apply_rest(batch, params) if cropped else t.apply(batch, params)
             out["aug"] = host_params
