@@ -27,7 +27,7 @@ def _mark(which: int) -> None:
 
 
 def _cases(ops: object) -> dict[str, Callable[[], object]]:
-    from npu_data.transforms._kernels.resample import vertical_first_rule
+    from npu_data.transforms.backends import vertical_first_rule
 
     rng = np.random.default_rng(0)
     small = torch.from_numpy(rng.integers(0, 256, (BATCH, 3, 375, 500), dtype=np.uint8))
@@ -58,10 +58,10 @@ def _cases(ops: object) -> dict[str, Callable[[], object]]:
 
 
 def main() -> int:
-    from npu_data.transforms import _native
+    from npu_data.transforms import backends
 
     torch.set_num_threads(1)  # one guest thread: the plugin's counter is not per thread
-    ops = _native.ops()
+    ops = backends.compiled_ops()
     if ops is None:
         print("kernel_insns: the compiled kernels are not available", file=sys.stderr)
         return 1

@@ -31,7 +31,7 @@ import orjson
 import torch
 
 from npu_data import device as dev
-from npu_data.transforms import _dispatch, _native
+from npu_data.transforms import backends
 from npu_data.transforms import functional as F
 from npu_data.transforms import reference as R
 from npu_data.transforms.replay import replay_reference
@@ -89,13 +89,13 @@ def run(device: str = "cpu", batch: int = 64, repeats: int = 3, seed: int = 0) -
                                                     [0.229, 0.224, 0.225]), lambda: None),
     ]
     cases += _transform_cases(x, sizes, crops, csizes, big, small)
-    compiled = _dispatch.compiled_for(x)
+    compiled = backends.compiled_for(x)
     rows = []
     for name, kernel, ref in cases:
         k = _time(kernel, repeats, sync) / batch * 1e3
         kt = float("nan")
         if compiled:
-            with _native.disabled():
+            with backends.torch_kernels():
                 kt = _time(kernel, repeats, sync) / batch * 1e3
         r = _time(ref, repeats, lambda: None) / batch * 1e3 if name != "normalize (float32)" else float("nan")
         rows.append({"kernel": name, "device": str(d), "batch_ms_per_image": k,
@@ -130,8 +130,8 @@ def _transform_cases(x: torch.Tensor, sizes: torch.Tensor, crops: torch.Tensor,
 
         out.append((name, kernel, ref))
     # The parameters of that Compose drawn per sample on the host (keyed by seed, epoch,
-    # index: what the DataLoader does for every batch) against drawing them on the device
-    # with a generator (the path it replaced): the "reference" column is the device draw.
+    # index: what the DataLoader does for every batch) against drawing them from a generator
+    # on the device (read back to the same host sampler): the "reference" column.
     pipe = augmentation(224)
     host_sizes = sizes.cpu().numpy()
     keys = sample_keys(0, 0, np.arange(host_sizes.shape[0]))
@@ -139,7 +139,7 @@ def _transform_cases(x: torch.Tensor, sizes: torch.Tensor, crops: torch.Tensor,
     full = {"image": x, "sizes": sizes}
     out.append(("keyed host draw (Compose params)",
                 lambda: pipe.draw_keyed(host_sizes, keys),
-                lambda: [t._draw(full, gen) for t in pipe.transforms]))
+                lambda: [t.get_params(full, gen) for t in pipe.transforms]))
     return out
 
 

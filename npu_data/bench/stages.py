@@ -193,18 +193,17 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     from npu_data.loaders import collate_samples, crop_read
     from npu_data.shards.batch_read import SampleBatch, read_columns
     from npu_data.tools.baseline import augmentation
-    from npu_data.transforms import draws
+    from npu_data.transforms import ReadCrop, draws, read_crop
 
     aug = augmentation(crop)
-    stage = crop_read.leading_crop(aug)
-    assert stage is not None
-    first, position = stage
+    leading = ReadCrop.of(aug, fast)
+    assert leading is not None
+    first = leading.crop
     ids = np.arange(min(n, len(ds)))
     groups = [ids[a:a + batch_size] for a in range(0, len(ids), batch_size)]
     sizes = ds.sizes()
     keys = [draws.sample_keys(0, 0, g) for g in groups]
-    plans = [PlannedIndices(g.tolist(), first.read_plan(sizes[g], k, position, fast))
-             for g, k in zip(groups, keys, strict=True)]
+    plans = [PlannedIndices(g.tolist(), leading.plan(sizes[g], g)) for g in groups]
     out = [torch.empty((len(g), 3, *p.crop.size), dtype=torch.uint8) for g, p in zip(
         groups, plans, strict=True)]
 
@@ -219,13 +218,15 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
                                        for c, b in zip(cols, boxes, strict=True)])
     def crops() -> None:
         for (im, b), o in zip(decoded, out, strict=True):
-            crop_read.crop_images(im, b, o)
+            read_crop.resize_into(im, b, o)
 
     _, t_crop = timed(crops)
     batches, t_all = timed(lambda: [collate_samples(SampleBatch(ds, p)) for p in plans])
+    for b in batches:
+        crop_read.take(b)
     params = [aug.draw_keyed(sizes[g], k) for g, k in zip(groups, keys, strict=True)]
     moved, t_h2d = timed(lambda: [_h2d_step(device)(b) for b in batches])
-    _, t_aug = timed(lambda: [crop_read.apply_rest(aug, b, p) for b, p in zip(moved, params, strict=True)])
+    _, t_aug = timed(lambda: [aug.apply_rest(b, p) for b, p in zip(moved, params, strict=True)])
     ms = 1000 / max(len(ids), 1)
     encoded = any(not isinstance(im, np.ndarray) for c in cols for im in c.images)
     out_ms = {"read": t_read * ms, "decode": t_decode * ms if encoded else None,
@@ -266,14 +267,13 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
     sample dicts, geometry, boxes drawn); augment = the pipeline after the crop on the main
     process."""
     from npu_data.formats.webdataset.stages import planned as planned_sample
-    from npu_data.loaders import collate_samples, crop_read, stream_crop
+    from npu_data.loaders import collate_samples, crop_read
     from npu_data.tools.baseline import augmentation
-    from npu_data.transforms import draws
+    from npu_data.transforms import ReadCrop, draws, read_crop
 
     aug = augmentation(crop)
-    stage = crop_read.leading_crop(aug)
-    assert stage is not None
-    plan = stream_crop.StreamPlan(stage[0], stage[1], 0, 0, fast)
+    plan = ReadCrop.of(aug, fast)
+    assert plan is not None
 
     def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
         fn()
@@ -288,11 +288,11 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
     cropped, t_all = timed(batches)
     samples = [[planned_sample(m, plan) for m in g] for g in groups]
     images = [[s["image"] for s in g] for g in samples]
-    sizes = [b[stream_crop.STORED_KEY].sizes for b in cropped]
+    sizes = [b[crop_read.STORED_KEY].sizes for b in cropped]
     keys = [draws.sample_keys(0, 0, b["index"].numpy()) for b in cropped]
-    boxes = [stage[0].draw_keyed(sz, k, stage[1])["boxes"] for sz, k in zip(sizes, keys,
-                                                                              strict=True)]
-    size = stage[0].size
+    boxes = [plan.crop.draw_keyed(sz, k, plan.position)["boxes"] for sz, k in zip(sizes, keys,
+                                                                                    strict=True)]
+    size = plan.crop.size
     assert size is not None  # the bench's crop has a fixed size
     decoded, t_decode = timed(lambda: [crop_read.decode_boxes(im, b, size if fast else None)
                                        for im, b in zip(images, boxes, strict=True)])
@@ -300,15 +300,14 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
 
     def crops() -> None:
         for (im, b), o in zip(decoded, out, strict=True):
-            crop_read.crop_images(im, b, o)
+            read_crop.resize_into(im, b, o)
 
     _, t_crop = timed(crops)
     params = [aug.draw_keyed(sz, k) for sz, k in zip(sizes, keys, strict=True)]
     for b in cropped:
-        stream_crop.take(b)
+        crop_read.take(b)
     moved, t_h2d = timed(lambda: [_h2d_step(device)(b) for b in cropped])
-    _, t_aug = timed(lambda: [crop_read.apply_rest(aug, b, p)
-                              for b, p in zip(moved, params, strict=True)])
+    _, t_aug = timed(lambda: [aug.apply_rest(b, p) for b, p in zip(moved, params, strict=True)])
     ms = 1000 / max(len(members), 1)
     return {"read": t_read * ms, "decode": t_decode * ms, "augment_cpu": t_crop * ms,
             "collate": max(t_all - t_decode - t_crop, 0.0) * ms,

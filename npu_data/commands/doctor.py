@@ -59,10 +59,9 @@ def _host() -> list[tuple[str, str]]:
 
 def _kernels() -> list[tuple[str, str]]:
     from npu_data.codecs import jpeg_ops
-    from npu_data.transforms import _native
+    from npu_data.transforms import backends
 
-    ops = _native.ops()
-    path = ops.simd_paths() if ops is not None else "unavailable: pure-torch kernels on the CPU"
+    path = backends.simd_paths() or "unavailable: pure-torch kernels on the CPU"
     return [("compiled kernels", f"{path} (NPU_DATA_SIMD={variant()})"),
             ("JPEG regions", "libjpeg-turbo" if jpeg_ops() is not None
              else "unavailable: Pillow decodes whole images"),

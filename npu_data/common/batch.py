@@ -36,13 +36,15 @@ class BatchColumns:
 
 @dataclass(frozen=True)
 class CropPlan:
-    """The leading crop of a batch, known before its pixels are read: ``boxes (B, 4)`` int64
-    (top, left, height, width) per sample, resized to ``size = (height, width)``; boxes,
-    polygons and masks keeping less than ``min_visible`` of their area become invalid;
-    ``fast``: JPEGs may be decoded DCT-scaled (not exact, ``DataLoader(decode="fast")``).
-    A window crop (``transforms.crop_base``) also has ``windows (B, 4)`` (top, left, full
-    height, full width), ``out (B, 2)`` each sample's valid output size (``size`` the
-    largest) and ``top_left (B, 2)``, its ``crop_top_left``."""
+    """The leading crop of a batch, drawn before its pixels are read (``transforms.read_crop``:
+    one plan for every source): ``boxes (B, 4)`` int64 (top, left, height, width) per
+    sample, resized to ``size = (height, width)``; boxes, polygons and masks keeping less
+    than ``min_visible`` of their area become invalid; ``fast``: JPEGs may be decoded
+    DCT-scaled (not exact, ``DataLoader(decode="fast")``). A window crop
+    (``transforms.crop_base``) also has ``windows (B, 4)`` (top, left, full height, full
+    width), ``out (B, 2)`` each sample's valid output size (``size`` the largest) and
+    ``top_left (B, 2)``, its ``crop_top_left``. ``seed`` and ``epoch``: the pass it was
+    drawn for."""
 
     boxes: np.ndarray
     size: tuple[int, int]
@@ -51,6 +53,8 @@ class CropPlan:
     windows: np.ndarray | None = None
     out: np.ndarray | None = None
     top_left: np.ndarray | None = None
+    seed: int = 0
+    epoch: int = 0
 
 
 class PlannedIndices(list[int]):

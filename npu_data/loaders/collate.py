@@ -16,6 +16,7 @@ shape, ``MixedSizes`` says which element, which shapes and the fix in one line.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -280,3 +281,10 @@ def collate_samples(samples: Sequence[Any], pin: bool = False) -> Any:
     if plan is not None:
         return stream_crop.crop_batch(batch, [s["image"] for s in samples], plan, pin)
     return batch
+
+
+def is_collate_samples(fn: Any) -> bool:
+    """``fn`` is :func:`collate_samples` (or a ``functools.partial`` of it)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn is collate_samples

@@ -25,6 +25,7 @@ from npu_data.buffers import (
 from npu_data.common.batch import BatchColumns, CropPlan
 from npu_data.kinds.base import Kind
 from npu_data.kinds.registry import PADDED
+from npu_data.loaders import crop_read
 
 Batch = dict[str, Any]
 PADDED_BY_NAME: dict[str, Kind] = {k.name: k for k in PADDED}
@@ -33,10 +34,11 @@ PADDED_BY_NAME: dict[str, Kind] = {k.name: k for k in PADDED}
 def collate_columns(cols: BatchColumns, pin: bool, crop: CropPlan | None = None) -> Batch:
     """``collate_samples`` of the batch's sample dicts, built from its columns.
 
-    With a ``crop`` plan the batch is already through the pipeline's leading crop: each
-    image is resized from its stored pixels (a view of the memory map for raw shards)
-    straight into the batch buffer, the geometry keys follow the crop, ``sizes`` is the
-    crop's output size — the same values as collating and then running the crop."""
+    With a ``crop`` plan the batch is already through the pipeline's leading crop
+    (``crop_read.crop_batch``): each image is resized from its stored pixels (a view of the
+    memory map for raw shards) straight into the batch buffer, the geometry keys follow the
+    crop, ``sizes`` is the crop's output size — the same values as collating and then
+    running the crop."""
     b = len(cols)
     hs, ws = image_sizes(cols.images)
     hw = (int(hs.max()), int(ws.max())) if b else (0, 0)
@@ -65,14 +67,8 @@ def collate_columns(cols: BatchColumns, pin: bool, crop: CropPlan | None = None)
     for group, gkeys in groups.items():
         _group_columns(cols, PADDED_BY_NAME[group], gkeys, batch, hw)
     if crop is not None:
-        from npu_data.loaders import crop_read
-
-        boxes = torch.from_numpy(np.ascontiguousarray(crop.boxes, dtype=np.int64))
-        batch = crop_read.crop_geometry(batch, boxes, crop)
-        image = _pack(batch, pin, (b, 3, *crop.size))
-        crop_read.crop_images(cols.images, boxes, image, crop.fast, crop.windows)
-        batch["image"] = image
-        return batch
+        return crop_read.crop_batch(batch, cols.images, crop,
+                                    lambda out, shape: _pack(out, pin, shape))
     image = _pack(batch, pin, (b, *hw, 3))
     copy_images(cols.images, hs, ws, image.numpy())
     batch["image"] = image.permute(0, 3, 1, 2)

@@ -1,20 +1,21 @@
-"""Crop at read: a keyed pipeline's leading crop applied while the batch is read.
+"""Crop at read, where a batch is read: its ``CropPlan`` (``transforms.read_crop``) applied to
+the images as they come from the source, and the mark the batch then carries.
 
-Every sample's parameters are a pure function of (seed, epoch, index) and of its stored size
-(``transforms.draws``), so the loader knows each crop box before any pixel is read. The batch
-sampler's batches leave the main process as ``PlannedIndices`` carrying those boxes; the
-reader (``collate_columns``) resizes each crop straight from the stored pixels — a zero-copy
-view of the memory map for raw shards, the decoded array for encoded ones — into the batch
-buffer (one compiled call per batch, no full-image copy, no padding), and moves the geometry
-keys with it. The main process then runs only the rest of the pipeline. The values are the
-ones of collating the full images and running the crop there (the same kernel on the same
-pixels), so ``batch["aug"]`` and the CPU replay are unchanged.
+One function for every source (:func:`crop_batch`): a ``ShardDataset``'s batch (collated from
+its columns, ``collate_columns``: zero-copy views of the memory map for raw shards, JPEG
+bytes for encoded ones) and a stream's (``stream_crop``: JPEG bytes from the tar). A JPEG is
+decoded only in its box, or in the pixels its window reads (:func:`decode_boxes`,
+libjpeg-turbo: the pixels of a full decode); every box is then resized straight into the
+batch buffer and the geometry moved with it — the values of collating the full images and
+cropping after. The batch is marked :class:`Cropped` with its stored sizes: the DataLoader
+takes the mark off (:func:`take`), draws the whole pipeline's parameters from those sizes
+(:func:`stored_sizes`: ``batch["aug"]`` unchanged) and runs the rest of the pipeline.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,124 +24,68 @@ import torch
 
 from npu_data import codecs
 from npu_data.buffers import reused_scratch
-from npu_data.common.batch import CropPlan, EncodedImage, PlannedIndices
-from npu_data.transforms import _dispatch, draws, geometry
-from npu_data.transforms import functional as F
-from npu_data.transforms._kernels.crop import window_regions
-from npu_data.transforms._kernels.resample import vertical_first_rule
-from npu_data.transforms.base import Batch, Params, Transform
-from npu_data.transforms.compose import Compose, apply_stages
-from npu_data.transforms.crop import _CropBase
-from npu_data.transforms.crop_base import effective_boxes, micro_conditioning, plan_params
+from npu_data.common.batch import CropPlan, EncodedImage
+from npu_data.errors import UserError
+from npu_data.transforms import read_crop
+
+STORED_KEY = "__stored_sizes__"  # in a batch cropped while read: its Cropped mark
 
 
-def leading_crop(transform: Any) -> tuple[_CropBase, int] | None:
-    """The keyed pipeline's first stage when it is a crop, with its draw position."""
-    if not isinstance(transform, Transform) or not transform.keyed:
-        return None
-    if isinstance(transform, Compose):
-        first = transform.transforms[0]
-        return (first, draws.child_position(0, 0)) if isinstance(first, _CropBase) else None
-    return (transform, 0) if isinstance(transform, _CropBase) else None
-
-
-@dataclass
-class Plan:
-    """One pass's crop plan: the stored sizes, the crop stage and its draw position, the
-    seed and the (augmentation) epoch."""
+@dataclass(frozen=True)
+class Cropped:
+    """The mark of a batch cropped while read: its samples' stored ``sizes (B, 2)`` (height,
+    width) and the seed and epoch its boxes were drawn with."""
 
     sizes: np.ndarray
-    crop: _CropBase
-    position: int
     seed: int
     epoch: int
-    fast: bool = False
 
 
-class PlannedBatches:
-    """A batch sampler whose batches carry their crop boxes (drawn in the main process) while
-    ``plan`` is set, and pass unchanged otherwise. One per loader: torch's persistent-worker
-    iterator keeps the index sampler of its first pass, so the plan changes, not the object."""
-
-    def __init__(self, batches: Any) -> None:
-        self.batches = batches
-        self.plan: Plan | None = None
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-    def __iter__(self) -> Iterator[Any]:
-        plan = self.plan
-        if plan is None:
-            yield from self.batches
-            return
-        n = len(plan.sizes)
-        for batch in self.batches:
-            ids = np.asarray(batch, dtype=np.int64).reshape(-1) % max(n, 1)
-            keys = draws.sample_keys(plan.seed, plan.epoch, ids)
-            yield PlannedIndices(batch, plan.crop.read_plan(plan.sizes[ids], keys,
-                                                            plan.position, plan.fast))
+def crop_batch(batch: dict[str, Any], images: Sequence[Any], plan: CropPlan,
+               buffer: Callable[[dict[str, Any], tuple[int, ...]], torch.Tensor]
+               ) -> dict[str, Any]:
+    """A batch collated at its stored ``sizes`` (``image`` not set) through ``plan``: the
+    geometry moved, ``sizes`` the output size, the image ``buffer(batch, (B, 3, h, w))``
+    (the collate's: shared memory in a worker, pinned, or pooled) filled by
+    :func:`crop_images`; marked :class:`Cropped`."""
+    stored = batch["sizes"].numpy().copy()
+    cropped = read_crop.crop_geometry(batch, plan)
+    image = buffer(cropped, (len(images), 3, *plan.size))
+    crop_images(images, plan, image)
+    cropped["image"] = image
+    cropped[STORED_KEY] = Cropped(stored, plan.seed, plan.epoch)
+    return cropped
 
 
-def apply_rest(transform: Transform, batch: Batch, params: Params) -> Batch:
-    """The pipeline after its leading crop, with the whole pipeline's ``params``."""
-    if not isinstance(transform, Compose):
-        return batch
-    return apply_stages(transform.transforms[1:], batch, params, first=1, full=True)
-
-
-def crop_geometry(batch: Batch, boxes: torch.Tensor, crop: CropPlan) -> Batch:
-    """The collated batch's geometry keys through the crop; ``sizes`` the output size; the
-    micro-conditioning keys (``transforms.crop_base``) as the crop writes them."""
-    out = dict(batch)
-    params = plan_params(crop)
-    effective = effective_boxes(params, crop.size) if crop.windows is not None else boxes
-    out.update(geometry.resized_crop_geometry(batch, effective, crop.size, crop.min_visible))
-    top_left, target = micro_conditioning(params, batch["sizes"], crop.size)
-    out["original_size"] = batch["sizes"].to(torch.int64).clone()
-    out["crop_top_left"], out["target_size"] = top_left, target
-    # a real (B, 2) tensor, not an expanded view: a pinned copy cannot be made of one whose
-    # elements share memory (torch's pin-memory thread raises)
-    out["sizes"] = target.clone()
-    return out
-
-
-def crop_images(images: Sequence[Any], boxes: torch.Tensor, out: torch.Tensor,
-                fast: bool = False, windows: np.ndarray | None = None) -> None:
-    """Resize each image's crop box into ``out (B, 3, h, w)`` (contiguous): ``(H, W, 3)``
-    arrays, or ``EncodedImage`` JPEGs, of which only the box is decoded (``decode_boxes``;
-    ``fast``: DCT-scaled where the box is at least twice the output); ``windows``: each box
-    resized whole and its window kept (``functional.resized_crop``)."""
-    if not len(images):
-        return
+def crop_images(images: Sequence[Any], plan: CropPlan, out: torch.Tensor) -> None:
+    """Each image's box resized into ``out (B, 3, h, w)`` (contiguous): ``(H, W, 3)``
+    arrays, or ``EncodedImage`` JPEGs of which only the box, or the pixels its window reads,
+    is decoded (:func:`decode_boxes`; ``plan.fast``: DCT-scaled where the box is at least
+    twice the output)."""
+    boxes = torch.from_numpy(np.ascontiguousarray(plan.boxes, dtype=np.int64))
     if any(isinstance(im, EncodedImage) for im in images):
-        size = (int(out.shape[2]), int(out.shape[3]))
-        regions = None
-        if windows is not None:  # decode only the pixels each window reads
-            regions = window_regions(boxes.numpy(), windows, size[0], size[1])
-            empty = (regions[:, 2] < 1) | (regions[:, 3] < 1)
-            regions[empty] = (0, 0, 1, 1)
-        images, boxes = decode_boxes(images, boxes, size if fast else None, reuse=True,
-                                     regions=regions)
-    with warnings.catch_warnings():  # memory-map views are read-only; nothing writes them
-        warnings.simplefilter("ignore", UserWarning)
-        tensors = [torch.from_numpy(im) for im in images]
-    win = None if windows is None else torch.from_numpy(np.ascontiguousarray(windows))
-    native = _dispatch.compiled_ops(out)
-    if native is not None:
-        if win is None:
-            native.resized_crop_list(tensors, boxes, out.shape[2], out.shape[3],
-                                     vertical_first_rule(), out)
-        else:
-            native.resized_crop_list(tensors, boxes, out.shape[2], out.shape[3],
-                                     vertical_first_rule(), out, win)
-        return
-    for i, t in enumerate(tensors):  # the pure-torch kernel, one sample at a time
-        h, w = t.shape[:2]
-        sizes = torch.tensor([[h, w]], dtype=torch.int64)
-        out[i] = F.resized_crop(t.permute(2, 0, 1)[None], sizes, boxes[i:i + 1],
-                                tuple(out.shape[2:]),
-                                windows=None if win is None else win[i:i + 1])[0]
+        images, boxes = decode_boxes(images, boxes, plan.size if plan.fast else None,
+                                     reuse=True, regions=read_crop.read_regions(plan))
+    read_crop.resize_into(images, boxes, out, plan.windows)
+
+
+def stored_sizes(batch: Any, seed: int, epoch: int) -> np.ndarray | None:
+    """The stored sizes of a batch cropped while read (None for any other batch); its boxes
+    must have been drawn with this pass's seed and epoch."""
+    mark = batch.get(STORED_KEY) if isinstance(batch, Mapping) else None
+    if not isinstance(mark, Cropped):
+        return None
+    if (mark.seed, mark.epoch) != (seed, epoch):
+        raise UserError(
+            f"crop at read: a batch's crops were drawn for seed {mark.seed}, epoch {mark.epoch} "
+            f"but this pass is seed {seed}, epoch {epoch} — one stream feeds two loaders at "
+            "once; give each loader its own stream or pass read_crop=False")
+    return mark.sizes
+
+
+def take(batch: Any) -> bool:
+    """Take the mark off a batch; True when it was cropped while read."""
+    return isinstance(batch, dict) and isinstance(batch.pop(STORED_KEY, None), Cropped)
 
 
 def dct_scales(boxes: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -184,7 +129,7 @@ def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
     lazy = [i for i, im in enumerate(items) if isinstance(im, EncodedImage)]
     if not lazy:
         return items, boxes
-    jpeg = codecs.jpeg_ops() if _dispatch.compiled_for(boxes) else None
+    jpeg = codecs.jpeg_ops() if read_crop.decodes_regions(boxes) else None
     left = lazy
     if jpeg is not None:
         with warnings.catch_warnings():

@@ -24,7 +24,7 @@ import gc
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.utils.data import DataLoader as TorchDataLoader
@@ -35,14 +35,13 @@ from npu_data.buffers import release_reused
 from npu_data.common.batch import ColumnBatch
 from npu_data.common.compat import DATALOADER_ARGS, dataloader_kwargs
 from npu_data.errors import UserError
-from npu_data.loaders import crop_read, frameworks, host_transform, resume, stream_crop
-from npu_data.loaders.collate import collate_samples
-from npu_data.loaders.crop_read import PlannedBatches
+from npu_data.loaders import frameworks, host_transform, resume
+from npu_data.loaders.collate import collate_samples, is_collate_samples
+from npu_data.loaders.crop_at_read import CropAtRead, refusal
 from npu_data.loaders.read_ahead import read_ahead
 from npu_data.loaders.resume import PassIndices, epoch_mark, warn_once
 from npu_data.loaders.sample_ids import sample_ids
 from npu_data.loaders.sampler import EpochOrder, loader_order
-from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import draws
 from npu_data.transforms.base import Params, Transform
 from npu_data.transforms.donate import donating
@@ -176,7 +175,7 @@ class DataLoader(TorchDataLoader):
         image_key: Which element of a tuple/dict batch the transform gets.
         read_crop: Apply the keyed transform's leading crop while reading a ``ShardDataset``
             or a ``WebDatasetStream``: only each crop box is read or decoded, the same pixels
-            (``loaders.crop_read``, ``loaders.stream_crop``). None (default): wherever it can;
+            (``loaders.crop_at_read``). None (default): wherever it can;
             True: fail when it cannot.
         decode: ``"exact"`` (the pixels of a full decode) or ``"fast"`` (a JPEG crop box at
             least twice the output is decoded DCT-scaled — less work, a few levels off, see
@@ -224,7 +223,7 @@ class DataLoader(TorchDataLoader):
         pin = bool(pin_memory) and accel
         if collate_fn is None and (batch_size is not None or batch_sampler is not None):
             collate_fn = functools.partial(collate_samples, pin=pin and num_workers == 0)
-        elif collate_fn is not None and not (_is_collate_samples(collate_fn)
+        elif collate_fn is not None and not (is_collate_samples(collate_fn)
                                              or _wraps(collate_fn, _listed)):
             collate_fn = functools.partial(_listed, collate_fn)
         if _wraps(worker_init_fn, _worker_init):  # a loader rebuilt from our attributes
@@ -266,9 +265,10 @@ class DataLoader(TorchDataLoader):
             raise UserError(f"DataLoader: read_thread={read_thread!r} must be True, False or None")
         self.read_thread = read_thread
         self._indices = PassIndices(super()._index_sampler)
-        self._planned = PlannedBatches(self._indices) if self.batch_sampler is not None else None
+        self._crop_read = CropAtRead(dataset, self._indices if self.batch_sampler is not None
+                                     else None)
         if read_crop:
-            why = self._no_read_crop()
+            why = refusal(self)
             if why:
                 raise UserError(f"DataLoader(read_crop=True): {why} — drop read_crop=True")
         self._order: Any = resume.order_of(self.sampler, self.batch_sampler, self.dataset)
@@ -334,56 +334,13 @@ class DataLoader(TorchDataLoader):
         rank = getattr(self._order, "rank", 0)  # a stream's may be None (read when it runs)
         return rank if isinstance(rank, int) else 0
 
-    # --- crop at read (loaders.crop_read) ----------------------------------------------------
-    def _no_read_crop(self) -> str:
-        """Why this loader cannot crop while reading ("" when it can)."""
-        if not isinstance(self.dataset, ShardDataset) and stream_crop.state_of(self.dataset) is None:
-            return "the dataset is not a ShardDataset or a WebDatasetStream"
-        if self.batch_size is None and self.batch_sampler is None:
-            return "batch_size=None (no batches)"
-        if not _is_collate_samples(self.collate_fn):
-            return "a collate_fn gets the full samples"
-        if self.image_key is not None:
-            return "image_key= selects a batch element, not the batch dict"
-        if crop_read.leading_crop(self.transform) is None:
-            return "the transform does not start with an npu_data crop (RandomResizedCrop, ...)"
-        return ""
-
     @property
     def _index_sampler(self) -> Any:  # torch's iterators take their batches from here
-        planned = self.__dict__.get("_planned")
-        if planned is not None:
-            return planned
+        crop_read = self.__dict__.get("_crop_read")
+        if crop_read is not None and crop_read.batches is not None:
+            return crop_read.batches  # a batch's crop drawn with it (loaders.crop_at_read)
         indices = self.__dict__.get("_indices")
         return indices if indices is not None else super()._index_sampler
-
-    def _plan(self, aug_epoch: int) -> crop_read.Plan | None:
-        """This pass's crop plan, when the leading crop runs in the reader (the default: less
-        decoding and copying on the host, and on accelerators a host-to-device copy of the
-        output size instead of the stored one)."""
-        wanted = self.read_crop if self.read_crop is not None else True
-        if self._planned is None or not wanted or self._no_read_crop():
-            return None
-        stage = crop_read.leading_crop(self.transform)
-        assert stage is not None
-        if not isinstance(self.dataset, ShardDataset):  # a stream plans where it reads
-            return None
-        sizes = self.dataset.sizes()  # type: ignore[attr-defined]  # a ShardDataset
-        return crop_read.Plan(sizes, stage[0], stage[1], self.seed, aug_epoch,
-                              self.decode == "fast")
-
-    def _arm_stream(self, aug_epoch: int) -> stream_crop.Armed:
-        """Crop at read in a stream that plans where it reads (``loaders.stream_crop``):
-        the leading crop, the seed and this pass's epoch, armed until the pass ends."""
-        wanted = self.read_crop if self.read_crop is not None else True  # as _plan
-        stage = None
-        if wanted and stream_crop.state_of(self.dataset) is not None and not self._no_read_crop():
-            stage = crop_read.leading_crop(self.transform)
-        return stream_crop.arm(self.dataset, stage, self.seed, aug_epoch, self.decode == "fast")
-
-    @property
-    def _pass_plan(self) -> crop_read.Plan | None:
-        return self._planned.plan if self._planned is not None else None
 
     # --- iteration --------------------------------------------------------------------------
     def _reads_ahead(self) -> bool:
@@ -394,7 +351,7 @@ class DataLoader(TorchDataLoader):
             return self.read_thread
         return _ours(self.dataset)
 
-    def _draw(self, host: Any, epoch: int) -> Params | None:
+    def _host_params(self, host: Any, epoch: int) -> Params | None:
         """Keyed per-sample parameters on the host (``transforms.draws``), or None when the
         transform cannot draw them or the batch carries no sample ids (then the transform
         runs with a generator seeded per batch)."""
@@ -407,27 +364,20 @@ class DataLoader(TorchDataLoader):
         if ids is None:
             return None
         keys = draws.sample_keys(self.seed, epoch, ids)
-        plan = self._pass_plan
-        sizes = host["sizes"].numpy() if plan is None else plan.sizes[ids]
-        stored = stream_crop.stored_sizes(host, self.seed, epoch)
-        if stored is not None:  # a stream cropped the batch while reading it
-            sizes = stored
-        return t.draw_keyed(sizes, keys)
+        return t.draw_keyed(self._crop_read.stored_sizes(host, self.seed, epoch), keys)
 
     def _transform(self, batch: Any, number: int, epoch: int,
                    aug: tuple[Params, Params] | None = None) -> Any:
-        streamed = stream_crop.take(batch)  # a stream ran the leading crop while reading
+        cropped = self._crop_read.take(batch)  # the reader ran the leading crop
         if self.transform is None:
             return batch
         if aug is not None:  # keyed: parameters drawn on the host, shipped with the batch
             host_params, params = aug
             # a batch our collate built is the loader's alone: the kernels may write into it
-            mine = batch.get("image") if _is_collate_samples(self.collate_fn) else None
+            mine = batch.get("image") if is_collate_samples(self.collate_fn) else None
+            t = cast(Transform, self.transform)  # keyed: one of ours (_host_params)
             with donating(mine):
-                if self._pass_plan is not None or streamed:  # the crop ran in the reader
-                    out = crop_read.apply_rest(self.transform, batch, params)  # type: ignore[arg-type]
-                else:
-                    out = self.transform.apply(batch, params)  # type: ignore[attr-defined]
+                out = t.apply_rest(batch, params) if cropped else t.apply(batch, params)
             out["aug"] = host_params
             return out
         if self._transform_generator is None:
@@ -487,9 +437,7 @@ class DataLoader(TorchDataLoader):
         self._adopt()
         p = self._begin_pass()
         aug_epoch = p.epoch + (p.repeat << 32)  # a repeated epoch still gets new augmentation
-        if self._planned is not None:
-            self._planned.plan = self._plan(aug_epoch)
-        armed = self._arm_stream(aug_epoch)  # disarmed at the end (or drop) of this pass
+        armed = self._crop_read.begin(self, aug_epoch)  # ended with (or when dropping) the pass
         source: Iterator[Any] = super().__iter__()
         if self.num_workers == 0:  # read here: our datasets serve raw samples to us
             source = host_transform.loader_reads(source)
@@ -513,7 +461,7 @@ class DataLoader(TorchDataLoader):
             except Exception as exc:  # raised when its batch is due, as torch's loader does
                 pending.append((exc, None))
                 return False
-            drawn = self._draw(host, aug_epoch)
+            drawn = self._host_params(host, aug_epoch)
             self.host_bytes += tensor_bytes(host)
             with dev.stream_context(stream):  # on the CPU every tensor already is there
                 moved = to_device(host, self.device, non_blocking=accel) if accel else host
@@ -662,12 +610,6 @@ def _ours(dataset: Any) -> bool:
 def _wraps(fn: Any, inner: Callable[..., Any]) -> bool:
     """``fn`` is ``functools.partial(inner, ...)``."""
     return isinstance(fn, functools.partial) and fn.func is inner
-
-
-def _is_collate_samples(fn: Any) -> bool:
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    return fn is collate_samples
 
 
 def _listed(collate_fn: Callable[[list[Any]], Any], samples: Any) -> Any:

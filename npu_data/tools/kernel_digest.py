@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from npu_data.transforms import _native
-from npu_data.transforms._kernels.resample import vertical_first_rule
+from npu_data.transforms import backends
+from npu_data.transforms.backends import vertical_first_rule
 
 # (top, left, height, width) -> (out_h, out_w): shrink 4x, enlarge, one axis each way, odd sizes
 _CROPS = [((0, 0, 300, 400), (224, 224)), ((13, 7, 257, 91), (61, 37)),
@@ -99,7 +99,7 @@ def digests(seed: int = 0) -> dict[str, str]:
     Raises:
         RuntimeError: the compiled kernels are not available here.
     """
-    ops = _native.ops()
+    ops = backends.compiled_ops()
     if ops is None:
         raise RuntimeError("the compiled CPU kernels are not available (see the warning above)")
     rng = np.random.default_rng(seed)
@@ -110,8 +110,7 @@ def digests(seed: int = 0) -> dict[str, str]:
 
 def main() -> int:
     torch.set_num_threads(1)
-    ops = _native.ops()
-    build = ops.simd_paths() if ops is not None else "unavailable"
+    build = backends.simd_paths() or "unavailable"
     try:
         found = digests()
     except RuntimeError as exc:

@@ -107,8 +107,7 @@ def run_parity_suite(
     """
     from dataclasses import replace
 
-    from npu_data.transforms import _dispatch, _native
-    from npu_data.transforms._kernels import accelerator_path
+    from npu_data.transforms.backends import accelerator_path, compiled_for, torch_kernels
     from npu_data.transforms.precision import MODES, reduced_precision
 
     if batches < 1 or batch_size < 1:
@@ -116,8 +115,8 @@ def run_parity_suite(
                         f"and {batch_size}")
     dev = resolve_device(device)
     rows = _run_suite(dev, seed, batches, batch_size, TOLERANCES)
-    if _dispatch.compiled_for(torch.empty(0, device=dev)):
-        with _native.disabled():
+    if compiled_for(torch.empty(0, device=dev)):
+        with torch_kernels():
             rows += [replace(r, kernel=f"{r.kernel} (torch)")
                      for r in _run_suite(dev, seed, batches, batch_size, TOLERANCES)]
     for mode, (_, _, autocast) in MODES.items() if precision else ():

@@ -5,7 +5,8 @@ Pure kernels live in :mod:`~npu_data.transforms.functional` (each op dispatches 
 :mod:`~npu_data.transforms.reference` (Pillow, per sample); geometry companions in
 :mod:`~npu_data.transforms.geometry`; the random transforms below draw per-sample parameters
 (on the batch's device, or keyed on the host) and apply them through ``functional``,
-geometry included. See docs/architecture.md.
+geometry included; :mod:`~npu_data.transforms.read_crop` lets a reader apply a pipeline's
+leading crop while it reads the images (the loaders' crop at read). See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from npu_data.transforms import functional, geometry
+from npu_data.transforms import functional, geometry, read_crop
 from npu_data.transforms.base import Transform
 from npu_data.transforms.captions import CaptionDropout, RandomCaption
 from npu_data.transforms.color import ColorJitter
@@ -29,6 +30,7 @@ from npu_data.transforms.draws import sample_params
 from npu_data.transforms.flip import RandomHorizontalFlip
 from npu_data.transforms.normalize import Normalize
 from npu_data.transforms.presets import LEVELS, NpuPreprocessor
+from npu_data.transforms.read_crop import ReadCrop
 from npu_data.transforms.replay import replay_reference, sample_image
 
 if TYPE_CHECKING:  # what type checkers and the API reference see (the same names as _LAZY)
@@ -54,6 +56,7 @@ __all__ = [
     "RandomCaption",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
+    "ReadCrop",
     "Resize",
     "ResizeCenterCrop",
     "ResizeCrop",
@@ -62,6 +65,7 @@ __all__ = [
     "functional",
     "geometry",
     "parity",
+    "read_crop",
     "reference",
     "replay_reference",
     "sample_image",

@@ -40,6 +40,8 @@ def _uint8(t: torch.Tensor) -> bool:
 
 TABLE: dict[str, Kernel] = {
     "resized_crop": Kernel(crop.resized_crop, compiled.resized_crop),
+    # a reader's images of different sizes (crop at read, ``transforms.read_crop``)
+    "resized_crop_list": Kernel(crop.resized_crop_list, compiled.resized_crop_list),
     "hflip": Kernel(layout.hflip, compiled.hflip),
     "adjust_brightness": Kernel(jitter.adjust_brightness, compiled.adjust_brightness),
     "adjust_contrast": Kernel(jitter.adjust_contrast, compiled.adjust_contrast),
@@ -54,12 +56,6 @@ TABLE: dict[str, Kernel] = {
 def compiled_for(t: torch.Tensor) -> bool:
     """Whether the compiled CPU kernels run for ``t`` (a CPU tensor, library loaded, on)."""
     return _native.for_tensor(t) is not None
-
-
-def compiled_ops(t: torch.Tensor) -> Any | None:
-    """The compiled library's ops when they run for ``t``, else None: for the loader's list
-    kernels (``resized_crop_list``) that have no batch form in :data:`TABLE`."""
-    return _native.for_tensor(t)
 
 
 def backend(op: str, images: torch.Tensor) -> str:

@@ -1,10 +1,13 @@
 """The ``Transform`` base class and its plumbing: batch handling, validation, parameter draws.
 
 A transform is called on a batch dict (see docs/architecture.md) or on a bare uint8 tensor
-``(B, C, H, W)`` and returns the same kind. Parameters are drawn on the batch's device in one
-vectorised call (no host syncs), or on the host by :meth:`Transform.draw` (keyed), and are
-plain tensors that :meth:`Transform.apply` takes on either side, so a batch can be replayed
-sample by sample through ``npu_data.transforms.reference``.
+``(B, C, H, W)`` and returns the same kind. Its parameters come from one sampler,
+:meth:`Transform.make_params` (torchvision v2's name): vectorised over the batch, in float64
+on the host, from the samples' sizes and uniform numbers — the keyed draws the DataLoader
+uses (:meth:`Transform.draw_keyed`) or a torch generator's (:meth:`Transform.get_params`,
+``t(batch, generator)``; they and the sizes are read back from the batch's device once).
+They are plain host tensors that :meth:`Transform.apply` takes on any device, so a batch can
+be replayed sample by sample through ``npu_data.transforms.reference``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import numpy as np
 import torch
 
 from npu_data.errors import UserError
-from npu_data.transforms.draws import Draws
+from npu_data.transforms.draws import Draws, GeneratorDraws, Uniforms
 
 Batch = dict[str, Any]
 Params = dict[str, torch.Tensor]
@@ -92,32 +95,6 @@ def check_generator(generator: torch.Generator | None, device: torch.device, who
         )
 
 
-def rand(
-    shape: tuple[int, ...], device: torch.device, generator: torch.Generator | None
-) -> torch.Tensor:
-    """Uniform float32 in [0, 1) on ``device``."""
-    return torch.rand(shape, device=device, generator=generator, dtype=torch.float32)
-
-
-def uniform(
-    shape: tuple[int, ...],
-    low: float,
-    high: float,
-    device: torch.device,
-    generator: torch.Generator | None,
-) -> torch.Tensor:
-    """Uniform float32 in [low, high) on ``device``."""
-    return rand(shape, device, generator) * (high - low) + low
-
-
-def random_permutations(
-    batch: int, n: int, device: torch.device, generator: torch.Generator | None
-) -> torch.Tensor:
-    """``(batch, n)`` int64: an independent random permutation of ``range(n)`` per row."""
-    keys = rand((batch, n), device, generator)
-    return torch.argsort(keys, dim=1)
-
-
 def pair(value: int | Sequence[int], what: str, who: str) -> tuple[int, int]:
     """``size`` as ``(height, width)`` of positive ints."""
     if isinstance(value, bool):
@@ -140,7 +117,9 @@ class Transform:
 
     ``t(batch_or_images, generator=None)`` draws parameters with :meth:`get_params` and
     applies them with :meth:`apply`; :meth:`apply_reference` replays one sample's
-    parameters on the CPU reference (Pillow semantics).
+    parameters on the CPU reference (Pillow semantics). A random transform defines
+    :meth:`make_params`, the one sampler both :meth:`get_params` (a generator) and
+    :meth:`draw_keyed` (the keyed draws) run.
     """
 
     name = "Transform"
@@ -156,10 +135,17 @@ class Transform:
         return finish(self._apply(batch, params), bare), params
 
     def get_params(self, data: Any, generator: torch.Generator | None = None) -> Params:
-        """Draw per-sample parameters for ``data`` on its device (vectorised)."""
+        """Per-sample parameters for ``data`` from ``generator``'s numbers (on the batch's
+        device; None: torch's default there): :meth:`make_params` with
+        ``draws.GeneratorDraws``, host tensors. A transform without ``make_params`` has
+        none."""
         batch, _ = as_batch(data, self.name, need_uint8=self.needs_uint8)
-        check_generator(generator, batch["image"].device, self.name)
-        return self._draw(batch, generator)
+        image = batch["image"]
+        check_generator(generator, image.device, self.name)
+        if not self.keyed:
+            return {}
+        sizes = batch["sizes"].to("cpu").numpy().astype(np.int64).reshape(-1, 2)
+        return self.make_params(sizes, GeneratorDraws(image.shape[0], generator, image.device))
 
     def apply(self, data: Any, params: Params) -> Any:
         """Apply already drawn ``params`` (deterministic), host tensors or on the batch's
@@ -171,27 +157,48 @@ class Transform:
         """Sample ``index`` of a batch through the CPU reference, ``image`` HxWx3 uint8."""
         raise NotImplementedError
 
-    # --- keyed draws on the host (see transforms.draws) ------------------------------------
+    # --- the parameter sampler (see transforms.draws) ---------------------------------------
     @property
     def keyed(self) -> bool:
-        """Whether :meth:`draw` exists, i.e. parameters can be drawn per sample on the host."""
-        return type(self).draw is not Transform.draw
+        """Whether :meth:`make_params` exists, i.e. parameters can be drawn per sample on the
+        host from keyed draws."""
+        return type(self).make_params is not Transform.make_params
 
-    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
-        """Parameters on the host from the samples' ``(B, 2)`` (height, width) input sizes and
-        their keyed uniform draws: CPU tensors that :meth:`apply` takes once on the device."""
-        raise NotImplementedError(f"{self.name} has no keyed draw; it runs with a generator")
+    def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
+        """This transform's parameters for samples of input ``sizes (B, 2)`` int64 (height,
+        width), from ``rng``'s uniform numbers (``draws.Draws`` keyed per sample, or
+        ``draws.GeneratorDraws``): CPU tensors that :meth:`apply` takes on any device.
+
+        Args:
+            sizes: each sample's valid (height, width), as this transform receives it.
+            rng: ``uniform(n)`` gives each sample's next ``n`` float64 numbers in [0, 1).
+
+        Returns:
+            The parameters, one row per sample.
+        """
+        raise NotImplementedError(f"{self.name} has no parameter sampler (make_params)")
 
     def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
         """``(B, 2)`` sizes of the samples this transform outputs for inputs of ``sizes``."""
         return sizes
 
     def draw_keyed(self, sizes: np.ndarray, keys: np.ndarray, position: int = 0) -> Params:
-        """:meth:`draw` with the draws of ``keys`` (``draws.sample_keys``) at ``position``."""
-        return self.draw(np.asarray(sizes, dtype=np.int64).reshape(-1, 2), Draws(keys, position))
+        """:meth:`make_params` with the draws of ``keys`` (``draws.sample_keys``) at
+        ``position``."""
+        return self.make_params(np.asarray(sizes, dtype=np.int64).reshape(-1, 2),
+                                Draws(keys, position))
 
-    def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
-        return {}
+    # --- crop at read (see transforms.read_crop) ------------------------------------------
+    def leading_crop(self, position: int = 0) -> tuple[Transform, int] | None:
+        """The crop a reader may apply to this transform's input while reading it, with its
+        draw position (this transform at ``position``); None: none. :meth:`apply_rest` runs
+        what is left."""
+        return None
+
+    def apply_rest(self, batch: Batch, params: Params) -> Batch:
+        """What is left of this transform once a reader applied :meth:`leading_crop`, with
+        the whole transform's keyed ``params``."""
+        raise NotImplementedError(f"{self.name} has no leading crop to apply while reading")
 
     def _apply(self, batch: Batch, params: Params) -> Batch:
         raise NotImplementedError

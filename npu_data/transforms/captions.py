@@ -17,7 +17,7 @@ import torch
 
 from npu_data.errors import UserError
 from npu_data.transforms.base import Batch, Params, Transform
-from npu_data.transforms.draws import Draws
+from npu_data.transforms.draws import Uniforms
 
 SOURCES = ("texts.text", "choices.label")  # the batch keys a caption may come from
 
@@ -47,14 +47,8 @@ class CaptionDropout(Transform):
         self.p = float(p)
         self.key = key
 
-    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
-        return {"drop": torch.from_numpy(draws.uniform(1)[:, 0] < self.p)}
-
-    def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
-        b = batch["image"].shape[0]
-        dev = batch["image"].device
-        u = torch.rand((b,), device=dev, generator=generator)
-        return {"drop": (u < self.p).to("cpu")}  # captions are host strings
+    def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
+        return {"drop": torch.from_numpy(rng.uniform(1)[:, 0] < self.p)}
 
     def _apply(self, batch: Batch, params: Params) -> Batch:
         captions = batch.get(self.key)
@@ -112,13 +106,8 @@ class RandomCaption(Transform):
         self.controls = list(controls)
         self.labels = {k: list(v) for k, v in labels.items()}
 
-    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
-        return {"pick": torch.from_numpy(draws.uniform(1)[:, 0])}
-
-    def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
-        b = batch["image"].shape[0]
-        u = torch.rand((b,), device=batch["image"].device, generator=generator)
-        return {"pick": u.to("cpu", torch.float64)}
+    def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
+        return {"pick": torch.from_numpy(rng.uniform(1)[:, 0])}
 
     def _candidates(self, batch: Batch, i: int) -> list[str]:
         if self.source == SOURCES[0]:

@@ -10,14 +10,8 @@ import torch
 
 from npu_data.errors import UserError
 from npu_data.transforms import functional as F
-from npu_data.transforms.base import (
-    Batch,
-    Params,
-    Transform,
-    random_permutations,
-    uniform,
-)
-from npu_data.transforms.draws import Draws
+from npu_data.transforms.base import Batch, Params, Transform
+from npu_data.transforms.draws import Uniforms
 
 OPS = F.COLOR_OPS
 _IDENTITY = (1.0, 1.0, 1.0, 0.0)
@@ -97,30 +91,12 @@ class ColorJitter(Transform):
         self.order = order
         self.enabled = [i for i, op in enumerate(OPS) if self.ranges[op] is not None]
 
-    def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
-        dev = batch["image"].device
-        b = batch["image"].shape[0]
-        n = len(self.enabled)
-        if self.order == "random":
-            perm = random_permutations(b, n, dev, generator)
-        else:
-            perm = torch.arange(n, device=dev).expand(b, n)
-        ids = torch.tensor(self.enabled, dtype=torch.int64).to(dev, non_blocking=True)
-        params: Params = {"order": ids[perm]}
-        for op, ident in zip(OPS, _IDENTITY, strict=True):
-            rng = self.ranges[op]
-            if rng is None:
-                params[op] = torch.full((b,), ident, dtype=torch.float32, device=dev)
-            else:
-                params[op] = uniform((b,), rng[0], rng[1], dev, generator)
-        return params
-
-    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
+    def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         """Four order keys (the enabled ops sorted by theirs: a uniform random order, as
         torchvision's ``randperm``) and four factors, always, so the columns never shift."""
-        b = len(draws)
-        keys = draws.uniform(len(OPS))[:, self.enabled]
-        u = draws.uniform(len(OPS))
+        b = len(rng)
+        keys = rng.uniform(len(OPS))[:, self.enabled]
+        u = rng.uniform(len(OPS))
         ids = np.asarray(self.enabled, dtype=np.int64)
         if self.order == "random":
             order = ids[np.argsort(keys, axis=1, kind="stable")]
@@ -128,8 +104,9 @@ class ColorJitter(Transform):
             order = np.broadcast_to(ids, (b, len(ids))).copy()
         params: Params = {"order": torch.from_numpy(np.ascontiguousarray(order))}
         for i, (op, ident) in enumerate(zip(OPS, _IDENTITY, strict=True)):
-            rng = self.ranges[op]
-            values = (np.full(b, ident) if rng is None else rng[0] + u[:, i] * (rng[1] - rng[0]))
+            span = self.ranges[op]
+            values = (np.full(b, ident) if span is None
+                      else span[0] + u[:, i] * (span[1] - span[0]))
             params[op] = torch.from_numpy(values.astype(np.float32))
         return params
 

@@ -82,6 +82,19 @@ class Compose(Transform):
             sizes = t.output_sizes(sizes)
         return params
 
+    def leading_crop(self, position: int = 0) -> tuple[Transform, int] | None:
+        """The first stage's crop when every stage is keyed (not a nested Compose's)."""
+        first = self.transforms[0]
+        if not self.keyed or isinstance(first, Compose):
+            return None
+        return first.leading_crop(child_position(position, 0))
+
+    def apply_rest(self, batch: Batch, params: Params) -> Batch:
+        """The stages after the first (a reader applied it), with the pipeline's params; the
+        batch is full (no padding) when that crop fills its output."""
+        return apply_stages(self.transforms[1:], batch, params, first=1,
+                            full=bool(getattr(self.transforms[0], "fills", False)))
+
     def _split(self, params: Params, i: int) -> Params:
         prefix = f"{i}."
         return {k[len(prefix) :]: v for k, v in params.items() if k.startswith(prefix)}

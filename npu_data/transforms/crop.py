@@ -12,12 +12,11 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 
 from npu_data.errors import UserError
-from npu_data.transforms.base import Batch, Params, pair, rand
+from npu_data.transforms.base import Params, pair
 from npu_data.transforms.crop_base import _CropBase, box_params, check_min_visible
-from npu_data.transforms.draws import Draws
+from npu_data.transforms.draws import Uniforms
 from npu_data.transforms.resize import CenterCrop, Resize, ResizeCenterCrop, ResizeCrop
 
 __all__ = ["CenterCrop", "RandomResizedCrop", "Resize", "ResizeCenterCrop", "ResizeCrop",
@@ -44,7 +43,7 @@ class RandomResizedCrop(_CropBase):
 
     The parameters follow torchvision's ``RandomResizedCrop.get_params``: 10 candidates per
     sample (drawn at once, ``(B, 10)``), the first that fits is used, else the same central
-    fallback crop.
+    fallback crop (:meth:`make_params`, float64 on the host, keyed or from a generator).
 
     Args:
         size: The output (height, width), or one int for both.
@@ -76,13 +75,13 @@ class RandomResizedCrop(_CropBase):
         self.ratio = _range(ratio, "ratio", self.name, positive=True)
         self.min_visible = check_min_visible(min_visible, self.name)
 
-    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
+    def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         """torchvision's ``get_params`` for every sample at once, in float64 on the host:
         ``attempts`` candidates from 2 draws each, the first that fits, else the central
         fallback; the position from 2 more draws (``randint``'s uniform integers)."""
         h = sizes[:, 0].astype(np.float64)
         w = sizes[:, 1].astype(np.float64)
-        u = draws.uniform(2 * self.attempts).reshape(-1, self.attempts, 2)
+        u = rng.uniform(2 * self.attempts).reshape(-1, self.attempts, 2)
         s0, s1 = self.scale
         lr0, lr1 = math.log(self.ratio[0]), math.log(self.ratio[1])
         target = (h * w)[:, None] * (s0 + u[..., 0] * (s1 - s0))
@@ -99,45 +98,13 @@ class RandomResizedCrop(_CropBase):
         fh = np.where(in_ratio < rmin, np.round(w / rmin), h)
         ch = np.where(found, ch[rows, first], fh)
         cw = np.where(found, cw[rows, first], fw)
-        pos = draws.uniform(2)
+        pos = rng.uniform(2)
         top = np.where(found, np.minimum(np.floor(pos[:, 0] * (h - ch + 1)), h - ch),
                        np.floor((h - ch) / 2))
         left = np.where(found, np.minimum(np.floor(pos[:, 1] * (w - cw + 1)), w - cw),
                         np.floor((w - cw) / 2))
         boxes = np.stack([top, left, ch, cw], axis=1).astype(np.int64)
         return box_params(boxes, self.size)
-
-    def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
-        sizes = batch["sizes"]
-        dev = sizes.device
-        b = sizes.shape[0]
-        h = sizes[:, 0].to(torch.float32)
-        w = sizes[:, 1].to(torch.float32)
-        u = rand((b, self.attempts, 2), dev, generator)
-        s0, s1 = self.scale
-        lr0, lr1 = math.log(self.ratio[0]), math.log(self.ratio[1])
-        target = (h * w).unsqueeze(1) * (s0 + u[..., 0] * (s1 - s0))
-        aspect = torch.exp(lr0 + u[..., 1] * (lr1 - lr0))
-        cw = torch.round(torch.sqrt(target * aspect))
-        ch = torch.round(torch.sqrt(target / aspect))
-        ok = (cw > 0) & (cw <= w.unsqueeze(1)) & (ch > 0) & (ch <= h.unsqueeze(1))
-        first = ok.to(torch.uint8).argmax(dim=1, keepdim=True)
-        found = ok.any(dim=1)
-        cw = cw.gather(1, first).squeeze(1)
-        ch = ch.gather(1, first).squeeze(1)
-        # torchvision's fallback: the central crop with the nearest allowed aspect ratio
-        in_ratio = w / h
-        rmin, rmax = self.ratio
-        fw = torch.where(in_ratio > rmax, torch.round(h * rmax), w)
-        fh = torch.where(in_ratio < rmin, torch.round(w / rmin), h)
-        ch = torch.where(found, ch, fh)
-        cw = torch.where(found, cw, fw)
-        pos = rand((b, 2), dev, generator)
-        top = torch.minimum(torch.floor(pos[:, 0] * (h - ch + 1)), h - ch)
-        left = torch.minimum(torch.floor(pos[:, 1] * (w - cw + 1)), w - cw)
-        top = torch.where(found, top, torch.floor((h - ch) / 2))
-        left = torch.where(found, left, torch.floor((w - cw) / 2))
-        return {"boxes": torch.stack([top, left, ch, cw], dim=1).to(torch.int64)}
 
     def __repr__(self) -> str:
         return (

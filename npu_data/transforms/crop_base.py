@@ -24,22 +24,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from npu_data.common.batch import CropPlan
 from npu_data.errors import UserError
 from npu_data.transforms import functional as F
 from npu_data.transforms import geometry
 from npu_data.transforms.base import Batch, Params, Transform
-from npu_data.transforms.draws import Draws
 
 MICRO_KEYS = ("original_size", "crop_top_left", "target_size")
-
-
-def plan_params(plan: CropPlan) -> Params:
-    """A ``CropPlan``'s parameters as the host tensors :meth:`_CropBase.apply` takes."""
-    params = {"boxes": plan.boxes, "windows": plan.windows, "out": plan.out,
-              "crop_top_left": plan.top_left}
-    return {k: torch.from_numpy(np.ascontiguousarray(v, dtype=np.int64))
-            for k, v in params.items() if v is not None}
 
 
 def check_min_visible(min_visible: float, who: str) -> float:
@@ -175,22 +165,15 @@ class _CropBase(Transform):
         valid = tuple(int(v) for v in params["out"][index].tolist())
         return reference.resized_window(image, box, window, valid)
 
-    def read_plan(self, sizes: np.ndarray, keys: np.ndarray, position: int,
-                  fast: bool = False) -> CropPlan:
-        """The ``CropPlan`` a reader applies for samples of stored ``sizes`` with draw
-        ``keys`` at ``position`` (the DataLoader's crop at read); a window is never decoded
-        DCT-scaled (its coefficients are those of the whole image)."""
-        params = self.draw_keyed(sizes, keys, position)
-        shape = out_shape(params, self.size)
-        arrays = {k: np.ascontiguousarray(v.numpy(), dtype=np.int64) for k, v in params.items()}
-        windows = arrays.get("windows")
-        return CropPlan(arrays["boxes"], shape, self.min_visible, fast and windows is None,
-                        windows, arrays.get("out"), arrays.get("crop_top_left"))
+    def leading_crop(self, position: int = 0) -> tuple[Transform, int] | None:
+        """This crop, at ``position``, when its parameters are keyed (``read_crop``)."""
+        return (self, position) if self.keyed else None
+
+    def apply_rest(self, batch: Batch, params: Params) -> Batch:
+        """Nothing is left once a reader applied the crop."""
+        return batch
 
     def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
         assert self.size is not None
         return np.broadcast_to(np.asarray(self.size, dtype=np.int64), sizes.shape).copy()
 
-    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
-        """The boxes from the sizes alone (deterministic crops; RandomResizedCrop overrides)."""
-        return self._draw({"sizes": torch.from_numpy(np.ascontiguousarray(sizes))}, None)

@@ -6,16 +6,21 @@ the host) replaces a stateful generator, so a sample's augmentation does not dep
 batch it lands in, the batch size, the worker or rank that reads it, the prefetch depth or the
 resume point. Sample ids are dataset indices; samples known only by a string key (WebDataset)
 use a 64-bit hash of it. Everything here runs on the host in uint64/float64 and the results
-are shipped as small float32/int64 tables (see ``Transform.draw``).
+are shipped as small float32/int64 tables.
+
+Each transform has one parameter sampler, ``make_params(sizes, rng)`` (``Transform``), fed by
+``rng``: the keyed :class:`Draws` here, or a torch generator through :class:`GeneratorDraws`
+(``t(batch, generator)``, ``get_params``) — one formula, in float64 on the host, either way.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+import torch
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -64,6 +69,16 @@ def sample_keys(seed: int, epoch: int, ids: np.ndarray | Sequence[int]) -> np.nd
     return mix(epoch_key(seed, epoch) ^ mix(_add(arr, _GOLDEN)))
 
 
+class Uniforms(Protocol):
+    """What ``Transform.make_params`` draws from: ``B`` samples' uniform numbers."""
+
+    def __len__(self) -> int: ...
+
+    def uniform(self, n: int) -> np.ndarray:
+        """``(B, n)`` float64 uniform in [0, 1): each sample's next ``n`` numbers."""
+        ...
+
+
 class Draws:
     """The uniform draws of one transform position for a batch of sample keys.
 
@@ -87,6 +102,25 @@ class Draws:
         with np.errstate(over="ignore"):
             z = mix(self._base[:, None] + (counters[None, :] + np.uint64(1)) * _GOLDEN)
         return (z >> np.uint64(11)).astype(np.float64) * _TO_UNIT
+
+
+class GeneratorDraws:
+    """A torch generator's uniforms in the form of :class:`Draws`: ``torch.rand`` float32
+    numbers drawn with ``generator`` (None: torch's default) on ``device`` — the generator's
+    own — and read back to the host as float64, one read per :meth:`uniform` call."""
+
+    def __init__(self, batch: int, generator: torch.Generator | None,
+                 device: torch.device) -> None:
+        self.batch, self.generator, self.device = int(batch), generator, device
+
+    def __len__(self) -> int:
+        return self.batch
+
+    def uniform(self, n: int) -> np.ndarray:
+        """``(B, n)`` float64 uniform in [0, 1) (float32 draws, so on every device)."""
+        u = torch.rand((self.batch, n), generator=self.generator, device=self.device,
+                       dtype=torch.float32)
+        return u.cpu().numpy().astype(np.float64)
 
 
 def child_position(parent: int, index: int) -> int:

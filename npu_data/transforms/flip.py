@@ -8,8 +8,8 @@ import torch
 from npu_data.errors import UserError
 from npu_data.transforms import functional as F
 from npu_data.transforms import geometry
-from npu_data.transforms.base import Batch, Params, Transform, rand
-from npu_data.transforms.draws import Draws
+from npu_data.transforms.base import Batch, Params, Transform
+from npu_data.transforms.draws import Uniforms
 
 
 class RandomHorizontalFlip(Transform):
@@ -30,12 +30,8 @@ class RandomHorizontalFlip(Transform):
             raise UserError(f"{self.name}: p must be a probability in [0, 1], got {p!r}")
         self.p = float(p)
 
-    def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
-        b = batch["image"].shape[0]
-        return {"flip": rand((b,), batch["image"].device, generator) < self.p}
-
-    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
-        return {"flip": torch.from_numpy(draws.uniform(1)[:, 0] < self.p)}
+    def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
+        return {"flip": torch.from_numpy(rng.uniform(1)[:, 0] < self.p)}
 
     def _apply(self, batch: Batch, params: Params, pixels: bool = True) -> Batch:
         """``pixels=False``: Compose folded the image flip into an earlier crop; the geometry

@@ -38,6 +38,7 @@ __all__ = [
     "hflip",
     "normalize",
     "resized_crop",
+    "resized_crop_list",
     "to_dtype",
 ]
 
@@ -135,6 +136,40 @@ def resized_crop(
         return out
     out_sizes = torch.tensor([[out_h, out_w]] * out.shape[0], dtype=torch.int64)
     return hflip(out, out_sizes.to(out.device), flip)
+
+
+def resized_crop_list(images: Sequence[torch.Tensor], boxes: torch.Tensor, out: torch.Tensor,
+                      windows: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`resized_crop` of images of different sizes, each into its row of ``out``.
+
+    Args:
+        images: ``B`` uint8 ``(H, W, 3)`` host tensors (a reader's: views of a memory map,
+            decoded JPEG regions); nothing is copied into a padded batch first.
+        boxes: ``(B, 4)`` int64 (top, left, height, width) in each image's pixels (a box
+            may reach past an image where a window reads only inside it).
+        out: ``(B, 3, h, w)`` uint8, contiguous: the output, written in place.
+        windows: ``(B, 4)`` int64 as in :func:`resized_crop`, or None.
+
+    Returns:
+        ``out``, each row the Pillow-exact resize of its box (or window).
+
+    Raises:
+        UserError: shapes or dtypes that do not match.
+    """
+    b = len(images)
+    if out.dtype != torch.uint8 or out.ndim != 4 or out.shape[:2] != (b, 3):
+        raise UserError(f"resized_crop_list: out must be a uint8 tensor ({b}, 3, h, w), got "
+                        f"{out.dtype} {tuple(out.shape)}")
+    if any(t.dtype != torch.uint8 or t.ndim != 3 or t.shape[2] != 3 for t in images):
+        raise UserError("resized_crop_list: images must be uint8 (H, W, 3) tensors")
+    if boxes.shape != (b, 4) or (windows is not None and windows.shape != (b, 4)):
+        raise UserError(f"resized_crop_list: boxes and windows must have shape ({b}, 4)")
+    if windows is not None and bool((windows[:, 2:] < 1).any()):
+        raise UserError(f"resized_crop_list: window full sizes must be >= 1, got "
+                        f"{windows[:, 2:].tolist()}")
+    impl = kernel("resized_crop_list", out)
+    return impl(list(images), boxes.to(torch.int64), out,  # type: ignore[no-any-return]
+                None if windows is None else windows.to(torch.int64))
 
 
 def hflip(images: torch.Tensor, sizes: torch.Tensor, flip_mask: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,7 @@ import torch
 from npu_data.errors import UserError
 from npu_data.transforms import functional as F
 from npu_data.transforms.base import Batch, Params, Transform
-from npu_data.transforms.draws import Draws
+from npu_data.transforms.draws import Uniforms
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -67,7 +67,7 @@ class Normalize(Transform):
         self.dtype = dtype
         self.channels_last = bool(channels_last)
 
-    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
+    def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         return {}
 
     def _apply(self, batch: Batch, params: Params) -> Batch:

@@ -14,8 +14,9 @@ rounded source box. The sizes follow torchvision 0.28's code:
   ``(crop - side) // 2`` before it; otherwise the offset is ``int(round((side - crop) / 2))``
   (Python's round: halves to even).
 
-Window parameters are made on the host from the sizes (keyed draws, the DataLoader's path); a
-batch on an accelerator transformed directly reads its ``sizes`` back once.
+Window parameters are made on the host from the sizes (``make_params``: keyed draws, the
+DataLoader's path, or a generator's; a batch on an accelerator transformed directly reads
+its ``sizes`` back once).
 """
 
 from __future__ import annotations
@@ -23,18 +24,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 
 from npu_data.common.buckets import BucketSpec, assign, bucket_list
 from npu_data.errors import UserError
-from npu_data.transforms.base import Batch, Params, pair
+from npu_data.transforms.base import Params, pair
 from npu_data.transforms.crop_base import (
     _CropBase,
     box_params,
     check_min_visible,
     window_params,
 )
-from npu_data.transforms.draws import Draws
+from npu_data.transforms.draws import Uniforms
 
 
 def shorter_side_sizes(sizes: np.ndarray, size: int, max_size: int | None = None
@@ -77,27 +77,14 @@ def cover_sizes(sizes: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return np.stack([np.where(by_height, th, nh), np.where(by_height, nw, tw)], axis=1)
 
 
-def _host_sizes(batch: Batch) -> np.ndarray:
-    return batch["sizes"].to("cpu").numpy().astype(np.int64).reshape(-1, 2)
-
-
 class _WindowCrop(_CropBase):
     """A crop whose parameters are windows computed on the host from the sizes."""
 
     fills = False  # Resize(int) keeps aspect ratios, CenterCrop pads: outputs may not fill
 
-    def _draw(self, batch: Batch, generator: torch.Generator | None) -> Params:
-        sizes = _host_sizes(batch)
-        u = None
-        if self.random_draws:
-            dev = batch["sizes"].device
-            u = torch.rand((len(sizes), self.random_draws), device=dev, generator=generator,
-                           dtype=torch.float32).to("cpu").numpy().astype(np.float64)
-        return self.windows(sizes, u)
-
-    def draw(self, sizes: np.ndarray, draws: Draws) -> Params:
+    def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         sizes = np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
-        u = draws.uniform(self.random_draws) if self.random_draws else None
+        u = rng.uniform(self.random_draws) if self.random_draws else None
         return self.windows(sizes, u)
 
     random_draws = 0  # uniform numbers each sample draws

@@ -70,6 +70,8 @@ def _pipeline(kind: str) -> Any:
         return ResizeCenterCrop((30, 44), resize_size=30)
     if kind == "resize_int":  # each sample its own size, padded
         return Resize(20)
+    if kind == "resize_int_jitter":  # padded: contrast's mean must skip the padding
+        return Compose([Resize(20), ColorJitter(0.4, 0.4, 0.4, 0.1)])
     if kind == "center_pad":  # torchvision pads what the crop leaves
         return CenterCrop((40, 200))
     return Compose([RandomResizedCrop(24), ColorJitter(0.4, 0.4, 0.4, 0.1),
@@ -86,7 +88,8 @@ def _batches(ds: ShardDataset, read_crop: bool, kind: str, **kw: Any) -> list[di
 
 @pytest.mark.parametrize("store", ["raw", "encoded"])
 @pytest.mark.parametrize("kind", ["pipeline", "rrc", "resize", "center", "resize_crop",
-                                  "resize_center", "resize_int", "center_pad"])
+                                  "resize_center", "resize_int", "resize_int_jitter",
+                                  "center_pad"])
 def test_crop_at_read_equals_crop_after_read(stores: dict[str, ShardDataset], store: str,
                                              kind: str) -> None:
     ds = stores[store]
@@ -150,8 +153,8 @@ def test_crop_at_read_in_workers_and_with_the_torch_kernels(
     workers = _batches(ds, True, "pipeline", num_workers=2, persistent_workers=True)
     for a, b in zip(after, workers, strict=True):
         _same_batch(a, b)
-    for kind in ("rrc", "resize_crop"):
-        with _native.disabled():  # the pure-torch crop, one sample at a time
+    for kind in ("rrc", "resize_crop", "resize_int_jitter"):
+        with _native.disabled():  # the pure-torch kernels: the crop one sample at a time
             torch_kernels = _batches(ds, True, kind)
         for a, b in zip(_batches(ds, False, kind), torch_kernels, strict=True):
             _same_batch(a, b)
@@ -162,9 +165,9 @@ def test_crop_at_read_is_the_default_on_the_cpu(stores: dict[str, ShardDataset],
     calls: list[tuple[int, ...]] = []
     real = crop_read.crop_images
 
-    def spy(images: Any, boxes: torch.Tensor, out: torch.Tensor, *rest: Any) -> None:
+    def spy(images: Any, plan: Any, out: torch.Tensor) -> None:
         calls.append(tuple(out.shape))
-        real(images, boxes, out, *rest)
+        real(images, plan, out)
 
     monkeypatch.setattr(crop_read, "crop_images", spy)
     batch = next(iter(DataLoader(stores["raw"], batch_size=4, device="cpu",

@@ -7,7 +7,9 @@ parameters at alpha = 1e-4; rates are compared with a pooled two-proportion test
 standard errors) or against their exact value. Every check battery is also run against a
 deliberately wrong reference (one try instead of ten, another scale or ratio range, a biased
 position, another fallback, a non-uniform order, another flip rate, a shared draw position)
-and must fail there, so the tests are shown to have the power to see such mistakes.
+and must fail there, so the tests are shown to have the power to see such mistakes. The same
+sampler fed by a torch generator (``GeneratorDraws``: ``get_params``) has the same
+properties (other numbers).
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
+import torch
 
 from npu_data.transforms import ColorJitter, Compose, RandomHorizontalFlip, RandomResizedCrop
-from npu_data.transforms.draws import child_position, sample_keys
+from npu_data.transforms.draws import GeneratorDraws, child_position, sample_keys
 
 N = 100_000
 ALPHA = 1e-4
@@ -443,3 +446,52 @@ def test_draws_are_independent_across_samples_and_epochs() -> None:
     assert abs(corr(top[1:], top[:-1])) < bound
     for other in (keys(6, epoch=1), keys(7)):
         assert abs(corr(top, t.draw_keyed(sizes, other)["boxes"].numpy()[:, 0])) < bound
+
+
+# ------------------------------------------------------------------ a generator's numbers
+
+
+def generator_params(t: object, sizes: np.ndarray, seed: int) -> dict[str, np.ndarray]:
+    """``t.make_params`` fed by a torch generator (``GeneratorDraws``, what ``get_params``
+    uses): the same sampler as the keyed draws, other numbers."""
+    rng = GeneratorDraws(len(sizes), torch.Generator().manual_seed(seed), torch.device("cpu"))
+    return {k: v.numpy() for k, v in t.make_params(sizes, rng).items()}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("case", list(CROP_CASES))
+def test_generator_crops_match_torchvision_too(case: str) -> None:
+    height, width, scale, ratio = CROP_CASES[case]
+    got = generator_params(RandomResizedCrop(224, scale=scale, ratio=ratio),
+                           sizes_of(height, width), seed=600)["boxes"]
+    top, left, h, w = got.T
+    assert (h > 0).all() and (w > 0).all() and (top >= 0).all() and (left >= 0).all()
+    assert (top + h <= height).all() and (left + w <= width).all()
+    ref = tv_crop_boxes(height, width, scale, ratio, seed=601)
+    assert crop_discrepancies(got, ref, height, width, ratio) == []
+
+
+def test_generator_jitter_and_flip_match_torchvision_too() -> None:
+    kwargs, ranges, enabled = JITTERS["all"]
+    params = generator_params(ColorJitter(**kwargs), sizes_of(8, 8), seed=602)
+    assert order_discrepancies(params["order"], enabled) == []
+    for i, op in enumerate(IDENTITY):
+        assert factor_discrepancies(params[op], *ranges[op], seed=603 + i) == [], op
+    flip = generator_params(RandomHorizontalFlip(p=0.3), sizes_of(8, 8), seed=604)["flip"]
+    assert not rate_off(int(flip.sum()), N, 0.3)
+
+
+def test_get_params_is_make_params_fed_by_the_generator() -> None:
+    """One sampler: ``get_params(batch, generator)`` is ``make_params`` on the batch's sizes
+    with that generator's numbers; host tensors of the keyed draws' dtypes and shapes."""
+    rng = np.random.default_rng(605)
+    sizes = np.stack([rng.integers(5, 60, 64), rng.integers(5, 60, 64)], 1)
+    batch = {"image": torch.zeros(64, 3, 60, 60, dtype=torch.uint8),
+             "sizes": torch.from_numpy(sizes)}
+    for t in (RandomResizedCrop(16), ColorJitter(0.4, 0.4, 0.4, 0.1), RandomHorizontalFlip()):
+        got = t.get_params(batch, torch.Generator().manual_seed(7))
+        want = generator_params(t, sizes, seed=7)
+        keyed = t.draw_keyed(sizes, keys(1)[:64])
+        assert got.keys() == want.keys() == keyed.keys()
+        for k, v in got.items():
+            assert v.device.type == "cpu" and np.array_equal(v.numpy(), want[k]), k
+            assert (v.dtype, v.shape) == (keyed[k].dtype, keyed[k].shape), k

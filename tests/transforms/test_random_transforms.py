@@ -73,8 +73,11 @@ def test_full_compose_replays_through_the_reference() -> None:
     t = Compose([RandomResizedCrop(32), ColorJitter(0.4, 0.4, 0.4, 0.1), RandomHorizontalFlip()])
     batch = _batch(2, b=12)
     out, params = t.run(batch, torch.Generator().manual_seed(3))
-    assert set(params) == {"0.boxes", "1.order", "1.brightness", "1.contrast", "1.saturation",
-                           "1.hue", "2.flip"}
+    assert set(params) == {"0.boxes", "0.crop_top_left", "1.order", "1.brightness",
+                           "1.contrast", "1.saturation", "1.hue", "2.flip"}
+    keyed = t.draw_keyed(batch["sizes"].numpy(), np.arange(12, dtype=np.uint64))
+    assert {k: (v.dtype, v.shape) for k, v in params.items()} == {  # one sampler: same form
+        k: (v.dtype, v.shape) for k, v in keyed.items()}
     assert torch.equal(t.apply(batch, params)["image"], out["image"])
     crop = t.transforms[0]
     cropped = crop.apply(batch, {"boxes": params["0.boxes"]})
@@ -164,7 +167,7 @@ def test_identity_factors_leave_pixels_exactly_unchanged() -> None:
 def test_random_order_differs_from_the_fixed_order_only_where_the_order_differs() -> None:
     batch = _batch(7, b=16)
     rand = ColorJitter(0.6, 0.6, 0.6)
-    params = rand.get_params(batch, torch.Generator().manual_seed(2))
+    params = rand.get_params(batch, torch.Generator().manual_seed(3))
     fixed = ColorJitter(0.6, 0.6, 0.6, order="fixed")
     a = rand.apply(batch, params)["image"]
     canon = dict(params, order=torch.tensor([0, 1, 2]).expand(16, 3))

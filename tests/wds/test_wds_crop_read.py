@@ -21,7 +21,7 @@ from npu_data.cli import main
 from npu_data.errors import UserError
 from npu_data.formats.webdataset import stages
 from npu_data.formats.webdataset.stream import WebDatasetStream
-from npu_data.loaders import DataLoader, stream_crop
+from npu_data.loaders import DataLoader, crop_read, stream_crop
 from npu_data.loaders.collate import collate_samples
 from npu_data.shards.writer import WriteOptions, write_dataset
 from npu_data.transforms import RandomHorizontalFlip, RandomResizedCrop, _native
@@ -122,13 +122,13 @@ def _passes(urls: list[str], read_crop: bool, kind: str = "pipeline", **kw: Any
 def cropped(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Whether each batch the main process got was cropped while read."""
     seen: list[bool] = []
-    real = stream_crop.take
+    real = crop_read.take
 
     def spy(batch: Any) -> bool:
         seen.append(real(batch))
         return seen[-1]
 
-    monkeypatch.setattr(stream_crop, "take", spy)
+    monkeypatch.setattr(crop_read, "take", spy)
     return seen
 
 
@@ -208,7 +208,7 @@ def test_other_readers_of_the_stream_get_full_samples(tars: list[str]) -> None:
     assert [b["image"].shape[2:] for b in loader] == [(24, 24)] * 3  # on by default on CPU
     batch = next(iter(loader))  # a pass left early is disarmed when dropped
     gc.collect()
-    assert batch["image"].shape[2:] == (24, 24) and stream_crop.STORED_KEY not in batch
+    assert batch["image"].shape[2:] == (24, 24) and crop_read.STORED_KEY not in batch
     for s in stream:
         assert isinstance(s["image"], np.ndarray) and stream_crop.PLAN_KEY not in s
     torch_loader = torch.utils.data.DataLoader(stream, batch_size=4, num_workers=1,
@@ -228,11 +228,11 @@ def test_read_crop_true_on_a_stream_says_why_it_cannot(tars: list[str]) -> None:
 
 
 def test_a_batch_cropped_for_another_pass_is_refused() -> None:
-    mark = {stream_crop.STORED_KEY: stream_crop.Cropped(np.zeros((1, 2), np.int64), 3, 1)}
-    assert stream_crop.stored_sizes(mark, 3, 1) is not None
-    assert stream_crop.stored_sizes({}, 3, 1) is None
+    mark = {crop_read.STORED_KEY: crop_read.Cropped(np.zeros((1, 2), np.int64), 3, 1)}
+    assert crop_read.stored_sizes(mark, 3, 1) is not None
+    assert crop_read.stored_sizes({}, 3, 1) is None
     with pytest.raises(UserError, match="two loaders at once"):
-        stream_crop.stored_sizes(mark, 3, 2)
+        crop_read.stored_sizes(mark, 3, 2)
 
 
 def test_decode_fast_reaches_the_stream(tmp_path: Path) -> None:

@@ -29,8 +29,9 @@ from npu_data.formats.webdataset.reader import (
     shown,
 )
 from npu_data.kinds.registry import KINDS
-from npu_data.loaders.stream_crop import PLAN_KEY, StreamPlan
+from npu_data.loaders.stream_crop import PLAN_KEY
 from npu_data.shards.images import MAX_PIXELS
+from npu_data.transforms.read_crop import ReadCrop
 
 _TRANSPOSED = frozenset(range(2, 9))  # EXIF orientations Pillow's exif_transpose applies
 _BAD_IMAGE = (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError)
@@ -123,7 +124,7 @@ def decode(smp: WdsSample) -> dict[str, Any]:
     return annotate(smp, image, image.shape[0], image.shape[1])
 
 
-def planned(smp: WdsSample, plan: StreamPlan) -> dict[str, Any]:
+def planned(smp: WdsSample, plan: ReadCrop) -> dict[str, Any]:
     """``decode`` for a pass that crops while reading: a plain JPEG stays encoded
     (``TarJpeg``, its size from the header), any other image is decoded; tagged with
     ``plan`` for the collate (``loaders.stream_crop``)."""
@@ -155,7 +156,7 @@ def split(urls: Sequence[str], plan: Iterable[tuple[int, int, int]],
                 yield smp
 
 
-def to_dicts(samples: Iterable[WdsSample], crop: StreamPlan | None) -> Iterator[dict[str, Any]]:
+def to_dicts(samples: Iterable[WdsSample], crop: ReadCrop | None) -> Iterator[dict[str, Any]]:
     """Sample dicts: decoded (``crop`` None) or planned for the pass's crop at read."""
     for smp in samples:
         yield decode(smp) if crop is None else planned(smp, crop)

@@ -159,3 +159,15 @@ def resized_crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
         x = x.contiguous()
     bounds = crop_bounds(height, width, out_h, out_w)
     return resample_batch(x, rows, cols, vertical, bounds).permute(0, 3, 1, 2)
+
+
+def resized_crop_list(images: list[torch.Tensor], boxes: torch.Tensor, out: torch.Tensor,
+                      windows: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`resized_crop` of ``(H, W, C)`` images of different sizes into ``out (B, C, h,
+    w)``, one sample at a time (a reader's list: memory-map views, decoded regions)."""
+    out_h, out_w = int(out.shape[2]), int(out.shape[3])
+    for i, t in enumerate(images):
+        sizes = torch.tensor([[t.shape[0], t.shape[1]]], dtype=torch.int64)
+        out[i] = resized_crop(t.permute(2, 0, 1)[None], sizes, boxes[i:i + 1], out_h, out_w,
+                              windows=None if windows is None else windows[i:i + 1])[0]
+    return out

@@ -42,6 +42,18 @@ def resized_crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
     return hflip(out, out_sizes, flip, inplace=out.is_contiguous())
 
 
+def resized_crop_list(images: list[torch.Tensor], boxes: torch.Tensor, out: torch.Tensor,
+                      windows: torch.Tensor | None = None) -> torch.Tensor:
+    """The list form: every ``(H, W, C)`` image's box into ``out`` in one call."""
+    out_h, out_w = int(out.shape[2]), int(out.shape[3])
+    if windows is None:  # the schema of a library built before windows existed still works
+        _ops().resized_crop_list(images, boxes, out_h, out_w, vertical_first_rule(), out)
+    else:
+        _ops().resized_crop_list(images, boxes, out_h, out_w, vertical_first_rule(), out,
+                                 windows)
+    return out
+
+
 def hflip(images: torch.Tensor, sizes: torch.Tensor, flip: torch.Tensor,
           inplace: bool = False) -> torch.Tensor:
     """``inplace``: ``images`` (contiguous) may take the result (``transforms.donate``)."""

@@ -1,0 +1,171 @@
+"""Crop at read: a keyed pipeline's leading crop, applied by whoever reads the images.
+
+Every sample's crop parameters are a pure function of (seed, epoch, sample id) and of its
+stored size (``transforms.draws``), so a reader knows each crop box before it reads a pixel.
+A transform says which leading crop a reader may apply (:meth:`Transform.leading_crop`: a
+crop alone, or the first stage of a keyed ``Compose``) and runs what is left after it
+(:meth:`Transform.apply_rest`). :class:`ReadCrop` is that crop for one pass; its
+:meth:`ReadCrop.plan` draws a batch's ``CropPlan`` (plain data: boxes, windows, output size),
+one plan type whatever the source — a memory map, a JPEG region, a tar stream.
+:func:`crop_geometry` moves a collated batch's geometry keys through a plan and
+:func:`resize_into` resizes each image's box straight into the batch buffer
+(``functional.resized_crop_list``). The values are those of collating the full images and
+running the crop after: the same kernel on the same pixels.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from npu_data.common.batch import CropPlan
+from npu_data.transforms import _dispatch, draws, geometry
+from npu_data.transforms import functional as F
+from npu_data.transforms._kernels.crop import window_regions
+from npu_data.transforms.base import Batch, Params, Transform
+from npu_data.transforms.crop_base import (
+    _CropBase,
+    effective_boxes,
+    micro_conditioning,
+    out_shape,
+)
+
+__all__ = ["ReadCrop", "crop_geometry", "decodes_regions", "read_regions", "resize_into"]
+
+
+@dataclass(frozen=True)
+class ReadCrop:
+    """The leading crop of a keyed transform, for a reader, in one pass.
+
+    Attributes:
+        crop: the crop stage (a ``RandomResizedCrop``, ``Resize``, ``CenterCrop``,
+            ``ResizeCenterCrop`` or ``ResizeCrop``).
+        position: its draw position in the transform (``draws.child_position``).
+        seed: the loader's seed.
+        epoch: the pass's augmentation epoch (repeats included).
+        fast: JPEG boxes at least twice the output may decode DCT-scaled (not exact).
+    """
+
+    crop: _CropBase
+    position: int = 0
+    seed: int = 0
+    epoch: int = 0
+    fast: bool = False
+
+    @classmethod
+    def of(cls, transform: Any, fast: bool = False) -> ReadCrop | None:
+        """The crop a reader may apply for ``transform`` (None: none, e.g. not keyed)."""
+        stage = transform.leading_crop() if isinstance(transform, Transform) else None
+        if stage is None or not isinstance(stage[0], _CropBase):
+            return None
+        return cls(stage[0], stage[1], fast=bool(fast))
+
+    def at(self, seed: int, epoch: int, fast: bool | None = None) -> ReadCrop:
+        """This crop in the pass of ``seed`` and ``epoch`` (``fast`` kept when None)."""
+        return replace(self, seed=int(seed), epoch=int(epoch),
+                       fast=self.fast if fast is None else bool(fast))
+
+    def plan(self, sizes: np.ndarray, ids: np.ndarray | Sequence[Any]) -> CropPlan:
+        """The crop of the samples ``ids`` (dataset indices or ``draws.string_ids``) whose
+        stored images are ``sizes (B, 2)``; a window never decodes DCT-scaled (its
+        coefficients are those of the whole image)."""
+        keys = draws.sample_keys(self.seed, self.epoch, ids)
+        params = self.crop.draw_keyed(sizes, keys, self.position)
+        shape = out_shape(params, self.crop.size)
+        arrays = {k: np.ascontiguousarray(v.numpy(), dtype=np.int64) for k, v in params.items()}
+        windows = arrays.get("windows")
+        return CropPlan(arrays["boxes"], shape, self.crop.min_visible,
+                        self.fast and windows is None, windows, arrays.get("out"),
+                        arrays.get("crop_top_left"), self.seed, self.epoch)
+
+
+def plan_params(plan: CropPlan) -> Params:
+    """A ``CropPlan``'s parameters as the host tensors the crop's ``apply`` takes."""
+    params = {"boxes": plan.boxes, "windows": plan.windows, "out": plan.out,
+              "crop_top_left": plan.top_left}
+    return {k: torch.from_numpy(np.ascontiguousarray(v, dtype=np.int64))
+            for k, v in params.items() if v is not None}
+
+
+def crop_geometry(batch: Batch, plan: CropPlan) -> Batch:
+    """A batch collated at the stored sizes, its geometry through the plan's crop.
+
+    Args:
+        batch: The collated batch (``sizes``: the stored sizes; geometry keys of the kinds).
+        plan: The crop every sample gets (:meth:`ReadCrop.plan`).
+
+    Returns:
+        The batch with its geometry keys through the crop, ``sizes`` the output size and the
+        micro-conditioning keys the crop writes (``transforms.crop_base``); ``image`` as it
+        was.
+    """
+    out = dict(batch)
+    params = plan_params(plan)
+    effective = effective_boxes(params, plan.size)
+    out.update(geometry.resized_crop_geometry(batch, effective, plan.size, plan.min_visible))
+    top_left, target = micro_conditioning(params, batch["sizes"], plan.size)
+    out["original_size"] = batch["sizes"].to(torch.int64).clone()
+    out["crop_top_left"], out["target_size"] = top_left, target
+    # a real (B, 2) tensor, not an expanded view: a pinned copy cannot be made of one whose
+    # elements share memory (torch's pin-memory thread raises)
+    out["sizes"] = target.clone()
+    return out
+
+
+def read_regions(plan: CropPlan) -> np.ndarray | None:
+    """The pixels of each image a window plan reads (a JPEG decodes only these).
+
+    Args:
+        plan: The batch's crop plan.
+
+    Returns:
+        ``(B, 4)`` (top, left, height, width), ``(0, 0, 1, 1)`` for a window wholly in the
+        padding; None for a plan of boxes (read the boxes themselves).
+    """
+    if plan.windows is None:
+        return None
+    regions = window_regions(plan.boxes, plan.windows, plan.size[0], plan.size[1])
+    regions[(regions[:, 2] < 1) | (regions[:, 3] < 1)] = (0, 0, 1, 1)
+    return regions
+
+
+def decodes_regions(t: torch.Tensor) -> bool:
+    """Whether a reader decodes JPEG regions for host tensors like ``t``.
+
+    Args:
+        t: A tensor on the device the batch will be resized on.
+
+    Returns:
+        True where the compiled CPU kernels run (with the torch kernels forced, a reader
+        decodes whole images, as their reference does).
+    """
+    return _dispatch.compiled_for(t)
+
+
+def resize_into(images: Sequence[np.ndarray], boxes: torch.Tensor, out: torch.Tensor,
+                windows: np.ndarray | None = None) -> torch.Tensor:
+    """Each array's box resized into its row of ``out``.
+
+    Args:
+        images: ``(H, W, 3)`` uint8 arrays (memory-map views or decoded regions).
+        boxes: ``(B, 4)`` the plan's boxes, moved to each array's origin where only a region
+            was read.
+        out: ``(B, 3, h, w)`` uint8, written.
+        windows: The plan's windows (whole resizes kept in part), or None.
+
+    Returns:
+        ``out``.
+    """
+    if not len(images):
+        return out
+    with warnings.catch_warnings():  # memory-map views are read-only; nothing writes them
+        warnings.simplefilter("ignore", UserWarning)
+        tensors = [torch.from_numpy(im) for im in images]
+    win = None if windows is None else torch.from_numpy(np.ascontiguousarray(windows))
+    return F.resized_crop_list(tensors, boxes, out, win)
+
