@@ -75,7 +75,9 @@ case "$mode" in
     python -m pip install -q -c "$venv/held.txt" -U setuptools  # >= 81: no pkg_resources, which torch 2.1 wants
     echo "== $(versions)"
     echo "== parity (cpu)"; NPU_DATA_QUIET=1 npu-data parity --device cpu
-    echo "== demo"; NPU_DATA_QUIET=1 npu-data demo --out "${TMPDIR:-/tmp}/npu-data-demo-oldest"
+    demo_out=$(mktemp -d "${TMPDIR:-/tmp}/npu-data-demo-oldest.XXXXXX")  # the demo wants an empty folder
+    echo "== demo"; NPU_DATA_QUIET=1 npu-data demo --out "$demo_out"
+    rm -rf "$demo_out"
     echo "== pytest (transforms, loaders, shards, codecs)"
     # -m: torch.compile tracing the kernels whole and the aten op table are the newest torch's
     python -m pytest -o addopts="" -q -p no:cacheprovider -m "not newest_torch" \
