@@ -6,7 +6,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -21,15 +20,9 @@ from npu_data.errors import UserError
 from npu_data.shards.distributed_import import SINGLE, Group
 from tests.shards.conftest import BUCKET, KEY, SECRET
 from tests.shards.export_maker import make_export
+from tests.shards.launchers import ROOT, free_port, two_nodes
 
 SCRIPT = Path(__file__).with_name("torchrun_scripts.py")
-ROOT = Path(__file__).parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -60,17 +53,7 @@ def test_two_ranks_import_byte_identical(tmp_path: Path,
 
 def _two_nodes(args: list[str], env: dict[str, str]) -> list[tuple[int, str, str]]:
     """(exit status, stdout, stderr) of each of two torchrun launchers (one rank each)."""
-    port = free_port()
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank",
-         str(node), "--nproc_per_node", "1", "--master_addr", "127.0.0.1", "--master_port",
-         str(port), str(SCRIPT), "import", *args], env=env, cwd=ROOT, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE) for node in (0, 1)]
-    out = []
-    for p in procs:
-        got, err = p.communicate(timeout=60)
-        out.append((p.returncode, got, err))
-    return out
+    return two_nodes([str(SCRIPT), "import", *args], [env, env])
 
 
 @pytest.mark.parametrize("fault", ["corrupt", "disk-full"])

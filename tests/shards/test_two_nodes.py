@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,8 @@ from npu_data.annotations.images import ImageOptions
 from npu_data.shards.writer import WriteOptions, write_dataset
 from tests.shards.conftest import BUCKET
 from tests.shards.export_maker import make_export
-from tests.shards.test_distributed_import import ROOT, SCRIPT, free_port
+from tests.shards.launchers import ROOT, two_nodes
+from tests.shards.test_distributed_import import SCRIPT
 
 N = 12  # shard_size 3: four shards, two per node
 
@@ -26,19 +25,11 @@ def test_two_nodes_read_each_sample_once(s3: dict[str, Any], tmp_path: Path) -> 
     write_dataset(export, tmp_path / "ds", WriteOptions(
         images=ImageOptions(images_root=tmp_path / "proj"), shard_size=3))
     s3["fs"].put(str(tmp_path / "ds") + "/", f"{BUCKET}/two", recursive=True)
-    url, port = f"s3://{BUCKET}/two", free_port()
-    procs = []
-    for node in (0, 1):
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "NPU_DATA_QUIET": "1",
-               "PYTHONPATH": str(ROOT), "NODE_CACHE": str(tmp_path / f"node{node}")}
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
-               "--node_rank", str(node), "--nproc_per_node", "1", "--master_addr", "127.0.0.1",
-               "--master_port", str(port), str(SCRIPT), "read", url, str(tmp_path)]
-        procs.append(subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
-    for p in procs:
-        _, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err[-3000:]
+    url = f"s3://{BUCKET}/two"
+    envs = [{**os.environ, "OMP_NUM_THREADS": "1", "NPU_DATA_QUIET": "1", "PYTHONPATH": str(ROOT),
+             "NODE_CACHE": str(tmp_path / f"node{node}")} for node in (0, 1)]
+    for rc, _, err in two_nodes([str(SCRIPT), "read", url, str(tmp_path)], envs):
+        assert rc == 0, err[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert all(r["world"] == 2 for r in ranks)
     seen = ranks[0]["seen"] + ranks[1]["seen"]
