@@ -15,7 +15,7 @@ what they need, typed by the Protocols of ``npu_data.kinds.protocols`` — the v
 (``ValueChecks``), the extraction toolkit ``npu_data.annotations.results`` as ``R``
 (``Extraction``), the kernels ``transforms.geometry`` as ``G`` (``GeometryKernels``).
 
-The drawing hooks (``draw``, ``unbatch``) serve the previews (``tools/preview*.py``), which
+The drawing hooks (``paint``, ``unbatch``) serve the previews (``tools/preview*.py``), which
 hand over their ``Canvas`` (``protocols.Canvas``).
 The WebDataset JSON hooks (``json_*``) map one sample's columns to and from the kind's part
 of a tar's ``<key>.json`` (``formats/webdataset/mapping.py`` iterates them).
@@ -85,7 +85,7 @@ class Kind:
     row_key: str | None = None
     top_level: bool = False
     json_text: tuple[str, ...] = ()  # text columns holding JSON (version-1 tars: JSON values)
-    draw_first: bool = False  # drawn under the other kinds (translucent areas)
+    paint_first: bool = False  # drawn under the other kinds (translucent areas)
 
     # --- schema ------------------------------------------------------------------------
     def stored_columns(self) -> dict[str, Col]:
@@ -303,7 +303,7 @@ class Kind:
         return out
 
     # --- drawing (tools/preview.py) -------------------------------------------------------
-    def draw(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
+    def paint(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         """Draw this kind's rows of ``sample`` on ``canvas`` (``tools.preview.Canvas``: the
         picture, its scale, colours and label names); nothing by default."""
 

@@ -89,7 +89,7 @@ class Boxes(Kind):
                    h: np.ndarray) -> np.ndarray:
         return xywh_percent(a, w, h)
 
-    def draw(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
+    def paint(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         for j, c in enumerate(np.asarray(sample.get("boxes.corners", np.zeros((0, 4, 2))))):
             colour = canvas.colour(sample["boxes.label"][j])
             pts = canvas.points(c)

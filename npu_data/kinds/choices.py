@@ -22,7 +22,7 @@ class Choices(Kind):
     def check(self, c: ValueChecks) -> None:
         c.strings("choices")
 
-    def draw(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
+    def paint(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         for j in range(len(sample.get("choices.label", ()))):
             canvas.note(canvas.name(sample, self.name, j) or "?",
                         canvas.colour(sample["choices.label"][j]))

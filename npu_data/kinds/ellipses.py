@@ -85,7 +85,7 @@ class Ellipses(Kind):
             return {}
         return {"ellipses.params": G.hflip_ellipses(batch["ellipses.params"], widths, flip)}
 
-    def draw(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
+    def paint(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         params = np.asarray(sample.get("ellipses.params", np.zeros((0, 5))))
         s = canvas.scale
         for j, outline in enumerate(ellipse_points(params)):

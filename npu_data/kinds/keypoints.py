@@ -45,7 +45,7 @@ class Keypoints(Kind):
                    h: np.ndarray) -> np.ndarray:
         return a * (100.0 / w) if column == "size" else super().to_percent(column, a, w, h)
 
-    def draw(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
+    def paint(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         s = canvas.scale
         for j, (x, y) in enumerate(np.asarray(sample.get("keypoints.xy", np.zeros((0, 2))))):
             colour = canvas.colour(sample["keypoints.label"][j])

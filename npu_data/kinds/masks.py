@@ -172,7 +172,7 @@ class Masks(Kind):
         self._sized(cols, g["bits"], len(g["control"]), hw)
         return cols
 
-    def draw(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
+    def paint(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         masks = np.asarray(sample.get("masks.mask", np.zeros((0, 1, 1), np.uint8)))
         for j in range(len(masks)):
             alpha = Image.fromarray((masks[j] > 0).astype(np.uint8) * 110)
@@ -269,5 +269,5 @@ class Masks(Kind):
 KIND = Masks(
     name="masks", result_types=("brushlabels", "brush"),
     fixed={**COMMON, "height": (I32, ()), "width": (I32, ()), "label": (I32, ())},
-    nested=(Nested("bits", "bit_offsets", U8, ()),), row_key="mask", draw_first=True,
+    nested=(Nested("bits", "bit_offsets", U8, ()),), row_key="mask", paint_first=True,
 )

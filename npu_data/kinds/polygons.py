@@ -112,7 +112,7 @@ class Polygons(Kind):
         batch["polygons.points"] = points
         batch["polygons.vertex_valid"] = torch.from_numpy(vvalid)
 
-    def draw(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
+    def paint(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         off = np.asarray(sample.get("polygons.point_offsets", np.zeros(1, np.int64)))
         points = np.asarray(sample.get("polygons.points", np.zeros((0, 2))))
         for j in range(len(off) - 1):

@@ -12,7 +12,7 @@ it structurally:
   ``builders.Rows`` it makes, and the module itself as the toolkit ``R``);
 - ``GeometryKernels``: ``Kind.resized_crop(..., G)`` / ``Kind.hflip(..., G)`` (the module
   ``transforms.geometry``);
-- ``Canvas``: ``Kind.draw(canvas, sample)`` (``tools.preview.Canvas``).
+- ``Canvas``: ``Kind.paint(canvas, sample)`` (``tools.preview.Canvas``).
 
 Modules satisfy a Protocol when they are passed by name (``kind.extract(ctx, b, results)``):
 mypy then checks every function the Protocol names against the module's.

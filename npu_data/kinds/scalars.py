@@ -26,7 +26,7 @@ class Scalars(Kind):
             key = "rating" if r.get("type") == "rating" or "rating" in v else "number"
             c.number(i, key, v.get(key, c.MISSING), True, False)
 
-    def draw(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
+    def paint(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         for j, v in enumerate(np.asarray(sample.get("scalars.value", np.zeros(0)))):
             canvas.note(f"{canvas.control(sample, self.name, j)}: {float(v):g}", (255, 255, 255))
 

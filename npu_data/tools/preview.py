@@ -1,5 +1,5 @@
 """Draw a sample dict (docs/architecture.md) with its annotations, for previews: each kind
-draws its own rows (``Kind.draw``) on a ``Canvas``."""
+draws its own rows (``Kind.paint``) on a ``Canvas``."""
 
 from __future__ import annotations
 
@@ -94,8 +94,8 @@ def draw_sample(sample: dict[str, Any], labels: dict[str, list[str]],
     if s > 1:
         base = base.resize((w * s, h * s), Image.Resampling.NEAREST)
     canvas = Canvas(base, s, labels, list(controls) if controls is not None else list(labels))
-    for kind in sorted(KINDS, key=lambda k: not k.draw_first):
-        kind.draw(canvas, sample)
+    for kind in sorted(KINDS, key=lambda k: not k.paint_first):
+        kind.paint(canvas, sample)
     out = canvas.image.convert("RGB")
     caption = str(sample.get("caption", ""))
     if caption:

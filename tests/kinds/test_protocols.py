@@ -20,7 +20,7 @@ from npu_data.transforms import geometry
 # hook -> its parameter typed by a Protocol, and the Protocol
 TYPED = {"check": ("c", "ValueChecks"), "extract": ("R", "Extraction[RowsT]"),
          "resized_crop": ("G", "GeometryKernels"), "hflip": ("G", "GeometryKernels"),
-         "draw": ("canvas", "Canvas")}
+         "paint": ("canvas", "Canvas")}
 
 
 def _members(proto: type) -> set[str]:

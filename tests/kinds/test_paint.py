@@ -1,4 +1,4 @@
-"""Every kind with geometry draws its own rows in previews (``Kind.draw``), also from an
+"""Every kind with geometry draws its own rows in previews (``Kind.paint``), also from an
 augmented batch (``Kind.unbatch``)."""
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> ShardDataset:
 def _drawn(kind: Kind, sample: dict, ds: ShardDataset) -> np.ndarray:
     img = Image.fromarray(np.ascontiguousarray(sample["image"])).convert("RGBA")
     canvas = Canvas(img, 1, ds.labels, ds.controls)
-    kind.draw(canvas, sample)
+    kind.paint(canvas, sample)
     return np.asarray(canvas.image.convert("RGB")).astype(np.int16)
 
 
 def test_the_kinds_with_geometry_are_the_ones_that_draw() -> None:
-    assert {k.name for k in KINDS if type(k).draw is not Kind.draw} == {k.name for k in PADDED}
+    assert {k.name for k in KINDS if type(k).paint is not Kind.paint} == {k.name for k in PADDED}
 
 
 @pytest.mark.parametrize("kind", PADDED, ids=lambda k: k.name)
