@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from npu_data.errors import UserError
+from npu_data.errors import UserValueError
 
 # SDXL's 1024-px list (about 1024² pixels each; kohya sd-scripts, diffusers' SDXL trainers)
 SDXL = ((1024, 1024), (1152, 896), (896, 1152), (1216, 832), (832, 1216), (1344, 768),
@@ -42,12 +42,12 @@ def bucket_list(buckets: BucketSpec, size: int | None = None, step: int = 64,
     if isinstance(buckets, str):
         preset = PRESETS.get(buckets)
         if preset is None:
-            raise UserError(f"{who}: unknown bucket preset {buckets!r} — use "
-                            f"{', '.join(map(repr, PRESETS))} or a list of (height, width)")
+            raise UserValueError(f"{who}: unknown bucket preset {buckets!r} — use "
+                                 f"{', '.join(map(repr, PRESETS))} or a list of (height, width)")
         if size is None or size == 1024:
             return preset
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise UserError(f"{who}: size must be a positive int, got {size!r}")
+            raise UserValueError(f"{who}: size must be a positive int, got {size!r}")
         return tuple(_dedupe((_snap(h * size / 1024, step), _snap(w * size / 1024, step))
                              for h, w in preset))
     try:
@@ -57,8 +57,10 @@ def bucket_list(buckets: BucketSpec, size: int | None = None, step: int = 64,
     except (TypeError, ValueError):
         out, ok = (), False
     if not ok or not out or any(h < 1 or w < 1 for h, w in out):
-        raise UserError(f"{who}: buckets must be 'sdxl' or a non-empty list of (height, width) "
-                        f"positive ints, got {buckets!r}")
+        raise UserValueError(
+            f"{who}: buckets must be 'sdxl' or a non-empty list of (height, width) "
+            f"positive ints, got {buckets!r}"
+        )
     return out
 
 

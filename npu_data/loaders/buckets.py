@@ -32,7 +32,7 @@ from torch.utils.data import Sampler
 
 from npu_data.common.buckets import BucketSpec, assign, bucket_list
 from npu_data.common.dist import place
-from npu_data.errors import UserError
+from npu_data.errors import UserError, UserTypeError, UserValueError
 
 _STATE_VERSION = 1
 
@@ -45,12 +45,12 @@ def dataset_sizes(dataset: Any, who: str = "BucketBatchSampler") -> np.ndarray:
     else:
         getter = getattr(dataset, "sizes", None)
         if not callable(getter):
-            raise UserError(f"{who}: {type(dataset).__name__} has no sizes() — use a "
-                            "ShardDataset / LabelStudioDataset, or pass the (N, 2) array of "
-                            "(height, width) of its images")
+            raise UserTypeError(f"{who}: {type(dataset).__name__} has no sizes() — use a "
+                                "ShardDataset / LabelStudioDataset, or pass the (N, 2) array of "
+                                "(height, width) of its images")
         sizes = np.asarray(getter())
     if sizes.ndim != 2 or sizes.shape[1] != 2:
-        raise UserError(f"{who}: sizes must be (N, 2) (height, width), got {sizes.shape}")
+        raise UserValueError(f"{who}: sizes must be (N, 2) (height, width), got {sizes.shape}")
     return sizes.astype(np.int64)
 
 
@@ -88,14 +88,14 @@ class BucketBatchSampler(Sampler[list[int]]):
                  num_replicas: int | None = None, rank: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise UserError(f"BucketBatchSampler: batch_size must be a positive int, got "
-                            f"{batch_size!r}")
+            raise UserValueError(f"BucketBatchSampler: batch_size must be a positive int, got "
+                                 f"{batch_size!r}")
         env_rank, env_world, _ = place()
         world = env_world if num_replicas is None else int(num_replicas)
         rank = env_rank if rank is None else int(rank)
         if world < 1 or not 0 <= rank < world:
-            raise UserError(f"BucketBatchSampler: rank {rank} of {world} replicas — use "
-                            f"0 <= rank < num_replicas")
+            raise UserValueError(f"BucketBatchSampler: rank {rank} of {world} replicas — use "
+                                 f"0 <= rank < num_replicas")
         self.dataset = dataset
         self.sizes = dataset_sizes(dataset)
         self.buckets = bucket_list(buckets, who="BucketBatchSampler")

@@ -34,7 +34,7 @@ from npu_data import device as dev
 from npu_data.buffers import release_reused
 from npu_data.common.batch import ColumnBatch
 from npu_data.common.compat import DATALOADER_ARGS, dataloader_kwargs
-from npu_data.errors import UserError
+from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.loaders import frameworks, host_transform, resume
 from npu_data.loaders.collate import collate_samples, is_collate_samples
 from npu_data.loaders.crop_at_read import CropAtRead, refusal
@@ -212,7 +212,7 @@ class DataLoader(TorchDataLoader):
         if jit_compile is not None:
             dev.set_jit_compile(jit_compile, self.device)
         if device_prefetch < 0:
-            raise UserError(f"device_prefetch={device_prefetch}: use 0 (no prefetch) or more")
+            raise UserValueError(f"device_prefetch={device_prefetch}: use 0 (no prefetch) or more")
         self.seed = int(seed if seed is not None else
                         (generator.initial_seed() if generator is not None else 0)) & _MASK
         torch_shuffle = shuffle
@@ -248,21 +248,25 @@ class DataLoader(TorchDataLoader):
         self.jit_compile = jit_compile
         if image_key is not None and (isinstance(image_key, bool)
                                       or not isinstance(image_key, int | str)):
-            raise UserError(f"DataLoader: image_key={image_key!r} must be a tuple position (int) "
-                            "or a dict key (str)")
+            raise UserTypeError(
+                f"DataLoader: image_key={image_key!r} must be a tuple position (int) "
+                "or a dict key (str)"
+            )
         self.image_key = image_key
         if transform is None and _ours(dataset):  # torchvision's .transform is per sample
             transform = getattr(dataset, "transform", None)
         self.transform = transform
         if read_crop is not None and not isinstance(read_crop, bool):
-            raise UserError(f"DataLoader: read_crop={read_crop!r} must be True, False or None")
+            raise UserTypeError(f"DataLoader: read_crop={read_crop!r} must be True, False or None")
         self.read_crop = read_crop
         if decode not in ("exact", "fast"):
-            raise UserError(f"DataLoader: decode={decode!r} must be 'exact' (the pixels of a "
-                            "full decode) or 'fast' (DCT-scaled JPEG decoding, not exact)")
+            raise UserValueError(f"DataLoader: decode={decode!r} must be 'exact' (the pixels of a "
+                                 "full decode) or 'fast' (DCT-scaled JPEG decoding, not exact)")
         self.decode = decode
         if read_thread is not None and not isinstance(read_thread, bool):
-            raise UserError(f"DataLoader: read_thread={read_thread!r} must be True, False or None")
+            raise UserTypeError(
+                f"DataLoader: read_thread={read_thread!r} must be True, False or None"
+            )
         self.read_thread = read_thread
         self._indices = PassIndices(super()._index_sampler)
         self._crop_read = CropAtRead(dataset, self._indices if self.batch_sampler is not None
@@ -270,7 +274,7 @@ class DataLoader(TorchDataLoader):
         if read_crop:
             why = refusal(self)
             if why:
-                raise UserError(f"DataLoader(read_crop=True): {why} — drop read_crop=True")
+                raise UserValueError(f"DataLoader(read_crop=True): {why} — drop read_crop=True")
         self._order: Any = resume.order_of(self.sampler, self.batch_sampler, self.dataset)
         self._epoch = int(getattr(self._order, "epoch", 0) or 0)
         self._chosen: int | None = None  # set_epoch() on the loader since the last pass began

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from npu_data.errors import UserError
+from npu_data.errors import UserError, UserTypeError
 
 _NO_DEFAULT: Any = object()
 
@@ -36,8 +36,8 @@ def shard_starts(dataset: Any, default: Any = _NO_DEFAULT) -> np.ndarray | None:
     if not isinstance(shards, list):
         if default is not _NO_DEFAULT:
             return default  # type: ignore[no-any-return]
-        raise UserError(f"shard_window: {type(dataset).__name__} lists no shards — use a "
-                        "ShardDataset (or LabelStudioDataset), or drop shard_window")
+        raise UserTypeError(f"shard_window: {type(dataset).__name__} lists no shards — use a "
+                            "ShardDataset (or LabelStudioDataset), or drop shard_window")
     counts = np.array([int(s["samples"]) for s in shards], dtype=np.int64)
     starts = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=starts[1:])

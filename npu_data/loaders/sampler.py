@@ -45,7 +45,7 @@ import torch
 from torch.utils.data import DistributedSampler, RandomSampler, Sampler, SequentialSampler
 
 from npu_data.common.dist import place
-from npu_data.errors import UserError
+from npu_data.errors import UserError, UserValueError
 from npu_data.loaders.locality import per_rank_count, shard_starts, window_layout
 
 _STATE_VERSION = 1
@@ -98,14 +98,18 @@ class EpochOrder(Sampler[int]):
                 f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]"
             )
         if locality_block is not None and locality_block < 1:
-            raise UserError(f"locality_block={locality_block}: use a positive block size or None")
+            raise UserValueError(
+                f"locality_block={locality_block}: use a positive block size or None"
+            )
         if shard_window is not None:
             if shard_window < 1:
-                raise UserError(f"shard_window={shard_window}: use a positive number of shards "
-                                "or None")
+                raise UserValueError(
+                    f"shard_window={shard_window}: use a positive number of shards "
+                    "or None"
+                )
             if locality_block is not None:
-                raise UserError("shard_window and locality_block both given: choose one (the "
-                                "shard window already keeps each rank on a few shards)")
+                raise UserValueError("shard_window and locality_block both given: choose one (the "
+                                     "shard window already keeps each rank on a few shards)")
         self._starts = shard_starts(dataset) if shard_window is not None else None
         self.dataset = dataset
         self.num_replicas = num_replicas

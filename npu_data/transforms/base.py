@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from npu_data.errors import UserError
+from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms.draws import Draws, GeneratorDraws, Uniforms
 
 Batch = dict[str, Any]
@@ -34,7 +34,7 @@ def as_batch(data: Any, who: str, *, need_uint8: bool = True) -> tuple[Batch, bo
         return {"image": data, "sizes": sizes}, True
     if isinstance(data, Mapping):
         if "image" not in data:
-            raise UserError(
+            raise UserValueError(
                 f"{who}: the batch has no 'image' key — pass a batch dict from the DataLoader "
                 "or a uint8 tensor (B, C, H, W)"
             )
@@ -46,12 +46,12 @@ def as_batch(data: Any, who: str, *, need_uint8: bool = True) -> tuple[Batch, bo
             b, _, h, w = image.shape
             batch["sizes"] = _host_sizes(h, w, image.device).expand(b, 2).contiguous()
         elif not isinstance(given, torch.Tensor) or given.shape != (image.shape[0], 2):
-            raise UserError(
+            raise UserValueError(
                 f"{who}: batch 'sizes' must be a tensor (B, 2) of valid (height, width), got "
                 f"{getattr(given, 'shape', type(given).__name__)} — keep the collated 'sizes' key"
             )
         return batch, False
-    raise UserError(
+    raise UserTypeError(
         f"{who}: expected a batch dict or a uint8 tensor (B, C, H, W), got {type(data).__name__}"
     )
 
@@ -65,12 +65,13 @@ def check_image(image: Any, who: str, *, need_uint8: bool = True) -> None:
     """Raise UserError unless ``image`` is a ``(B, C, H, W)`` tensor (uint8 when asked)."""
     if not isinstance(image, torch.Tensor) or image.ndim != 4:
         shape = getattr(image, "shape", type(image).__name__)
-        raise UserError(
+        error = UserValueError if isinstance(image, torch.Tensor) else UserTypeError
+        raise error(
             f"{who}: images must be a tensor (B, C, H, W), got {shape} — batch single images "
             "with image.unsqueeze(0) and HWC arrays with .permute(0, 3, 1, 2)"
         )
     if need_uint8 and image.dtype != torch.uint8:
-        raise UserError(
+        raise UserTypeError(
             f"{who}: images must be uint8, got {image.dtype} — apply Normalize last, after "
             "the uint8 augmentations"
         )
@@ -86,10 +87,10 @@ def check_generator(generator: torch.Generator | None, device: torch.device, who
     if generator is None:
         return
     if not isinstance(generator, torch.Generator):
-        raise UserError(f"{who}: generator must be a torch.Generator, got {type(generator)}")
+        raise UserTypeError(f"{who}: generator must be a torch.Generator, got {type(generator)}")
     gdev = torch.device(generator.device)
     if gdev.type != device.type:
-        raise UserError(
+        raise UserValueError(
             f"{who}: the generator is on {gdev} but the batch is on {device} — create it with "
             "npu_data.device.manual_seed(seed, device) on the batch's device"
         )
@@ -98,17 +99,17 @@ def check_generator(generator: torch.Generator | None, device: torch.device, who
 def pair(value: int | Sequence[int], what: str, who: str) -> tuple[int, int]:
     """``size`` as ``(height, width)`` of positive ints."""
     if isinstance(value, bool):
-        raise UserError(f"{who}: {what} must be an int or (height, width), got {value!r}")
+        raise UserTypeError(f"{who}: {what} must be an int or (height, width), got {value!r}")
     if isinstance(value, int | np.integer):
         out = (int(value), int(value))
     elif isinstance(value, Sequence) and len(value) == 2:
         if not all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in value):
-            raise UserError(f"{who}: {what} must hold ints, got {value!r}")
+            raise UserTypeError(f"{who}: {what} must hold ints, got {value!r}")
         out = (int(value[0]), int(value[1]))
     else:
-        raise UserError(f"{who}: {what} must be an int or (height, width), got {value!r}")
+        raise UserTypeError(f"{who}: {what} must be an int or (height, width), got {value!r}")
     if out[0] <= 0 or out[1] <= 0:
-        raise UserError(f"{who}: {what} must be positive, got {value!r} — e.g. {what}=224")
+        raise UserValueError(f"{who}: {what} must be positive, got {value!r} — e.g. {what}=224")
     return out
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from npu_data.errors import UserError
+from npu_data.errors import UserError, UserValueError
 from npu_data.transforms.base import Batch, Params, Transform
 from npu_data.transforms.draws import Uniforms
 
@@ -43,7 +43,7 @@ class CaptionDropout(Transform):
 
     def __init__(self, p: float = 0.1, key: str = "caption") -> None:
         if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
-            raise UserError(f"{self.name}: p must be a probability in [0, 1], got {p!r}")
+            raise UserValueError(f"{self.name}: p must be a probability in [0, 1], got {p!r}")
         self.p = float(p)
         self.key = key
 
@@ -92,16 +92,18 @@ class RandomCaption(Transform):
     def __init__(self, source: str = "texts.text", control: str | None = None,
                  dataset: Any = None, key: str = "caption") -> None:
         if source not in SOURCES:
-            raise UserError(f"{self.name}: source must be one of {SOURCES}, got {source!r}")
+            raise UserValueError(f"{self.name}: source must be one of {SOURCES}, got {source!r}")
         self.source, self.control, self.key = source, control, key
         controls: Sequence[str] = getattr(dataset, "controls", None) or []
         labels: dict[str, list[str]] = getattr(dataset, "labels", None) or {}
         if (control is not None or source == SOURCES[1]) and not controls:
-            raise UserError(f"{self.name}: pass dataset= (a ShardDataset / LabelStudioDataset) "
-                            "to name controls and choices")
+            raise UserValueError(
+                f"{self.name}: pass dataset= (a ShardDataset / LabelStudioDataset) "
+                "to name controls and choices"
+            )
         if control is not None and control not in controls:
-            raise UserError(f"{self.name}: control {control!r} is not in the dataset's "
-                            f"controls {list(controls)}")
+            raise UserValueError(f"{self.name}: control {control!r} is not in the dataset's "
+                                 f"controls {list(controls)}")
         self.control_id = None if control is None else list(controls).index(control)
         self.controls = list(controls)
         self.labels = {k: list(v) for k, v in labels.items()}

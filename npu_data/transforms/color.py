@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from npu_data.errors import UserError
+from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import functional as F
 from npu_data.transforms.base import Batch, Params, Transform
 from npu_data.transforms.draws import Uniforms
@@ -26,23 +26,24 @@ def _factor_range(
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
         if value < 0 or not math.isfinite(value):
-            raise UserError(f"{who}: {name}={value!r} must be a non-negative number")
+            raise UserValueError(f"{who}: {name}={value!r} must be a non-negative number")
         lo, hi = center - float(value), center + float(value)
         if center == 1.0:
             lo = max(lo, 0.0)
         if name == "hue" and value > 0.5:
-            raise UserError(f"{who}: hue={value!r} must be in [0, 0.5]")
+            raise UserValueError(f"{who}: hue={value!r} must be in [0, 0.5]")
     elif isinstance(value, Sequence) and len(value) == 2:
         try:
             lo, hi = float(value[0]), float(value[1])
-        except (TypeError, ValueError):
-            raise UserError(f"{who}: {name}={value!r} must hold two numbers") from None
+        except (TypeError, ValueError) as e:
+            error = UserTypeError if isinstance(e, TypeError) else UserValueError
+            raise error(f"{who}: {name}={value!r} must hold two numbers") from None
         if not (bound[0] <= lo <= hi <= bound[1]):
-            raise UserError(
+            raise UserValueError(
                 f"{who}: {name}={tuple(value)!r} must satisfy {bound[0]} <= min <= max <= {bound[1]}"
             )
     else:
-        raise UserError(f"{who}: {name} must be a number or a pair (min, max), got {value!r}")
+        raise UserTypeError(f"{who}: {name} must be a number or a pair (min, max), got {value!r}")
     if lo == hi == center:
         return None
     return lo, hi
@@ -87,7 +88,7 @@ class ColorJitter(Transform):
             "hue": _factor_range(hue, "hue", 0.0, (-0.5, 0.5)),
         }
         if order not in ("random", "fixed"):
-            raise UserError(f"ColorJitter: order must be 'random' or 'fixed', got {order!r}")
+            raise UserValueError(f"ColorJitter: order must be 'random' or 'fixed', got {order!r}")
         self.order = order
         self.enabled = [i for i, op in enumerate(OPS) if self.ranges[op] is not None]
 

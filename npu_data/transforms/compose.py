@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from npu_data.errors import UserError
+from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms.base import (
     Batch,
     Params,
@@ -42,10 +42,12 @@ class Compose(Transform):
     def __init__(self, transforms: Sequence[Transform]) -> None:
         items = list(transforms)
         if not items:
-            raise UserError("Compose: give at least one transform, e.g. [RandomResizedCrop(224)]")
+            raise UserValueError(
+                "Compose: give at least one transform, e.g. [RandomResizedCrop(224)]"
+            )
         for t in items:
             if not isinstance(t, Transform):
-                raise UserError(
+                raise UserTypeError(
                     f"Compose: {t!r} is not an npu_data transform — use the classes from "
                     "npu_data.transforms (RandomResizedCrop, ColorJitter, ...)"
                 )

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from npu_data.errors import UserError
+from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms.base import Params, pair
 from npu_data.transforms.crop_base import _CropBase, box_params, check_min_visible
 from npu_data.transforms.draws import Uniforms
@@ -26,12 +26,13 @@ __all__ = ["CenterCrop", "RandomResizedCrop", "Resize", "ResizeCenterCrop", "Res
 def _range(value: Sequence[float], what: str, who: str, positive: bool) -> tuple[float, float]:
     try:
         lo, hi = (float(v) for v in value)
-    except (TypeError, ValueError):
-        raise UserError(f"{who}: {what} must be a pair (min, max), got {value!r}") from None
+    except (TypeError, ValueError) as e:
+        error = UserTypeError if isinstance(e, TypeError) else UserValueError
+        raise error(f"{who}: {what} must be a pair (min, max), got {value!r}") from None
     if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi or lo < 0 or (
         positive and lo <= 0
     ):
-        raise UserError(
+        raise UserValueError(
             f"{who}: {what} must be a pair 0 {'<' if positive else '<='} min <= max, got "
             f"{tuple(value)!r}"
         )
@@ -71,7 +72,7 @@ class RandomResizedCrop(_CropBase):
         self.size = pair(size, "size", self.name)
         self.scale = _range(scale, "scale", self.name, positive=False)
         if self.scale[1] <= 0:
-            raise UserError(f"{self.name}: scale max must be > 0, got {tuple(scale)!r}")
+            raise UserValueError(f"{self.name}: scale max must be > 0, got {tuple(scale)!r}")
         self.ratio = _range(ratio, "ratio", self.name, positive=True)
         self.min_visible = check_min_visible(min_visible, self.name)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from npu_data.errors import UserError
+from npu_data.errors import UserValueError
 from npu_data.transforms import functional as F
 from npu_data.transforms import geometry
 from npu_data.transforms.base import Batch, Params, Transform
@@ -34,7 +34,7 @@ MICRO_KEYS = ("original_size", "crop_top_left", "target_size")
 
 def check_min_visible(min_visible: float, who: str) -> float:
     if not 0.0 <= float(min_visible) <= 1.0:
-        raise UserError(f"{who}: min_visible must be in [0, 1], got {min_visible!r}")
+        raise UserValueError(f"{who}: min_visible must be in [0, 1], got {min_visible!r}")
     return float(min_visible)
 
 

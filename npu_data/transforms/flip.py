@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from npu_data.errors import UserError
+from npu_data.errors import UserValueError
 from npu_data.transforms import functional as F
 from npu_data.transforms import geometry
 from npu_data.transforms.base import Batch, Params, Transform
@@ -27,7 +27,7 @@ class RandomHorizontalFlip(Transform):
 
     def __init__(self, p: float = 0.5) -> None:
         if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
-            raise UserError(f"{self.name}: p must be a probability in [0, 1], got {p!r}")
+            raise UserValueError(f"{self.name}: p must be a probability in [0, 1], got {p!r}")
         self.p = float(p)
 
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import torch
 
-from npu_data.errors import UserError
+from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import _kernels
 from npu_data.transforms._dispatch import kernel
 from npu_data.transforms._kernels import color as _color
@@ -46,13 +46,13 @@ __all__ = [
 def _check_images(images: torch.Tensor, sizes: torch.Tensor) -> None:
     if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8:
         kind = images.dtype if isinstance(images, torch.Tensor) else type(images).__name__
-        raise UserError(f"images must be a uint8 tensor (B, C, H, W), got {kind}: "
-                        "convert with .to(torch.uint8) or use the loaders' batches")
+        raise UserTypeError(f"images must be a uint8 tensor (B, C, H, W), got {kind}: "
+                            "convert with .to(torch.uint8) or use the loaders' batches")
     if images.ndim != 4 or images.shape[1] != 3:
-        raise UserError(f"images must have shape (B, 3, H, W), got {tuple(images.shape)}")
+        raise UserValueError(f"images must have shape (B, 3, H, W), got {tuple(images.shape)}")
     if sizes.ndim != 2 or sizes.shape != (images.shape[0], 2):
-        raise UserError(f"sizes must have shape ({images.shape[0]}, 2) (height, width), "
-                        f"got {tuple(sizes.shape)}")
+        raise UserValueError(f"sizes must have shape ({images.shape[0]}, 2) (height, width), "
+                             f"got {tuple(sizes.shape)}")
 
 
 def _check_factors(factors: torch.Tensor, batch: int, name: str) -> torch.Tensor:
@@ -60,7 +60,7 @@ def _check_factors(factors: torch.Tensor, batch: int, name: str) -> torch.Tensor
     if f.ndim == 0:
         f = f.expand(batch)
     if f.shape != (batch,):
-        raise UserError(f"{name} factors must have shape ({batch},), got {tuple(f.shape)}")
+        raise UserValueError(f"{name} factors must have shape ({batch},), got {tuple(f.shape)}")
     return f
 
 
@@ -70,7 +70,7 @@ def _out_size(size: int | Sequence[int]) -> tuple[int, int]:
     else:
         h, w = (int(s) for s in size)
     if h <= 0 or w <= 0:
-        raise UserError(f"output size must be positive, got {size!r}")
+        raise UserValueError(f"output size must be positive, got {size!r}")
     return h, w
 
 
@@ -114,22 +114,22 @@ def resized_crop(
     _check_images(images, sizes)
     out_h, out_w = _out_size(size)
     if boxes.shape != (images.shape[0], 4):
-        raise UserError(f"crop boxes must have shape ({images.shape[0]}, 4) "
-                        f"(top, left, height, width), got {tuple(boxes.shape)}")
+        raise UserValueError(f"crop boxes must have shape ({images.shape[0]}, 4) "
+                             f"(top, left, height, width), got {tuple(boxes.shape)}")
     if flip is not None and tuple(flip.shape) != (images.shape[0],):
-        raise UserError(f"flip must have shape ({images.shape[0]},), got {tuple(flip.shape)}")
+        raise UserValueError(f"flip must have shape ({images.shape[0]},), got {tuple(flip.shape)}")
     impl = kernel("resized_crop", images)
     if windows is None:
         return impl(images, sizes, boxes.to(torch.int64), out_h, out_w, flip=flip)
     if windows.shape != (images.shape[0], 4):
-        raise UserError(f"crop windows must have shape ({images.shape[0]}, 4) (top, left, "
-                        f"full height, full width), got {tuple(windows.shape)}")
+        raise UserValueError(f"crop windows must have shape ({images.shape[0]}, 4) (top, left, "
+                             f"full height, full width), got {tuple(windows.shape)}")
     if not (windows.is_cpu and boxes.is_cpu):
-        raise UserError("resized_crop: windows and boxes must be host (CPU) tensors — the "
-                        "windows' coefficient tables are made on the host")
+        raise UserValueError("resized_crop: windows and boxes must be host (CPU) tensors — the "
+                             "windows' coefficient tables are made on the host")
     if _kernels.host_values(windows) and bool((windows[:, 2:] < 1).any()):
-        raise UserError(f"resized_crop: window full sizes must be >= 1, got "
-                        f"{windows[:, 2:].tolist()}")
+        raise UserValueError(f"resized_crop: window full sizes must be >= 1, got "
+                             f"{windows[:, 2:].tolist()}")
     out = impl(images, sizes, boxes.to(torch.int64), out_h, out_w,
                windows=windows.to(torch.int64))
     if flip is None:
@@ -158,15 +158,15 @@ def resized_crop_list(images: Sequence[torch.Tensor], boxes: torch.Tensor, out: 
     """
     b = len(images)
     if out.dtype != torch.uint8 or out.ndim != 4 or out.shape[:2] != (b, 3):
-        raise UserError(f"resized_crop_list: out must be a uint8 tensor ({b}, 3, h, w), got "
-                        f"{out.dtype} {tuple(out.shape)}")
+        raise UserValueError(f"resized_crop_list: out must be a uint8 tensor ({b}, 3, h, w), got "
+                             f"{out.dtype} {tuple(out.shape)}")
     if any(t.dtype != torch.uint8 or t.ndim != 3 or t.shape[2] != 3 for t in images):
-        raise UserError("resized_crop_list: images must be uint8 (H, W, 3) tensors")
+        raise UserValueError("resized_crop_list: images must be uint8 (H, W, 3) tensors")
     if boxes.shape != (b, 4) or (windows is not None and windows.shape != (b, 4)):
-        raise UserError(f"resized_crop_list: boxes and windows must have shape ({b}, 4)")
+        raise UserValueError(f"resized_crop_list: boxes and windows must have shape ({b}, 4)")
     if windows is not None and bool((windows[:, 2:] < 1).any()):
-        raise UserError(f"resized_crop_list: window full sizes must be >= 1, got "
-                        f"{windows[:, 2:].tolist()}")
+        raise UserValueError(f"resized_crop_list: window full sizes must be >= 1, got "
+                             f"{windows[:, 2:].tolist()}")
     impl = kernel("resized_crop_list", out)
     return impl(list(images), boxes.to(torch.int64), out,  # type: ignore[no-any-return]
                 None if windows is None else windows.to(torch.int64))
@@ -315,11 +315,11 @@ def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
     _check_images(images, sizes)
     ids = [int(op) for op in ops]
     if len(set(ids)) != len(ids) or not all(0 <= op < len(COLOR_OPS) for op in ids):
-        raise UserError(f"color_jitter: ops must be distinct ids in 0..3 {COLOR_OPS}, "
-                        f"got {list(ops)}")
+        raise UserValueError(f"color_jitter: ops must be distinct ids in 0..3 {COLOR_OPS}, "
+                             f"got {list(ops)}")
     if order is not None and tuple(order.shape) != (images.shape[0], len(ids)):
-        raise UserError(f"color_jitter: order must have shape ({images.shape[0]}, {len(ids)}) "
-                        f"(one permutation of ops per sample), got {tuple(order.shape)}")
+        raise UserValueError(f"color_jitter: order must have shape ({images.shape[0]}, {len(ids)}) "
+                             f"(one permutation of ops per sample), got {tuple(order.shape)}")
     factors = torch.stack([_checked_nonneg(brightness, images, "brightness"),
                            _checked_nonneg(contrast, images, "contrast"),
                            _checked_nonneg(saturation, images, "saturation")], dim=1)
@@ -331,7 +331,7 @@ def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
 def _hue_shifts(factors: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
     f = _check_factors(factors, images.shape[0], "hue")
     if _kernels.host_values(f) and bool(torch.any((f < -0.5) | (f > 0.5))):
-        raise UserError("hue factors must lie in [-0.5, 0.5]")
+        raise UserValueError("hue factors must lie in [-0.5, 0.5]")
     return _color.hue_shift(f)  # where the factors are: the kernels move what they need
 
 
@@ -339,7 +339,7 @@ def _checked_nonneg(factors: torch.Tensor, images: torch.Tensor, name: str) -> t
     f = _check_factors(factors, images.shape[0], name)
     # Validation reads the values only of host (CPU) tensors: no host sync on accelerators.
     if _kernels.host_values(f) and bool(torch.any(f < 0)):
-        raise UserError(f"{name} factors must be non-negative")
+        raise UserValueError(f"{name} factors must be non-negative")
     return f
 
 
@@ -382,9 +382,11 @@ def normalize(
         UserError: ``mean`` or ``std`` not one value per channel, or a ``std`` <= 0.
     """
     if len(mean) != images.shape[1] or len(std) != images.shape[1]:
-        raise UserError(f"mean and std need {images.shape[1]} values, got {len(mean)}, {len(std)}")
+        raise UserValueError(
+            f"mean and std need {images.shape[1]} values, got {len(mean)}, {len(std)}"
+        )
     if any(s <= 0 for s in std):
-        raise UserError(f"std values must be positive, got {list(std)}")
+        raise UserValueError(f"std values must be positive, got {list(std)}")
     m = _kernels.to_device(torch.tensor(mean, dtype=torch.float32), images.device)
     s = _kernels.to_device(torch.tensor(std, dtype=torch.float32), images.device)
     return kernel("normalize", images)(images, m, s, dtype, channels_last)

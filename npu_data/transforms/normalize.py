@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from npu_data.errors import UserError
+from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.transforms import functional as F
 from npu_data.transforms.base import Batch, Params, Transform
 from npu_data.transforms.draws import Uniforms
@@ -22,9 +22,10 @@ def _per_channel(value: float | Sequence[float], what: str, who: str) -> tuple[f
         return (float(value),) * 3
     try:
         return tuple(float(v) for v in value)  # type: ignore[union-attr]
-    except (TypeError, ValueError):
-        raise UserError(f"{who}: {what} must be a number or one number per channel, got "
-                        f"{value!r}") from None
+    except (TypeError, ValueError) as e:
+        error = UserTypeError if isinstance(e, TypeError) else UserValueError
+        raise error(f"{who}: {what} must be a number or one number per channel, got "
+                    f"{value!r}") from None
 
 
 class Normalize(Transform):
@@ -56,14 +57,14 @@ class Normalize(Transform):
         self.mean = _per_channel(mean, "mean", self.name)
         self.std = _per_channel(std, "std", self.name)
         if len(self.mean) != len(self.std) or not self.mean:
-            raise UserError(
+            raise UserValueError(
                 f"{self.name}: mean and std need one value per channel, got {len(self.mean)} "
                 f"and {len(self.std)}"
             )
         if any(s <= 0 for s in self.std):
-            raise UserError(f"{self.name}: std values must be > 0, got {self.std}")
+            raise UserValueError(f"{self.name}: std values must be > 0, got {self.std}")
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-            raise UserError(f"{self.name}: dtype must be a float dtype, got {dtype!r}")
+            raise UserValueError(f"{self.name}: dtype must be a float dtype, got {dtype!r}")
         self.dtype = dtype
         self.channels_last = bool(channels_last)
 

@@ -21,7 +21,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from npu_data.common.compat import autocast_available
-from npu_data.errors import UserError
+from npu_data.errors import UserError, UserValueError
 
 aten = torch.ops.aten
 # op -> positions of the operands a reduced-precision unit rounds
@@ -85,8 +85,8 @@ def reduced_precision(mode: str, device: torch.device) -> Iterator[ReducedPrecis
     plus the emulation. Only torch's legacy switches are set and restored (mixing them with
     the ``fp32_precision`` ones makes torch refuse to read either)."""
     if mode not in MODES:
-        raise UserError(f"reduced_precision: mode must be one of {', '.join(MODES)}, "
-                        f"got {mode!r}")
+        raise UserValueError(f"reduced_precision: mode must be one of {', '.join(MODES)}, "
+                             f"got {mode!r}")
     bits, precision, autocast = MODES[mode]
     if autocast and not autocast_available(device.type):
         raise UserError(f"reduced_precision: torch has no autocast for {device.type} "

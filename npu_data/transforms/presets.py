@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 
 from npu_data.common.buckets import BucketSpec, bucket_list
-from npu_data.errors import UserError
+from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms.base import Transform, pair
 from npu_data.transforms.color import ColorJitter
 from npu_data.transforms.compose import Compose
@@ -34,13 +34,15 @@ def preset(
     size = pair(image_size, "image_size", "NpuPreprocessor")
     if isinstance(augment_level, bool) or augment_level not in LEVELS:
         choices = "; ".join(f"{k}: {v}" for k, v in LEVELS.items())
-        raise UserError(f"NpuPreprocessor: augment_level must be one of {choices}; got "
-                        f"{augment_level!r}")
+        raise UserValueError(f"NpuPreprocessor: augment_level must be one of {choices}; got "
+                             f"{augment_level!r}")
     first: Transform
     if buckets is not None:
         if size[0] != size[1]:
-            raise UserError(f"NpuPreprocessor: with buckets, image_size is the side the preset "
-                            f"buckets scale to (an int), got {image_size!r}")
+            raise UserValueError(
+                f"NpuPreprocessor: with buckets, image_size is the side the preset "
+                f"buckets scale to (an int), got {image_size!r}"
+            )
         listed = bucket_list(buckets, size=size[0], who="NpuPreprocessor")
         first = ResizeCrop(None, crop="center" if augment_level == 0 else "random",
                            buckets=listed, min_visible=min_visible)
@@ -103,8 +105,9 @@ class NpuPreprocessor(Compose):
         elif normalize is not False and normalize is not None:
             try:
                 mean, std = normalize
-            except (TypeError, ValueError):
-                raise UserError(
+            except (TypeError, ValueError) as e:
+                error = UserTypeError if isinstance(e, TypeError) else UserValueError
+                raise error(
                     "NpuPreprocessor: normalize must be True, False or (mean, std)"
                 ) from None
             transforms.append(Normalize(mean, std, dtype, channels_last))

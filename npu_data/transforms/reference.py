@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 from PIL import Image, ImageEnhance
 
-from npu_data.errors import UserError
+from npu_data.errors import UserTypeError, UserValueError
 
 __all__ = [
     "adjust_brightness",
@@ -34,40 +34,43 @@ __all__ = [
 
 def _check_image(img: np.ndarray, who: str) -> np.ndarray:
     if not isinstance(img, np.ndarray):
-        raise UserError(f"reference.{who}: image must be a numpy array HxWx3, "
-                        f"got {type(img).__name__}")
+        raise UserTypeError(f"reference.{who}: image must be a numpy array HxWx3, "
+                            f"got {type(img).__name__}")
     if img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
-        raise UserError(f"reference.{who}: image must be HxWx3 uint8, got shape {img.shape} "
-                        f"{img.dtype} — pass one sample's valid region (transforms.sample_image)")
+        raise UserValueError(
+            f"reference.{who}: image must be HxWx3 uint8, got shape {img.shape} "
+            f"{img.dtype} — pass one sample's valid region (transforms.sample_image)"
+        )
     if img.shape[0] < 1 or img.shape[1] < 1:
-        raise UserError(f"reference.{who}: image is empty (shape {img.shape})")
+        raise UserValueError(f"reference.{who}: image is empty (shape {img.shape})")
     return np.ascontiguousarray(img)
 
 
 def _check_factor(factor: float, who: str, low: float = 0.0, high: float = math.inf) -> float:
     try:
         f = float(factor)
-    except (TypeError, ValueError):
-        raise UserError(f"reference.{who}: factor must be a number, got {factor!r}") from None
+    except (TypeError, ValueError) as e:
+        error = UserTypeError if isinstance(e, TypeError) else UserValueError
+        raise error(f"reference.{who}: factor must be a number, got {factor!r}") from None
     if not math.isfinite(f) or f < low or f > high:
         bounds = f"[{low}, {high}]" if math.isfinite(high) else f">= {low}"
-        raise UserError(f"reference.{who}: factor must be finite and {bounds}, got {factor!r}")
+        raise UserValueError(f"reference.{who}: factor must be finite and {bounds}, got {factor!r}")
     return f
 
 
 def _out_size(size: int | Sequence[int]) -> tuple[int, int]:
     if isinstance(size, bool):
-        raise UserError(f"reference.resized_crop: size must be an int or (height, width), "
-                        f"got {size!r}")
+        raise UserTypeError(f"reference.resized_crop: size must be an int or (height, width), "
+                            f"got {size!r}")
     if isinstance(size, int | np.integer):
         h, w = int(size), int(size)
     elif isinstance(size, Sequence) and len(size) == 2:
         h, w = (int(s) for s in size)
     else:
-        raise UserError(f"reference.resized_crop: size must be an int or (height, width), "
-                        f"got {size!r}")
+        raise UserTypeError(f"reference.resized_crop: size must be an int or (height, width), "
+                            f"got {size!r}")
     if h <= 0 or w <= 0:
-        raise UserError(f"reference.resized_crop: size must be positive, got {size!r}")
+        raise UserValueError(f"reference.resized_crop: size must be positive, got {size!r}")
     return h, w
 
 
@@ -88,13 +91,15 @@ def resized_crop(img: np.ndarray, box: Sequence[int], size: int | Sequence[int])
     """
     img = _check_image(img, "resized_crop")
     if len(box) != 4:
-        raise UserError(f"reference.resized_crop: box must be (top, left, height, width), "
-                        f"got {box!r}")
+        raise UserValueError(f"reference.resized_crop: box must be (top, left, height, width), "
+                             f"got {box!r}")
     top, left, height, width = (int(v) for v in box)
     ih, iw = img.shape[:2]
     if height < 1 or width < 1 or top < 0 or left < 0 or top + height > ih or left + width > iw:
-        raise UserError(f"reference.resized_crop: box (top={top}, left={left}, height={height}, "
-                        f"width={width}) does not fit in the {ih}x{iw} image")
+        raise UserValueError(
+            f"reference.resized_crop: box (top={top}, left={left}, height={height}, "
+            f"width={width}) does not fit in the {ih}x{iw} image"
+        )
     out_h, out_w = _out_size(size)
     crop = Image.fromarray(img).crop((left, top, left + width, top + height))
     return np.asarray(crop.resize((out_w, out_h), Image.Resampling.BILINEAR)).copy()
@@ -123,12 +128,12 @@ def resized_window(img: np.ndarray, box: Sequence[int], window: Sequence[int],
             ``resized_crop`` rejects.
     """
     if len(window) != 4:
-        raise UserError(f"reference.resized_window: window must be (top, left, full_height, "
-                        f"full_width), got {window!r}")
+        raise UserValueError(f"reference.resized_window: window must be (top, left, full_height, "
+                             f"full_width), got {window!r}")
     top, left, full_h, full_w = (int(v) for v in window)
     if full_h < 1 or full_w < 1:
-        raise UserError(f"reference.resized_window: the full size must be positive, got "
-                        f"{(full_h, full_w)}")
+        raise UserValueError(f"reference.resized_window: the full size must be positive, got "
+                             f"{(full_h, full_w)}")
     resized = resized_crop(img, box, (full_h, full_w))
     out_h, out_w = _out_size(size)
     out = np.zeros((out_h, out_w, 3), np.uint8)
@@ -334,10 +339,10 @@ def normalize(img: np.ndarray, mean: Sequence[float], std: Sequence[float],
     """
     img = _check_image(img, "normalize")
     if len(mean) != 3 or len(std) != 3:
-        raise UserError(f"reference.normalize: mean and std need 3 values, got {len(mean)} "
-                        f"and {len(std)}")
+        raise UserValueError(f"reference.normalize: mean and std need 3 values, got {len(mean)} "
+                             f"and {len(std)}")
     if any(not float(s) > 0 for s in std):
-        raise UserError(f"reference.normalize: std values must be > 0, got {list(std)}")
+        raise UserValueError(f"reference.normalize: std values must be > 0, got {list(std)}")
     m = np.asarray(mean, dtype=np.float32)
     s = np.asarray(std, dtype=np.float32)
     out = (img.astype(np.float32) / np.float32(255.0) - m) / s

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from npu_data.common.buckets import BucketSpec, assign, bucket_list
-from npu_data.errors import UserError
+from npu_data.errors import UserError, UserValueError
 from npu_data.transforms.base import Params, pair
 from npu_data.transforms.crop_base import (
     _CropBase,
@@ -124,17 +124,17 @@ class Resize(_WindowCrop):
         self.shorter: int | None = None
         if isinstance(size, int) and not isinstance(size, bool):
             if size < 1:
-                raise UserError(f"{self.name}: size must be positive, got {size}")
+                raise UserValueError(f"{self.name}: size must be positive, got {size}")
             self.shorter = size
             self.size = None
         else:
             self.size = pair(size, "size", self.name)
             if max_size is not None:
-                raise UserError(f"{self.name}: max_size applies only to Resize(int) (the "
-                                f"shorter side), got size={size!r}")
+                raise UserValueError(f"{self.name}: max_size applies only to Resize(int) (the "
+                                     f"shorter side), got size={size!r}")
         if max_size is not None and (isinstance(max_size, bool) or not isinstance(max_size, int)
                                      or max_size <= (self.shorter or 0)):
-            raise UserError(f"{self.name}: max_size must be an int > size, got {max_size!r}")
+            raise UserValueError(f"{self.name}: max_size must be an int > size, got {max_size!r}")
         self.max_size = max_size
         self.min_visible = check_min_visible(min_visible, self.name)
 
@@ -217,8 +217,8 @@ class ResizeCenterCrop(_WindowCrop):
         if resize_size is None:
             resize_size = min(self.size)
         if isinstance(resize_size, bool) or not isinstance(resize_size, int) or resize_size < 1:
-            raise UserError(f"{self.name}: resize_size must be a positive int (the shorter "
-                            f"side after the resize), got {resize_size!r}")
+            raise UserValueError(f"{self.name}: resize_size must be a positive int (the shorter "
+                                 f"side after the resize), got {resize_size!r}")
         self.resize_size = resize_size
         self.min_visible = check_min_visible(min_visible, self.name)
 
@@ -260,7 +260,7 @@ class ResizeCrop(_WindowCrop):
                  buckets: BucketSpec = "sdxl", min_visible: float = 0.25) -> None:
         self.size = None if size is None else pair(size, "size", self.name)
         if crop not in ("center", "random"):
-            raise UserError(f"{self.name}: crop must be 'center' or 'random', got {crop!r}")
+            raise UserValueError(f"{self.name}: crop must be 'center' or 'random', got {crop!r}")
         self.crop = crop
         self.buckets = bucket_list(buckets, who=self.name)
         self.random_draws = 2 if crop == "random" else 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from npu_data.errors import UserError
+from npu_data.errors import UserValueError
 from npu_data.transforms._kernels import host_values, to_device
 from npu_data.transforms._kernels.resample import (
     Axis,
@@ -45,8 +45,8 @@ def check_boxes_inside(boxes: torch.Tensor, images: torch.Tensor) -> None:
         (bx[:, 0] + bx[:, 2] <= height) & (bx[:, 1] + bx[:, 3] <= width)
     if not bool(inside.all()):
         i = int(torch.nonzero(~inside)[0, 0])
-        raise UserError(f"crop box {bx[i].tolist()} of sample {i} (top, left, height, width) "
-                        f"lies outside the {height}x{width} batch: clip it to the image")
+        raise UserValueError(f"crop box {bx[i].tolist()} of sample {i} (top, left, height, width) "
+                             f"lies outside the {height}x{width} batch: clip it to the image")
 
 
 def crop_bounds(height: int, width: int, out_h: int, out_w: int) -> Bounds:
@@ -100,9 +100,11 @@ def check_windows_inside(boxes: np.ndarray, windows: np.ndarray, out_h: int, out
                       & (reg[:, 1] + reg[:, 3] <= width))
     if not inside.all():
         i = int(np.flatnonzero(~inside)[0])
-        raise UserError(f"crop window {windows[i].tolist()} of box {boxes[i].tolist()} (sample "
-                        f"{i}) reads pixels outside the {height}x{width} batch: clip the box to "
-                        "the image")
+        raise UserValueError(
+            f"crop window {windows[i].tolist()} of box {boxes[i].tolist()} (sample "
+            f"{i}) reads pixels outside the {height}x{width} batch: clip the box to "
+            "the image"
+        )
 
 
 def _window_order(boxes: np.ndarray, windows: np.ndarray) -> np.ndarray:
@@ -121,8 +123,8 @@ def resized_window(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tenso
     resized image): one :func:`resample_batch` with host tables. ``boxes`` and ``windows``
     (B, 4) int64 on the host (the coefficient tables are made there, in float64)."""
     if not (boxes.is_cpu and windows.is_cpu):
-        raise UserError("resized_crop: windows and their boxes must be host (CPU) tensors: "
-                        "their coefficient tables are made on the host")
+        raise UserValueError("resized_crop: windows and their boxes must be host (CPU) tensors: "
+                             "their coefficient tables are made on the host")
     # the tables and pass orders are made from the host parameters (numpy, no aten op)
     bn, wn = boxes.numpy(), windows.numpy()
     height, width = images.shape[-2:]
@@ -145,7 +147,7 @@ def resized_crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
     channels-last memory."""
     if windows is not None:
         if flip is not None:
-            raise UserError("resized_crop: flip= is not folded into windows; flip after")
+            raise UserValueError("resized_crop: flip= is not folded into windows; flip after")
         return resized_window(images, sizes, boxes, windows, out_h, out_w)
     if host_values(boxes):
         check_boxes_inside(boxes, images)  # host boxes: checked and read whatever the device
