@@ -139,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
     (``shards.distributed_import``), ``--out URL`` uploads the result (``shards.upload``)."""
     group = import_group()
     target = None
+    failed = True
     try:
         if is_url(args.out):
             from npu_data.shards.storage import endpoint_options
@@ -146,11 +147,13 @@ def run(args: argparse.Namespace) -> int:
 
             target = UrlTarget(args.out, args.resume, group,
                                endpoint_options(args.storage_endpoint))
-        return _run(args, group, target)
+        rc = _run(args, group, target)
+        failed = rc != 0
+        return rc
     finally:
         if target is not None:
             target.close()  # the URL's lease and the staging lock
-        leave(group)
+        leave(group, failed)
 
 
 def _run(args: argparse.Namespace, group: Group, target: Any) -> int:

@@ -15,6 +15,7 @@ line (``agree``): no manifest, the finished shards kept for ``--resume``.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from dataclasses import dataclass, replace
 from typing import Any
@@ -113,13 +114,23 @@ def import_group() -> Group:
     return Group(dist.get_rank(), dist.get_world_size())
 
 
-def leave(group: Group) -> None:
+def leave(group: Group, failed: bool = False) -> None:
     """Leave the process group ``import_group`` joined (after the last collective); one the
-    caller had initialised stays."""
+    caller had initialised stays.
+
+    torch 2.1's gloo group, destroyed right after a collective, can wait forever: its destructor
+    joins the group's worker thread while holding the GIL, and that thread needs the GIL to free
+    the collective's tensors. So the group is destroyed only after this thread has let go of
+    the GIL for a moment (``GIL_GRACE``), and after a failure (``failed``) not at all: the
+    process exits after printing its error."""
     global _JOINED
-    if group.world > 1 and _JOINED:
+    if group.world > 1 and _JOINED and not failed:
         import torch.distributed as dist
 
         if dist.is_initialized():
+            time.sleep(GIL_GRACE)
             dist.destroy_process_group()
         _JOINED = False
+
+
+GIL_GRACE = 0.1  # seconds without the GIL before the group is destroyed (``leave``)

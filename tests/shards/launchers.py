@@ -3,12 +3,15 @@
 Two "nodes" start in order: node 0 first, node 1 once node 0's launcher listens on the
 master port. Started together, node 1's store client retries its connection to a port
 nobody listens on yet, and one of those tries may take the master port itself as its own
-local port (Linux then connects the socket to itself) — a rare hang seen once in CI. A launcher
-still running at the deadline is killed, and the failure shows what both printed.
+local port (Linux then connects the socket to itself). A launcher still running at the deadline
+is killed with its workers (each launcher leads its own session), and the failure shows what
+both printed.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -42,9 +45,46 @@ def listening(port: int) -> bool:
 
 
 def torchrun(args: Sequence[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    """``python -m torch.distributed.run ARGS`` in the repository root, output piped."""
+    """``python -m torch.distributed.run ARGS`` in the repository root, output piped, in a
+    session of its own (``kill_all``)."""
     return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], env=env,
-                            cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+
+
+def kill_all(proc: subprocess.Popen[str]) -> None:
+    """Kill ``proc`` and its workers (an orphaned worker would hold the output pipes open)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def finish(procs: Sequence[subprocess.Popen[str]], deadline: float,
+           timeout: float) -> list[tuple[int, str, str]]:
+    """(exit status, stdout, stderr) of each launcher by ``deadline`` (``time.monotonic``);
+    past it, every launcher is killed and the test fails showing what each printed."""
+    out = []
+    for p in procs:
+        try:
+            got, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                kill_all(q)
+            tails = [q.communicate() for q in procs]
+            raise AssertionError(f"a launcher ran past {timeout:.0f} s; their output:\n" + "\n".join(
+                f"--- node {i} stdout:\n{o[-2000:]}\n--- node {i} stderr:\n{e[-4000:]}"
+                for i, (o, e) in enumerate(tails))) from None
+        out.append((p.returncode, got, err))
+    return out
+
+
+def one_node(script: Sequence[str], env: dict[str, str], nproc: int = 2,
+             timeout: float = 180) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of one launcher running ``nproc`` ranks of ``script``."""
+    proc = torchrun(["--nnodes", "1", "--nproc_per_node", str(nproc), "--master_addr",
+                     "127.0.0.1", "--master_port", str(free_port()), *script], env)
+    return finish([proc], time.monotonic() + timeout, timeout)[0]
 
 
 def two_nodes(script: Sequence[str], envs: Sequence[dict[str, str]],
@@ -62,16 +102,4 @@ def two_nodes(script: Sequence[str], envs: Sequence[dict[str, str]],
         while node == 0 and not listening(port) and procs[0].poll() is None \
                 and time.monotonic() < deadline:
             time.sleep(0.05)
-    out = []
-    for p in procs:
-        try:
-            got, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            tails = [q.communicate() for q in procs]
-            raise AssertionError(f"a launcher ran past {timeout:.0f} s; their output:\n" + "\n".join(
-                f"--- node {i} stdout:\n{o[-2000:]}\n--- node {i} stderr:\n{e[-4000:]}"
-                for i, (o, e) in enumerate(tails))) from None
-        out.append((p.returncode, got, err))
-    return out
+    return finish(procs, deadline, timeout)

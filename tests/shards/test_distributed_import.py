@@ -6,8 +6,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +18,7 @@ from npu_data.errors import UserError
 from npu_data.shards.distributed_import import SINGLE, Group
 from tests.shards.conftest import BUCKET, KEY, SECRET
 from tests.shards.export_maker import make_export
-from tests.shards.launchers import ROOT, free_port, two_nodes
+from tests.shards.launchers import ROOT, one_node, two_nodes
 
 SCRIPT = Path(__file__).with_name("torchrun_scripts.py")
 
@@ -39,13 +37,10 @@ def test_two_ranks_import_byte_identical(tmp_path: Path,
     log = tmp_path / "shards.log"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "NPU_DATA_QUIET": "1", "SHARD_LOG": str(log),
            "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
-           "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(free_port()), str(SCRIPT), "import", *args,
-           "--out", str(tmp_path / "split")]
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=ROOT)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.count("imported 11 of 11 tasks") == 1  # rank 0 reports
+    rc, out, err = one_node([str(SCRIPT), "import", *args, "--out", str(tmp_path / "split")],
+                            env)
+    assert rc == 0, err[-3000:]
+    assert out.count("imported 11 of 11 tasks") == 1  # rank 0 reports
     written = sorted(tuple(map(int, line.split())) for line in log.read_text().splitlines())
     assert written == sorted((k % 2, k) for k in range(6))  # each shard once, by its rank
     assert _files(tmp_path / "split") == _files(tmp_path / "single")
@@ -122,13 +117,10 @@ def test_two_ranks_import_to_a_url(s3: dict[str, Any], tmp_path: Path,
     env = {**os.environ, "OMP_NUM_THREADS": "1", "SHARD_LOG": str(log), "PYTHONPATH": str(ROOT),
            "NPU_DATA_CACHE": str(tmp_path / "cache")}
     url = f"s3://{BUCKET}/split"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
-           "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(free_port()), str(SCRIPT), "import", *args, "--out", url]
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=ROOT)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert SECRET not in res.stdout + res.stderr and KEY not in res.stdout + res.stderr
-    assert f"into {url} " in res.stdout and res.stdout.count("uploaded ") == 1
+    rc, out, err = one_node([str(SCRIPT), "import", *args, "--out", url], env)
+    assert rc == 0, err[-3000:]
+    assert SECRET not in out + err and KEY not in out + err
+    assert f"into {url} " in out and out.count("uploaded ") == 1
     fs = s3["fs"]
     fs.invalidate_cache()
     base = f"{BUCKET}/split"
