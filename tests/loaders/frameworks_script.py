@@ -1,7 +1,9 @@
 """Run under torchrun (2 ranks, gloo, CPU) by test_frameworks.py: the real Lightning Trainer
 and the real Accelerator with npu_data's DataLoader; records what every training step got.
 
-Cases (one launch, to pay the imports once):
+``--framework lightning`` or ``accelerate``: one launch each, as a user's script runs one of
+them (in one process, Accelerate's state adopted Lightning's process group, and a rank once
+aborted at its exit). Cases:
 - ``shuffle``: ``DataLoader(shuffle=True)`` made outside Lightning, DDP, checkpoints every 2
   steps (and at epoch ends, as by default); Lightning injects its DistributedSampler.
 - ``resume``: a new Trainer resumed from the step-2 (mid-epoch) checkpoint of ``shuffle``.
@@ -142,13 +144,13 @@ def accelerate(out: Path, rank: int) -> None:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
+    p.add_argument("--framework", choices=("lightning", "accelerate"), required=True)
     a = p.parse_args()
     out = Path(a.out)
     rank = int(os.environ["RANK"])
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=".*treespec.*")
-    lightning(out, rank)
-    accelerate(out, rank)
+    (lightning if a.framework == "lightning" else accelerate)(out, rank)
 
 
 if __name__ == "__main__":

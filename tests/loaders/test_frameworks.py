@@ -203,10 +203,11 @@ N, BATCH = 22, 3
 def ddp(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
     out = tmp_path_factory.mktemp("frameworks")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "NPU_DATA_QUIET": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone",
-           str(SCRIPT), "--out", str(out)]
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-4000:]
+    for framework in ("lightning", "accelerate"):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+               "--standalone", str(SCRIPT), "--out", str(out), "--framework", framework]
+        res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr[-4000:]
     return {kind: [torch.load(out / f"{kind}{r}.pt") for r in (0, 1)]
             for kind in ("lightning", "accelerate")}
 
