@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from npu_data.common.buckets import bucket_list
+from npu_data.common.buckets import make_buckets
 from npu_data.loaders import BucketBatchSampler, DataLoader, LabelStudioDataset
 from npu_data.transforms import (
     CaptionDropout,
@@ -111,10 +111,11 @@ def main(argv: list[str] | None = None) -> list[float]:
         export = args.export or sample_export(work)
         dataset = LabelStudioDataset(export, images_root=args.images_root,
                                      cache_dir=work / "cache")
-        # SDXL's buckets scaled to --size; multiples of 16 keep the latents even
-        buckets = bucket_list("sdxl", size=args.size, step=16)
+        # kohya's bucket rule at --size; multiples of 16 keep the latents even
+        buckets = make_buckets(args.size, step=16, min_side=args.size // 2)
         sampler = BucketBatchSampler(dataset, args.batch_size, buckets, seed=args.seed)
-        pipeline = Compose([ResizeCrop(None, crop="random", buckets=buckets),
+        # ResizeCrop(None) takes the sampler's buckets (the DataLoader hands them over)
+        pipeline = Compose([ResizeCrop(None, crop="random"),
                             RandomHorizontalFlip(),
                             RandomCaption(control="caption", dataset=dataset),
                             CaptionDropout(0.1),

@@ -1,19 +1,23 @@
 """BucketBatchSampler: aspect-ratio bucketed batches (SDXL, kohya sd-scripts, MindSpeed-MM).
 
-Each sample goes to the bucket of closest log aspect ratio (``common.buckets``), computed
-from the stored sizes (``dataset.sizes()``: the shard indices; no pixel is read). An epoch's
-batches (deterministic in ``(seed, epoch)``):
+Each sample goes to its bucket (``common.buckets.Buckets``: closest log aspect ratio, or one
+inside a small photo with ``no_upscale``), computed from the stored sizes
+(``dataset.sizes()``: the shard indices; no pixel is read). An epoch's batches
+(deterministic in ``(seed, epoch)``):
 
 1. each bucket's samples in a random order (``randperm`` seeded ``seed + epoch``), cut into
-   batches of ``batch_size``; a bucket's last, short batch is filled by repeating the
-   bucket's first samples (``drop_last``: dropped), so every batch holds one bucket and
-   ``batch_size`` samples;
-2. all batches in a random order, padded cyclically with the first batches to a multiple
-   of the world size (``drop_last``: truncated) — every rank gets the same number of batches
-   (DDP hangs otherwise), every sample is served at least once per epoch unless
-   ``drop_last``;
+   batches of ``batch_size``; a bucket's last batch is trained short, as kohya does — no
+   sample twice in a batch (``drop_last``: dropped); rows of :meth:`epoch_batches` hold -1
+   in the unused places of a short batch;
+2. all batches in a random order, padded cyclically with whole batches from the first to a
+   multiple of the world size (as torch's DistributedSampler pads samples; ``drop_last``:
+   truncated) — every rank gets the same number of batches (DDP hangs otherwise), every
+   sample is served at least once per epoch unless ``drop_last``;
 3. rank ``r`` takes batches ``r, r + W, r + 2W, ...``: after every rank consumed ``c``
    batches, the world consumed the first ``c * W``.
+
+The DataLoader gives the sampler's ``Buckets`` to a ``ResizeCrop(size=None)`` in its
+transform (``bind_buckets``), and refuses one built with other buckets.
 
 Resume (``state_dict`` / ``load_state_dict``, the protocol of ``NpuDistributedSampler``):
 the same world continues exactly; another world size gets the batches not yet consumed,
@@ -30,7 +34,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from npu_data.common.buckets import BucketSpec, assign, bucket_list
+from npu_data.common.buckets import Buckets, BucketSpec, buckets_of
 from npu_data.common.dist import place
 from npu_data.errors import UserError, UserTypeError, UserValueError
 
@@ -72,13 +76,17 @@ class BucketBatchSampler(Sampler[list[int]]):
         dataset: a ``ShardDataset`` / ``LabelStudioDataset`` (``sizes()``), or the (N, 2)
             array of the images' (height, width).
         batch_size: samples per batch.
-        buckets: ``"sdxl"`` (SDXL's 1024-px list) or a list of ``(height, width)``.
+        buckets: ``"sdxl"`` (SDXL's 1024-px list), ``"kohya"`` (kohya's rule at 1024 px), a
+            ``npu_data.Buckets`` (``npu_data.buckets("kohya", 512)``) or a list of
+            ``(height, width)``.
         num_replicas: the world size (default: ``torch.distributed``, else ``WORLD_SIZE``).
         rank: this rank (default: ``torch.distributed``, else ``RANK``).
         shuffle: random order inside buckets and of the batches.
         seed: the shuffle seed (the order is ``randperm`` seeded ``seed + epoch``).
         drop_last: drop short batches and the batches past a multiple of the world size,
-            instead of repeating samples.
+            instead of training them short and padding with whole batches.
+        no_upscale: a photo smaller than its bucket gets a bucket inside it (kohya's
+            ``bucket_no_upscale``).
 
     Raises:
         UserError: a bad size, bucket list or dataset without sizes.
@@ -86,7 +94,8 @@ class BucketBatchSampler(Sampler[list[int]]):
 
     def __init__(self, dataset: Any, batch_size: int, buckets: BucketSpec, *,
                  num_replicas: int | None = None, rank: int | None = None,
-                 shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> None:
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False,
+                 no_upscale: bool = False) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise UserValueError(f"BucketBatchSampler: batch_size must be a positive int, got "
                                  f"{batch_size!r}")
@@ -98,8 +107,15 @@ class BucketBatchSampler(Sampler[list[int]]):
                                  f"0 <= rank < num_replicas")
         self.dataset = dataset
         self.sizes = dataset_sizes(dataset)
-        self.buckets = bucket_list(buckets, who="BucketBatchSampler")
-        self.bucket_of = assign(self.sizes, self.buckets)  # (N,) bucket of each sample
+        self.rule: Buckets = buckets_of(buckets, no_upscale=bool(no_upscale),
+                                        who="BucketBatchSampler")
+        self.buckets = self.rule.sizes
+        targets = self.rule.targets(self.sizes)
+        extra = sorted({tuple(t) for t in targets.tolist()} - set(self.buckets))
+        self.groups: tuple[tuple[int, int], ...] = self.buckets + tuple(extra)  # type: ignore[operator]
+        index = {g: i for i, g in enumerate(self.groups)}
+        # (N,) the group of each sample: a listed bucket, or (no_upscale) one inside it
+        self.bucket_of = np.array([index[tuple(t)] for t in targets.tolist()], np.int64)
         self.batch_size = batch_size
         self.num_replicas = world
         self.rank = rank
@@ -114,12 +130,13 @@ class BucketBatchSampler(Sampler[list[int]]):
 
     # --- the epoch's batches ---------------------------------------------------------------
     def epoch_batches(self, epoch: int | None = None) -> np.ndarray:
-        """(T, batch_size) int64: every batch of the epoch before the world's padding."""
+        """(T, batch_size) int64: every batch of the epoch before the world's padding; -1
+        fills the unused places of a bucket's short last batch."""
         g = torch.Generator()
         g.manual_seed(self.seed + (self.epoch if epoch is None else int(epoch)))
         parts = []
         bs = self.batch_size
-        for b in range(len(self.buckets)):
+        for b in range(len(self.groups)):
             idx = np.flatnonzero(self.bucket_of == b)
             if not len(idx):
                 continue
@@ -128,8 +145,8 @@ class BucketBatchSampler(Sampler[list[int]]):
             short = len(idx) % bs
             if self.drop_last:
                 idx = idx[:len(idx) - short]
-            elif short:
-                idx = np.concatenate([idx, idx[np.arange(bs - short) % len(idx)]])
+            elif short:  # trained short: no sample twice in a batch
+                idx = np.concatenate([idx, np.full(bs - short, -1, np.int64)])
             parts.append(idx.reshape(-1, bs))
         out = np.concatenate(parts) if parts else np.zeros((0, bs), np.int64)
         if self.shuffle and len(out):
@@ -162,11 +179,11 @@ class BucketBatchSampler(Sampler[list[int]]):
         self._yielded = 0
         for row in remaining[self.rank::self.num_replicas]:
             self._yielded += 1
-            yield row.tolist()
+            yield row[row >= 0].tolist()
 
     def bucket_sizes(self) -> np.ndarray:
         """(N, 2) the (height, width) bucket of every sample."""
-        return np.asarray(self.buckets, np.int64)[self.bucket_of]
+        return np.asarray(self.groups, np.int64)[self.bucket_of]
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch (the shuffle seed is ``seed + epoch``), as torch's DistributedSampler."""
@@ -219,3 +236,32 @@ class BucketBatchSampler(Sampler[list[int]]):
         self._resume = (self.epoch, int(state.get("start", 0)), int(state["consumed"]),
                         int(state["world_size"]))
         self._yielded = 0
+
+
+def bind_buckets(transform: Any, batch_sampler: Any, batch_size: int | None) -> None:
+    """Give the sampler's buckets to every ``ResizeCrop(size=None)`` of ``transform``; refuse,
+    before any batch is read, one built with other buckets, or one with nothing to go by.
+
+    Raises:
+        UserError: the lists differ, or bucket-less batches meet a ``ResizeCrop(size=None)``
+            that was given no buckets.
+    """
+    from npu_data.transforms.resize import ResizeCrop
+
+    stages = [t for t in _stages(transform) if isinstance(t, ResizeCrop) and t.size is None]
+    for t in stages:
+        if isinstance(batch_sampler, BucketBatchSampler):
+            t.take_buckets(batch_sampler.rule, "BucketBatchSampler")
+        elif t.given is None and (batch_sampler is not None or (batch_size or 1) > 1):
+            raise UserValueError(
+                "DataLoader: ResizeCrop(size=None) resizes each batch to its aspect-ratio "
+                "bucket, and these batches come from no BucketBatchSampler — pass "
+                "batch_sampler=npu_data.BucketBatchSampler(dataset, batch_size, buckets=...) "
+                "(the transform takes its buckets)")
+
+
+def _stages(transform: Any) -> list[Any]:
+    inner = getattr(transform, "transforms", None)
+    if isinstance(inner, list | tuple):
+        return [s for t in inner for s in _stages(t)]
+    return [transform]

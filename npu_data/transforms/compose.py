@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,8 @@ from npu_data.transforms.base import (
     finish,
 )
 from npu_data.transforms.donate import donating, fresh
-from npu_data.transforms.draws import child_position
+from npu_data.transforms.draws import Uniforms, child_position
+from npu_data.transforms.flip_order import mirror_crops
 
 
 class Compose(Transform):
@@ -56,14 +57,25 @@ class Compose(Transform):
     def run(self, data: Any, generator: torch.Generator | None = None) -> tuple[Any, Params]:
         batch, bare = as_batch(data, self.name, need_uint8=False)
         check_generator(generator, batch["image"].device, self.name)
-        params: Params = {}
+        if self.keyed:  # every stage's parameters first (a flip moves the crop before it)
+            params = self.get_params(batch, generator)
+            return finish(self._apply(batch, params), bare), params
+        params = {}
         for i, t in enumerate(self.transforms):
             batch, p = t.run(batch, generator)
             params.update({f"{i}.{k}": v for k, v in p.items()})
         return finish(batch, bare), params
 
     def get_params(self, data: Any, generator: torch.Generator | None = None) -> Params:
-        return self.run(data, generator)[1]
+        if not self.keyed:
+            return self.run(data, generator)[1]
+        return super().get_params(data, generator)
+
+    def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
+        """Each stage's parameters in turn from the sizes the previous ones output, one
+        ``rng`` for all; a crop followed by a flip is moved for the flipped samples
+        (``transforms.flip_order``)."""
+        return self._draw(sizes, lambda i, t, s: t.make_params(s, rng))
 
     @property
     def keyed(self) -> bool:
@@ -76,12 +88,20 @@ class Compose(Transform):
 
     def draw_keyed(self, sizes: np.ndarray, keys: np.ndarray, position: int = 0) -> Params:
         """Each child draws at its own position from the sizes the previous ones output."""
+        return self._draw(sizes, lambda i, t, s: t.draw_keyed(s, keys, child_position(position,
+                                                                                    i)))
+
+    def _draw(self, sizes: np.ndarray,
+              draw: Callable[[int, Transform, np.ndarray], Params]) -> Params:
         sizes = np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
         params: Params = {}
+        inputs = []
         for i, t in enumerate(self.transforms):
-            p = t.draw_keyed(sizes, keys, child_position(position, i))
+            inputs.append(sizes)
+            p = draw(i, t, sizes)
             params.update({f"{i}.{k}": v for k, v in p.items()})
             sizes = t.output_sizes(sizes)
+        mirror_crops(self.transforms, params, inputs)
         return params
 
     def leading_crop(self, position: int = 0) -> tuple[Transform, int] | None:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from npu_data.common.buckets import BucketSpec, bucket_list
+from npu_data.common.buckets import BucketSpec, buckets_of
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms.base import Transform, pair
 from npu_data.transforms.color import ColorJitter
@@ -26,7 +26,7 @@ LEVELS = {
 
 def preset(
     image_size: int | Sequence[int], augment_level: int, min_visible: float = 0.25,
-    buckets: BucketSpec | None = None,
+    buckets: BucketSpec | None = None, no_upscale: bool = False,
 ) -> list[Transform]:
     """The uint8 transforms of ``augment_level`` (see ``LEVELS``); with ``buckets``, the
     bucketed (AIGC) preset: ``ResizeCrop`` to each batch's bucket (centre at level 0, a
@@ -43,9 +43,10 @@ def preset(
                 f"NpuPreprocessor: with buckets, image_size is the side the preset "
                 f"buckets scale to (an int), got {image_size!r}"
             )
-        listed = bucket_list(buckets, size=size[0], who="NpuPreprocessor")
+        given = None if buckets == "sampler" else buckets_of(
+            buckets, size=size[0], no_upscale=no_upscale, who="NpuPreprocessor")
         first = ResizeCrop(None, crop="center" if augment_level == 0 else "random",
-                           buckets=listed, min_visible=min_visible)
+                           buckets=given, min_visible=min_visible, no_upscale=no_upscale)
     elif augment_level == 0:
         first = ResizeCenterCrop(size, min_visible=min_visible)
     else:
@@ -77,10 +78,15 @@ class NpuPreprocessor(Compose):
         channels_last: Give the normalised output ``torch.channels_last`` memory format.
         min_visible: Boxes, polygons and masks keeping less than this fraction of their
             area after the crop are marked invalid.
-        buckets: ``"sdxl"`` or a list of (height, width): the bucketed preset for
-            aspect-ratio batches (``BucketBatchSampler``), each batch resized to cover its
-            bucket and cropped to it (``ResizeCrop``); a preset list is scaled from 1024 px
-            to ``image_size``.
+        buckets: the bucketed preset for aspect-ratio batches (``BucketBatchSampler``),
+            each batch resized to cover its bucket and cropped to it (``ResizeCrop``):
+            ``"sampler"`` takes the DataLoader's sampler's buckets; ``"sdxl"`` (SDXL's
+            1024-px list, scaled to ``image_size`` elsewhere: its largest aspect error said,
+            refused where rounding merges buckets), ``"kohya"`` (kohya's rule at
+            ``image_size``), a ``npu_data.Buckets`` or a list of (height, width) must equal
+            the sampler's (the DataLoader checks when it is built).
+        no_upscale: with buckets, a photo smaller than its bucket gets one inside it
+            (kohya's ``bucket_no_upscale``).
 
     Raises:
         UserError: An ``augment_level`` not in ``LEVELS``, a ``normalize`` that is not
@@ -98,8 +104,9 @@ class NpuPreprocessor(Compose):
         channels_last: bool = False,
         min_visible: float = 0.25,
         buckets: BucketSpec | None = None,
+        no_upscale: bool = False,
     ) -> None:
-        transforms = preset(image_size, augment_level, min_visible, buckets)
+        transforms = preset(image_size, augment_level, min_visible, buckets, no_upscale)
         if normalize is True:
             transforms.append(Normalize(IMAGENET_MEAN, IMAGENET_STD, dtype, channels_last))
         elif normalize is not False and normalize is not None:

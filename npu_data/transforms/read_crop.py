@@ -49,6 +49,8 @@ class ReadCrop:
         seed: the loader's seed.
         epoch: the pass's augmentation epoch (repeats included).
         fast: JPEG boxes at least twice the output may decode DCT-scaled (not exact).
+        pipeline: the keyed pipeline whose first stage ``crop`` is (its whole draw moves the
+            crop where a flip follows it, ``transforms.flip_order``); None: the crop alone.
     """
 
     crop: _CropBase
@@ -56,6 +58,7 @@ class ReadCrop:
     seed: int = 0
     epoch: int = 0
     fast: bool = False
+    pipeline: Transform | None = None
 
     @classmethod
     def of(cls, transform: Any, fast: bool = False) -> ReadCrop | None:
@@ -63,7 +66,8 @@ class ReadCrop:
         stage = transform.leading_crop() if isinstance(transform, Transform) else None
         if stage is None or not isinstance(stage[0], _CropBase):
             return None
-        return cls(stage[0], stage[1], fast=bool(fast))
+        whole = transform if stage[0] is not transform else None
+        return cls(stage[0], stage[1], fast=bool(fast), pipeline=whole)
 
     def at(self, seed: int, epoch: int, fast: bool | None = None) -> ReadCrop:
         """This crop in the pass of ``seed`` and ``epoch`` (``fast`` kept when None)."""
@@ -75,7 +79,11 @@ class ReadCrop:
         stored images are ``sizes (B, 2)``; a window never decodes DCT-scaled (its
         coefficients are those of the whole image)."""
         keys = draws.sample_keys(self.seed, self.epoch, ids)
-        params = self.crop.draw_keyed(sizes, keys, self.position)
+        if self.pipeline is None:
+            params = self.crop.draw_keyed(sizes, keys, self.position)
+        else:  # the whole pipeline's draw: a later flip moves the crop (flip_order)
+            every = self.pipeline.draw_keyed(sizes, keys)
+            params = {k[2:]: v for k, v in every.items() if k.startswith("0.")}
         shape = out_shape(params, self.crop.size)
         arrays = {k: np.ascontiguousarray(v.numpy(), dtype=np.int64) for k, v in params.items()}
         windows = arrays.get("windows")

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from npu_data.common.buckets import BucketSpec, assign, bucket_list
+from npu_data.common.buckets import SDXL, Buckets, BucketSpec, buckets_of
 from npu_data.errors import UserError, UserValueError
 from npu_data.transforms.base import Params, pair
 from npu_data.transforms.crop_base import (
@@ -236,12 +236,16 @@ class ResizeCrop(_WindowCrop):
 
     Args:
         size: the target ``(height, width)`` (an int: square); ``None``: each sample's
-            aspect-ratio bucket from ``buckets`` (``BucketBatchSampler`` puts one bucket in
-            each batch; a batch whose samples fall in different buckets is refused).
+            aspect-ratio bucket (``BucketBatchSampler`` puts one bucket in each batch).
         crop: ``"center"`` (torchvision's ``CenterCrop`` offsets) or ``"random"`` (a uniform
             offset per sample, keyed like every draw).
-        buckets: the buckets of ``size=None``: ``"sdxl"`` or a list of ``(height, width)``.
+        buckets: the buckets of ``size=None``: None (default) takes the DataLoader's
+            ``BucketBatchSampler``'s (SDXL's list without one); ``"sdxl"``, ``"kohya"``, a
+            ``npu_data.Buckets`` or a list of ``(height, width)`` must then equal the
+            sampler's (the DataLoader refuses other buckets when it is built).
         min_visible: geometry keeping less of its area becomes invalid.
+        no_upscale: with ``buckets`` given, a photo smaller than its bucket gets one inside
+            it (kohya's ``bucket_no_upscale``; the sampler's own setting otherwise).
 
     Raises:
         UserError: a ``size`` that is not positive ints, an unknown ``crop`` or
@@ -257,20 +261,37 @@ class ResizeCrop(_WindowCrop):
     fills = True  # the resize covers the target: the window lies inside it
 
     def __init__(self, size: int | Sequence[int] | None = None, crop: str = "center",
-                 buckets: BucketSpec = "sdxl", min_visible: float = 0.25) -> None:
+                 buckets: BucketSpec | None = None, min_visible: float = 0.25,
+                 no_upscale: bool = False) -> None:
         self.size = None if size is None else pair(size, "size", self.name)
         if crop not in ("center", "random"):
             raise UserValueError(f"{self.name}: crop must be 'center' or 'random', got {crop!r}")
         self.crop = crop
-        self.buckets = bucket_list(buckets, who=self.name)
+        self.given: Buckets | None = None if buckets is None else buckets_of(
+            buckets, no_upscale=bool(no_upscale), who=self.name)
+        self.rule: Buckets = self.given or Buckets(SDXL, bool(no_upscale), name="'sdxl'")
         self.random_draws = 2 if crop == "random" else 0
         self.min_visible = check_min_visible(min_visible, self.name)
+
+    @property
+    def buckets(self) -> tuple[tuple[int, int], ...]:
+        """The buckets of ``size=None``."""
+        return self.rule.sizes
+
+    def take_buckets(self, rule: Buckets, who: str) -> None:
+        """Use ``rule`` (the batch sampler's): refused when this crop was given others."""
+        if self.given is not None and not self.given.same(rule):
+            raise UserValueError(
+                f"{self.name}(size=None) was built with {self.given.describe()} but the {who} "
+                f"batches by {rule.describe()} — give both the same buckets, or none here "
+                "(buckets=None; NpuPreprocessor(buckets='sampler')): it takes the sampler's")
+        self.rule = rule
 
     def targets(self, sizes: np.ndarray) -> np.ndarray:
         """Each sample's target (B, 2): ``size``, or its bucket."""
         if self.size is not None:
             return np.broadcast_to(np.asarray(self.size, np.int64), sizes.shape).copy()
-        return np.asarray(self.buckets, np.int64)[assign(sizes, self.buckets)]
+        return self.rule.targets(sizes)
 
     def windows(self, sizes: np.ndarray, u: np.ndarray | None) -> Params:
         targets = self.targets(sizes)
@@ -291,5 +312,5 @@ class ResizeCrop(_WindowCrop):
         return self.targets(np.asarray(sizes, np.int64).reshape(-1, 2))
 
     def __repr__(self) -> str:
-        size = self.size if self.size is not None else f"None, buckets={list(self.buckets)}"
+        size = self.size if self.size is not None else f"None, buckets={self.rule.describe()}"
         return f"{self.name}(size={size}, crop={self.crop!r})"

@@ -1,0 +1,77 @@
+"""Flip before crop, whatever order the stages are written in (SDXL's conditioning rule).
+
+diffusers' SDXL trainers (``train_text_to_image_sdxl.py`` since PR #6547) take pixels
+``crop(flip(resize(image)))``: the resized image is mirrored first, the crop window is chosen
+in the mirrored image (a centre offset ``round((W - tw) / 2)`` there), and ``crop_top_left``
+is that window's (top, left) — so the model is told where its pixels came from.
+
+A pipeline written ``[crop, ..., RandomHorizontalFlip]`` gets the same: a crop's parameters
+are read as drawn in the mirrored image of every sample the flip mirrors. For those samples
+:func:`mirror_crops` moves the crop's source window to its mirror image (a box crop's box
+``left -> W - left - box_w``, a window crop's ``left -> full_w - left - out_w``) and keeps
+the drawn ``crop_top_left``; the flip then mirrors the crop, and pixels, geometry and
+``crop_top_left`` all describe ``crop(flip(resize(image)))``. A flip written before the crop
+needs nothing: the crop already draws in the mirrored image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from npu_data.transforms.base import Params, Transform
+
+
+def _between_ok(t: Transform) -> bool:
+    """Stages a mirror passes through unchanged (per pixel or no pixels at all)."""
+    from npu_data.transforms.captions import CaptionDropout, RandomCaption
+    from npu_data.transforms.color import ColorJitter
+    from npu_data.transforms.flip import RandomHorizontalFlip
+    from npu_data.transforms.normalize import Normalize
+
+    return isinstance(t, ColorJitter | RandomHorizontalFlip | Normalize | CaptionDropout
+                      | RandomCaption)
+
+
+def mirror_crops(stages: Sequence[Transform], params: Params,
+                 inputs: Sequence[np.ndarray], first: int = 0) -> None:
+    """Move, in place, the crop before each ``RandomHorizontalFlip`` of ``stages`` to the
+    mirror image of the samples it flips (module doc).
+
+    Args:
+        stages: a pipeline's stages in order.
+        params: its flat parameters, stage ``i``'s keys prefixed ``"{first + i}."``.
+        inputs: each stage's input sizes (B, 2).
+        first: the prefix of stage 0.
+    """
+    from npu_data.transforms.crop_base import _CropBase
+    from npu_data.transforms.flip import RandomHorizontalFlip
+
+    for j, t in enumerate(stages):
+        flip = params.get(f"{first + j}.flip")
+        if not isinstance(t, RandomHorizontalFlip) or flip is None:
+            continue
+        i = j - 1
+        while i >= 0 and not isinstance(stages[i], _CropBase) and _between_ok(stages[i]):
+            i -= 1
+        if i >= 0 and isinstance(stages[i], _CropBase):
+            mirror_window(params, f"{first + i}.", flip.to(torch.bool), inputs[i])
+
+
+def mirror_window(params: Params, prefix: str, flip: torch.Tensor, sizes: np.ndarray) -> None:
+    """The crop ``prefix``'s source window mirrored where ``flip`` (B,) is set; its
+    ``crop_top_left`` (the window in the mirrored image) stays as drawn."""
+    windows = params.get(prefix + "windows")
+    if windows is not None:
+        out = params[prefix + "out"]
+        moved = windows.clone()
+        moved[:, 1] = torch.where(flip, windows[:, 3] - windows[:, 1] - out[:, 1], windows[:, 1])
+        params[prefix + "windows"] = moved
+        return
+    boxes = params[prefix + "boxes"]
+    width = torch.from_numpy(np.ascontiguousarray(sizes[:, 1])).to(boxes.dtype)
+    moved = boxes.clone()
+    moved[:, 1] = torch.where(flip, width - boxes[:, 1] - boxes[:, 3], boxes[:, 1])
+    params[prefix + "boxes"] = moved

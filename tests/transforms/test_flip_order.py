@@ -1,0 +1,165 @@
+"""Conditioning equals pixels in diffusers' convention (transforms.flip_order): pixels are
+crop(flip(resize(image))) and ``crop_top_left`` is the window in the mirrored image, whatever
+order the crop and the flip are written in, keyed or with a generator, through the loader's
+crop at read too."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from npu_data.loaders import BucketBatchSampler, DataLoader, LabelStudioDataset
+from npu_data.tools.sample_data import make_sample_project
+from npu_data.transforms import (
+    ColorJitter,
+    Compose,
+    RandomHorizontalFlip,
+    RandomResizedCrop,
+    ResizeCrop,
+    Transform,
+    draws,
+)
+
+B = 12
+
+
+def _batch(seed: int = 0) -> tuple[list[np.ndarray], dict[str, torch.Tensor]]:
+    rng = np.random.default_rng(seed)
+    imgs = [rng.integers(0, 256, (int(rng.integers(40, 90)), int(rng.integers(40, 90)), 3),
+                         dtype=np.uint8) for _ in range(B)]
+    h, w = max(i.shape[0] for i in imgs), max(i.shape[1] for i in imgs)
+    image = torch.zeros(B, 3, h, w, dtype=torch.uint8)
+    sizes = torch.zeros(B, 2, dtype=torch.int64)
+    for k, im in enumerate(imgs):
+        image[k, :, :im.shape[0], :im.shape[1]] = torch.from_numpy(im).permute(2, 0, 1)
+        sizes[k] = torch.tensor(im.shape[:2])
+    return imgs, {"image": image, "sizes": sizes}
+
+
+def _orders(crop: Transform) -> dict[str, list[Transform]]:
+    flip = RandomHorizontalFlip(0.5)
+    return {"crop, flip": [crop, flip], "flip, crop": [flip, crop],
+            "crop, jitter, flip": [crop, ColorJitter(brightness=(1.0, 1.0)), flip],
+            "crop, flip, flip": [crop, flip, RandomHorizontalFlip(0.5)]}
+
+
+def _expected(im: np.ndarray, params: dict[str, torch.Tensor], crop_at: int, k: int,
+              flipped: bool, top_left: list[int], out: tuple[int, int]) -> np.ndarray:
+    """Pillow, as torchvision's PIL path: window crops resize the whole image, mirror it when
+    flipped and keep the window at ``crop_top_left``; box crops (RandomResizedCrop) crop the
+    drawn box out of the mirrored image, then resize it."""
+    pil = Image.fromarray(im)
+    windows = params.get(f"{crop_at}.windows")
+    if windows is not None:
+        full_h, full_w = windows[k, 2:].tolist()
+        r = pil.resize((full_w, full_h), Image.BILINEAR)
+        if flipped:
+            r = r.transpose(Image.FLIP_LEFT_RIGHT)
+        t, left = top_left
+        return np.asarray(r.crop((left, t, left + out[1], t + out[0])))
+    top, left, h, w = params[f"{crop_at}.boxes"][k].tolist()
+    if flipped:  # the box the draw chose lies in the mirrored image
+        pil = pil.transpose(Image.FLIP_LEFT_RIGHT)
+        if crop_at == 0:  # a flip after the crop moved the box to the unmirrored image
+            left = im.shape[1] - left - w
+    return np.asarray(pil.crop((left, top, left + w, top + h)).resize((out[1], out[0]),
+                                                                      Image.BILINEAR))
+
+
+CROPS = {"centre": lambda: ResizeCrop((33, 31), crop="center"),
+         "random": lambda: ResizeCrop((33, 31), crop="random"),
+         "rrc": lambda: RandomResizedCrop((33, 31))}
+
+
+@pytest.mark.parametrize("path", ["keyed", "generator"])
+@pytest.mark.parametrize("kind", list(CROPS))
+@pytest.mark.parametrize("order", list(_orders(RandomResizedCrop(8))))
+def test_pixels_and_crop_top_left_are_crop_of_flip_of_resize(order: str, kind: str,
+                                                             path: str) -> None:
+    imgs, batch = _batch()
+    crop = CROPS[kind]()
+    stages = _orders(crop)[order]
+    pipe = Compose(stages)
+    if path == "keyed":
+        params = pipe.draw_keyed(batch["sizes"].numpy(), draws.sample_keys(0, 0, np.arange(B)))
+        out = pipe.apply(dict(batch), params)
+    else:
+        out, params = pipe.run(dict(batch), torch.Generator().manual_seed(3))
+    at = stages.index(crop)
+    flips = [params[f"{i}.flip"] for i, t in enumerate(stages)
+             if isinstance(t, RandomHorizontalFlip)]
+    flipped = torch.stack(flips).sum(0) % 2 == 1
+    assert 0 < int(flipped.sum()) < B  # both kinds of sample are checked
+    for k, im in enumerate(imgs):
+        top_left = out["crop_top_left"][k].tolist()
+        want = _expected(im, params, at, k, bool(flipped[k]), top_left, (33, 31))
+        assert np.array_equal(out["image"][k].permute(1, 2, 0).numpy(), want), (order, k)
+        if kind == "centre":  # diffusers: round((W - tw) / 2) in the mirrored image
+            full_h, full_w = params[f"{at}.windows"][k, 2:].tolist()
+            assert top_left == [round((full_h - 33) / 2), round((full_w - 31) / 2)]
+
+
+def test_boxes_follow_the_mirrored_crop() -> None:
+    """A box drawn on the image lands where its pixels went: crop then flip, any order."""
+    _, batch = _batch(1)
+    sizes = batch["sizes"]
+    # a bright box in every image: its geometry must cover the bright output pixels
+    image = batch["image"].clone()
+    boxes = torch.zeros(B, 1, 4)
+    for k in range(B):
+        h, w = sizes[k].tolist()
+        x0, x1, y0, y1 = w // 8, w // 3, h // 4, h // 2
+        image[k, :, :h, :w] = 0
+        image[k, :, y0:y1, x0:x1] = 255
+        boxes[k, 0] = torch.tensor([x0, y0, x1, y1], dtype=torch.float32)
+    batch = {"image": image, "sizes": sizes, "boxes.xyxy": boxes,
+             "boxes.valid": torch.ones(B, 1, dtype=torch.bool)}
+    pipe = Compose([ResizeCrop((40, 36), crop="center"), RandomHorizontalFlip(0.5)])
+    out = pipe(batch, torch.Generator().manual_seed(5))
+    for k in range(B):
+        x0, y0, x1, y1 = out["boxes.xyxy"][k, 0].round().to(torch.int64).tolist()
+        bright = out["image"][k, 0] > 127
+        ys, xs = torch.nonzero(bright, as_tuple=True)
+        assert abs(int(xs.min()) - x0) <= 1 and abs(int(xs.max()) + 1 - x1) <= 1, k
+        assert abs(int(ys.min()) - y0) <= 1 and abs(int(ys.max()) + 1 - y1) <= 1, k
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory: pytest.TempPathFactory) -> LabelStudioDataset:
+    root = tmp_path_factory.mktemp("flips")
+    project = make_sample_project(root / "proj", n_images=14, width=161, height=97)
+    return LabelStudioDataset(project.export_path, cache_dir=root / "cache")
+
+
+@pytest.mark.parametrize("read_crop", [None, False])
+def test_loader_batches_follow_the_convention(photos: LabelStudioDataset,
+                                              read_crop: bool | None) -> None:
+    """Through the DataLoader (crop at read on and off): each sample's pixels are the window
+    at ``crop_top_left`` of its mirrored resize."""
+    buckets = [(64, 64), (48, 80), (80, 48)]
+    sampler = BucketBatchSampler(photos, 4, buckets, num_replicas=1, rank=0, seed=2)
+    pipe = Compose([ResizeCrop(None, crop="center"), RandomHorizontalFlip(0.5)])
+    loader = DataLoader(photos, batch_sampler=sampler, device="cpu", transform=pipe, seed=2,
+                        read_crop=read_crop)
+    flipped = 0
+    for batch in loader:
+        th, tw = batch["target_size"][0].tolist()
+        for k, i in enumerate(batch["index"].tolist()):
+            im = photos[i]["image"]
+            h, w = im.shape[:2]
+            scale = max(th / h, tw / w)
+            full = (max(th, int(h * scale + 0.5)), max(tw, int(w * scale + 0.5)))
+            full = (th, full[1]) if th / h >= tw / w else (full[0], tw)
+            r = Image.fromarray(im).resize((full[1], full[0]), Image.BILINEAR)
+            t, left = batch["crop_top_left"][k].tolist()
+            got = batch["image"][k].permute(1, 2, 0).numpy()
+            plain = np.asarray(r.crop((left, t, left + tw, t + th)))
+            mirrored = np.asarray(r.transpose(Image.FLIP_LEFT_RIGHT).crop(
+                (left, t, left + tw, t + th)))
+            assert np.array_equal(got, mirrored) or np.array_equal(got, plain)
+            if not np.array_equal(got, plain):
+                flipped += 1
+            assert [t, left] == [round((full[0] - th) / 2), round((full[1] - tw) / 2)]
+    assert flipped > 0
