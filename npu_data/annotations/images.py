@@ -263,10 +263,13 @@ def load_image(path: Path, max_pixels: int = 178_956_970) -> np.ndarray:
     return decode_image(read_image_bytes(path), str(path), max_pixels)
 
 
-def load_image_as_shown(path: Path, max_pixels: int = 178_956_970) -> tuple[np.ndarray, bool]:
+def load_image_as_shown(path: Path, max_pixels: int = 178_956_970,
+                        alpha: str = "white") -> tuple[np.ndarray, bool]:
     """``load_image`` and whether Pillow's plain ``convert("RGB")`` gives the same pixels
-    (False for alpha, transparency and 16-bit samples: the file alone would decode otherwise)."""
-    return _decode(read_image_bytes(path), str(path), max_pixels)
+    (False for alpha, transparency and 16-bit samples: the file alone would decode otherwise).
+    ``alpha="drop"``: Pillow's ``convert("RGB")`` of the oriented image, as trainers load
+    images (transparent pixels keep their colour)."""
+    return _decode(read_image_bytes(path), str(path), max_pixels, alpha)
 
 
 BACKGROUND = 255  # what shows through transparent pixels: the white of Label Studio's editor
@@ -283,7 +286,8 @@ def decode_image(data: bytes, name: str, max_pixels: int = 178_956_970) -> np.nd
     return _decode(data, name, max_pixels)[0]
 
 
-def _decode(data: bytes, name: str, max_pixels: int) -> tuple[np.ndarray, bool]:
+def _decode(data: bytes, name: str, max_pixels: int,
+            alpha: str = "white") -> tuple[np.ndarray, bool]:
     try:
         with Image.open(io.BytesIO(data)) as im:
             w, h = im.size
@@ -293,6 +297,8 @@ def _decode(data: bytes, name: str, max_pixels: int) -> tuple[np.ndarray, bool]:
             im.load()
             png = im.format == "PNG"
             oriented = ImageOps.exif_transpose(im) or im
+            if alpha == "drop":
+                return np.asarray(oriented.convert("RGB"), dtype=np.uint8), True
             return _as_shown(oriented, png)
     except ImageError:
         raise

@@ -39,6 +39,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-side", type=int, metavar="N",
                    help="shrink images so the longest side is at most N (Pillow BILINEAR); "
                         "annotations follow")
+    p.add_argument("--alpha", choices=("white", "drop"), default="white",
+                   help="transparent pixels: white = composited over white, as Label Studio "
+                        "shows them; drop = Pillow's convert('RGB'), as diffusers' and kohya's "
+                        "trainers load images (default: white)")
     p.add_argument("--reencode", metavar="jpeg:Q",
                    help="with --store encoded: re-encode as JPEG of quality Q")
     p.add_argument("--keep-jpeg-bytes", action="store_true",
@@ -123,7 +127,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     """The import options (``shards.importer``) of the command line."""
     mb = args.max_download_mb  # checked there as max_download_bytes, shown as this flag
     return {"store": args.store, "max_side": args.max_side, "reencode": args.reencode,
-            "restart_markers": not args.keep_jpeg_bytes, "workers": args.workers,
+            "restart_markers": not args.keep_jpeg_bytes, "alpha": args.alpha,
+            "workers": args.workers,
             "shard_size": args.shard_size, "resume": args.resume, "strict": args.strict,
             "annotations": args.annotations, "with_predictions": args.with_predictions,
             "config": args.config, "reject_out_of_range": args.reject_out_of_range,

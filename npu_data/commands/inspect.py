@@ -17,6 +17,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dataset", metavar="DIR|URL",
                    help="folder written by `npu-data import`, or its URL (s3://bucket/prefix: "
                         "read through the node-local cache)")
+    p.add_argument("--caption-field", metavar="KEY",
+                   help="the task data key holding captions (default: TextArea texts, else "
+                        "the data's caption, text or prompt)")
     add_remote_arguments(p)
 
 
@@ -26,9 +29,11 @@ def _row(key: str, value: object) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Print the summary table."""
+    field = getattr(args, "caption_field", None)
     ds = (ShardDataset(args.dataset, cache_dir=args.cache_dir,
-                       storage_options=endpoint_options(args.storage_endpoint))
-          if is_url(args.dataset) else ShardDataset(args.dataset))
+                       storage_options=endpoint_options(args.storage_endpoint),
+                       caption_field=field)
+          if is_url(args.dataset) else ShardDataset(args.dataset, caption_field=field))
     st = dataset_stats(ds)
     lines = [f"dataset {args.dataset if is_url(args.dataset) else ds.path}",
              _row("samples", st.samples), _row("shards", st.shards),
@@ -36,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
              _row("store", st.store + (f" ({', '.join(f'{k} {v}' for k, v in st.encodings.items())})"
                                        if st.encodings else "")),
              _row("rejected tasks", st.rejected),
-             _row("samples with captions", st.captions)]
+             _row("samples with captions", ds.caption_coverage().line()[len("captions: "):])]
     for axis, s in st.sizes.items():
         lines.append(_row(f"image {axis}", f"min {s['min']}  median {s['median']:g}  "
                                            f"mean {s['mean']:.1f}  max {s['max']}"))

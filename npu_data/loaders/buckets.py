@@ -248,7 +248,7 @@ def bind_buckets(transform: Any, batch_sampler: Any, batch_size: int | None) -> 
     """
     from npu_data.transforms.resize import ResizeCrop
 
-    stages = [t for t in _stages(transform) if isinstance(t, ResizeCrop) and t.size is None]
+    stages = [t for t in stages_of(transform) if isinstance(t, ResizeCrop) and t.size is None]
     for t in stages:
         if isinstance(batch_sampler, BucketBatchSampler):
             t.take_buckets(batch_sampler.rule, "BucketBatchSampler")
@@ -260,8 +260,9 @@ def bind_buckets(transform: Any, batch_sampler: Any, batch_size: int | None) -> 
                 "(the transform takes its buckets)")
 
 
-def _stages(transform: Any) -> list[Any]:
+def stages_of(transform: Any) -> list[Any]:
+    """The stages of ``transform``, nested pipelines flattened."""
     inner = getattr(transform, "transforms", None)
     if isinstance(inner, list | tuple):
-        return [s for t in inner for s in _stages(t)]
+        return [s for t in inner for s in stages_of(t)]
     return [transform]

@@ -37,6 +37,7 @@ from npu_data.common.compat import DATALOADER_ARGS, dataloader_kwargs
 from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.loaders import frameworks, host_transform, resume
 from npu_data.loaders.buckets import bind_buckets
+from npu_data.loaders.caption_check import check_captions
 from npu_data.loaders.collate import collate_samples, is_collate_samples
 from npu_data.loaders.crop_at_read import CropAtRead, refusal
 from npu_data.loaders.read_ahead import read_ahead
@@ -259,6 +260,7 @@ class DataLoader(TorchDataLoader):
         self.transform = transform
         bind_buckets(transform, self.batch_sampler if batch_sampler is not None else None,
                      batch_size)
+        check_captions(dataset, transform)
         if read_crop is not None and not isinstance(read_crop, bool):
             raise UserTypeError(f"DataLoader: read_crop={read_crop!r} must be True, False or None")
         self.read_crop = read_crop

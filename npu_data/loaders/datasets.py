@@ -30,6 +30,7 @@ from npu_data.common.cache import cache_root, private_dir
 from npu_data.common.hashing import file_sha256
 from npu_data.errors import UserError, UserFileNotFoundError, UserTypeError, keyword, spelled_as
 from npu_data.loaders import host_transform
+from npu_data.shards.captions import check_field
 
 _NOT_KEYED = ("workers", "download_workers", "timeout")  # how, not what, is imported
 _REPORT = "rejected.jsonl"  # npu_data.shards.format.REJECTED
@@ -77,6 +78,8 @@ class LabelStudioDataset:
             file bytes, smallest) shards.
         max_side: Shrink images so the longest side is at most this (annotations follow);
             None: keep the size.
+        caption_field: The task data key holding each sample's caption; None: the first
+            TextArea text, else the task data's ``caption``, ``text`` or ``prompt``.
         **options: The other options of ``npu-data import``, as keywords, checked as it checks
             them: ``ls_data_dir``, ``local_files_root``, ``allow_download`` (host names),
             ``storage_endpoint``, ``download_workers``, ``max_download_bytes``, ``timeout``,
@@ -91,7 +94,8 @@ class LabelStudioDataset:
     def __init__(self, json_file: str | os.PathLike[str],
                  images_root: str | os.PathLike[str] | None = None, transform: Any = None,
                  cache_dir: str | os.PathLike[str] | None = None, store: str = "raw",
-                 max_side: int | None = None, **options: Any) -> None:
+                 max_side: int | None = None, caption_field: str | None = None,
+                 **options: Any) -> None:
         self.json_file = Path(json_file)
         if not self.json_file.is_file():
             raise UserFileNotFoundError(f"{self.json_file}: export not found — pass the path "
@@ -102,6 +106,7 @@ class LabelStudioDataset:
         self.transform = transform
         self.images_root = Path(images_root).resolve() if images_root else None
         self.store, self.max_side, self.options = store, max_side, options
+        self.caption_field = check_field(caption_field, "LabelStudioDataset")
         from npu_data.shards.importer import OPTIONS, import_options
 
         import_options(self.json_file, allowed=tuple(o for o in OPTIONS if o != "resume"),
@@ -184,7 +189,7 @@ class LabelStudioDataset:
 
             if not (self.path / "manifest.json").is_file():
                 self._import()
-            ds = ShardDataset(self.path)
+            ds = ShardDataset(self.path, caption_field=self.caption_field)
             self._report(ds)
             self._ds = ds
         return self._ds

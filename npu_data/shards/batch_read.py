@@ -20,7 +20,8 @@ from npu_data.annotations.table import ranges_index
 from npu_data.common.batch import BatchColumns, ColumnBatch, CropPlan, EncodedImage, Sample
 from npu_data.errors import UserError
 from npu_data.kinds.base import Kind
-from npu_data.kinds.texts import CAPTION_OF, caption
+from npu_data.kinds.texts import CAPTION_OF
+from npu_data.shards import captions
 from npu_data.shards.format import ENC_JPEG, ENC_RAW
 
 
@@ -36,7 +37,7 @@ def as_index(i: Any) -> int:
 def sample_keys(kinds: Sequence[Kind]) -> list[str]:
     """The keys of a ``ShardDataset`` sample dict of a dataset with ``kinds``, in the order
     ``ds[i]`` inserts them."""
-    keys = ["image", "index", "task_id"]
+    keys = ["image", "index", "task_id", "original_size"]
     for kind in kinds:
         keys += kind.sample_keys()
     return [*keys, "caption"]
@@ -133,15 +134,23 @@ def _read(ds: Shards, gi: np.ndarray, lazy_jpeg: bool = False) -> BatchColumns:
         parts.append(_Part(ds, k, pos, local[pos]))
     order = np.concatenate([p.pos for p in parts]) if parts else np.zeros(0, np.int64)
     task_id = np.zeros(b, np.int64)
+    original = np.zeros((b, 2), np.int64)
     images: list[Any] = [np.zeros((0, 0, 3), np.uint8)] * b
+    raws = [b""] * b
     for p in parts:
         task_id[p.pos] = p.rec["task_id"]
+        original[p.pos] = p.shard.originals()[p.local]
+        for i, j in zip(p.pos.tolist(), p.local.tolist(), strict=True):
+            raws[i] = p.shard.data_json(j)
         _part_images(ds, p, images, lazy_jpeg)
     cols = BatchColumns(keys=sample_keys(ds.kinds), images=images,
-                        ints={"index": gi.astype(np.int64), "task_id": task_id}, strings={})
+                        ints={"index": gi.astype(np.int64), "task_id": task_id,
+                              "original_size": original}, strings={})
     for kind in ds.kinds:
         _read_group(kind, parts, order, b, cols)
-    cols.strings["caption"] = [caption(t) for t in cols.texts.get(CAPTION_OF, [[]] * b)]
+    field = getattr(ds, "caption_field", None)
+    cols.strings["caption"] = [captions.pick(t, raw, field) for t, raw in
+                               zip(cols.texts.get(CAPTION_OF, [[]] * b), raws, strict=True)]
     return cols
 
 

@@ -23,7 +23,14 @@ import numpy as np
 from npu_data.common.paths import open_regular
 from npu_data.common.ragged import offsets_problem
 from npu_data.kinds.base import Kind
-from npu_data.shards.format import ALIGN, ENC_RAW, ENCODINGS, column_file, column_schema
+from npu_data.shards.format import (
+    ALIGN,
+    ENC_RAW,
+    ENCODINGS,
+    ORIGINAL_SIZE,
+    column_file,
+    column_schema,
+)
 
 MAX_HEADER = 10_000  # bytes an .npy header may claim (numpy's own default bound)
 
@@ -144,6 +151,12 @@ def check_group(group: str, kind: Kind | None, cols: dict[str, np.ndarray], samp
     samples of image sizes ``sizes`` ((samples, 2) height, width): offsets, row counts,
     text and nested offsets, control and label ids inside the manifest's ``vocab``
     (controls, labels per control), and the kind's own rule (``Kind.stored_problem``)."""
+    if group == ORIGINAL_SIZE:  # per sample: the photo's (height, width), at least 1x1
+        arr = cols[ORIGINAL_SIZE]
+        if len(arr) != samples or (len(arr) and int(arr.min()) < 1):
+            raise Damaged(column_file(ORIGINAL_SIZE), f"holds {len(arr)} sizes for {samples} "
+                          "samples, or a side below 1")
+        return
     if kind is None:  # a per-sample text column (image_ref, data_json)
         check_text(cols, group, samples)
         return

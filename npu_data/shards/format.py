@@ -37,6 +37,7 @@ INDEX_DTYPE = np.dtype([
 ])
 
 F32 = np.dtype("<f4")
+ORIGINAL_SIZE = "original_size"  # per sample: the photo's (height, width) before max_side
 
 
 def shard_name(k: int) -> str:
@@ -54,6 +55,7 @@ def column_schema() -> dict[str, dict[str, Any]]:
     for name in SAMPLE_TEXT:
         add(f"{name}.bytes", np.dtype("u1"), ())
         add(f"{name}.offsets", np.dtype("<i8"), ())
+    add(ORIGINAL_SIZE, np.dtype("<u4"), (2,))
     for kind in KINDS:
         for name, (dt, shape) in kind.stored_columns().items():
             add(name, dt, shape)

@@ -29,6 +29,7 @@ class Payload:
     channels: int
     encoding: int
     crc32: int
+    original: tuple[int, int] = (0, 0)  # the photo's (height, width) as shown, before max_side
 
 
 def parse_reencode(spec: str) -> int:
@@ -58,10 +59,11 @@ def _resolve(ref: str, options: Any) -> Path:
     return Path(_images().resolve_image(ref, options))
 
 
-def _load(path: Path) -> tuple[np.ndarray, bool]:
-    """The pixels the annotator saw, and whether the file decodes to them with a plain
-    ``convert("RGB")`` (what the shard reader does with stored bytes)."""
-    pixels, plain = _images().load_image_as_shown(path, MAX_PIXELS)
+def _load(path: Path, alpha: str = "white") -> tuple[np.ndarray, bool]:
+    """The pixels the annotator saw (``alpha="drop"``: Pillow's ``convert("RGB")``), and
+    whether the file decodes to them with a plain ``convert("RGB")`` (what the shard reader
+    does with stored bytes)."""
+    pixels, plain = _images().load_image_as_shown(path, MAX_PIXELS, alpha)
     return np.asarray(pixels), bool(plain)
 
 
@@ -128,23 +130,24 @@ def make_payload(ref: str, o: Any, fetched: Any = None) -> Payload:
     if isinstance(fetched, UserError):
         raise fetched
     path = Path(fetched) if fetched is not None else _resolve(ref, o.images)
-    pixels, plain = _load(path)
+    pixels, plain = _load(path, getattr(o, "alpha", "white"))
+    original = (int(pixels.shape[0]), int(pixels.shape[1]))
     if o.store == "raw" or o.reencode:
         pixels = np.ascontiguousarray(resize(pixels, o.max_side))
         h, w = pixels.shape[:2]
         if o.store == "raw":
             data = pixels.tobytes()
-            return Payload(data, h, w, 3, ENC_RAW, zlib.crc32(data))
+            return Payload(data, h, w, 3, ENC_RAW, zlib.crc32(data), original)
         buf = io.BytesIO()
         Image.fromarray(pixels).save(buf, format="JPEG", quality=parse_reencode(o.reencode))
         data = _restarts(buf.getvalue()) if o.restart_markers else buf.getvalue()
-        return Payload(data, h, w, 3, ENC_JPEG, zlib.crc32(data))
+        return Payload(data, h, w, 3, ENC_JPEG, zlib.crc32(data), original)
     h, w = pixels.shape[:2]
     if not plain:  # alpha, transparency, 16-bit: the file would read back otherwise, so the
         data = _png(pixels)  # pixels are stored, losslessly, as the annotator saw them
-        return Payload(data, h, w, 3, ENC_PNG, zlib.crc32(data))
+        return Payload(data, h, w, 3, ENC_PNG, zlib.crc32(data), original)
     data = _read_bytes(path)
     kind = _encoding(data)
     if kind == ENC_JPEG and o.restart_markers:
         data = _restarts(data)
-    return Payload(data, h, w, 3, kind, zlib.crc32(data))
+    return Payload(data, h, w, 3, kind, zlib.crc32(data), original)

@@ -16,8 +16,8 @@ from npu_data.common.paths import inside, open_regular
 from npu_data.errors import DataCorruption, UserError
 from npu_data.kinds.base import Kind
 from npu_data.kinds.registry import BY_NAME
-from npu_data.kinds.texts import CAPTION_OF, caption
-from npu_data.shards import checks
+from npu_data.kinds.texts import CAPTION_OF
+from npu_data.shards import captions, checks
 from npu_data.shards.batch_read import SampleBatch, as_index
 from npu_data.shards.format import (
     DATA,
@@ -25,6 +25,7 @@ from npu_data.shards.format import (
     INDEX,
     INDEX_DTYPE,
     MANIFEST,
+    ORIGINAL_SIZE,
     column_file,
     dataset_kinds,
 )
@@ -105,6 +106,24 @@ class _Shard:
         """(samples, 2) int64 height, width of every stored image."""
         return np.stack([self.index["height"], self.index["width"]], axis=1).astype(np.int64)
 
+    def data_json(self, j: int) -> bytes:
+        """Sample ``j``'s task data, JSON bytes as the export had them."""
+        off = self.col("data_json.offsets")
+        return bytes(self.col("data_json.bytes")[int(off[j]):int(off[j + 1])])
+
+    def text_rows(self) -> np.ndarray:
+        """(samples,) how many TextArea texts each sample has (0 without the kind)."""
+        if column_file("texts.offsets") not in self.files:
+            return np.zeros(self.samples, np.int64)
+        return np.diff(self.col("texts.offsets")).astype(np.int64)
+
+    def originals(self) -> np.ndarray:
+        """(samples, 2) int64 height, width of every photo before ``max_side`` (datasets
+        written before it was recorded: the stored sizes)."""
+        if column_file(ORIGINAL_SIZE) not in self.files:
+            return self.sizes()
+        return self.col(ORIGINAL_SIZE).astype(np.int64)
+
     def _open_group(self, group: str) -> None:
         """Every column of ``group`` (a kind, or a per-sample text column) opened and
         checked together (``checks.check_group``)."""
@@ -157,6 +176,9 @@ class ShardDataset:
             (``prefetch(shards)``); 0 turns prefetching off.
         max_pixels: The most pixels a stored image may claim before it is treated as
             corrupt.
+        caption_field: The task data key holding each sample's caption; None: the first
+            TextArea text, else the task data's ``caption``, ``text`` or ``prompt``
+            (``shards.captions``).
 
     Raises:
         UserError: An argument out of range, or a folder, URL or manifest that cannot be
@@ -167,9 +189,10 @@ class ShardDataset:
                  cache_limit: int | str | None = None,
                  storage_options: dict[str, Any] | None = None,
                  cache_check: str = "sha256", prefetch: int = 2,
-                 max_pixels: int = MAX_PIXELS) -> None:
+                 max_pixels: int = MAX_PIXELS, caption_field: str | None = None) -> None:
         from npu_data.shards import remote, storage
 
+        self.caption_field = captions.check_field(caption_field, "ShardDataset")
         if isinstance(max_pixels, bool) or not isinstance(max_pixels, int) or max_pixels < 1:
             raise UserError(f"max_pixels={max_pixels!r}: the most pixels a stored image may "
                             "claim, a positive integer")
@@ -326,8 +349,26 @@ class ShardDataset:
         s: dict[str, Any] = {"image": self.image(k, j), "index": gi,
                              "task_id": int(rec["task_id"])}
         hw = (int(rec["height"]), int(rec["width"]))
+        s["original_size"] = sh.originals()[j]
         for kind in self.kinds:
             s.update(kind.read_sample(sh.col, j, hw))
-        s["caption"] = caption(s.get(CAPTION_OF, []))
+        s["caption"] = captions.pick(s.get(CAPTION_OF, []), sh.data_json(j), self.caption_field)
         return s
+
+    def caption_coverage(self) -> captions.Coverage:
+        """Where the samples' captions come from (``shards.captions``), counted over the whole
+        dataset (reads every sample's task data, not its pixels; once)."""
+        known = self.__dict__.get("_coverage")
+        if known is not None:
+            return known  # type: ignore[no-any-return]
+        texts: list[list[str]] = []
+        raws: list[bytes] = []
+        for k in range(len(self._names)):
+            sh = self.shard(k)
+            rows = sh.text_rows()
+            for j in range(sh.samples):
+                texts.append(["x"] * int(rows[j]))
+                raws.append(sh.data_json(j))
+        self._coverage = captions.coverage(texts, raws, self.caption_field)
+        return self._coverage
 

@@ -43,6 +43,7 @@ from npu_data.shards.format import (
     INDEX,
     INDEX_DTYPE,
     MANIFEST,
+    ORIGINAL_SIZE,
     REJECTED,
     column_file,
     column_schema,
@@ -71,11 +72,15 @@ class WriteOptions:
     config: str | None = None
     reject_out_of_range: bool = False
     restart_markers: bool = True  # encoded JPEGs: lossless re-encode with restart markers
+    alpha: str = "white"  # transparent pixels over white (as shown), or "drop" (convert("RGB"))
 
     def fingerprint(self) -> dict[str, Any]:
         """The options that decide the bytes written (recorded in the manifest)."""
         d = {k: v for k, v in asdict(self).items()
-             if k not in ("workers", "resume", "strict", "images", "restart_markers")}
+             if k not in ("workers", "resume", "strict", "images", "restart_markers",
+                          "alpha")}
+        if self.alpha != "white":
+            d["alpha"] = self.alpha
         if self.store == "encoded":
             d["restart_markers"] = self.restart_markers
         d["images"] = img.options_record(self.images)
@@ -107,6 +112,10 @@ def check_options(o: WriteOptions) -> None:
     """A one-line ``UserError`` for options that cannot be written (before any work)."""
     if o.store not in ("raw", "encoded"):
         raise UserValueError(f"{{store={o.store}}}: unknown — use raw or encoded", option="store")
+    if o.alpha not in ("white", "drop"):
+        raise UserValueError(f"{{alpha={o.alpha}}}: unknown — use white (transparent pixels "
+                             "over white, as Label Studio shows them) or drop (Pillow's "
+                             "convert('RGB'), as trainers load them)", option="alpha")
     if o.shard_size < 1:
         raise UserValueError(f"{{shard_size={o.shard_size}}}: must be at least 1",
                              option="shard_size")
@@ -157,6 +166,7 @@ def write_shard(table: AnnotationTable, k: int, out_dir: Path, o: WriteOptions,
     keep: list[int] = []
     rejected: list[dict[str, Any]] = []
     rows: list[tuple[int, int, int, int, int, int, int]] = []
+    originals: list[tuple[int, int]] = []
     pos = 0
     with open(tmp / DATA, "wb") as fh:
         for r, p in _payloads(table, lo, hi, task_index, o):
@@ -170,6 +180,7 @@ def write_shard(table: AnnotationTable, k: int, out_dir: Path, o: WriteOptions,
             fh.write(p.data)
             rows.append((pos, len(p.data), p.height, p.width, p.channels, p.encoding,
                          p.crc32))
+            originals.append(p.original if p.original[0] else (p.height, p.width))
             pos += len(p.data)
             keep.append(r)
         fh.write(b"\0" * (-pos % ALIGN))
@@ -181,6 +192,7 @@ def write_shard(table: AnnotationTable, k: int, out_dir: Path, o: WriteOptions,
     sub = table.select(keep)
     cols = redact_columns(to_pixels(sub, index["height"].astype(np.int64),  # no secrets on disk
                                     index["width"].astype(np.int64)))
+    cols[ORIGINAL_SIZE] = np.asarray(originals, np.int64).reshape(-1, 2)
     files = {INDEX: npy_bytes(index)}
     for col, spec in column_schema().items():
         arr = np.ascontiguousarray(cols[col]).astype(np.dtype(spec["dtype"]), copy=False)

@@ -117,7 +117,9 @@ def crop_geometry(batch: Batch, plan: CropPlan) -> Batch:
     effective = effective_boxes(params, plan.size)
     out.update(geometry.resized_crop_geometry(batch, effective, plan.size, plan.min_visible))
     top_left, target = micro_conditioning(params, batch["sizes"], plan.size)
-    out["original_size"] = batch["sizes"].to(torch.int64).clone()
+    original = batch.get("original_size")  # the photo's, where the dataset recorded it
+    out["original_size"] = (original if isinstance(original, torch.Tensor)
+                            else batch["sizes"].to(torch.int64).clone())
     out["crop_top_left"], out["target_size"] = top_left, target
     # a real (B, 2) tensor, not an expanded view: a pinned copy cannot be made of one whose
     # elements share memory (torch's pin-memory thread raises)

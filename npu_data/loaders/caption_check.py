@@ -1,0 +1,38 @@
+"""A pipeline that uses captions, over a dataset that has none, is refused when the loader is
+built — not trained unconditionally without a word; otherwise where they come from is said
+once (``shards.captions``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from npu_data.errors import UserValueError
+from npu_data.loaders.buckets import stages_of
+from npu_data.loaders.resume import warn_once
+from npu_data.shards.captions import FIELDS
+
+
+def check_captions(dataset: Any, transform: Any) -> None:
+    """Raise when ``transform`` works on captions and no sample of ``dataset`` has one; say
+    the captions' sources once otherwise.
+
+    Raises:
+        UserError: no caption anywhere (one line naming ``caption_field``).
+    """
+    from npu_data.transforms.captions import CaptionDropout, RandomCaption
+
+    if not any(isinstance(t, CaptionDropout | RandomCaption) for t in stages_of(transform)):
+        return
+    count = getattr(dataset, "caption_coverage", None)
+    if not callable(count):
+        return
+    where = getattr(dataset, "path", type(dataset).__name__)
+    cov = count()
+    field = getattr(dataset, "caption_field", None)
+    if not cov.any:
+        looked = repr(field) if field else ", ".join(map(repr, FIELDS))
+        raise UserValueError(
+            f"{where}: no sample has a caption (no TextArea text, no task data {looked}) but "
+            "the transform uses captions — pass caption_field='<the task data key that holds "
+            "them>' to the dataset")
+    warn_once(f"{where}: {cov.line()}")
