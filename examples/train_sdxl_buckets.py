@@ -9,14 +9,16 @@ SDXL's ``text_time`` added conditioning, a small ``AutoencoderKL``, a hashing te
 no weights are downloaded, so the numbers it prints are a smoke test of the data path, not a
 model. With a real SDXL checkpoint the batch keys are used the same way:
 
-- ``BucketBatchSampler``: each batch holds one aspect-ratio bucket (SDXL's list scaled to
-  ``--size``), the same number of batches on every rank;
-- ``ResizeCrop(None)`` resizes each image to cover its batch's bucket and crops it
-  (random offsets), exactly as Pillow would; ``Normalize(0.5, 0.5)`` gives [-1, 1];
-- ``batch["original_size"]``, ``batch["crop_top_left"]`` and ``batch["target_size"]``
-  (int64, (B, 2)) are SDXL's ``add_time_ids``;
-- ``RandomCaption`` picks one of a sample's captions, ``CaptionDropout`` empties 10% of them
-  for classifier-free guidance.
+- ``BucketBatchSampler``: each batch holds one aspect-ratio bucket (kohya's rule at
+  ``--size``), the same number of batches on every rank, no sample twice in a batch;
+- ``ResizeCrop(None)`` takes the sampler's buckets, resizes each image to cover its batch's
+  bucket and crops it (random offsets), exactly as Pillow would; ``RandomHorizontalFlip``
+  after it mirrors the resized image before the crop, as diffusers does, so
+  ``crop_top_left`` is where the pixels came from; ``Normalize(0.5, 0.5)`` gives [-1, 1];
+- ``batch["original_size"]`` (the photo's, before any ``max_side``), ``batch["crop_top_left"]``
+  and ``batch["target_size"]`` (int64, (B, 2)) are SDXL's ``add_time_ids``;
+- captions come from the task data (``data.caption``) of the built-in export, or TextArea
+  results; ``CaptionDropout`` empties 10% of them for classifier-free guidance.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from npu_data.transforms import (
     CaptionDropout,
     Compose,
     Normalize,
-    RandomCaption,
     RandomHorizontalFlip,
     ResizeCrop,
 )
@@ -89,10 +90,24 @@ def build_models() -> tuple[nn.Module, nn.Module, HashTextEncoder]:
 
 
 def sample_export(root: Path) -> Path:
-    """The built-in sample project (landscape and portrait photos with captions)."""
+    """The built-in sample project (landscape and portrait photos), its captions kept in the
+    task data (``data.caption``, as caption sets are usually imported into Label Studio)
+    instead of TextArea results."""
+    import json
+
     from npu_data.tools.sample_data import make_sample_project
 
-    return make_sample_project(root / "sample", n_images=24, width=200, height=136).export_path
+    export = make_sample_project(root / "sample", n_images=24, width=200, height=136).export_path
+    tasks = json.loads(export.read_text())
+    for task in tasks:
+        for ann in task.get("annotations", []):
+            texts = [r for r in ann["result"] if r.get("type") == "textarea"
+                     and r.get("from_name") == "caption"]
+            if texts and "caption" not in task["data"]:
+                task["data"]["caption"] = texts[0]["value"]["text"][0]
+            ann["result"] = [r for r in ann["result"] if r not in texts]
+    export.write_text(json.dumps(tasks))
+    return export
 
 
 def main(argv: list[str] | None = None) -> list[float]:
@@ -116,8 +131,7 @@ def main(argv: list[str] | None = None) -> list[float]:
         sampler = BucketBatchSampler(dataset, args.batch_size, buckets, seed=args.seed)
         # ResizeCrop(None) takes the sampler's buckets (the DataLoader hands them over)
         pipeline = Compose([ResizeCrop(None, crop="random"),
-                            RandomHorizontalFlip(),
-                            RandomCaption(control="caption", dataset=dataset),
+                            RandomHorizontalFlip(),  # crop_top_left follows (diffusers' rule)
                             CaptionDropout(0.1),
                             Normalize(0.5, 0.5)])  # [-1, 1]; bf16 with dtype=torch.bfloat16
         loader = DataLoader(dataset, batch_sampler=sampler, transform=pipeline, device="cpu",

@@ -25,3 +25,6 @@ def test_the_sdxl_bucket_example_trains(tmp_path: Path, capsys: pytest.CaptureFi
                if line.startswith("step ")}
     assert buckets and all("x" in b for b in buckets)
     assert "time_ids[0] [" in out  # original_size, crop_top_left, target_size reached the UNet
+    captions = [line.split("caption[0] ")[1] for line in out.splitlines()
+                if line.startswith("step ")]
+    assert any(c not in ("''", '""') for c in captions)  # from data.caption, not empty

@@ -136,3 +136,18 @@ def test_short_buckets_are_trained_short_with_equal_batches_per_rank(
     assert {i for b in per_rank for idx in b for i in idx} == set(range(len(photos)))
     assert any(len(idx) < 5 for b in per_rank for idx in b)  # a short batch, trained
     assert torch.is_tensor(photos.sizes()) or isinstance(photos.sizes(), np.ndarray)
+
+
+def test_no_upscale_through_the_loader(photos: LabelStudioDataset) -> None:
+    """Photos smaller than SDXL's buckets: with no_upscale the sampler and the bound
+    ResizeCrop agree on a bucket inside each photo, and nothing is upscaled."""
+    sampler = BucketBatchSampler(photos, 3, "sdxl", no_upscale=True, num_replicas=1, rank=0)
+    pre = npu_data.NpuPreprocessor(image_size=1024, augment_level=1, buckets="sampler")
+    sizes = photos.sizes()
+    n = 0
+    for batch in DataLoader(photos, batch_sampler=sampler, device="cpu", transform=pre):
+        th, tw = batch["image"].shape[2:]
+        for i in batch["index"].tolist():
+            assert th <= sizes[i][0] and tw <= sizes[i][1]
+            n += 1
+    assert n == len(photos)
