@@ -44,11 +44,11 @@ class Sized(torch.utils.data.Dataset):
 Make = Callable[[int, int], DataLoader]
 
 
-def _buckets(ds: Sized, batch_size: int = 4) -> Make:
+def _buckets(ds: Sized, batch_size: int = 4, workers: int = 0) -> Make:
     def make(world: int, rank: int) -> DataLoader:
         sampler = BucketBatchSampler(ds, batch_size, BUCKETS, num_replicas=world, rank=rank,
                                      seed=7)
-        return DataLoader(ds, batch_sampler=sampler, device="cpu")
+        return DataLoader(ds, batch_sampler=sampler, device="cpu", num_workers=workers)
     return make
 
 
@@ -108,6 +108,16 @@ def test_buckets_serve_every_batch_once_across_world_sizes(case: str) -> None:
     assert state["sampler"]["consumed"] == head * old  # global batches, not this rank's
     assert Counter(served) == Counter(whole)  # each batch once: none lost, none repeated
     assert len(set(whole)) == len(whole) == sum(counts) // 4
+
+
+def test_buckets_elastic_resume_counts_what_was_yielded_not_read_ahead() -> None:
+    """With a worker the sampler runs batches ahead of the loop: the state counts the
+    batches handed out (2 -> 1)."""
+    old, new, head, counts = CASES["2->1"]
+    make = _buckets(Sized(counts), workers=1)
+    served, _, state = _epoch(make, old, new, head)
+    assert state["sampler"]["consumed"] == head * old
+    assert Counter(served) == Counter(_whole_epoch(_buckets(Sized(counts))))
 
 
 def test_buckets_elastic_resume_pads_only_the_new_layout() -> None:

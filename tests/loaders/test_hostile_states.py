@@ -266,6 +266,34 @@ def test_a_hostile_loader_state_is_refused_and_changes_nothing(kind: str, case: 
     assert [b.tolist() for b in target] == [b.tolist() for b in _loader(kind)]
 
 
+def test_a_hostile_replay_snapshot_is_refused() -> None:
+    """Any other sampler is resumed from a snapshot: its keys are checked too."""
+    def make() -> DataLoader:
+        g = torch.Generator().manual_seed(4)
+        return DataLoader(DS, batch_size=4, sampler=torch.utils.data.RandomSampler(DS,
+                                                                                  generator=g),
+                          device="cpu")
+
+    state = _loader_state_of(make())
+    assert state["replay"]["type"] == "RandomSampler"
+    edits = {"generator": ("not base64!", r"replay: generator is not a base64 generator state"),
+             "epoch": (-2, r"replay: epoch=-2 is out of range"),
+             "type": (3, r"replay: type=3 is not a class name")}
+    for key, (value, says) in edits.items():
+        bad = copy.deepcopy(state)
+        bad["replay"][key] = value
+        with pytest.raises(UserError, match=says):
+            make().load_state_dict(bad)
+    with pytest.raises(UserError, match=r"batches=99 is past the end of the epoch \(15 "):
+        make().load_state_dict({**state, "batches": 99})
+
+
+def _loader_state_of(loader: DataLoader) -> dict[str, Any]:
+    it = iter(loader)
+    next(it)
+    return json.loads(json.dumps(loader.state_dict()))
+
+
 def test_a_state_of_another_kind_of_sampler_is_refused() -> None:
     with pytest.raises(UserError, match="saved with a BucketBatchSampler, this loader's order "
                                         "is a NpuDistributedSampler — construct the loader as"):
