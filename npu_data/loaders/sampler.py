@@ -133,6 +133,10 @@ class EpochOrder(Sampler[int]):
         self._pass_layouts: tuple[tuple[int, int], ...] = ()  # of the current pass
         self.epoch_calls = 0  # set_epoch calls: a DataLoader sees an epoch chosen again
         self._fingerprint: str | None = None
+        # the last chain replayed: (seed, epoch, drop_last, shuffle), the chain, the samples
+        # left before its last layout, that layout in full
+        self._memo: tuple[tuple[int, int, bool, bool], tuple[tuple[int, int], ...],
+                          np.ndarray, np.ndarray] | None = None
 
     # --- the epoch's layout -------------------------------------------------------------
     def _global_list(self) -> tuple[np.ndarray, int, int]:
@@ -171,20 +175,30 @@ class EpochOrder(Sampler[int]):
                 fields: Fields | None = None) -> np.ndarray:
         """The last layout of ``chain`` in full, each earlier one laid out over the samples its
         predecessors left unseen and cut where the next begins (``fields``: a state whose
-        chain is checked: no layout may begin past the end of the one before)."""
+        chain is checked: no layout may begin past the end of the one before). The last
+        replay is kept: the same chain, or one more layout, costs one layout at most."""
         assert self._starts is not None and self.shard_window is not None
+        draws = (self.seed, self.epoch, self.drop_last, self.shuffle)
         left: np.ndarray = np.arange(len(self.dataset), dtype=np.int64)
-        for i, (begin, world) in enumerate(chain):
-            full = window_layout(left, self._starts, world, self.shard_window, self.drop_last,
-                                 self.seed, self.epoch, begin, self.shuffle)
+        i, full = 0, None
+        memo = self._memo
+        if memo is not None and memo[0] == draws and chain[:len(memo[1])] == memo[1]:
+            if len(memo[1]) == len(chain):
+                return memo[3]
+            i, left, full = len(memo[1]) - 1, memo[2], memo[3]
+        while True:
+            begin, world = chain[i]
+            if full is None:
+                full = window_layout(left, self._starts, world, self.shard_window,
+                                     self.drop_last, self.seed, self.epoch, begin, self.shuffle)
             if i == len(chain) - 1:
+                self._memo = (draws, chain, left, full)
                 return full
             step = chain[i + 1][0] - begin
             if fields is not None and step > len(full):
                 raise fields.fail(f"layouts[{i + 1}]", f"begins {step} samples after "
                                   f"layouts[{i}], past its end ({len(full)} samples)")
-            left = left[~np.isin(left, full[:step])]
-        raise AssertionError("unreachable")
+            left, full, i = left[~np.isin(left, full[:step])], None, i + 1
 
     @property
     def num_samples(self) -> int:

@@ -168,3 +168,36 @@ def test_distributed_sampler_serves_every_sample_once_across_world_sizes(
     samples = [i for batch in served for i in batch]
     assert sorted(samples) == list(range(48))
     assert state["sampler"]["consumed"] == (12 // (4 * old) or 1) * 4 * old
+
+
+def test_a_window_sampler_reused_across_resumes_serves_as_a_fresh_one() -> None:
+    """The sampler keeps its last replayed layout chain: loading other states (a longer
+    chain, a shorter one, another epoch) on the same object serves what a fresh one does."""
+    ds = Sized((16, 16, 16))
+
+    def sampler(world: int, rank: int) -> NpuDistributedSampler:
+        return NpuDistributedSampler(ds, world, rank, seed=7, shard_window=2)
+
+    def after(s: NpuDistributedSampler, k: int) -> dict[str, Any]:
+        it = iter(s)
+        for _ in range(k):
+            next(it)
+        return s.state_dict()
+
+    first = after(sampler(2, 0), 3)
+    two = sampler(3, 0)
+    two.load_state_dict(first)
+    second = after(two, 2)
+    three = sampler(2, 1)
+    three.load_state_dict(second)
+    third = after(three, 1)
+    assert [len(s["layouts"]) for s in (first, second, third)] == [1, 2, 3]
+    other_epoch = sampler(3, 1)
+    other_epoch.set_epoch(4)
+    fourth = after(other_epoch, 2)
+    reused = sampler(3, 1)
+    for state in (first, third, second, third, fourth, first):
+        reused.load_state_dict(state)
+        fresh = sampler(3, 1)
+        fresh.load_state_dict(state)
+        assert list(reused) == list(fresh)
