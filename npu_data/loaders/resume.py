@@ -16,7 +16,7 @@ dataset with ``set_epoch``.
   on resume that snapshot restored (``restore``) and the batches already yielded skipped
   without reading them (``PassIndices``). A snapshot is the object's own ``state_dict()``
   when it has ``state_dict``/``load_state_dict`` (the duck-typed protocol, e.g.
-  ``BucketBatchSampler``), a ``DistributedSampler``'s epoch (and Lightning's wrapped
+  torchdata's samplers), a ``DistributedSampler``'s epoch (and Lightning's wrapped
   sampler's snapshot), a ``torch.Generator``'s state (``RandomSampler(generator=g)``), the
   epoch of anything with ``set_epoch``, or nothing for a fixed order (``SequentialSampler``,
   a list, a range). When the order cannot be re-created — no generator, another world size,
