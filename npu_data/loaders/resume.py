@@ -51,7 +51,7 @@ from torch.utils.data import (
 from npu_data.errors import UserError
 from npu_data.loaders.buckets import BucketBatchSampler
 from npu_data.loaders.sampler import EpochOrder
-from npu_data.loaders.states import Fields
+from npu_data.loaders.states import MAX_EPOCH, Fields
 
 LOADER_VERSION = 3  # 3: a BucketBatchSampler's own state; 2: its snapshot replayed
 _LOADER_READS = (1, 2, 3)  # 1: states before versions (no key)
@@ -282,9 +282,9 @@ def read_state(state: Any, order: Any, length: int | None, stream: bool) -> Resu
     batches in the epoch (None: unknown); ``stream``: an iterable dataset."""
     f = Fields(state, "DataLoader state", "pass the state_dict() this loader saved, as saved")
     version = f.version(_LOADER_READS, default=1)
-    epoch = f.integer("epoch", 0)
+    epoch = f.integer("epoch", 0, MAX_EPOCH)
     batches = f.integer("batches", 0, default=0)
-    repeat = f.integer("repeat", 0, default=0)
+    repeat = f.integer("repeat", 0, (1 << 31) - 1, default=0)
     f.integer("seed", default=0)
     f.optional_integer("batch_size", 1)
     sampler = f.mapping("sampler") if state.get("sampler") is not None else None
@@ -299,6 +299,10 @@ def read_state(state: Any, order: Any, length: int | None, stream: bool) -> Resu
             if sampler.get("epoch") != epoch:
                 raise f.fail("sampler", f"is of epoch {sampler.get('epoch')!r}, the loader's "
                              f"of epoch {epoch}")
+            consumed = sampler.get("consumed")  # the world's, at least this rank's batches
+            if isinstance(consumed, int) and 0 <= consumed < batches:
+                raise f.fail("batches", f"={batches} is more than the sampler state's consumed="
+                             f"{consumed}")
             order.load_state_dict(dict(sampler))  # checks it, then loads it
         elif batches:
             why = ("saved by an earlier npu-data that replayed this sampler's snapshot" if

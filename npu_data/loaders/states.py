@@ -22,6 +22,7 @@ import orjson
 from npu_data.errors import UserError
 
 SEED_MIN, SEED_MAX = -(1 << 63), (1 << 64) - 1  # what torch.Generator.manual_seed takes
+MAX_EPOCH = (1 << 63) - 1
 MAX_LAYOUTS = 256  # elastic resumes one epoch may record (each replays the layout once)
 _MISSING: Any = object()
 
@@ -90,7 +91,7 @@ class Fields:
 
     def seed_and_epoch(self) -> tuple[int, int]:
         """(seed, epoch): the epoch's generator is seeded ``seed + epoch``."""
-        epoch = self.integer("epoch", 0)
+        epoch = self.integer("epoch", 0, MAX_EPOCH)
         seed = self.integer("seed", SEED_MIN, SEED_MAX - epoch)
         return seed, epoch
 

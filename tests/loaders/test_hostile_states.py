@@ -86,6 +86,8 @@ HOSTILE: dict[str, tuple[dict[str, Any], str]] = {
     "missing seed": ({"seed": _DROP}, r"seed is missing"),
     "seed 2**64": ({"seed": 2**64}, r"seed=18446744073709551616 is out of range"),
     "epoch<0": ({"epoch": -1}, r"epoch=-1 is out of range"),
+    "epoch 2**63": ({"epoch": 2**63}, r"epoch=9223372036854775808 is out of range \(must be "
+                                      r"between 0 and 9223372036854775807\)"),
     "world 0": ({"world_size": 0}, r"world_size=0 is out of range \(must be at least 1\)"),
     "past the end": ({"consumed": 10**30}, r"consumed=10{30} is past the end of the epoch"),
     "not whole rounds": ({"consumed": 3}, r"consumed=3 is not start=0 plus whole rounds of "
@@ -248,6 +250,10 @@ LOADER_HOSTILE: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
         r"start=\d+ is not where the last layout begins)"),
     "sampler of another epoch": (lambda s: s["sampler"].update(epoch=5),
                                  r"sampler is of epoch 5, the loader's of epoch 0"),
+    "batches past the sampler's": (lambda s: s.update(batches=10**6),
+                                   r"batches=1000000 is more than the sampler state's consumed="),
+    "epoch 2**63": (lambda s: s.update(epoch=2**63), r"epoch=9223372036854775808 is out of "
+                                                     r"range"),
     "no sampler mid-epoch": (lambda s: s.pop("sampler"),
                              r"has no sampler state, 2 batches into epoch 0 — resume from the "
                              r"start of that epoch \(set_epoch\(0\)\)"),
