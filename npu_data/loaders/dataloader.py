@@ -576,7 +576,7 @@ class DataLoader(TorchDataLoader):
             if why:
                 warn_once(f"DataLoader.load_state_dict: the resume will not be exact — {why}")
                 pending.replay = None
-        elif "sampler" not in state:  # the start of an epoch: its order, nothing to skip
+        elif state.get("sampler") is None:  # the start of an epoch: its order, nothing to skip
             resume.set_epoch(order, epoch)
         self._resume = pending
         self._epoch, self._chosen, self._mark = epoch, None, epoch_mark(order)

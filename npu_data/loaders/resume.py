@@ -318,8 +318,9 @@ def read_state(state: Any, order: Any, length: int | None, stream: bool) -> Resu
     return Resume(epoch, batches, repeat, False, dict(replay) if replay else None, dict(state))
 
 
-def check_replay(f: Fields) -> None:
-    """The keys ``restore`` reads from a snapshot (``capture``), of the types it wrote."""
+def check_replay(f: Fields, depth: int = 0) -> None:
+    """The keys ``restore`` reads from a snapshot (``capture``), of the types it wrote (a
+    wrapped sampler's inside: one level, as Lightning wraps one)."""
     if "type" in f.state and not isinstance(f.state["type"], str):
         raise f.fail("type", f"={f.state['type']!r} is not a class name")
     if "epoch" in f.state:
@@ -335,4 +336,6 @@ def check_replay(f: Fields) -> None:
         except (TypeError, ValueError):
             raise f.fail("generator", "is not a base64 generator state") from None
     if "inner" in f.state:
-        check_replay(Fields(f.mapping("inner"), f"{f.who}.inner", f.fix))
+        if depth >= 2:
+            raise f.fail("inner", "nests samplers deeper than a state_dict() does")
+        check_replay(Fields(f.mapping("inner"), f"{f.who}.inner", f.fix), depth + 1)

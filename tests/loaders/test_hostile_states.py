@@ -290,6 +290,11 @@ def test_a_hostile_replay_snapshot_is_refused() -> None:
         bad["replay"][key] = value
         with pytest.raises(UserError, match=says):
             make().load_state_dict(bad)
+    nested: dict[str, Any] = {"type": "RandomSampler"}
+    for _ in range(10_000):
+        nested = {"type": "DistributedSampler", "inner": nested}
+    with pytest.raises(UserError, match=r"inner nests samplers deeper than a state_dict"):
+        make().load_state_dict({**state, "replay": nested})
     with pytest.raises(UserError, match=r"batches=99 is past the end of the epoch \(15 "):
         make().load_state_dict({**state, "batches": 99})
 
