@@ -228,7 +228,11 @@ class BucketBatchSampler(Sampler[list[int]]):
         """
         f = Fields(state, "BucketBatchSampler state",
                    "pass the state_dict() this sampler saved, as saved")
-        f.same("dataset_len", len(self.sizes), "sampler")
+        saved_len = f.integer("dataset_len", 0, default=len(self.sizes))
+        if saved_len != len(self.sizes):
+            raise UserError(f"BucketBatchSampler state: saved with dataset_len={saved_len} but "
+                            f"this dataset has {len(self.sizes)} samples — resume with the "
+                            "dataset the state was saved with")
         version = f.version(_READS)
         if version >= 2:
             check_fingerprint(f, self.fingerprint)
