@@ -22,7 +22,9 @@ transform (``bind_buckets``), and refuses one built with other buckets.
 Resume (``state_dict`` / ``load_state_dict``, the protocol of ``NpuDistributedSampler``):
 the same world continues exactly; another world size gets the batches not yet consumed,
 laid out again over it (padded or truncated as above; ``start`` records where that layout
-begins, so a later resume replays it).
+begins, so a later resume replays it). ``consumed`` counts batches, whatever their length. A
+state is checked key by key and carries the dataset's fingerprint, stored sizes included
+(``loaders.states``); our ``DataLoader`` carries it in its own state.
 """
 
 from __future__ import annotations
@@ -37,8 +39,10 @@ from torch.utils.data import Sampler
 from npu_data.common.buckets import Buckets, BucketSpec, buckets_of
 from npu_data.common.dist import place
 from npu_data.errors import UserError, UserTypeError, UserValueError
+from npu_data.loaders.states import Fields, check_fingerprint, fingerprint
 
-_STATE_VERSION = 1
+_STATE_VERSION = 2  # 2: the dataset's fingerprint
+_READS = (1, 2)  # versions load_state_dict reads
 
 
 def dataset_sizes(dataset: Any, who: str = "BucketBatchSampler") -> np.ndarray:
@@ -127,6 +131,7 @@ class BucketBatchSampler(Sampler[list[int]]):
         self._resume: tuple[int, int, int, int] | None = None
         self._pass: tuple[int, int, int] | None = None  # (epoch, consumed before, start)
         self._yielded = 0
+        self._fingerprint: str | None = None
 
     # --- the epoch's batches ---------------------------------------------------------------
     def epoch_batches(self, epoch: int | None = None) -> np.ndarray:
@@ -212,29 +217,59 @@ class BucketBatchSampler(Sampler[list[int]]):
         return self._state(0, self.num_replicas, 0)
 
     def _state(self, consumed: int, world: int, start: int) -> dict[str, Any]:
-        return {"version": _STATE_VERSION, "epoch": int(self.epoch), "seed": self.seed,
+        return {"version": _STATE_VERSION, "fingerprint": self.fingerprint,
+                "epoch": int(self.epoch), "seed": self.seed,
                 "consumed": int(consumed), "world_size": int(world), "start": int(start),
                 "batch_size": self.batch_size, "dataset_len": len(self.sizes),
                 "buckets": [list(b) for b in self.buckets], "shuffle": self.shuffle,
                 "drop_last": self.drop_last}
 
+    @property
+    def fingerprint(self) -> str:
+        """The digest that ties a state to this dataset: its manifest (when it has one) and
+        every sample's stored size (``loaders.states.fingerprint``)."""
+        if self._fingerprint is None:
+            self._fingerprint = fingerprint(self.dataset, self.sizes)
+        return self._fingerprint
+
+    def left(self) -> int:
+        """This rank's batches in the next pass (the rest of a resumed epoch)."""
+        return len(self._global()[0]) // self.num_replicas
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue the saved epoch with exactly the batches not consumed (any world size).
 
         Raises:
-            UserError: the state was saved for another dataset, batch size or bucket list.
+            UserError: the state was saved for another dataset, batch size or bucket list,
+                or a key is missing, of the wrong type or out of range (nothing is changed).
         """
-        checks = {"dataset_len": len(self.sizes), "batch_size": self.batch_size,
-                  "buckets": [list(b) for b in self.buckets], "shuffle": self.shuffle,
-                  "drop_last": self.drop_last}
-        for key, mine in checks.items():
-            if key in state and state[key] != mine:
-                raise UserError(f"BucketBatchSampler state: saved with {key}={state[key]!r} but "
-                                f"this sampler has {key}={mine!r} — construct it as it was saved")
-        self.seed = int(state["seed"])
-        self.epoch = int(state["epoch"])
-        self._resume = (self.epoch, int(state.get("start", 0)), int(state["consumed"]),
-                        int(state["world_size"]))
+        f = Fields(state, "BucketBatchSampler state",
+                   "pass the state_dict() this sampler saved, as saved")
+        saved_len = f.integer("dataset_len", 0, default=len(self.sizes))
+        if saved_len != len(self.sizes):
+            raise UserError(f"BucketBatchSampler state: saved with dataset_len={saved_len} but "
+                            f"this dataset has {len(self.sizes)} samples — resume with the "
+                            "dataset the state was saved with")
+        version = f.version(_READS)
+        if version >= 2:
+            check_fingerprint(f, self.fingerprint)
+        for key, mine in {"batch_size": self.batch_size,
+                          "buckets": [list(b) for b in self.buckets], "shuffle": self.shuffle,
+                          "drop_last": self.drop_last}.items():
+            f.same(key, mine, "sampler")
+        seed, epoch = f.seed_and_epoch()
+        world = f.integer("world_size", 1)
+        total = len(self.epoch_batches(epoch))  # how many: the seed only orders them
+        start = f.integer("start", 0, total, default=0)
+        per_rank = (total - start) // world if self.drop_last else -(-(total - start) // world)
+        start, consumed = f.position(total, world, per_rank * world)
+        if version == 1 and consumed:
+            raise UserError(f"BucketBatchSampler state: version 1, saved mid-epoch (consumed="
+                            f"{consumed}), records no fingerprint of the image sizes its batches "
+                            f"were cut from — resume from the start of epoch {epoch} "
+                            f"(set_epoch({epoch})) or of the next one")
+        self.seed, self.epoch = seed, epoch
+        self._resume = (epoch, start, consumed, world)
         self._yielded = 0
 
 

@@ -43,7 +43,7 @@ from npu_data.loaders.crop_at_read import CropAtRead, refusal
 from npu_data.loaders.read_ahead import read_ahead
 from npu_data.loaders.resume import PassIndices, epoch_mark, warn_once
 from npu_data.loaders.sample_ids import sample_ids
-from npu_data.loaders.sampler import EpochOrder, loader_order
+from npu_data.loaders.sampler import loader_order
 from npu_data.transforms import draws
 from npu_data.transforms.base import Params, Transform
 from npu_data.transforms.donate import donating
@@ -51,7 +51,6 @@ from npu_data.transforms.donate import donating
 BatchTransform = Callable[..., Any]
 _MASK = (1 << 63) - 1
 _READ_AHEAD = 2  # batches a read thread works ahead of the transform
-_STATE_VERSION = 2
 # The importing thread's torch thread count, fixed now: a thread that first asks after torch's
 # pin-memory thread ran (it calls set_num_threads(1)) would get 1. The read thread uses it.
 torch.get_num_threads()
@@ -322,7 +321,8 @@ class DataLoader(TorchDataLoader):
         """Batches in the epoch (all of them, also while a resumed pass serves the rest)."""
         self._adopt()
         if self._resume is not None:
-            return super().__len__() + (self._resume.batches if self._resume.native else 0)
+            rest = resume.pass_length(self._order, super().__len__())
+            return rest + (self._resume.batches if self._resume.native else 0)
         p = self._pass
         if p is not None and p.active and p.length is not None:
             return p.length
@@ -424,8 +424,8 @@ class DataLoader(TorchDataLoader):
         resume.set_epoch(order, epoch)
         self._chosen, self._mark, self._epoch, self._last = None, epoch_mark(order), epoch, (
             epoch, repeat)
-        native = pending.native if pending is not None else isinstance(order, EpochOrder)
-        p = resume.Pass(epoch, repeat, base, native=native and isinstance(order, EpochOrder))
+        native = resume.native(order)
+        p = resume.Pass(epoch, repeat, base, native=native)
         skip = base if pending is not None and not native else 0
         if isinstance(self.dataset, IterableDataset):
             p.discard = skip  # a stream is fast-forwarded by reading (it has no indices)
@@ -438,7 +438,9 @@ class DataLoader(TorchDataLoader):
             length: int | None = TorchDataLoader.__len__(self)
         except TypeError:  # an iterable dataset without len()
             length = None
-        p.length = None if length is None else length + (base if native and pending else 0)
+        if length is not None:
+            length = resume.pass_length(order, length) + (base if native and pending else 0)
+        p.length = length
         self._pass = p
         return p
 
@@ -521,15 +523,16 @@ class DataLoader(TorchDataLoader):
             epoch = self.epoch
             repeat = self._last[1] + 1 if self._last is not None and self._last[0] == epoch else 0
             state: dict[str, Any] = {
-                "version": _STATE_VERSION, "epoch": epoch, "batches": 0, "repeat": repeat,
+                "version": resume.LOADER_VERSION, "epoch": epoch, "batches": 0, "repeat": repeat,
                 "seed": self.seed, "batch_size": self.batch_size}
-            if isinstance(order, EpochOrder):
-                state["sampler"] = order.fresh_state(epoch)
+            fresh = resume.fresh_state(order, epoch)
+            if fresh is not None:
+                state["sampler"] = fresh
             return state
-        state = {"version": _STATE_VERSION, "epoch": p.epoch, "batches": p.base + p.yielded,
+        state = {"version": resume.LOADER_VERSION, "epoch": p.epoch, "batches": p.base + p.yielded,
                  "repeat": p.repeat, "seed": self.seed, "batch_size": self.batch_size}
         if p.native:
-            consumed = sum(self._indices.sizes[:p.skip + p.yielded])  # this rank, this pass
+            consumed = resume.consumed(order, self._indices.sizes, p.skip + p.yielded)
             state["sampler"] = order.state_dict(consumed=consumed)
         elif isinstance(self.dataset, IterableDataset):
             state["replay"] = {"type": type(self.dataset).__name__, "stream": True}
@@ -550,29 +553,37 @@ class DataLoader(TorchDataLoader):
         return done or (self._chosen is not None and self._chosen != p.epoch) or moved
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Make the next pass continue the saved epoch with exactly the unseen batches."""
+        """Make the next pass continue the saved epoch with exactly the unseen batches.
+
+        Raises:
+            UserError: a state whose keys are missing, of the wrong type or out of range, of
+                another dataset, or one that cannot resume this sampler exactly (nothing is
+                changed).
+        """
         order = self._order
-        epoch, batches = int(state["epoch"]), int(state.get("batches", 0))
+        stream = isinstance(self.dataset, IterableDataset)
+        try:  # the epoch's batches, to bound a fast-forward
+            length: int | None = None if resume.native(order) else TorchDataLoader.__len__(self)
+        except TypeError:
+            length = None
+        pending = resume.read_state(state, order, length, stream)
+        epoch, batches, replay = pending.epoch, pending.batches, pending.replay
         self.seed = int(state.get("seed", self.seed)) & _MASK
-        native = isinstance(order, EpochOrder) and "sampler" in state
-        replay = state.get("replay")
-        if native:
-            order.load_state_dict(state["sampler"])
-        else:
+        if not pending.native:
             resume.set_epoch(order, epoch)
             why = None
             saved = (replay or {}).get("type", "NpuDistributedSampler")
-            if batches and saved != type(order).__name__ and not (
-                    isinstance(self.dataset, IterableDataset) and replay):
+            if batches and saved != type(order).__name__ and not (stream and replay):
                 why = f"saved with {saved}, resumed with {type(order).__name__}"
             elif batches and state.get("batch_size", self.batch_size) != self.batch_size:
                 why = (f"saved with batch_size={state.get('batch_size')}, resumed with "
                        f"{self.batch_size}")
             if why:
                 warn_once(f"DataLoader.load_state_dict: the resume will not be exact — {why}")
-                replay = None
-        self._resume = resume.Resume(epoch, batches, int(state.get("repeat", 0)), native,
-                               replay if isinstance(replay, dict) else None, dict(state))
+                pending.replay = None
+        elif state.get("sampler") is None:  # the start of an epoch: its order, nothing to skip
+            resume.set_epoch(order, epoch)
+        self._resume = pending
         self._epoch, self._chosen, self._mark = epoch, None, epoch_mark(order)
 
 

@@ -6,20 +6,26 @@ order (``order_of``): a batch sampler that keeps its own state (``set_epoch`` or
 ``state_dict``), else the sampler (a torch ``BatchSampler``'s inner one), else an iterable
 dataset with ``set_epoch``.
 
-- ``EpochOrder`` (``NpuDistributedSampler``, the loader's own order) resumes natively:
-  its ``state_dict(consumed=...)`` holds the samples the world consumed, and it serves exactly
-  the rest on any world size.
+- ``EpochOrder`` (``NpuDistributedSampler``, the loader's own order) and
+  ``BucketBatchSampler`` resume natively: their ``state_dict(consumed=...)`` holds what the
+  world consumed (samples, or batches of any length), and they serve exactly the rest on any
+  world size. The loader's state carries theirs, checked (``loaders.states``) before anything
+  changes.
 - Any other order is resumed the way torchdata's ``StatefulDataLoader`` resumes a plain
   sampler: a *snapshot* taken right before each pass starts iterating it (``capture``), and
   on resume that snapshot restored (``restore``) and the batches already yielded skipped
   without reading them (``PassIndices``). A snapshot is the object's own ``state_dict()``
   when it has ``state_dict``/``load_state_dict`` (the duck-typed protocol, e.g.
-  ``BucketBatchSampler``), a ``DistributedSampler``'s epoch (and Lightning's wrapped
+  torchdata's samplers), a ``DistributedSampler``'s epoch (and Lightning's wrapped
   sampler's snapshot), a ``torch.Generator``'s state (``RandomSampler(generator=g)``), the
   epoch of anything with ``set_epoch``, or nothing for a fixed order (``SequentialSampler``,
   a list, a range). When the order cannot be re-created — no generator, another world size,
   another batch size, unknown type — the loader still resumes (the same number of batches
   skipped, so the epoch keeps its length) and warns once with the reason.
+
+Loader states: version 3; version 2 (a ``BucketBatchSampler`` snapshot replayed) loads when
+nothing of its epoch was served yet and is refused mid-epoch; version 1 (no ``version`` key,
+an ``NpuDistributedSampler`` state) loads exactly.
 """
 
 from __future__ import annotations
@@ -42,8 +48,13 @@ from torch.utils.data import (
     WeightedRandomSampler,
 )
 
+from npu_data.errors import UserError
+from npu_data.loaders.buckets import BucketBatchSampler
 from npu_data.loaders.sampler import EpochOrder
+from npu_data.loaders.states import MAX_EPOCH, Fields
 
+LOADER_VERSION = 3  # 3: a BucketBatchSampler's own state; 2: its snapshot replayed
+_LOADER_READS = (1, 2, 3)  # 1: states before versions (no key)
 _warned: set[str] = set()
 _warn_lock = threading.Lock()
 _RANDOM = (RandomSampler, SubsetRandomSampler, WeightedRandomSampler)
@@ -234,3 +245,97 @@ def snapshot_pass(p: Pass, order: Any, replay: dict[str, Any] | None) -> None:
         warn_once(f"DataLoader: the resume is not exact — {why}")
     p.snapshot, p.inexact = capture(order)
     p.inexact = why or p.inexact
+
+
+# --- native orders ---------------------------------------------------------------------------
+def native(order: Any) -> bool:
+    """``order`` resumes itself exactly, on any world size, from a state that counts what the
+    world consumed (``EpochOrder``, ``BucketBatchSampler``)."""
+    return isinstance(order, EpochOrder | BucketBatchSampler)
+
+
+def consumed(order: Any, sizes: Sequence[int], batches: int) -> int:
+    """What ``order.state_dict(consumed=)`` counts for this rank's first ``batches`` batches
+    of the pass (of ``sizes`` samples each): batches for a batch sampler, else samples."""
+    return batches if isinstance(order, BucketBatchSampler) else sum(sizes[:batches])
+
+
+def pass_length(order: Any, length: int) -> int:
+    """Batches the next pass yields: torch's ``length`` (from a sampler's samples left), or
+    a batch sampler's batches left."""
+    return order.left() if isinstance(order, BucketBatchSampler) else length
+
+
+def fresh_state(order: Any, epoch: int) -> dict[str, Any] | None:
+    """A native order's state at the start of ``epoch`` (None for other orders)."""
+    if isinstance(order, EpochOrder):
+        return order.fresh_state(epoch)
+    if isinstance(order, BucketBatchSampler):
+        return {**order.state_dict(), "epoch": int(epoch), "consumed": 0, "start": 0,
+                "world_size": int(order.num_replicas)}
+    return None
+
+
+def read_state(state: Any, order: Any, length: int | None, stream: bool) -> Resume:
+    """A ``DataLoader`` state checked (one line naming the key and the fix; nothing changed
+    before it passes) and, for a native order, loaded into it. ``length``: the loader's
+    batches in the epoch (None: unknown); ``stream``: an iterable dataset."""
+    f = Fields(state, "DataLoader state", "pass the state_dict() this loader saved, as saved")
+    version = f.version(_LOADER_READS, default=1)
+    epoch = f.integer("epoch", 0, MAX_EPOCH)
+    batches = f.integer("batches", 0, default=0)
+    repeat = f.integer("repeat", 0, (1 << 31) - 1, default=0)
+    f.integer("seed", default=0)
+    f.optional_integer("batch_size", 1)
+    sampler = f.mapping("sampler") if state.get("sampler") is not None else None
+    replay = f.mapping("replay") if state.get("replay") is not None else None
+    if native(order):
+        if sampler is not None:
+            if ("buckets" in sampler) != isinstance(order, BucketBatchSampler):
+                saved = "BucketBatchSampler" if "buckets" in sampler else "NpuDistributedSampler"
+                raise UserError(f"DataLoader state: saved with a {saved}, this loader's order "
+                                f"is a {type(order).__name__} — construct the loader as it was "
+                                "saved")
+            if sampler.get("epoch") != epoch:
+                raise f.fail("sampler", f"is of epoch {sampler.get('epoch')!r}, the loader's "
+                             f"of epoch {epoch}")
+            consumed = sampler.get("consumed")  # the world's, at least this rank's batches
+            if isinstance(consumed, int) and 0 <= consumed < batches:
+                raise f.fail("batches", f"={batches} is more than the sampler state's consumed="
+                             f"{consumed}")
+            order.load_state_dict(dict(sampler))  # checks it, then loads it
+        elif batches:
+            why = ("saved by an earlier npu-data that replayed this sampler's snapshot" if
+                   replay is not None and version < 3 else "has no sampler state")
+            raise UserError(f"DataLoader state: {why}, {batches} batches into epoch {epoch} — "
+                            f"resume from the start of that epoch (set_epoch({epoch})) or of "
+                            "the next one")
+        return Resume(epoch, batches, repeat, True, None, dict(state))
+    if replay is not None:
+        check_replay(Fields(replay, "DataLoader state: replay", f.fix))
+    if not stream and length is not None and batches > length:
+        raise f.fail("batches", f"={batches} is past the end of the epoch ({length} batches)")
+    return Resume(epoch, batches, repeat, False, dict(replay) if replay else None, dict(state))
+
+
+def check_replay(f: Fields, depth: int = 0) -> None:
+    """The keys ``restore`` reads from a snapshot (``capture``), of the types it wrote (a
+    wrapped sampler's inside: one level, as Lightning wraps one)."""
+    if "type" in f.state and not isinstance(f.state["type"], str):
+        raise f.fail("type", f"={f.state['type']!r} is not a class name")
+    if "epoch" in f.state:
+        f.integer("epoch", 0)
+    if "world" in f.state:
+        f.integer("world", 1)
+    if "state" in f.state:
+        f.mapping("state")
+    if "generator" in f.state:
+        raw = f.state["generator"]
+        try:
+            base64.b64decode(raw, validate=True)
+        except (TypeError, ValueError):
+            raise f.fail("generator", "is not a base64 generator state") from None
+    if "inner" in f.state:
+        if depth >= 2:
+            raise f.fail("inner", "nests samplers deeper than a state_dict() does")
+        check_replay(Fields(f.mapping("inner"), f"{f.who}.inner", f.fix), depth + 1)

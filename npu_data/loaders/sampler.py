@@ -23,6 +23,8 @@ begins in ``P``, 0 except after an elastic resume):
   padded cyclically with its own first samples (``drop_last=False``: nothing is lost, at most
   ``W' - 1`` samples repeat) or truncated to a multiple of ``W'`` (``drop_last=True``: at most
   ``W' - 1`` samples are dropped). Nothing already seen is served again except that padding.
+A state is checked key by key (types, ranges, version) and carries the dataset's fingerprint
+(``loaders.states``): a hand-edited or foreign state is refused with one line.
 
 Shard locality (``shard_window=K``, a dataset with a ``manifest`` such as ``ShardDataset``):
 ``locality.window_layout`` replaces the layout — shards shuffled, the stream cut into one
@@ -47,8 +49,10 @@ from torch.utils.data import DistributedSampler, RandomSampler, Sampler, Sequent
 from npu_data.common.dist import place
 from npu_data.errors import UserError, UserValueError
 from npu_data.loaders.locality import per_rank_count, shard_starts, window_layout
+from npu_data.loaders.states import Fields, check_fingerprint, fingerprint
 
-_STATE_VERSION = 1
+_STATE_VERSION = 2  # 2: the dataset's fingerprint
+_READS = (1, 2)  # versions load_state_dict reads
 PREFETCH_LOOKAHEAD = 8  # upcoming shards handed to ``dataset.prefetch`` at each shard change
 
 
@@ -128,6 +132,11 @@ class EpochOrder(Sampler[int]):
         self._layouts: tuple[tuple[int, int], ...] = ()  # of the last _global_list
         self._pass_layouts: tuple[tuple[int, int], ...] = ()  # of the current pass
         self.epoch_calls = 0  # set_epoch calls: a DataLoader sees an epoch chosen again
+        self._fingerprint: str | None = None
+        # the last chain replayed: (seed, epoch, drop_last, shuffle), the chain, the samples
+        # left before its last layout, that layout in full
+        self._memo: tuple[tuple[int, int, bool, bool], tuple[tuple[int, int], ...],
+                          np.ndarray, np.ndarray] | None = None
 
     # --- the epoch's layout -------------------------------------------------------------
     def _global_list(self) -> tuple[np.ndarray, int, int]:
@@ -149,7 +158,6 @@ class EpochOrder(Sampler[int]):
     def _window_list(self, n: int) -> tuple[np.ndarray, int, int]:
         """``_global_list`` with ``shard_window``: the epoch's layouts replayed in turn, each
         over the samples its predecessors left unseen."""
-        assert self._starts is not None and self.shard_window is not None
         resume = self._resume
         chain: tuple[tuple[int, int], ...]
         if resume is None or resume[0] != self.epoch:
@@ -158,16 +166,39 @@ class EpochOrder(Sampler[int]):
             _, _, consumed, old_world, chain = resume
             if old_world != self.num_replicas:
                 chain = (*chain, (consumed, self.num_replicas))
-        left: np.ndarray = np.arange(n, dtype=np.int64)
-        for i, (begin, world) in enumerate(chain):
-            full = window_layout(left, self._starts, world, self.shard_window, self.drop_last,
-                                 self.seed, self.epoch, begin, self.shuffle)
+        full = self._replay(chain)
+        self._layouts = chain
+        begin = chain[-1][0]
+        return full[consumed - begin:], consumed, begin
+
+    def _replay(self, chain: tuple[tuple[int, int], ...],
+                fields: Fields | None = None) -> np.ndarray:
+        """The last layout of ``chain`` in full, each earlier one laid out over the samples its
+        predecessors left unseen and cut where the next begins (``fields``: a state whose
+        chain is checked: no layout may begin past the end of the one before). The last
+        replay is kept: the same chain, or one more layout, costs one layout at most."""
+        assert self._starts is not None and self.shard_window is not None
+        draws = (self.seed, self.epoch, self.drop_last, self.shuffle)
+        left: np.ndarray = np.arange(len(self.dataset), dtype=np.int64)
+        i, full = 0, None
+        memo = self._memo
+        if memo is not None and memo[0] == draws and chain[:len(memo[1])] == memo[1]:
+            if len(memo[1]) == len(chain):
+                return memo[3]
+            i, left, full = len(memo[1]) - 1, memo[2], memo[3]
+        while True:
+            begin, world = chain[i]
+            if full is None:
+                full = window_layout(left, self._starts, world, self.shard_window,
+                                     self.drop_last, self.seed, self.epoch, begin, self.shuffle)
             if i == len(chain) - 1:
-                self._layouts = chain
-                return full[consumed - begin:], consumed, begin
-            seen = full[:chain[i + 1][0] - begin]
-            left = left[~np.isin(left, seen)]
-        raise AssertionError("unreachable")
+                self._memo = (draws, chain, left, full)
+                return full
+            step = chain[i + 1][0] - begin
+            if fields is not None and step > len(full):
+                raise fields.fail(f"layouts[{i + 1}]", f"begins {step} samples after "
+                                  f"layouts[{i}], past its end ({len(full)} samples)")
+            left, full, i = left[~np.isin(left, full[:step])], None, i + 1
 
     @property
     def num_samples(self) -> int:
@@ -250,6 +281,7 @@ class EpochOrder(Sampler[int]):
             local = 0 if consumed is None else local
         state: dict[str, Any] = {
             "version": _STATE_VERSION,
+            "fingerprint": self.fingerprint,
             "epoch": int(self.epoch),
             "seed": int(self.seed),
             "consumed": int(before + local * self.num_replicas),
@@ -273,25 +305,65 @@ class EpochOrder(Sampler[int]):
             return self._pass_layouts
         return ((0, self.num_replicas),)
 
+    @property
+    def fingerprint(self) -> str:
+        """The digest that ties a state to this dataset (``loaders.states.fingerprint``)."""
+        if self._fingerprint is None:
+            self._fingerprint = fingerprint(self.dataset)
+        return self._fingerprint
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue the saved epoch with exactly the unseen samples (on any world size)."""
+        """Continue the saved epoch with exactly the unseen samples (on any world size).
+
+        Raises:
+            UserError: a state of another dataset or sampler configuration, or one whose
+                keys are missing, of the wrong type or out of range (nothing is changed).
+        """
         n = len(self.dataset)
-        if int(state.get("dataset_len", n)) != n:
+        f = Fields(state, "sampler state", "pass the state_dict() this sampler saved, as saved")
+        saved_len = f.integer("dataset_len", 0, default=n)
+        if saved_len != n:
             raise UserError(
-                f"sampler state: saved for a dataset of {state['dataset_len']} samples but this "
+                f"sampler state: saved for a dataset of {saved_len} samples but this "
                 f"one has {n} — resume with the same dataset"
             )
-        for key in ("shuffle", "locality_block", "shard_window"):
+        if f.version(_READS) >= 2:  # version 1 recorded the length alone
+            check_fingerprint(f, self.fingerprint)
+        for key in ("shuffle", "locality_block", "shard_window", "drop_last"):
             if state.get(key) != getattr(self, key) and (key in state or key == "shard_window"):
                 raise UserError(
-                    f"sampler state: saved with {key}={state[key]!r} but this sampler has "
+                    f"sampler state: saved with {key}={state.get(key)!r} but this sampler has "
                     f"{key}={getattr(self, key)!r} — construct it with the saved value"
                 )
-        self.seed = int(state["seed"])
-        self.epoch = int(state["epoch"])
-        layouts = tuple((int(b), int(w)) for b, w in state.get("layouts") or ())
-        self._resume = (self.epoch, int(state.get("start", 0)), int(state["consumed"]),
-                        int(state["world_size"]), layouts or ((0, int(state["world_size"])),))
+        seed, epoch = f.seed_and_epoch()
+        world = f.integer("world_size", 1)
+        chain: tuple[tuple[int, int], ...]
+        if self.shard_window is None:
+            span = per_rank_count(n - f.integer("start", 0, n, default=0), world,
+                                  self.drop_last) * world
+            start, consumed = f.position(n, world, span)
+            chain = ((0, world),)
+        else:
+            chain = f.layouts()
+            if chain[-1][1] != world:
+                raise f.fail("layouts", f"ends with world_size {chain[-1][1]}, not the state's "
+                             f"world_size={world}")
+            begin = chain[-1][0]
+            # a layout followed by one that begins at the same sample served nothing
+            chain = (*(c for c, d in zip(chain, chain[1:], strict=False) if d[0] > c[0]),
+                     chain[-1])
+            if f.integer("start", 0, default=begin) != begin:
+                raise f.fail("start", f"={state['start']!r} is not where the last layout "
+                             f"begins ({begin})")
+            saved = self.seed, self.epoch
+            self.seed, self.epoch = seed, epoch  # the replay draws with the state's
+            try:
+                full = self._replay(chain, f)
+                start, consumed = f.position(begin + len(full), world, len(full))
+            finally:
+                self.seed, self.epoch = saved
+        self.seed, self.epoch = seed, epoch
+        self._resume = (epoch, start, consumed, world, chain)
         self._yielded = 0
 
 
