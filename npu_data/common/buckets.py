@@ -159,14 +159,14 @@ def _scaled(name: str, preset: Sequence[tuple[int, int]], size: int, step: int,
                                                                       strict=True))
     out = Buckets(tuple(scaled), no_upscale, step, f"{name!r} scaled to {size} px",
                   round(error, 6))
-    if out.describe() not in _said:  # said once per process
-        _said.add(out.describe())
+    if (who, out.describe()) not in _said:  # said once per process and caller
+        _said.add((who, out.describe()))
         warnings.warn(f"{who}: buckets {out.describe()} — kohya's rule at that size: "
                       "buckets='kohya'", UserWarning, stacklevel=3)
     return out
 
 
-_said: set[str] = set()
+_said: set[tuple[str, str]] = set()
 
 
 def bucket_list(buckets: BucketSpec, size: int | None = None, step: int = 64,
