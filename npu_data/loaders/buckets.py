@@ -39,7 +39,7 @@ from torch.utils.data import Sampler
 from npu_data.common.buckets import Buckets, BucketSpec, buckets_of
 from npu_data.common.dist import place
 from npu_data.errors import UserError, UserTypeError, UserValueError
-from npu_data.loaders.states import Fields, check_fingerprint, fingerprint
+from npu_data.loaders.states import Fields, check_fingerprint, checked_seed, fingerprint
 
 _STATE_VERSION = 2  # 2: the dataset's fingerprint
 _READS = (1, 2)  # versions load_state_dict reads
@@ -86,14 +86,15 @@ class BucketBatchSampler(Sampler[list[int]]):
         num_replicas: the world size (default: ``torch.distributed``, else ``WORLD_SIZE``).
         rank: this rank (default: ``torch.distributed``, else ``RANK``).
         shuffle: random order inside buckets and of the batches.
-        seed: the shuffle seed (the order is ``randperm`` seeded ``seed + epoch``).
+        seed: the shuffle seed (the order is ``randperm`` seeded ``seed + epoch``): an int
+            from -2**63 to 2**64 - 1, what ``torch.Generator.manual_seed`` takes.
         drop_last: drop short batches and the batches past a multiple of the world size,
             instead of training them short and padding with whole batches.
         no_upscale: a photo smaller than its bucket gets a bucket inside it (kohya's
             ``bucket_no_upscale``).
 
     Raises:
-        UserError: a bad size, bucket list or dataset without sizes.
+        UserError: a bad size, bucket list, seed or dataset without sizes.
     """
 
     def __init__(self, dataset: Any, batch_size: int, buckets: BucketSpec, *,
@@ -103,6 +104,7 @@ class BucketBatchSampler(Sampler[list[int]]):
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise UserValueError(f"BucketBatchSampler: batch_size must be a positive int, got "
                                  f"{batch_size!r}")
+        seed = checked_seed(seed, "BucketBatchSampler")
         env_rank, env_world, _ = place()
         world = env_world if num_replicas is None else int(num_replicas)
         rank = env_rank if rank is None else int(rank)
@@ -124,7 +126,7 @@ class BucketBatchSampler(Sampler[list[int]]):
         self.num_replicas = world
         self.rank = rank
         self.shuffle = bool(shuffle)
-        self.seed = int(seed)
+        self.seed = seed
         self.drop_last = bool(drop_last)
         self.epoch = 0
         # (epoch, start of the layout, global batches consumed, world size of that layout)

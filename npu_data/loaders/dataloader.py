@@ -44,6 +44,7 @@ from npu_data.loaders.read_ahead import read_ahead
 from npu_data.loaders.resume import PassIndices, epoch_mark, warn_once
 from npu_data.loaders.sample_ids import sample_ids
 from npu_data.loaders.sampler import loader_order
+from npu_data.loaders.states import checked_seed
 from npu_data.transforms import draws
 from npu_data.transforms.base import Params, Transform
 from npu_data.transforms.donate import donating
@@ -171,7 +172,8 @@ class DataLoader(TorchDataLoader):
             ``dataset.transform`` for this package's datasets. A tuple/list batch gets it on
             its first uint8 (B, C, H, W) tensor.
         device_prefetch: Batches copied to the device ahead (0: none).
-        seed: Transform and shuffle seed; default ``generator.initial_seed()`` or 0.
+        seed: Transform and shuffle seed, an int from 0 to 2**64 - 1 (its low 63 bits are
+            used); default ``generator.initial_seed()`` or 0.
         jit_compile: The NPU's compile mode (None: leave it as it is).
         image_key: Which element of a tuple/dict batch the transform gets.
         read_crop: Apply the keyed transform's leading crop while reading a ``ShardDataset``
@@ -187,8 +189,9 @@ class DataLoader(TorchDataLoader):
             others, which may not be thread-safe.
 
     Raises:
-        UserError: A device that is not usable here, an extra argument out of range, or
-            ``read_crop=True`` where the loader cannot crop while reading.
+        UserError: A device that is not usable here, an extra argument out of range (a
+            ``seed`` that is not an int from 0 to 2**64 - 1), or ``read_crop=True`` where the
+            loader cannot crop while reading.
     """
 
     # Accelerate: prepare() returns this loader as it is; save_state() saves state_dict()
@@ -208,14 +211,17 @@ class DataLoader(TorchDataLoader):
                  jit_compile: bool | None = None, image_key: int | str | None = None,
                  read_crop: bool | None = None, decode: str = "exact",
                  read_thread: bool | None = None) -> None:
+        if seed is not None:  # checked before anything changes; its low 63 bits are used below
+            seed = checked_seed(seed, "DataLoader", lo=0)
         self._auto_device = device is None or (isinstance(device, str) and device == "auto")
         self.device = dev.resolve_device(device)
         if jit_compile is not None:
             dev.set_jit_compile(jit_compile, self.device)
         if device_prefetch < 0:
             raise UserValueError(f"device_prefetch={device_prefetch}: use 0 (no prefetch) or more")
-        self.seed = int(seed if seed is not None else
-                        (generator.initial_seed() if generator is not None else 0)) & _MASK
+        # the low 63 bits, so seed + epoch stays a generator seed
+        self.seed = (seed if seed is not None else
+                     generator.initial_seed() if generator is not None else 0) & _MASK
         torch_shuffle = shuffle
         if sampler is None and batch_sampler is None and not isinstance(dataset, IterableDataset):
             sampler = loader_order(dataset, bool(shuffle), self.seed)

@@ -49,7 +49,7 @@ from torch.utils.data import DistributedSampler, RandomSampler, Sampler, Sequent
 from npu_data.common.dist import place
 from npu_data.errors import UserError, UserValueError
 from npu_data.loaders.locality import per_rank_count, shard_starts, window_layout
-from npu_data.loaders.states import Fields, check_fingerprint, fingerprint
+from npu_data.loaders.states import Fields, check_fingerprint, checked_seed, fingerprint
 
 _STATE_VERSION = 2  # 2: the dataset's fingerprint
 _READS = (1, 2)  # versions load_state_dict reads
@@ -92,6 +92,7 @@ class EpochOrder(Sampler[int]):
     def __init__(self, dataset: Sized, num_replicas: int | None = None, rank: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False,
                  locality_block: int | None = None, shard_window: int | None = None) -> None:
+        seed = checked_seed(seed, type(self).__name__)
         env_rank, env_world, _ = place()
         num_replicas = env_world if num_replicas is None else num_replicas
         rank = env_rank if rank is None else rank
@@ -382,7 +383,8 @@ class NpuDistributedSampler(EpochOrder, DistributedSampler):  # type: ignore[mis
             the launcher's ``WORLD_SIZE``, then 1.
         rank: This process's rank; default ``torch.distributed``'s, then ``RANK``, then 0.
         shuffle: Permute every epoch (``randperm`` seeded ``seed + epoch``, as torch does).
-        seed: Base seed of the permutations; the same on every rank.
+        seed: Base seed of the permutations; the same on every rank. An int from -2**63 to
+            2**64 - 1 (what ``torch.Generator.manual_seed`` takes).
         drop_last: Truncate the epoch to a multiple of the world size instead of padding it
             with repeated samples.
         locality_block: Shuffle blocks of this many neighbouring indices, then inside the
@@ -394,7 +396,8 @@ class NpuDistributedSampler(EpochOrder, DistributedSampler):  # type: ignore[mis
     Raises:
         ValueError: ``num_replicas`` below 1 or ``rank`` outside ``[0, num_replicas)`` (as
             torch's sampler).
-        UserError: ``locality_block`` or ``shard_window`` below 1, or both given.
+        UserError: ``locality_block`` or ``shard_window`` below 1, or both given; a
+            ``seed`` that is not an int (a float, a bool) or out of range.
     """
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from npu_data.errors import UserError
+from npu_data.errors import UserError, UserTypeError, UserValueError
 
 SEED_MIN, SEED_MAX = -(1 << 63), (1 << 64) - 1  # what torch.Generator.manual_seed takes
 MAX_EPOCH = (1 << 63) - 1
@@ -175,3 +175,22 @@ def check_fingerprint(fields: Fields, mine: str) -> None:
         raise UserError(f"{fields.who}: saved for another dataset (fingerprint {saved[:12]}, "
                         f"this one {mine[:12]}: its manifest or image sizes differ) — resume "
                         "with the dataset the state was saved with")
+
+
+def _power(bound: int) -> str:
+    """``bound`` spelled as a power of two where it is one (``-2**63``, ``2**64 - 1``)."""
+    names = {-(1 << 63): "-2**63", 0: "0", (1 << 64) - 1: "2**64 - 1"}
+    return names.get(bound, str(bound))
+
+
+def checked_seed(seed: Any, who: str, lo: int = SEED_MIN) -> int:
+    """``seed`` as the int a generator is seeded from: an integer (not a bool, not a float)
+    in ``[lo, SEED_MAX]``, else one line naming ``who``'s seed and the fix."""
+    if isinstance(seed, bool | np.bool_) or not isinstance(seed, int | np.integer):
+        raise UserTypeError(f"{who}: seed={seed!r} is a {type(seed).__name__}, not an integer "
+                            "— pass a whole number, e.g. seed=0")
+    value = int(seed)
+    if not lo <= value <= SEED_MAX:
+        raise UserValueError(f"{who}: seed={value} is out of range — use an integer from "
+                             f"{_power(lo)} to {_power(SEED_MAX)}")
+    return value
