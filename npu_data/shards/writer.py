@@ -71,11 +71,13 @@ class WriteOptions:
     config: str | None = None
     reject_out_of_range: bool = False
     restart_markers: bool = True  # encoded JPEGs: lossless re-encode with restart markers
+    max_pixels: int = img.IMPORT_MAX_PIXELS  # larger images rejected from their header
 
     def fingerprint(self) -> dict[str, Any]:
         """The options that decide the bytes written (recorded in the manifest)."""
         d = {k: v for k, v in asdict(self).items()
-             if k not in ("workers", "resume", "strict", "images", "restart_markers")}
+             if k not in ("workers", "resume", "strict", "images", "restart_markers",
+                          "max_pixels")}
         if self.store == "encoded":
             d["restart_markers"] = self.restart_markers
         d["images"] = img.options_record(self.images)
@@ -114,6 +116,9 @@ def check_options(o: WriteOptions) -> None:
         raise UserValueError(f"{{workers={o.workers}}}: must be at least 1", option="workers")
     if o.max_side is not None and o.max_side < 1:
         raise UserValueError(f"{{max_side={o.max_side}}}: must be at least 1", option="max_side")
+    if isinstance(o.max_pixels, bool) or not isinstance(o.max_pixels, int) or o.max_pixels < 1:
+        raise UserValueError(f"{{max_pixels={o.max_pixels!r}}}: the most pixels an image may "
+                             "have, a positive integer", option="max_pixels")
     if o.reencode is not None:
         img.parse_reencode(o.reencode)
         if o.store != "encoded":
