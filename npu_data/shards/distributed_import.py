@@ -118,7 +118,8 @@ class Group:
         return k % self.world == self.rank
 
     def gather(self, obj: Any) -> list[Any]:
-        """Every rank's ``obj``, in rank order (plain data: records, messages)."""
+        """Every rank's ``obj``, in rank order: JSON values, tuples, dicts with any plain keys
+        and npu_data's dataclasses (records, messages, upload summaries), nothing pickled."""
         if self.world == 1:
             return [obj]
         if self.exchange is None:
