@@ -12,6 +12,7 @@
 # image are `bash scripts/arm64_check.sh insns` (docs/benchmarks.md, "aarch64").
 #
 #   bash scripts/arm64_check.sh            # set up (cached) and check
+#   bash scripts/arm64_check.sh wheels DIR # only download the aarch64 wheel set less torch
 #   ARM64_TORCH="torch==2.9.1" bash scripts/arm64_check.sh   # another torch (default: the
 #                                          # seed's torch 2.1.2 with numpy < 2)
 # Environment: NPU_DATA_ARM64_CACHE (default ~/.cache/npu-data/arm64), PYTHON (the host's
@@ -24,10 +25,11 @@ self="$repo/scripts/arm64_check.sh"
 cache="${NPU_DATA_ARM64_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/npu-data/arm64}"
 root="$cache/root"
 torch_spec="${ARM64_TORCH:-torch==2.1.2 numpy<2}"
-# with every dependency named: pip judges environment markers by the host, so torch's CUDA
-# packages (platform_machine == "x86_64") would come along; --no-deps and this list instead
-site_packages="pillow orjson tqdm psutil ninja pytest setuptools filelock typing-extensions sympy
-  mpmath networkx jinja2 markupsafe fsspec iniconfig packaging pluggy"
+# torch's dependencies named, not followed: pip judges environment markers by the host, so
+# torch's CUDA packages and triton (platform_machine == "x86_64") would come along
+torch_deps="filelock typing-extensions sympy mpmath networkx jinja2 markupsafe fsspec"
+# the rest with their dependencies followed (pytest's pygments, iniconfig, pluggy, packaging)
+site_packages="pillow orjson tqdm psutil ninja pytest setuptools"
 steps="${ARM64_STEPS:-digest parity tests}"
 builds="${ARM64_BUILDS:-native portable scalar}"
 python="${PYTHON:-python}"
@@ -142,17 +144,31 @@ make_root() {
   touch "$marker"
 }
 
-# The Python packages: aarch64 wheels installed on the host (pip --target --platform) into
-# /opt/site, read through PYTHONPATH; the project copy is on PYTHONPATH too.
+# The Python packages: aarch64 wheels downloaded for the target (pip download --platform),
+# then installed on the host (pip --target --no-deps) into /opt/site, read through PYTHONPATH;
+# the project copy is on PYTHONPATH too.
+platform_args=(--only-binary=:all: --implementation cp --python-version 3.11 --abi cp311
+  --platform manylinux2014_aarch64 --platform manylinux_2_17_aarch64
+  --platform manylinux_2_28_aarch64 --platform manylinux_2_34_aarch64)
+
+wheel_set() {  # wheel_set DIR: the aarch64 wheels, dependencies resolved, into DIR
+  local dest=$1
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  if [ -n "$torch_spec$torch_deps" ]; then
+    # shellcheck disable=SC2086  # the specs name several packages
+    "$python" -m pip download -q -d "$dest" --no-deps "${platform_args[@]}" $torch_spec $torch_deps
+  fi
+  # shellcheck disable=SC2086
+  "$python" -m pip download -q -d "$dest" "${platform_args[@]}" $site_packages
+}
+
 make_site() {
-  local marker="$root/opt/.npu-data-site" want="$torch_spec $site_packages"
+  local marker="$root/opt/.npu-data-site" want="$torch_spec $torch_deps | $site_packages"
   if [ -f "$marker" ] && [ "$(cat "$marker")" = "$want" ]; then echo "cached: $want"; return; fi
   rm -rf "$root/opt/site"
-  # shellcheck disable=SC2086  # the specs name several packages
-  "$python" -m pip install -q --target "$root/opt/site" --only-binary=:all: --no-deps \
-    --implementation cp --python-version 3.11 --abi cp311 --platform manylinux2014_aarch64 \
-    --platform manylinux_2_17_aarch64 --platform manylinux_2_28_aarch64 \
-    --platform manylinux_2_34_aarch64 $torch_spec $site_packages
+  wheel_set "$cache/wheels"
+  "$python" -m pip install -q --target "$root/opt/site" --no-deps --no-index "$cache"/wheels/*.whl
   echo "$want" > "$marker"
 }
 
@@ -216,10 +232,18 @@ if [ "$mode" = __inside ]; then
   exit
 fi
 
+if [ "$mode" = wheels ]; then  # only the wheel set (no torch: quick), into $2, and list it
+  dest="${2:-$cache/wheels-check}"
+  torch_spec="" torch_deps=""
+  wheel_set "$dest"
+  ls "$dest"
+  exit
+fi
+
 if [ "$mode" = insns ]; then
   steps="digest insns" builds="native portable scalar"  # the counts load all three builds
 elif [ "$mode" != check ]; then
-  echo "usage: bash scripts/arm64_check.sh [check|insns]" >&2
+  echo "usage: bash scripts/arm64_check.sh [check|insns|wheels [DIR]]" >&2
   exit 2
 fi
 step "host tools" host_tools

@@ -16,6 +16,7 @@ import io
 import os
 import posixpath
 import unicodedata
+import warnings
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
@@ -289,11 +290,15 @@ def decode_image(data: bytes, name: str, max_pixels: int = 178_956_970) -> np.nd
 def _decode(data: bytes, name: str, max_pixels: int,
             alpha: str = "white") -> tuple[np.ndarray, bool]:
     try:
-        with Image.open(io.BytesIO(data)) as im:
+        with warnings.catch_warnings():  # the size is checked here, never warned about raw
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            im = Image.open(io.BytesIO(data))  # reads the header only
+        with im:
             w, h = im.size
-            if w * h > max_pixels:
-                raise ImageError(f"{name}: {w}x{h} pixels exceeds the limit of {max_pixels} "
-                                 "(decompression bomb?) — raise max_pixels if it is genuine")
+            if w * h > max_pixels:  # before a pixel is decoded: memory stays bounded
+                raise ImageError(f"{name}: {w}x{h} = {w * h} pixels, over the limit of "
+                                 f"{max_pixels} (a decompression bomb?) — raise {{max_pixels}} "
+                                 "if it is genuine", option="max_pixels")
             im.load()
             png = im.format == "PNG"
             oriented = ImageOps.exif_transpose(im) or im
@@ -302,8 +307,11 @@ def _decode(data: bytes, name: str, max_pixels: int,
             return _as_shown(oriented, png)
     except ImageError:
         raise
-    except Image.DecompressionBombError as e:
-        raise ImageError(f"{name}: decompression bomb ({e})") from None
+    except Image.DecompressionBombError:
+        limit = 2 * (Image.MAX_IMAGE_PIXELS or 0)
+        raise ImageError(f"{name}: over {limit} pixels, Pillow's own limit (a decompression "
+                         "bomb?) — if it is genuine, raise PIL.Image.MAX_IMAGE_PIXELS and "
+                         "{max_pixels}", option="max_pixels") from None
     except (OSError, SyntaxError, ValueError) as e:
         raise ImageError(f"{name}: cannot decode the image ({e}) — truncated or corrupt") from None
 

@@ -466,6 +466,10 @@ def _load(mm: mmap.mmap, start: int, end: int, name: str) -> list:
                 return json.loads(buf)  # type: ignore[no-any-return]
             except ValueError:
                 pass
+            except RecursionError:  # orjson stops at 1024 levels, json at the stack's limit
+                raise UserError(f"{name}: JSON nested too deeply to read (lists or objects "
+                                "thousands of levels inside each other) — fix the file or "
+                                "export the project again") from None
         at = start - 1 + _char_to_byte(buf, e.pos)
         raise UserError(f"{name}: malformed JSON at byte {at} ({e.msg}) — fix the file or "
                         "export the project again") from None

@@ -10,6 +10,7 @@ from npu_data.formats.webdataset.writer import export_wds, manifest_path
 NAME = "export-wds"
 HELP = ("Write a dataset folder as WebDataset tars (image + JSON annotations per sample, "
         "pixel coordinates; docs/format.md) and their manifest.")
+FLAGS = {"pattern": "--out"}  # export_wds's keyword for the tar name pattern
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

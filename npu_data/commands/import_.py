@@ -12,6 +12,7 @@ from npu_data.annotations.table import AnnotationTable
 from npu_data.errors import UserError, UserValueError
 from npu_data.shards.distributed_import import Group, import_group, leave
 from npu_data.shards.format import REJECTED
+from npu_data.shards.images import IMPORT_MAX_PIXELS
 from npu_data.shards.importer import import_dataset, import_options
 from npu_data.shards.storage import is_url
 
@@ -43,6 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="transparent pixels: white = composited over white, as Label Studio "
                         "shows them; drop = Pillow's convert('RGB'), as diffusers' and kohya's "
                         "trainers load images (default: white)")
+    p.add_argument("--max-pixels", type=int, default=IMPORT_MAX_PIXELS, metavar="N",
+                   help="reject an image of more than N pixels, from its header before it is "
+                        f"decoded (default: {IMPORT_MAX_PIXELS:,}, Pillow's warning threshold)")
     p.add_argument("--reencode", metavar="jpeg:Q",
                    help="with --store encoded: re-encode as JPEG of quality Q")
     p.add_argument("--keep-jpeg-bytes", action="store_true",
@@ -126,9 +130,9 @@ def _tar_table(args: argparse.Namespace, media: str, tars: list[str]) -> Annotat
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     """The import options (``shards.importer``) of the command line."""
     mb = args.max_download_mb  # checked there as max_download_bytes, shown as this flag
-    return {"store": args.store, "max_side": args.max_side, "reencode": args.reencode,
-            "restart_markers": not args.keep_jpeg_bytes, "alpha": args.alpha,
-            "workers": args.workers,
+    return {"store": args.store, "max_side": args.max_side, "max_pixels": args.max_pixels,
+            "reencode": args.reencode, "alpha": args.alpha,
+            "restart_markers": not args.keep_jpeg_bytes, "workers": args.workers,
             "shard_size": args.shard_size, "resume": args.resume, "strict": args.strict,
             "annotations": args.annotations, "with_predictions": args.with_predictions,
             "config": args.config, "reject_out_of_range": args.reject_out_of_range,

@@ -1,4 +1,5 @@
-"""``npu-data inspect``: a readable summary of a shard folder or its URL."""
+"""``npu-data inspect``: a readable summary of a shard folder or its URL (names from the data
+printed with their control characters escaped)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_remote_arguments(p)
 
 
+def plain(text: object) -> str:
+    """``text`` safe for a terminal: every character Python cannot print (control characters,
+    escape sequences, newlines, bidirectional overrides) written as its backslash escape."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in str(text))
+
+
 def _row(key: str, value: object) -> str:
-    return f"  {key:<22} {value}"
+    return f"  {plain(key):<22} {plain(value)}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
                        caption_field=field)
           if is_url(args.dataset) else ShardDataset(args.dataset, caption_field=field))
     st = dataset_stats(ds)
-    lines = [f"dataset {args.dataset if is_url(args.dataset) else ds.path}",
+    lines = [f"dataset {plain(args.dataset if is_url(args.dataset) else ds.path)}",
              _row("samples", st.samples), _row("shards", st.shards),
              _row("bytes", f"{st.bytes:,} ({st.bytes / 1e6:.1f} MB)"),
              _row("store", st.store + (f" ({', '.join(f'{k} {v}' for k, v in st.encodings.items())})"
@@ -48,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     lines.append("results per type")
     lines += [_row(g, n) for g, n in st.results.items() if n]
     for control, hist in st.labels.items():
-        lines.append(f"labels of {control}")
+        lines.append(f"labels of {plain(control)}")
         lines += [_row(name, n) for name, n in sorted(hist.items(), key=lambda kv: -kv[1])]
     print("\n".join(lines))
     return 0

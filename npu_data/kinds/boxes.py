@@ -65,6 +65,8 @@ class Boxes(Kind):
         xywhr = R.float_cols(b.val, ("x", "y", "width", "height", "rotation"), (R.NAN,) * 4 + (0.0,))
         xywh = R.in_range(ctx, xywhr[:, :4], ("x", "y", "width", "height"), "rectangle", b)
         rot = R.angle(ctx, xywhr[:, 4], "rectangle", b)
+        if ctx.clip:
+            xywh = _inside_image(ctx, xywhr[:, :4], xywh, rot[:, 0], b)
         src, lab = R.labels(ctx, b, "rectanglelabels")
         rows = R.common(self.name, b, src)
         rows.fixed["xywhr"] = R.pick(np.concatenate([xywh, rot], axis=1), src)
@@ -126,6 +128,30 @@ class Boxes(Kind):
             if "boxes.xywhr" in batch:
                 out["boxes.xywhr"] = G.xywhr_from_corners(flipped)
         return out
+
+
+def _inside_image(ctx: ExtractionContext, raw: np.ndarray, clipped: np.ndarray,
+                  rotation: np.ndarray, b: ResultBatch) -> np.ndarray:
+    """Upright boxes clipped by their edges into the image (0..100%), not field by field: a
+    box past the right edge keeps its left edge and loses what lies outside. A box with no
+    area left inside (``x = 1e308``) rejects its task. Rotated boxes keep their fields clipped
+    one by one (their corners may leave the image, as in Label Studio)."""
+    upright = np.mod(rotation, 360.0) == 0
+    if not upright.any():
+        return clipped
+    with np.errstate(over="ignore", invalid="ignore"):  # 1e308 + 1e308: inf, clipped to 100
+        far = np.clip(raw[:, :2] + raw[:, 2:], 0.0, 100.0)
+    out = clipped.copy()
+    out[upright, 2:] = (far - clipped[:, :2])[upright]
+    empty = upright & ((out[:, 2:] <= 0) & (raw[:, 2:] > 0)).any(axis=1)
+    for i in np.flatnonzero(empty).tolist():
+        s = int(b.sample[i])
+        x, y, w, h = (float(v) for v in raw[i])
+        ctx.reject(s, f"task {ctx.task_of(s)}: result {b.rid[i]!r} (rectanglelabels): the box "
+                      f"x={x:g} y={y:g} width={w:g} height={h:g} (percent) lies outside the "
+                      "image, nothing of it to keep — fix the export")
+    ctx.clipped += int((out[upright] != clipped[upright]).any(axis=1).sum())
+    return out
 
 
 def _corners(batch: Batch, G: GeometryKernels) -> torch.Tensor | None:

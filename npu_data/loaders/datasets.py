@@ -9,6 +9,11 @@ complete, so a concurrent import waits and a killed one is resumed, never served
 (torch's own DataLoader, ``dataset[i]``) the dataset applies it itself on the host
 (``loaders.host_transform``), so torch's loader gets transformed samples it can stack.
 
+A damaged cache entry is never served: one whose manifest fails its checks is set aside
+(``<key>.damaged``, with a warning) and the export imported again; a damaged shard file
+found later is a ``DataCorruption`` that says to delete the entry, which the next use
+imports again.
+
 Rejected tasks are never silent: ``dataset.rejected`` lists them (as in the cache's
 ``rejected.jsonl``), an import that rejected some warns with the counts, and one that kept
 no sample raises ``UserError`` naming the reasons and the fix, and leaves no cache entry.
@@ -28,7 +33,14 @@ import orjson
 
 from npu_data.common.cache import cache_root, private_dir
 from npu_data.common.hashing import file_sha256
-from npu_data.errors import UserError, UserFileNotFoundError, UserTypeError, keyword, spelled_as
+from npu_data.errors import (
+    DataCorruption,
+    UserError,
+    UserFileNotFoundError,
+    UserTypeError,
+    keyword,
+    spelled_as,
+)
 from npu_data.loaders import host_transform
 from npu_data.shards.captions import check_field
 
@@ -84,7 +96,8 @@ class LabelStudioDataset:
             them: ``ls_data_dir``, ``local_files_root``, ``allow_download`` (host names),
             ``storage_endpoint``, ``download_workers``, ``max_download_bytes``, ``timeout``,
             ``reencode``, ``shard_size``, ``annotations``, ``with_predictions``, ``config``,
-            ``reject_out_of_range``, ``strict``, ``workers``, ``restart_markers``.
+            ``reject_out_of_range``, ``strict``, ``workers``, ``restart_markers``,
+            ``max_pixels`` (an image of more pixels is rejected from its header).
 
     Raises:
         UserError: An export that does not exist, or an option ``npu-data import`` would
@@ -153,6 +166,18 @@ class LabelStudioDataset:
                 self._fail(_read_report(report), summary.tasks, report)
             os.replace(partial, self.path)
 
+    def _set_aside(self, damage: DataCorruption) -> None:
+        """Move the damaged cache entry to ``<key>.damaged`` (one kept, for a look) and warn."""
+        aside = self.cache_dir / f"{self.key}.damaged"
+        with (self.cache_dir / f"{self.key}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            shutil.rmtree(aside, ignore_errors=True)
+            if self.path.exists():
+                os.replace(self.path, aside)
+        warnings.warn(f"{self.json_file}: its cache entry is damaged ({_one_line(str(damage))})"
+                      f" — importing the export again; the damaged copy is in {aside}",
+                      UserWarning, stacklevel=4)
+
     def _fail(self, rejected: list[dict[str, Any]], tasks: int, report: Path) -> None:
         reasons = _reasons(rejected)
         raise UserError(f"{self.json_file}: all {_tasks(rejected)} of {tasks} task(s) rejected, "
@@ -189,7 +214,14 @@ class LabelStudioDataset:
 
             if not (self.path / "manifest.json").is_file():
                 self._import()
-            ds = ShardDataset(self.path, caption_field=self.caption_field)
+            fix = (f"delete the cache entry {self.path} — LabelStudioDataset imports the export "
+                   "into it again on its next use")
+            try:
+                ds = ShardDataset(self.path, fix=fix, caption_field=self.caption_field)
+            except DataCorruption as exc:  # a damaged entry's manifest: set aside, imported anew
+                self._set_aside(exc)
+                self._import()
+                ds = ShardDataset(self.path, fix=fix, caption_field=self.caption_field)
             self._report(ds)
             self._ds = ds
         return self._ds

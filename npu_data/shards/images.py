@@ -16,7 +16,8 @@ from PIL import Image
 from npu_data.errors import UserError, UserValueError
 from npu_data.shards.format import ENC_JPEG, ENC_OTHER, ENC_PNG, ENC_RAW
 
-MAX_PIXELS = 1 << 28
+MAX_PIXELS = 1 << 28  # the most pixels a stored image may claim (the reader's check)
+IMPORT_MAX_PIXELS = 89_478_485  # an import's default cap: Pillow's own warning threshold
 
 
 @dataclass
@@ -59,11 +60,12 @@ def _resolve(ref: str, options: Any) -> Path:
     return Path(_images().resolve_image(ref, options))
 
 
-def _load(path: Path, alpha: str = "white") -> tuple[np.ndarray, bool]:
+def _load(path: Path, max_pixels: int, alpha: str = "white") -> tuple[np.ndarray, bool]:
     """The pixels the annotator saw (``alpha="drop"``: Pillow's ``convert("RGB")``), and
     whether the file decodes to them with a plain ``convert("RGB")`` (what the shard reader
-    does with stored bytes)."""
-    pixels, plain = _images().load_image_as_shown(path, MAX_PIXELS, alpha)
+    does with stored bytes); an image of more than ``max_pixels`` pixels is refused from its
+    header, before it is decoded."""
+    pixels, plain = _images().load_image_as_shown(path, max_pixels, alpha)
     return np.asarray(pixels), bool(plain)
 
 
@@ -130,7 +132,7 @@ def make_payload(ref: str, o: Any, fetched: Any = None) -> Payload:
     if isinstance(fetched, UserError):
         raise fetched
     path = Path(fetched) if fetched is not None else _resolve(ref, o.images)
-    pixels, plain = _load(path, getattr(o, "alpha", "white"))
+    pixels, plain = _load(path, o.max_pixels, getattr(o, "alpha", "white"))
     original = (int(pixels.shape[0]), int(pixels.shape[1]))
     if o.store == "raw" or o.reencode:
         pixels = np.ascontiguousarray(resize(pixels, o.max_side))

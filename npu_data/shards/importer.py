@@ -23,7 +23,7 @@ IMAGE_OPTIONS = ("images_root", "ls_data_dir", "local_files_root", "allow_downlo
 # how the shards are written (shards.writer.WriteOptions)
 WRITE_OPTIONS = ("store", "max_side", "reencode", "restart_markers", "workers", "shard_size",
                  "resume", "strict", "annotations", "with_predictions", "config",
-                 "reject_out_of_range", "alpha")
+                 "reject_out_of_range", "alpha", "max_pixels")
 OPTIONS = IMAGE_OPTIONS + WRITE_OPTIONS
 
 

@@ -179,6 +179,8 @@ class ShardDataset:
         caption_field: The task data key holding each sample's caption; None: the first
             TextArea text, else the task data's ``caption``, ``text`` or ``prompt``
             (``shards.captions``).
+        fix: What a message about a damaged file of a local folder tells the user to do
+            (default: verify the folder and import it again).
 
     Raises:
         UserError: An argument out of range, or a folder, URL or manifest that cannot be
@@ -189,7 +191,8 @@ class ShardDataset:
                  cache_limit: int | str | None = None,
                  storage_options: dict[str, Any] | None = None,
                  cache_check: str = "sha256", prefetch: int = 2,
-                 max_pixels: int = MAX_PIXELS, caption_field: str | None = None) -> None:
+                 max_pixels: int = MAX_PIXELS, caption_field: str | None = None,
+                 fix: str = "") -> None:
         from npu_data.shards import remote, storage
 
         self.caption_field = captions.check_field(caption_field, "ShardDataset")
@@ -197,6 +200,7 @@ class ShardDataset:
             raise UserError(f"max_pixels={max_pixels!r}: the most pixels a stored image may "
                             "claim, a positive integer")
         self.max_pixels = max_pixels
+        self._fix = fix  # what a damaged local file's message says to do ("": verify, import)
 
         self._remote: remote.RemoteStore | None = None
         if storage.is_url(path):
@@ -250,7 +254,7 @@ class ShardDataset:
             entry = self.manifest["shards"][k]
             if self._remote is None:
                 sh = self._shards[k] = _Shard(inside(self.path, self._names[k]), entry,
-                                              self.max_pixels, vocab=self._vocab)
+                                              self.max_pixels, self._fix, self._vocab)
             else:  # downloaded and checked into the node-local cache, then mapped
                 files, fix = list(entry["files"]), self._remote_fix()
                 sh = self._shards[k] = self._remote.fetch(
@@ -316,9 +320,9 @@ class ShardDataset:
         except UserError:
             raise
         except Exception as exc:
+            fix = self._fix or f"run `npu-data verify {self.path}`"
             raise DataCorruption(f"{self.path / self._names[k]}: sample {j} (dataset index "
-                                 f"{i % len(self)}) unreadable: {exc} — run `npu-data "
-                                 f"verify {self.path}`") from None
+                                 f"{i % len(self)}) unreadable: {exc} — {fix}") from None
 
     def __getitems__(self, indices: Sequence[int]) -> SampleBatch:
         """Samples ``indices`` as one lazy ``SampleBatch`` (read in one shot by collate)."""

@@ -4,8 +4,8 @@
 before a single path is built from it: the keys and their types, every shard and file name a
 single safe path component (``common.paths.safe_name``), no shard listed twice, the files a
 shard must have (``data.bin``, ``index.npy``, the column files of the kinds with rows), sizes
-and digests well formed, the ``samples`` totals adding up, and each shard's ``samples``
-within what its ``index.npy`` and offsets files can hold (their sizes). What only the files
+and digests well formed, the ``samples`` totals adding up, each shard's ``samples`` exactly
+what its ``index.npy`` holds and within what its offsets files can hold (their sizes). What only the files
 themselves can show (exact row counts, dtypes, shapes, offsets) ``shards.checks`` verifies
 when a shard is opened. Errors are one-line ``DataCorruption`` s naming the manifest and the
 key (docs/format.md, "Validation").
@@ -13,12 +13,14 @@ key (docs/format.md, "Validation").
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from pathlib import Path
 from typing import Any, NoReturn
 
 import orjson
+from numpy.lib import format as npy_format
 
 from npu_data.annotations.table import SAMPLE_TEXT
 from npu_data.common.paths import inside, read_regular, unsafe_reason
@@ -195,8 +197,9 @@ def _check_shard(c: _Checker, entry: Any, key: str, kinds: list[str] | None) -> 
             c.fail(f"{key}.files", f"has no {fname}")
     if files[DATA]["size"] % ALIGN:
         c.fail(f"{key}.files['{DATA}'].size", f"is not a multiple of {ALIGN}")
-    _rows_fit(c, files[INDEX]["size"], samples, INDEX_DTYPE.itemsize, f"{key}.samples",
-              INDEX)
+    if files[INDEX]["size"] != index_size(samples):  # exact: numpy's header is fixed
+        c.fail(f"{key}.samples", f"({samples}) disagrees with the size of {INDEX} "
+               f"({files[INDEX]['size']} bytes, not {index_size(samples)})")
     for kind in KINDS:
         off = column_file(f"{kind.name}.offsets")
         if off in files:
@@ -206,6 +209,14 @@ def _check_shard(c: _Checker, entry: Any, key: str, kinds: list[str] | None) -> 
         if col is not None and col not in schema and not _known_later(col):
             c.fail(f"{key}.files[{_shown(fname)}]", "is not a column of this format version")
     return name
+
+
+def index_size(samples: int) -> int:
+    """The bytes of the ``index.npy`` of ``samples`` records, as ``np.save`` writes it."""
+    head = io.BytesIO()
+    npy_format.write_array_header_1_0(head, {"descr": npy_format.dtype_to_descr(INDEX_DTYPE),
+                                             "fortran_order": False, "shape": (samples,)})
+    return len(head.getvalue()) + samples * INDEX_DTYPE.itemsize
 
 
 def _known_later(col: str) -> bool:

@@ -73,12 +73,13 @@ class WriteOptions:
     reject_out_of_range: bool = False
     restart_markers: bool = True  # encoded JPEGs: lossless re-encode with restart markers
     alpha: str = "white"  # transparent pixels over white (as shown), or "drop" (convert("RGB"))
+    max_pixels: int = img.IMPORT_MAX_PIXELS  # larger images rejected from their header
 
     def fingerprint(self) -> dict[str, Any]:
         """The options that decide the bytes written (recorded in the manifest)."""
         d = {k: v for k, v in asdict(self).items()
              if k not in ("workers", "resume", "strict", "images", "restart_markers",
-                          "alpha")}
+                          "alpha", "max_pixels")}
         if self.alpha != "white":
             d["alpha"] = self.alpha
         if self.store == "encoded":
@@ -123,6 +124,9 @@ def check_options(o: WriteOptions) -> None:
         raise UserValueError(f"{{workers={o.workers}}}: must be at least 1", option="workers")
     if o.max_side is not None and o.max_side < 1:
         raise UserValueError(f"{{max_side={o.max_side}}}: must be at least 1", option="max_side")
+    if isinstance(o.max_pixels, bool) or not isinstance(o.max_pixels, int) or o.max_pixels < 1:
+        raise UserValueError(f"{{max_pixels={o.max_pixels!r}}}: the most pixels an image may "
+                             "have, a positive integer", option="max_pixels")
     if o.reencode is not None:
         img.parse_reencode(o.reencode)
         if o.store != "encoded":

@@ -221,8 +221,9 @@ def test_out_of_range_clip_vs_reject(tmp_path: Path) -> None:
              _task(2, [_ann(1, [_box("c", 30)])])]
     p.write_text(json.dumps(tasks + [_task(3, [_ann(1, [_box("d", float("nan"))])])]))
     r = parse_export(p)  # out of range is clipped; NaN is no coordinate: rejected, never 0
-    assert r.stats.clipped == 1 and r.table.num_samples == 2
+    assert r.stats.clipped == 2 and r.table.num_samples == 2  # x and width: clipped by edges
     assert r.table.columns["boxes.xywhr"][:, 0].tolist() == [0.0, 50.0, 30.0]
+    assert r.table.columns["boxes.xywhr"][:, 2].tolist() == [15.0, 20.0, 20.0]  # -5..15
     assert [x.task_id for x in r.rejected] == [3]
     assert r.rejected[0].reason == ("task 3: result 'd' (rectanglelabels): field 'x' = nan is "
                                     "not a finite number — fix the export")
@@ -256,12 +257,15 @@ def test_json_min_rows_apart_across_chunks(tmp_path: Path, monkeypatch: pytest.M
     rows = [row(1, 1, 10, "2026-01-02"), row(2, 2, 20, "2026-01-01"),
             row(1, 3, 30, "2026-01-01"), row(2, 4, 40, "2026-01-03"), row(3, 5, 150, "x")]
     p = _write(tmp_path, rows)
-    t = parse_export(p, annotations="all").table
-    assert t.columns["task_id"].tolist() == [1, 2, 3]
-    assert t.columns["boxes.xywhr"][:, 0].tolist() == [10.0, 30.0, 20.0, 40.0, 100.0]
-    assert t.columns["width"].tolist() == [10, 20, 30]
+    r = parse_export(p, annotations="all")  # x=150: wholly outside, nothing to clip to
+    t = r.table
+    assert t.columns["task_id"].tolist() == [1, 2]
+    assert t.columns["boxes.xywhr"][:, 0].tolist() == [10.0, 30.0, 20.0, 40.0]
+    assert t.columns["width"].tolist() == [10, 20]
+    assert [(x.index, x.task_id) for x in r.rejected] == [(4, 3)]
+    assert "lies outside the image" in r.rejected[0].reason
     t = parse_export(p).table  # latest per task
-    assert t.columns["boxes.annotation"].tolist() == [1, 4, 5]
+    assert t.columns["boxes.annotation"].tolist() == [1, 4]
     r = parse_export(p, out_of_range="reject")
     assert r.table.columns["task_id"].tolist() == [1, 2]
     assert [(x.index, x.task_id) for x in r.rejected] == [(4, 3)]

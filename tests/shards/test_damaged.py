@@ -107,6 +107,11 @@ def _twice(m: dict[str, Any]) -> None:
     m["counts"]["shards"] += 1
 
 
+def _fewer(m: dict[str, Any]) -> None:  # a sample fewer than the index holds, totals agreeing
+    m["shards"][0]["samples"] -= 1
+    m["counts"]["samples"] -= 1
+
+
 def _rename_file(old: str, new: str) -> Callable[[dict[str, Any]], None]:
     def edit(m: dict[str, Any]) -> None:
         files = m["shards"][0]["files"]
@@ -132,6 +137,7 @@ MANIFEST_CASES = {
     "samples vs index": (_many(_set("shards", 0, "samples", value=300),
                                _set("shards", 0, "tasks", value=[0, 300])),
                          "size of index.npy"),
+    "samples under index": (_fewer, "size of index.npy"),
     "samples vs tasks": (_set("shards", 0, "samples", value=4), "more than its 3 tasks"),
     "files not an object": (_set("shards", 0, "files", value=[]), "shards[0].files"),
     "size negative": (_set(*DATA, "size", value=-1), "size"),
@@ -267,7 +273,6 @@ COLUMN_CASES: dict[str, Callable[[Path], str]] = {
     "text offsets": _text,
     "bytes after the array": _appended,
     "not an npy file": _not_npy,
-    "index shorter than samples": _fewer_rows,
     "huge claimed image": _index_edit("claims more than", height=60000, width=60000),
     "raw length": _index_edit("not height x width x 3", width=7),
     "payload past data.bin": _index_edit("runs past the end of data.bin", offset=1 << 40),
@@ -318,6 +323,16 @@ def test_damaged_shard_one_line_and_verify_finds_a_rehashed_copy(
     assert _peak_rss() - before < 256 << 20  # nothing the size of a claim was allocated
     assert problems and all(p.startswith("shard-00000") for p in problems), problems
     assert any(words in p for p in problems), (words, problems)
+
+
+def test_index_shorter_than_its_samples_is_refused_when_opened(made: dict[str, Path],
+                                                               tmp_path: Path) -> None:
+    root = _copy(made["raw"], tmp_path / "ds")
+    _fewer_rows(root)
+    _rehash(root)  # sizes and digests agree with the files; samples (3) does not
+    with pytest.raises(DataCorruption) as err:
+        ShardDataset(root)
+    _one_line(err.value, "shards[0].samples (3) disagrees with the size of index.npy")
 
 
 def test_verify_cli_lists_a_rehashed_copy(made: dict[str, Path], tmp_path: Path,

@@ -36,9 +36,10 @@ def _import(argv: list[str]) -> int:
             tmp.mkdir(parents=True)
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp / writer.DATA))
         if str(k) == os.environ.get("SHARD_STALL"):
-            from torch.distributed import distributed_c10d
+            from npu_data.shards import distributed_import
 
-            store = distributed_c10d._get_default_store()
+            assert distributed_import._JOINED is not None  # the job's store, joined
+            store = distributed_import._JOINED.store
             _wait_for(lambda: store.add(_RAISED, 0) > 0)  # no Store.check in torch 2.1
         return orig(table, k, out_dir, *args)
 
@@ -52,15 +53,14 @@ _RAISED = "test/flag-raised"
 
 def _note_the_flag() -> None:
     """``Group.stop_all`` also sets ``_RAISED`` (its own key is the job's)."""
-    from torch.distributed import distributed_c10d
-
     from npu_data.shards.distributed_import import Group
 
     orig = Group.stop_all
 
     def stop_all(self: Group, error: str) -> None:
         orig(self, error)
-        distributed_c10d._get_default_store().add(_RAISED, 1)
+        assert self.exchange is not None
+        self.exchange.store.add(_RAISED, 1)
 
     Group.stop_all = stop_all  # type: ignore[method-assign]
 

@@ -77,7 +77,32 @@ def sample_columns(ann: dict[str, Any]) -> dict[str, Any]:
     for name in kinds:
         kind, g = BY_NAME[name], ann.get(name)
         cols.update(kind.json_read(g, hw) if g else _empty(kind))
+        if g:
+            _check_ids(ann, cols, kind)
     return cols
+
+
+def _check_ids(ann: dict[str, Any], cols: dict[str, Any], kind: Kind) -> None:
+    """ValueError unless every control id of ``kind``'s rows is one of the sample's
+    ``controls`` (or -1) and every label id one of that control's ``labels`` (or -1)."""
+    controls, labels = ann.get("controls", []), ann.get("labels", {})
+    if not isinstance(controls, list) or not isinstance(labels, dict):
+        raise ValueError("controls / labels: not a list / an object")
+    ctrl = np.asarray(cols[f"{kind.name}.control"], np.int64).reshape(-1)
+    bad = np.flatnonzero((ctrl < -1) | (ctrl >= len(controls)))
+    if bad.size:
+        j = int(bad[0])
+        raise ValueError(f"{kind.name} row {j}: control id {int(ctrl[j])} is not one of the "
+                         f"sample's {len(controls)} controls")
+    if "label" not in kind.fixed:
+        return
+    sizes = np.array([len(labels.get(c, ())) for c in controls] + [0], np.int64)
+    lab = np.asarray(cols[f"{kind.name}.label"], np.int64).reshape(-1)
+    bad = np.flatnonzero((lab < -1) | (lab >= sizes[ctrl]))  # control -1: sizes[-1] = 0
+    if bad.size:
+        j = int(bad[0])
+        raise ValueError(f"{kind.name} row {j}: label id {int(lab[j])} is not one of the "
+                         f"{int(sizes[ctrl[j]])} labels of its control")
 
 
 def _v1_columns(ann: dict[str, Any]) -> dict[str, Any]:

@@ -306,6 +306,10 @@ def iter_tar_samples(url: str, access: TarAccess | None = None) -> Iterator[WdsS
         try:
             for name, data in tar_members.members(stream, access.max_member_bytes,
                                                   access.max_unpacked_bytes):
+                if not name.isprintable():  # bytes not UTF-8 decode to surrogates
+                    raise UserError(f"{shown(url)}: member name {_raw(name)} is not printable "
+                                    "UTF-8 — refused (webdataset keys are text); rename it "
+                                    "or write the tar again (`npu-data export-wds`)")
                 folder, _, base = name.rpartition("/")
                 k, _, ext = base.partition(".")
                 s = f"{folder}/{k}"
@@ -344,6 +348,11 @@ def iter_tar_samples(url: str, access: TarAccess | None = None) -> Iterator[WdsS
                             f"{_why(exc, access)})") from None
         if stem is not None:
             yield _sample(url, key, parts)
+
+
+def _raw(name: str) -> str:
+    """``name`` as its bytes, escaped (``b'k\\xe9.json'``): safe to print."""
+    return repr(name.encode("utf-8", "surrogateescape"))
 
 
 def _sample(url: str, key: str, parts: dict[str, bytes]) -> WdsSample:

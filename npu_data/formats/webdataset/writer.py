@@ -16,7 +16,7 @@ from PIL import Image
 
 from npu_data.common.atomic import atomic_file, atomic_write_bytes
 from npu_data.common.hashing import file_sha256
-from npu_data.errors import UserError
+from npu_data.errors import UserValueError
 from npu_data.formats.webdataset.mapping import VERSION, sample_json
 from npu_data.kinds.registry import KINDS
 from npu_data.shards.format import ENC_JPEG, ENC_PNG, ENC_RAW
@@ -30,6 +30,21 @@ def manifest_path(pattern: str) -> Path:
     prefix (``wds/train-%06d.tar`` -> ``wds/train-manifest.json``)."""
     p = Path(pattern)
     return p.parent / f"{p.name[:p.name.index('%')]}manifest.json"
+
+
+def check_pattern(pattern: str) -> None:
+    """A one-line ``UserValueError`` unless ``pattern % n`` names a different tar file for
+    every shard number ``n`` (one integer conversion, in the file name only)."""
+    try:
+        first, second = Path(pattern % 0), Path(pattern % 1)
+    except (TypeError, ValueError, OverflowError) as exc:
+        why = f"not a pattern of one shard number ({exc})"
+    else:
+        ok = first.name != second.name and first.parent == second.parent
+        why = "" if ok and "%" in Path(pattern).name else "needs a shard number in the file name"
+    if why:
+        raise UserValueError(f"{{pattern}} {pattern!r}: {why} — use one %d-style number, e.g. "
+                             "'wds/train-%06d.tar' (write a literal % as %%)", option="pattern")
 
 
 def _member(tar: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -84,11 +99,10 @@ def export_wds(dataset: str | os.PathLike[str], pattern: str, maxcount: int = 10
     manifest (``manifest_path``); returns the tars."""
     from npu_data.shards.reader import ShardDataset
 
-    if "%" not in Path(pattern).name:
-        raise UserError(f"--out {pattern}: needs a shard number in the file name, e.g. "
-                        "'train-%06d.tar'")
+    check_pattern(pattern)
     if maxcount < 1 or maxsize < 1:
-        raise UserError("--maxcount and --maxsize must be at least 1")
+        raise UserValueError(f"{{maxcount={maxcount}}}, {{maxsize={maxsize}}}: both must be at "
+                             "least 1", option=("maxcount", "maxsize"))
     ds = ShardDataset(dataset)
     written: list[Path] = []
     entries: list[dict[str, Any]] = []
