@@ -8,6 +8,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 // Normalize's 16-bit tables (bfloat16, float16) have a hand-written AVX-512 BW path (eight
 // registers hold the 256 entries); NPU_DATA_PORTABLE leaves it out. Other element sizes and the
 // channels-last layout run the plain loop (the compiler's gathers where it has them).
@@ -137,6 +141,23 @@ void lookup_rows(const uint8_t* in_p, const T* table, T* out_p, int64_t C, int64
   }
 }
 
+// Ask Linux for transparent huge pages (where its policy is "madvise") in the 2 MiB-aligned
+// interior of a large output not yet written: a fresh batch of 1024-px floats is tens of MB,
+// and faulting it in 4 KiB pages costs several times the lookup itself. Advice only: the
+// bytes are unchanged and a refusal is ignored.
+void advise_huge_pages(const at::Tensor& t) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr uintptr_t kHuge = uintptr_t{1} << 21;
+  const auto begin = reinterpret_cast<uintptr_t>(t.data_ptr());
+  const uintptr_t end = begin + static_cast<uintptr_t>(t.nbytes());
+  const uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1), last = end & ~(kHuge - 1);
+  if (t.nbytes() >= 2 * kHuge && last > first)
+    madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#else
+  (void)t;
+#endif
+}
+
 template <typename T>
 void lookup(const at::Tensor& images, const at::Tensor& table, at::Tensor& out,
             bool channels_last) {
@@ -178,6 +199,7 @@ at::Tensor normalize(const at::Tensor& images_in, const at::Tensor& table_in, bo
   at::Tensor out = channels_last
       ? at::empty({B, C, H, W}, options.memory_format(at::MemoryFormat::ChannelsLast))
       : at::empty({B, C, H, W}, options);
+  advise_huge_pages(out);
   switch (table.element_size()) {
     case 2: lookup<uint16_t>(images, table, out, channels_last); break;
     case 4: lookup<uint32_t>(images, table, out, channels_last); break;
