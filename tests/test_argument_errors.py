@@ -50,6 +50,10 @@ TRANSFORMS: dict[str, Case] = {
                             "Normalize: mean must be a number or one number per channel"),
     "normalize std": (lambda: Normalize(0.5, (1.0, 0.0, 1.0)), ValueError,
                       "std values must be > 0"),
+    "normalize nan mean": (lambda: Normalize(float("nan"), 0.5), ValueError,
+                           "Normalize: mean and std must be finite numbers"),
+    "normalize inf std": (lambda: Normalize(0.5, (0.5, float("inf"), 0.5)), ValueError,
+                          "Normalize: mean and std must be finite numbers"),
     "jitter negative": (lambda: ColorJitter(brightness=-1), ValueError,
                         "ColorJitter: brightness=-1 must be a non-negative number"),
     "jitter triple": (lambda: ColorJitter(contrast=(1, 2, 3)), TypeError,
@@ -120,6 +124,10 @@ FUNCTIONAL: dict[str, Case] = {
                          "mean and std need 3 values, got 2, 2"),
     "normalize std": (lambda: F.normalize(IMAGES, (0.5,) * 3, (0.5, 0.0, 0.5)), ValueError,
                       "std values must be positive"),
+    "normalize float": (lambda: F.normalize(IMAGES.float(), (0.5,) * 3, (0.5,) * 3), TypeError,
+                        "normalize: images must be a uint8 tensor (B, C, H, W), got torch.float32"),
+    "normalize nan std": (lambda: F.normalize(IMAGES, (0.5,) * 3, (0.5, float("nan"), 0.5)),
+                          ValueError, "normalize: mean and std must be finite numbers"),
 }
 
 REFERENCE: dict[str, Case] = {

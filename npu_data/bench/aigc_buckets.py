@@ -3,6 +3,7 @@ against the same pipeline built from torchvision's PIL transforms per sample.
 
     python -m npu_data.bench.aigc_buckets [--images 256] [--batch-size 8] [--workers 2] [--epochs 3]
                                    [--device auto] [--scale 1.0] [--store encoded|raw]
+                                   [--no-dali]
     python -m npu_data.bench.aigc_buckets --quick      # tiny sizes: checks that it runs and agrees
 
 Both loaders take the same ``BucketBatchSampler`` batches (one bucket each, SDXL's list
@@ -17,6 +18,8 @@ baseline: torch DataLoader over the JPEG files, Pillow decode, torchvision
           ``pil_to_tensor``, ``normalize`` per sample (plain Pillow ``resize``/``crop`` — the
           calls torchvision's PIL kernels make — when torchvision does not import), stacked,
           then moved to ``--device``
+dali:     NVIDIA DALI's CPU pipeline over the JPEG files with the same parameters, when
+          installed (``npu_data.bench.aigc_dali``; ``--no-dali`` leaves it out)
 
 The first batch of the first pass is compared pixel for pixel (0 levels: both are Pillow's
 resize then crop). Passes are interleaved (one warm-up each); the medians are printed. The
@@ -82,6 +85,18 @@ def pipeline(buckets: Any) -> Any:
                     Normalize(0.5, 0.5, dtype=torch.bfloat16)])
 
 
+def sample_params(pipe: Any, sizes: np.ndarray, seed: int, i: int) -> dict[str, int]:
+    """Sample ``i``'s covering size, window and flip as our loader draws them (keyed by
+    (seed, epoch 0, sample)): what the per-sample pipelines are given to do the same work."""
+    from npu_data.transforms.draws import sample_keys
+
+    p = pipe.draw_keyed(sizes[i:i + 1], sample_keys(seed, 0, [i]))
+    top, left, nh, nw = (int(v) for v in p["0.windows"][0])
+    th, tw = (int(v) for v in p["0.out"][0])
+    return {"nh": nh, "nw": nw, "top": top, "left": left, "th": th, "tw": tw,
+            "flip": int(bool(p["1.flip"][0]))}
+
+
 class PerSample(torch.utils.data.Dataset):  # type: ignore[type-arg]
     """One JPEG through Pillow and torchvision's PIL transforms with the parameters our
     loader draws for that sample (so both pipelines do the same work on the same pixels)."""
@@ -94,11 +109,8 @@ class PerSample(torch.utils.data.Dataset):  # type: ignore[type-arg]
         return len(self.files)
 
     def __getitem__(self, i: int) -> torch.Tensor:
-        from npu_data.transforms.draws import sample_keys
-
-        p = self.pipe.draw_keyed(self.sizes[i:i + 1], sample_keys(self.seed, 0, [i]))
-        top, left, nh, nw = (int(v) for v in p["0.windows"][0])
-        th, tw = (int(v) for v in p["0.out"][0])
+        p = sample_params(self.pipe, self.sizes, self.seed, i)
+        top, left, nh, nw, th, tw = (p[k] for k in ("top", "left", "nh", "nw", "th", "tw"))
         with Image.open(self.files[i]) as im:
             img = im.convert("RGB")
         if self.tv:
@@ -106,19 +118,22 @@ class PerSample(torch.utils.data.Dataset):  # type: ignore[type-arg]
 
             img = TF.resize(img, [nh, nw], antialias=True)
             img = TF.crop(img, top, left, th, tw)
-            if bool(p["1.flip"][0]):
+            if p["flip"]:
                 img = TF.horizontal_flip(img)
             x = TF.pil_to_tensor(img).to(torch.float32).div_(255)
             return TF.normalize(x, [0.5] * 3, [0.5] * 3).to(torch.bfloat16)
         img = img.resize((nw, nh), Image.Resampling.BILINEAR)  # what torchvision's PIL
         img = img.crop((left, top, left + tw, top + th))  # kernels call
-        if bool(p["1.flip"][0]):
+        if p["flip"]:
             img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
         x = torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1).to(torch.float32) / 255
         return ((x - 0.5) / 0.5).to(torch.bfloat16)
 
 
-def loaders(args: argparse.Namespace, work: Path) -> tuple[Any, Any, Any]:
+def loaders(args: argparse.Namespace, work: Path) -> tuple[dict[str, Any], Any]:
+    """The row's loaders by name (``ours``, ``baseline``, and ``dali`` when asked for and
+    installed) over the same batches, and their sampler."""
+    from npu_data.bench import aigc_dali
     from npu_data.common.buckets import bucket_list
     from npu_data.loaders import BucketBatchSampler, DataLoader
     from npu_data.shards.reader import ShardDataset
@@ -135,21 +150,31 @@ def loaders(args: argparse.Namespace, work: Path) -> tuple[Any, Any, Any]:
                           step=64 if args.scale >= 0.25 else 8)
     sampler = BucketBatchSampler(ds, args.batch_size, buckets, num_replicas=1, rank=0, seed=0)
     pipe = pipeline(buckets)
-    ours = DataLoader(ds, batch_sampler=sampler, num_workers=args.workers,
-                      pin_memory=True, persistent_workers=args.workers > 0,
-                      device=args.device, transform=pipe, seed=0)
+    out: dict[str, Any] = {"ours": DataLoader(
+        ds, batch_sampler=sampler, num_workers=args.workers, pin_memory=True,
+        persistent_workers=args.workers > 0, device=args.device, transform=pipe, seed=0)}
     files = [export.parent / t["data"]["image"] for t in json.loads(export.read_text())]
-    base = torch.utils.data.DataLoader(
+    out["baseline"] = torch.utils.data.DataLoader(
         PerSample(files, ds.sizes(), pipe, 0), batch_sampler=sampler,
         num_workers=args.workers, persistent_workers=args.workers > 0, collate_fn=torch.stack,
         pin_memory=torch.cuda.is_available())
-    return ours, base, sampler
+    if args.dali and aigc_dali.available():
+        params = [sample_params(pipe, ds.sizes(), 0, i) for i in range(len(files))]
+        out["dali"] = aigc_dali.loader([list(b) for b in sampler], files, params, args.workers)
+    return out, sampler
+
+
+def images_of(batch: Any) -> torch.Tensor:
+    """A batch's images: ours and DALI's are dicts, the baseline's a stacked tensor."""
+    return batch["image"] if isinstance(batch, dict) else batch
 
 
 def one_pass(loader: Any, device: torch.device, ours: bool) -> tuple[float, int]:
     n, t0 = 0, time.perf_counter()
     for batch in loader:
-        image = batch["image"] if ours else batch.to(device, non_blocking=True)
+        image = images_of(batch)
+        if not ours:
+            image = image.to(device, non_blocking=True)
         n += image.shape[0]
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -167,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--scale", type=float, default=1.0, help="photo and bucket size factor")
     ap.add_argument("--store", choices=("encoded", "raw"), default="encoded")
+    ap.add_argument("--no-dali", dest="dali", action="store_false",
+                    help="leave NVIDIA DALI's CPU pipeline out even when it is installed")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a check that it runs")
     ap.add_argument("--work-dir", type=Path,
                     default=Path(tempfile.gettempdir()) / "npu-data-bench-aigc")
@@ -177,29 +204,35 @@ def main(argv: list[str] | None = None) -> int:
     device = dev.resolve_device(args.device)
     args.device = str(device)
     work = args.work_dir / f"n{args.images}_s{args.scale:g}"
-    ours, base, sampler = loaders(args, work)
-    first_ours = next(iter(ours))["image"].to("cpu")
-    first_base = next(iter(base))
-    diff = (first_ours.float() - first_base.float()).abs().max().item() * 127.5
+    named, sampler = loaders(args, work)
+    first = {k: images_of(next(iter(v))).to("cpu").float() for k, v in named.items()}
+    diff = (first["ours"] - first["baseline"]).abs().max().item() * 127.5
     tv = "torchvision v2" if torchvision_baseline.unavailable() is None else "Pillow (no tv)"
     print(f"aigc buckets: {args.images} photos ({', '.join(f'{w}x{h}' for h, w in ASPECTS)}"
           f" x{args.scale:g}), {len(sampler.buckets)} buckets, batch {args.batch_size}, "
           f"{args.workers} workers, {args.store} shards, device {dev.describe(device)}; "
           f"first batch max diff {diff:.2f} levels")
-    rates: dict[str, list[float]] = {"ours": [], "baseline": []}
+    if "dali" in first:
+        dali_diff = (first["dali"] - first["baseline"]).abs().max().item() * 127.5
+        print(f"  NVIDIA DALI (JPEG files, float16 out): first batch max diff "
+              f"{dali_diff:.2f} levels from Pillow's")
+    rates: dict[str, list[float]] = {k: [] for k in named}
     for epoch in range(args.epochs + 1):  # the first pass of each is a warm-up
-        for name, loader in (("ours", ours), ("baseline", base)):
+        for name, loader in named.items():
             rate, _ = one_pass(loader, device, name == "ours")
             if epoch:
                 rates[name].append(rate)
     med = {k: statistics.median(v) for k, v in rates.items() if v}
-    for name, label in (("ours", "npu-data (shards, batched ResizeCrop)"),
-                        ("baseline", f"{tv} per sample, torch DataLoader")):
-        if name in med:
-            print(f"  {label:<50} median {med[name]:8.1f} img/s "
-                  f"({min(rates[name]):.1f}-{max(rates[name]):.1f})")
-    if len(med) == 2:
+    labels = {"ours": "npu-data (shards, batched ResizeCrop)",
+              "baseline": f"{tv} per sample, torch DataLoader",
+              "dali": f"NVIDIA DALI CPU pipeline, {max(1, args.workers)} threads"}
+    for name in med:
+        print(f"  {labels[name]:<50} median {med[name]:8.1f} img/s "
+              f"({min(rates[name]):.1f}-{max(rates[name]):.1f})")
+    if "ours" in med and "baseline" in med:
         print(f"  ratio {med['ours'] / med['baseline']:.2f}x")
+    if "ours" in med and med.get("dali", 0) > 0:
+        print(f"  ratio to DALI {med['ours'] / med['dali']:.2f}x")
     return 0 if diff == 0 else 1
 
 

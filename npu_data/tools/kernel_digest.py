@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from npu_data.transforms import backends
+from npu_data.transforms._kernels.layout import normalize_table
 from npu_data.transforms.backends import vertical_first_rule
 
 # (top, left, height, width) -> (out_h, out_w): shrink 4x, enlarge, one axis each way, odd sizes
@@ -45,7 +46,7 @@ def _images(rng: np.random.Generator, b: int, h: int, w: int) -> torch.Tensor:
 
 
 def _sha(t: torch.Tensor) -> str:
-    return hashlib.sha256(t.contiguous().numpy().tobytes()).hexdigest()[:20]
+    return hashlib.sha256(t.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()[:20]
 
 
 def _crop_cases(ops: Any, images: torch.Tensor) -> Iterator[tuple[str, torch.Tensor]]:
@@ -88,9 +89,11 @@ def _colour_cases(ops: Any, images: torch.Tensor, rng: np.random.Generator
     ops.hflip_(flipped, sizes, flip)
     yield "hflip_ in place", flipped
     mean, std = torch.tensor([0.485, 0.456, 0.406]), torch.tensor([0.229, 0.224, 0.225])
-    for channels_last in (False, True):
-        yield f"normalize channels_last={channels_last}", ops.normalize(images, mean, std,
-                                                                        channels_last)
+    for dtype in (torch.float32, torch.bfloat16):
+        table = normalize_table(mean, std, dtype)
+        for channels_last in (False, True):
+            yield (f"normalize {str(dtype).removeprefix('torch.')} channels_last={channels_last}",
+                   ops.normalize(images, table, channels_last))
 
 
 def digests(seed: int = 0) -> dict[str, str]:

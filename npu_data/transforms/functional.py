@@ -15,6 +15,7 @@ images' device; host values are read only to validate them or to pick a cheaper 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -366,25 +367,38 @@ def normalize(
     dtype: torch.dtype = torch.float32,
     channels_last: bool = False,
 ) -> torch.Tensor:
-    """``(images / 255 - mean) / std`` in ``dtype``: the last step of a pipeline.
+    """``(images / 255 - mean) / std`` in ``dtype``: the last step of a pipeline. Computed in
+    float32 for the 256 values of each channel, rounded once to ``dtype``, and looked up per
+    pixel in one pass (the same bits as the formula per pixel).
 
     Args:
         images: uint8 batch (B, C, H, W).
         mean: One value per channel.
         std: One value per channel, each > 0.
-        dtype: The output dtype (float32 or bfloat16).
+        dtype: The output's floating-point dtype (float32, bfloat16, float16).
         channels_last: Give the output ``torch.channels_last`` memory format.
 
     Returns:
         (B, C, H, W) in ``dtype``.
 
     Raises:
-        UserError: ``mean`` or ``std`` not one value per channel, or a ``std`` <= 0.
+        UserError: ``images`` not a uint8 (B, C, H, W) batch; ``mean`` or ``std`` not one
+            finite value per channel, or a ``std`` <= 0.
     """
+    if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8:
+        kind = images.dtype if isinstance(images, torch.Tensor) else type(images).__name__
+        raise UserTypeError(f"normalize: images must be a uint8 tensor (B, C, H, W), got {kind}: "
+                            "normalize the uint8 pixels, once, as the last step")
+    if images.ndim != 4:
+        raise UserValueError(f"normalize: images must have shape (B, C, H, W), got "
+                             f"{tuple(images.shape)}")
     if len(mean) != images.shape[1] or len(std) != images.shape[1]:
         raise UserValueError(
             f"mean and std need {images.shape[1]} values, got {len(mean)}, {len(std)}"
         )
+    if not all(math.isfinite(v) for v in (*mean, *std)):
+        raise UserValueError(f"normalize: mean and std must be finite numbers, got "
+                             f"{list(mean)}, {list(std)} — pass per-channel statistics")
     if any(s <= 0 for s in std):
         raise UserValueError(f"std values must be positive, got {list(std)}")
     m = _kernels.to_device(torch.tensor(mean, dtype=torch.float32), images.device)

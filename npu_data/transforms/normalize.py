@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -36,13 +37,13 @@ class Normalize(Transform):
     Args:
         mean: One value per channel, or one number for all three (default ImageNet's).
         std: One value per channel, or one number for all three, each > 0 (default
-            ImageNet's).
+            ImageNet's). Both finite.
         dtype: The output's floating-point dtype.
         channels_last: Give the output ``torch.channels_last`` memory format.
 
     Raises:
-        UserError: ``mean`` / ``std`` not numbers, of different lengths, a ``std`` <= 0, or a
-            ``dtype`` that is not floating point.
+        UserError: ``mean`` / ``std`` not numbers, NaN or infinite, of different lengths, a
+            ``std`` <= 0, or a ``dtype`` that is not floating point.
     """
 
     name = "Normalize"
@@ -60,6 +61,11 @@ class Normalize(Transform):
             raise UserValueError(
                 f"{self.name}: mean and std need one value per channel, got {len(self.mean)} "
                 f"and {len(self.std)}"
+            )
+        if not all(math.isfinite(v) for v in self.mean + self.std):
+            raise UserValueError(
+                f"{self.name}: mean and std must be finite numbers, got mean={self.mean}, "
+                f"std={self.std} — pass the dataset's per-channel statistics, e.g. (0.5, 0.5)"
             )
         if any(s <= 0 for s in self.std):
             raise UserValueError(f"{self.name}: std values must be > 0, got {self.std}")

@@ -14,6 +14,7 @@ import torch
 
 from npu_data.transforms import _native
 from npu_data.transforms._kernels.crop import check_boxes_inside, check_windows_inside
+from npu_data.transforms._kernels.layout import normalize_table
 from npu_data.transforms._kernels.resample import vertical_first_rule
 
 
@@ -106,5 +107,5 @@ def adjust_hue(images: torch.Tensor, sizes: torch.Tensor, shifts: torch.Tensor) 
 
 def normalize(images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, dtype: torch.dtype,
               channels_last: bool) -> torch.Tensor:
-    out = _ops().normalize(images, mean, std, channels_last)
-    return out if dtype == torch.float32 else out.to(dtype)
+    """One pass through the torch kernel's table (built on the host with its float ops)."""
+    return _ops().normalize(images, normalize_table(mean, std, dtype), channels_last)

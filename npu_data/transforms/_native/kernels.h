@@ -22,16 +22,17 @@ void resized_crop_list(at::TensorList images, const at::Tensor& boxes, int64_t o
 // Each sample's sequence of colour ops (color.cpp).
 at::Tensor color_ops(const at::Tensor& images, const at::Tensor& sizes, const at::Tensor& order,
                      const at::Tensor& factors, const at::Tensor& shifts);
-// Left-right mirror within the valid width; normalisation to float32 (layout.cpp).
+// Left-right mirror within the valid width; normalisation through a per-channel (C, 256)
+// table into the table's dtype (layout.cpp).
 at::Tensor hflip(const at::Tensor& images, const at::Tensor& sizes, const at::Tensor& flip_mask);
 void hflip_(at::Tensor& images, const at::Tensor& sizes, const at::Tensor& flip_mask);
 void color_ops_(at::Tensor& images, const at::Tensor& sizes, const at::Tensor& order,
                 const at::Tensor& factors, const at::Tensor& shifts);
-at::Tensor normalize(const at::Tensor& images, const at::Tensor& mean, const at::Tensor& std,
-                     bool channels_last);
+at::Tensor normalize(const at::Tensor& images, const at::Tensor& table, bool channels_last);
 
 // The hand-written SIMD path each file was built with ("sse2", "neon", ..., or "none").
 const char* transpose_simd();
 const char* byte_tables_simd();
+const char* word_tables_simd();
 
 }  // namespace npu_data_native

@@ -32,7 +32,7 @@ std::string simd_paths() {
   return "isa=" + isa + " build=portable";
 #else
   return "isa=" + isa + " build=native transpose=" + transpose_simd() + " byte_tables=" +
-         byte_tables_simd();
+         byte_tables_simd() + " word_tables=" + word_tables_simd();
 #endif
 }
 }  // namespace npu_data_native
@@ -40,7 +40,7 @@ std::string simd_paths() {
 TORCH_LIBRARY(npu_data, m) {
   m.def("resized_crop(Tensor images, Tensor boxes, int out_h, int out_w, bool vertical_first_rule, Tensor? windows=None) -> Tensor");
   m.def("resized_crop_list(Tensor[] images, Tensor boxes, int out_h, int out_w, bool vertical_first_rule, Tensor(a!) out, Tensor? windows=None) -> ()");
-  m.def("normalize(Tensor images, Tensor mean, Tensor std, bool channels_last) -> Tensor");
+  m.def("normalize(Tensor images, Tensor table, bool channels_last) -> Tensor");
   m.def("hflip(Tensor images, Tensor sizes, Tensor flip_mask) -> Tensor");
   m.def("color_ops(Tensor images, Tensor sizes, Tensor order, Tensor factors, Tensor shifts) -> Tensor");
   m.def("hflip_(Tensor(a!) images, Tensor sizes, Tensor flip_mask) -> ()");
