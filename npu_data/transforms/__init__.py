@@ -28,6 +28,7 @@ from npu_data.transforms.crop import (
 )
 from npu_data.transforms.draws import sample_params
 from npu_data.transforms.flip import RandomHorizontalFlip
+from npu_data.transforms.geometric import RandomAffine, RandomRotation, RandomVerticalFlip
 from npu_data.transforms.normalize import Normalize
 from npu_data.transforms.presets import LEVELS, NpuPreprocessor
 from npu_data.transforms.read_crop import ReadCrop
@@ -53,9 +54,12 @@ __all__ = [
     "Normalize",
     "NpuPreprocessor",
     "ParityReport",
+    "RandomAffine",
     "RandomCaption",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
+    "RandomRotation",
+    "RandomVerticalFlip",
     "ReadCrop",
     "Resize",
     "ResizeCenterCrop",

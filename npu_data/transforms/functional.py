@@ -26,7 +26,7 @@ from npu_data.transforms._dispatch import kernel
 from npu_data.transforms._kernels import color as _color
 from npu_data.transforms._kernels import warp_tables
 from npu_data.transforms.donate import donated
-from npu_data.transforms.reference_geometric import check_fill, check_interpolation
+from npu_data.transforms.maps import check_fill, check_interpolation
 
 COLOR_OPS = ("brightness", "contrast", "saturation", "hue")
 """``color_jitter``'s op ids: the index of each op's name (0 brightness ... 3 hue)."""
@@ -508,7 +508,7 @@ def affine(images: torch.Tensor, sizes: torch.Tensor, angle: torch.Tensor,
     Args:
         images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
         sizes: (B, 2) host tensor: valid (height, width) of each sample.
-        angle: (B,) rotation in degrees (torchvision's sign: counter-clockwise on screen).
+        angle: (B,) rotation in degrees (torchvision's sign: clockwise on screen).
         translate: (B, 2) (tx, ty) in pixels.
         scale: (B,) scale factors, > 0.
         shear: (B, 2) (sx, sy) shear angles in degrees.

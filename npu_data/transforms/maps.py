@@ -3,7 +3,8 @@
 A map is Pillow's 6 coefficients ``(a0, a1, a2, a3, a4, a5)``: output pixel centre
 ``(x + .5, y + .5)`` to its source point ``(a0 x' + a1 y' + a2, a3 x' + a4 y' + a5)``
 (continuous pixels: pixel ``(i, j)`` covers ``[j, j+1) x [i, i+1)``). The geometry follows the
-inverse of that map (:func:`forward_matrices`), so boxes and pixels move together.
+inverse of that map (:func:`forward_matrices`), so boxes and pixels move together. Also the
+checks of the warps' ``interpolation`` and ``fill`` arguments.
 """
 
 from __future__ import annotations
@@ -12,6 +13,33 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+
+from npu_data.errors import UserValueError
+
+FILTERS = ("nearest", "bilinear")
+"""The interpolations of the warps (torchvision's names)."""
+
+
+def check_interpolation(interpolation: str, who: str) -> str:
+    """``interpolation`` if it is one the warps know, else a one-line UserError."""
+    if interpolation not in FILTERS:
+        raise UserValueError(f"{who}: interpolation must be 'nearest' or 'bilinear', got "
+                             f"{interpolation!r}")
+    return interpolation
+
+
+def check_fill(fill: int | Sequence[int], who: str) -> tuple[int, int, int]:
+    """``fill`` as three 0..255 ints (one int fills every channel), else a UserError."""
+    values = [fill] if isinstance(fill, int | np.integer) else fill
+    ok = (isinstance(values, Sequence) and len(values) in (1, 3) and all(
+        isinstance(v, int | np.integer) and not isinstance(v, bool) and 0 <= v <= 255
+        for v in values))
+    if not ok:
+        raise UserValueError(f"{who}: fill must be an int 0..255 or three of them (R, G, B), "
+                             f"got {fill!r}")
+    rgb = [int(v) for v in values] * (3 if len(values) == 1 else 1)
+    return rgb[0], rgb[1], rgb[2]
+
 
 
 def affine_matrix(center: tuple[float, float], angle: float, translate: Sequence[float],

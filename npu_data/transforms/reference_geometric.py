@@ -17,33 +17,12 @@ import numpy as np
 from PIL import Image
 
 from npu_data.errors import UserValueError
-from npu_data.transforms.maps import affine_matrix
+from npu_data.transforms.maps import affine_matrix, check_fill, check_interpolation
 from npu_data.transforms.reference import _check_image
 
 __all__ = ["affine", "crop", "pad", "rotate", "vflip"]
 
-_FILTERS = {"nearest": Image.Resampling.NEAREST, "bilinear": Image.Resampling.BILINEAR}
-
-
-def check_interpolation(interpolation: str, who: str) -> str:
-    """``interpolation`` if it is one the warps know, else a one-line UserError."""
-    if interpolation not in _FILTERS:
-        raise UserValueError(f"{who}: interpolation must be 'nearest' or 'bilinear', got "
-                             f"{interpolation!r}")
-    return interpolation
-
-
-def check_fill(fill: int | Sequence[int], who: str) -> tuple[int, int, int]:
-    """``fill`` as three 0..255 ints (one int fills every channel), else a UserError."""
-    values = [fill] if isinstance(fill, int | np.integer) else fill
-    ok = (isinstance(values, Sequence) and len(values) in (1, 3) and all(
-        isinstance(v, int | np.integer) and not isinstance(v, bool) and 0 <= v <= 255
-        for v in values))
-    if not ok:
-        raise UserValueError(f"{who}: fill must be an int 0..255 or three of them (R, G, B), "
-                             f"got {fill!r}")
-    rgb = [int(v) for v in values] * (3 if len(values) == 1 else 1)
-    return rgb[0], rgb[1], rgb[2]
+_PIL = {"nearest": Image.Resampling.NEAREST, "bilinear": Image.Resampling.BILINEAR}
 
 
 def affine(img: np.ndarray, angle: float, translate: Sequence[float], scale: float,
@@ -53,7 +32,7 @@ def affine(img: np.ndarray, angle: float, translate: Sequence[float], scale: flo
 
     Args:
         img: One sample, HxWx3 uint8.
-        angle: Rotation in degrees (counter-clockwise on screen, torchvision's sign).
+        angle: Rotation in degrees (clockwise on screen, torchvision's sign).
         translate: (tx, ty) in pixels.
         scale: Scale factor, > 0.
         shear: (sx, sy) shear angles in degrees.
@@ -73,7 +52,7 @@ def affine(img: np.ndarray, angle: float, translate: Sequence[float], scale: flo
     h, w = img.shape[:2]
     m = affine_matrix((w * 0.5, h * 0.5), angle, translate, scale, shear)
     out = Image.fromarray(img).transform((w, h), Image.Transform.AFFINE, m,
-                                         _FILTERS[interpolation],
+                                         _PIL[interpolation],
                                          fillcolor=check_fill(fill, "reference.affine"))
     return np.asarray(out).copy()
 
@@ -93,7 +72,7 @@ def rotate(img: np.ndarray, angle: float, interpolation: str = "nearest",
     """
     img = _check_image(img, "rotate")
     check_interpolation(interpolation, "reference.rotate")
-    out = Image.fromarray(img).rotate(float(angle), _FILTERS[interpolation], expand=False,
+    out = Image.fromarray(img).rotate(float(angle), _PIL[interpolation], expand=False,
                                       fillcolor=check_fill(fill, "reference.rotate"))
     return np.asarray(out).copy()
 
