@@ -26,6 +26,7 @@ from npu_data.transforms.crop import (
     ResizeCenterCrop,
     ResizeCrop,
 )
+from npu_data.transforms.detection import RandomZoomOut, ScaleJitter
 from npu_data.transforms.draws import sample_params
 from npu_data.transforms.flip import RandomHorizontalFlip
 from npu_data.transforms.geometric import RandomAffine, RandomRotation, RandomVerticalFlip
@@ -60,10 +61,12 @@ __all__ = [
     "RandomResizedCrop",
     "RandomRotation",
     "RandomVerticalFlip",
+    "RandomZoomOut",
     "ReadCrop",
     "Resize",
     "ResizeCenterCrop",
     "ResizeCrop",
+    "ScaleJitter",
     "Transform",
     "compare_tensor",
     "functional",
