@@ -129,7 +129,7 @@ class RandomZoomOut(_DrawnSize):
                               params["out"].numpy(), shape)
         out["sizes"] = params["out"].to(batch["sizes"].dtype).to(batch["sizes"].device,
                                                                    non_blocking=True)
-        out.update(warp_geometry(batch, Warp(m, sizes, params["out"], shape, 0.0)))
+        out.update(warp_geometry(batch, Warp.from_inverse(m, sizes, params["out"], shape, 0.0)))
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
@@ -193,7 +193,8 @@ class ScaleJitter(_DrawnSize):
         n = new.numpy().astype(np.float64)
         zero = np.zeros(b)
         m = np.stack([s[:, 1] / n[:, 1], zero, zero, zero, s[:, 0] / n[:, 0], zero], 1)
-        out.update(warp_geometry(batch, Warp(m, sizes, new, shape, self.min_visible)))
+        warp = Warp.from_inverse(m, sizes, new, shape, self.min_visible)
+        out.update(warp_geometry(batch, warp))
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:

@@ -87,8 +87,9 @@ class _Warping(Transform):
         sizes = _host_sizes(params, batch)
         out = dict(batch)
         out["image"] = self.pixels(batch["image"], sizes, params)
-        warp = Warp(self.matrices(sizes.numpy().astype(np.int64), params), sizes, sizes,
-                    tuple(batch["image"].shape[2:]), self.min_visible)  # type: ignore[arg-type]
+        shape = (int(batch["image"].shape[2]), int(batch["image"].shape[3]))
+        m = self.matrices(sizes.numpy().astype(np.int64), params)
+        warp = Warp.from_inverse(m, sizes, sizes, shape, self.min_visible)
         out.update(warp_geometry(batch, warp))
         return out
 

@@ -12,7 +12,6 @@ output and stays valid while ``min_visible`` of its area remains.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,34 +21,66 @@ from npu_data.kinds.registry import KINDS
 from npu_data.transforms import geometry as G
 from npu_data.transforms._kernels import to_device
 from npu_data.transforms._kernels import warp as _warp
-from npu_data.transforms._kernels.warp_tables import nearest_tables
+from npu_data.transforms._kernels.warp_tables import NEAREST_SHIFT, nearest_tables
 from npu_data.transforms.maps import forward_matrices
 
 Batch = dict[str, Any]
 
 
-@dataclass
 class Warp:
-    """One batch's warp.
+    """One batch's warp: where the geometry goes and how masks are resampled.
 
-    Attributes:
-        inverse: (B, 6) float64 host: the pixels' maps (output to source, Pillow's).
+    Made by :meth:`from_inverse` (host maps, any warp) or :meth:`from_shift` (integer
+    translations on any device: a crop chosen on the device, ``RandomIoUCrop``).
+
+    Args:
+        forward: (B, 2, 3) float32: source point to output point per sample.
+        tables: The nearest map's fixed-point tables (``_kernels.warp_tables``), int64.
         sizes: (B, 2) input valid sizes.
         out_sizes: (B, 2) int64: each sample's output size.
         out_shape: The output batch (height, width).
         min_visible: The fraction of its area a shape must keep to stay valid.
+        mirrors: (B,) bool: the maps that mirror (rotated boxes' corners are reordered).
+        area: (B,) float32: source pixels per output pixel.
     """
 
-    inverse: np.ndarray
-    sizes: torch.Tensor
-    out_sizes: torch.Tensor
-    out_shape: tuple[int, int]
-    min_visible: float = 0.25
+    def __init__(self, forward: torch.Tensor, tables: tuple[torch.Tensor, ...],
+                 sizes: torch.Tensor, out_sizes: torch.Tensor, out_shape: tuple[int, int],
+                 min_visible: float, mirrors: torch.Tensor, area: torch.Tensor) -> None:
+        self.forward, self.tables, self.sizes, self.out_sizes = forward, tables, sizes, out_sizes
+        self.out_shape, self.min_visible = out_shape, min_visible
+        self.mirrors, self.area = mirrors, area
 
-    def __post_init__(self) -> None:
-        fwd = forward_matrices(self.inverse)
-        self.forward = torch.from_numpy(fwd.astype(np.float32))  # (B, 2, 3)
-        self.mirrors = torch.from_numpy(np.linalg.det(fwd[:, :, :2]) < 0)
+    @classmethod
+    def from_inverse(cls, inverse: np.ndarray, sizes: torch.Tensor, out_sizes: torch.Tensor,
+                     out_shape: tuple[int, int], min_visible: float = 0.25) -> Warp:
+        """From the pixels' maps ``inverse (B, 6)`` float64 (host, Pillow's coefficients)."""
+        fwd = forward_matrices(inverse)
+        det = np.abs(inverse[:, 0] * inverse[:, 4] - inverse[:, 1] * inverse[:, 3])
+        tables = tuple(torch.from_numpy(t) for t in nearest_tables(inverse, *out_shape))
+        return cls(torch.from_numpy(fwd.astype(np.float32)), tables, sizes, out_sizes,
+                   out_shape, min_visible, torch.from_numpy(np.linalg.det(fwd[:, :, :2]) < 0),
+                   torch.from_numpy(det.astype(np.float32)))
+
+    @classmethod
+    def from_shift(cls, top_left: torch.Tensor, sizes: torch.Tensor, out_sizes: torch.Tensor,
+                   out_shape: tuple[int, int], min_visible: float = 0.25) -> Warp:
+        """Output pixel ``(y, x)`` from source ``(y + top, x + left)``: ``top_left (B, 2)``
+        int64 on any device, nothing read back."""
+        tl = top_left.to(torch.int64)
+        dev, b = tl.device, tl.shape[0]
+        top, left = tl[:, 0:1], tl[:, 1:2]
+        one, zero = torch.ones_like(top), torch.zeros_like(top)
+        fwd = torch.cat([one, zero, -left, zero, one, -top], 1).to(torch.float32).view(b, 2, 3)
+        oh, ow = out_shape
+        cols = torch.arange(ow, device=dev).view(1, ow)
+        rows = torch.arange(oh, device=dev).view(1, oh)
+        tables = (((cols + left) << NEAREST_SHIFT), torch.zeros(b, oh, dtype=torch.int64,
+                                                                 device=dev),
+                  torch.zeros(b, ow, dtype=torch.int64, device=dev), (rows + top) << NEAREST_SHIFT)
+        return cls(fwd, tables, sizes, out_sizes, out_shape, min_visible,
+                   torch.zeros(b, dtype=torch.bool, device=dev),
+                   torch.ones(b, dtype=torch.float32, device=dev))
 
     # --- helpers --------------------------------------------------------------------------
     def _m(self, like: torch.Tensor, nd: int) -> list[torch.Tensor]:
@@ -151,16 +182,11 @@ class Warp:
         """Masks (B, M, H, W) uint8 warped with the pixels' nearest map (0 outside); valid
         while the area they keep, in source pixels, is ``min_visible`` of theirs."""
         b, m = masks.shape[:2]
-        oh, ow = self.out_shape
-        tables = tuple(torch.from_numpy(t) for t in nearest_tables(self.inverse, oh, ow))
         fill = torch.zeros(m, dtype=torch.uint8)
-        out = _warp.warp(masks, self.sizes, self.out_sizes, tables, False, fill)
+        out = _warp.warp(masks, self.sizes, self.out_sizes, self.tables, False, fill)
         if m == 0:
             return out, valid
-        # one output pixel covers |det| source pixels of the inverse map
-        inv = self.inverse
-        det = np.abs(inv[:, 0] * inv[:, 4] - inv[:, 1] * inv[:, 3])
-        area = to_device(torch.from_numpy(det.astype(np.float32)), masks.device).view(b, 1)
+        area = to_device(self.area, masks.device).view(b, 1)  # source pixels per output one
         before = masks.sum(dim=(-2, -1), dtype=torch.float32)
         after = out.sum(dim=(-2, -1), dtype=torch.float32) * area
         frac = torch.where(before > 0, after / before.clamp(min=1), 1.0)
