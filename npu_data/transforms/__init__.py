@@ -26,7 +26,7 @@ from npu_data.transforms.crop import (
     ResizeCenterCrop,
     ResizeCrop,
 )
-from npu_data.transforms.detection import RandomZoomOut, ScaleJitter
+from npu_data.transforms.detection import RandomIoUCrop, RandomZoomOut, ScaleJitter
 from npu_data.transforms.draws import sample_params
 from npu_data.transforms.flip import RandomHorizontalFlip
 from npu_data.transforms.geometric import RandomAffine, RandomRotation, RandomVerticalFlip
@@ -58,6 +58,7 @@ __all__ = [
     "RandomAffine",
     "RandomCaption",
     "RandomHorizontalFlip",
+    "RandomIoUCrop",
     "RandomResizedCrop",
     "RandomRotation",
     "RandomVerticalFlip",

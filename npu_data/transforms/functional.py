@@ -39,6 +39,7 @@ __all__ = [
     "adjust_saturation",
     "affine",
     "color_jitter",
+    "crop",
     "hflip",
     "normalize",
     "resized_crop",
@@ -558,3 +559,45 @@ def rotate(images: torch.Tensor, sizes: torch.Tensor, angle: torch.Tensor,
     m = maps.rotate_matrices(_host_sizes(sizes, who), a)
     args = _warp_args(images, sizes, m, interpolation, fill, None, None, who)
     return kernel("warp", images)(*args)  # type: ignore[no-any-return]
+
+
+def crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+    """torchvision's ``crop`` per sample: the box ``(top, left, height, width)`` of each image
+    to its top-left, nothing resized (exact). The boxes may be on the images' device (a crop
+    chosen there): the kernel reads nothing back.
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        boxes: (B, 4) int64 boxes inside each valid image (checked when on the host).
+
+    Returns:
+        (B, 3, H, W) uint8: each sample's box at the top-left (its new valid size the box's),
+        0 elsewhere.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, or a host box outside its image.
+    """
+    _check_images(images, sizes)
+    b = images.shape[0]
+    if tuple(boxes.shape) != (b, 4) or boxes.is_floating_point():
+        raise UserValueError(f"crop: boxes must be integers of shape ({b}, 4) (top, left, "
+                             f"height, width), got {boxes.dtype} {tuple(boxes.shape)}")
+    if _kernels.host_values(boxes) and _kernels.host_values(sizes):
+        bx, sz = boxes.to(torch.int64), sizes.to(torch.int64)
+        bad = (bx[:, :2] < 0).any(1) | (bx[:, 2:] < 1).any(1) | (bx[:, :2] + bx[:, 2:] > sz).any(1)
+        if bool(bad.any()):
+            i = int(bad.to(torch.int64).argmax())
+            raise UserValueError(f"crop: box {bx[i].tolist()} of sample {i} is not inside its "
+                                 f"{sz[i].tolist()} image (top, left, height, width)")
+    dev = images.device
+    bx = _kernels.to_device(boxes, dev).to(torch.int64)
+    h, w = images.shape[2], images.shape[3]
+    shift = warp_tables.NEAREST_SHIFT
+    cols = torch.arange(w, device=dev).view(1, w)
+    rows = torch.arange(h, device=dev).view(1, h)
+    tables = ((cols + bx[:, 1:2]) << shift, torch.zeros(b, h, dtype=torch.int64, device=dev),
+              torch.zeros(b, w, dtype=torch.int64, device=dev), (rows + bx[:, 0:1]) << shift)
+    fill = torch.zeros(3, dtype=torch.uint8)
+    return kernel("warp", images)(images, sizes, bx[:, 2:], tables,  # type: ignore[no-any-return]
+                                  False, fill)
