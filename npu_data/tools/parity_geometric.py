@@ -11,7 +11,7 @@ import torch
 from npu_data.transforms.parity import RowAccumulator
 
 GEOMETRIC_ROWS = ("affine_nearest", "affine_bilinear", "rotate_nearest", "rotate_bilinear",
-                  "vflip", "zoom_out", "scale_jitter")
+                  "vflip", "zoom_out", "scale_jitter", "iou_crop")
 
 
 def _sample(out: torch.Tensor, i: int, h: int, w: int) -> np.ndarray:
@@ -22,7 +22,7 @@ def geometric_rows(accs: dict[str, RowAccumulator], rng: np.random.Generator,
                    imgs: list[np.ndarray], images: torch.Tensor, sizes: torch.Tensor,
                    sizes_cpu: torch.Tensor) -> None:
     """Add one comparison per sample to each geometric row present in ``accs``."""
-    from npu_data.transforms import RandomZoomOut, ScaleJitter
+    from npu_data.transforms import RandomIoUCrop, RandomZoomOut, ScaleJitter
     from npu_data.transforms import functional as F
     from npu_data.transforms import reference_geometric as RG
     from npu_data.transforms.draws import sample_keys
@@ -60,3 +60,13 @@ def geometric_rows(accs: dict[str, RowAccumulator], rng: np.random.Generator,
         for i in range(n):
             ref = t.apply_reference(sample_image(batch, i), params, i)
             accs[name].add(ref, sample_image(result, i))
+    # IoU crop: three random boxes per image, the crop chosen on the device
+    hw_np = sizes_cpu.numpy().astype(np.float64)[:, None, ::-1]  # (w, h)
+    a, b = rng.random((n, 3, 2)) * hw_np, rng.random((n, 3, 2)) * hw_np
+    xyxy = torch.from_numpy(np.concatenate([np.minimum(a, b), np.maximum(a, b) + 0.5], -1))
+    iou = RandomIoUCrop(trials=20, rounds=6)
+    params = iou.draw_keyed(sizes_cpu.numpy(), keys)
+    result = iou.apply({**batch, "boxes.xyxy": xyxy.to(torch.float32).to(images.device)}, params)
+    for i in range(n):
+        ref = iou.apply_reference(sample_image(batch, i), params, i)
+        accs["iou_crop"].add(ref, sample_image(result, i))

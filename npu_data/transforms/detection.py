@@ -226,8 +226,10 @@ class RandomIoUCrop(Transform):
     :meth:`apply_reference`) and to the batch's ``iou_crop`` key.
 
     Args:
-        min_scale, max_scale: The crop's side over the image's, per axis.
-        min_aspect_ratio, max_aspect_ratio: The crop's width over height.
+        min_scale: The smallest crop side over the image's, per axis.
+        max_scale: The largest crop side over the image's, per axis.
+        min_aspect_ratio: The smallest crop width over height.
+        max_aspect_ratio: The largest crop width over height.
         sampler_options: The minimum IoUs an option picks from (>= 1: leave the sample).
         trials: Candidates per option.
         rounds: Options per sample (torchvision: unbounded).

@@ -49,6 +49,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "vflip": (0, 0.0),
     "zoom_out": (0, 0.0),  # RandomZoomOut vs Pillow's canvas paste (torchvision's pad)
     "scale_jitter": (0, 0.0),  # ScaleJitter vs Pillow's antialiased bilinear resize
+    "iou_crop": (0, 0.0),  # RandomIoUCrop (chosen on the device) vs the crop of that box
 }
 """Kernel -> (max abs difference in 8-bit levels, bound on the mean abs difference: the mean
 must be below it, or exactly 0 when the bound is 0); ``normalize`` is in float units."""

@@ -25,6 +25,7 @@ from npu_data.transforms._kernels.warp_tables import NEAREST_SHIFT, nearest_tabl
 from npu_data.transforms.maps import forward_matrices
 
 Batch = dict[str, Any]
+"""A batch dict: ``image``, ``sizes`` and the kinds' geometry keys (docs/architecture.md)."""
 
 
 class Warp:

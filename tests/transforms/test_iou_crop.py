@@ -127,3 +127,31 @@ def test_device_rules_and_bad_arguments() -> None:
         with pytest.raises(UserError, match=message) as info:
             make()
         assert "\n" not in str(info.value)
+
+
+@pytest.mark.newest_torch
+def test_torch_compile_captures_the_choice_and_the_crop_whole() -> None:
+    """The device part of RandomIoUCrop (the choice from the boxes, the crop) is one graph
+    under ``torch.compile(fullgraph=True)`` and gives the eager result."""
+    import torch._dynamo
+
+    from npu_data.transforms._kernels import accelerator_path
+
+    t = RandomIoUCrop(trials=10, rounds=3)
+    batch = _batch()
+    params = _draw(t, batch)
+
+    def step(image: torch.Tensor, sizes: torch.Tensor, xyxy: torch.Tensor,
+             valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        crop, inside = t.choose(xyxy, valid, params)
+        return F.crop(image, sizes, crop), inside
+
+    args = (batch["image"], batch["sizes"], batch["boxes.xyxy"], batch["boxes.valid"])
+    torch._dynamo.reset()
+    try:
+        with accelerator_path():
+            want = step(*args)
+            got = torch.compile(step, fullgraph=True, backend="aot_eager")(*args)
+    finally:
+        torch._dynamo.reset()
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
