@@ -304,8 +304,9 @@ class RandomIoUCrop(Transform):
         l4, t4 = left[..., None], top[..., None]
         within = ((l4 < cx) & (cx < right) & (t4 < cy) & (cy < bottom)
                   & valid.to(dev)[:, None, None])  # (B, R, T, N)
-        iw = (torch.minimum(box[..., 2], right) - torch.maximum(box[..., 0], l4)).clamp(min=0)
-        ih = (torch.minimum(box[..., 3], bottom) - torch.maximum(box[..., 1], t4)).clamp(min=0)
+        x0, y0 = box[..., 0], box[..., 1]
+        iw = (torch.minimum(box[..., 2], right) - torch.where(x0 > l4, x0, l4)).clamp(min=0)
+        ih = (torch.minimum(box[..., 3], bottom) - torch.where(y0 > t4, y0, t4)).clamp(min=0)
         inter = iw * ih
         area = (box[..., 2] - box[..., 0]) * (box[..., 3] - box[..., 1])
         iou = inter / (area + (cw * ch)[..., None] - inter).clamp(min=1e-12)

@@ -593,11 +593,11 @@ def crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor) -> torc
     dev = images.device
     bx = _kernels.to_device(boxes, dev).to(torch.int64)
     h, w = images.shape[2], images.shape[3]
-    shift = warp_tables.NEAREST_SHIFT
+    unit = 1 << warp_tables.NEAREST_SHIFT
     cols = torch.arange(w, device=dev).view(1, w)
     rows = torch.arange(h, device=dev).view(1, h)
-    tables = ((cols + bx[:, 1:2]) << shift, torch.zeros(b, h, dtype=torch.int64, device=dev),
-              torch.zeros(b, w, dtype=torch.int64, device=dev), (rows + bx[:, 0:1]) << shift)
+    tables = ((cols + bx[:, 1:2]) * unit, torch.zeros(b, h, dtype=torch.int64, device=dev),
+              torch.zeros(b, w, dtype=torch.int64, device=dev), (rows + bx[:, 0:1]) * unit)
     fill = torch.zeros(3, dtype=torch.uint8)
     return kernel("warp", images)(images, sizes, bx[:, 2:], tables,  # type: ignore[no-any-return]
                                   False, fill)

@@ -76,9 +76,9 @@ class Warp:
         oh, ow = out_shape
         cols = torch.arange(ow, device=dev).view(1, ow)
         rows = torch.arange(oh, device=dev).view(1, oh)
-        tables = (((cols + left) << NEAREST_SHIFT), torch.zeros(b, oh, dtype=torch.int64,
-                                                                 device=dev),
-                  torch.zeros(b, ow, dtype=torch.int64, device=dev), (rows + top) << NEAREST_SHIFT)
+        unit = 1 << NEAREST_SHIFT
+        tables = ((cols + left) * unit, torch.zeros(b, oh, dtype=torch.int64, device=dev),
+                  torch.zeros(b, ow, dtype=torch.int64, device=dev), (rows + top) * unit)
         return cls(fwd, tables, sizes, out_sizes, out_shape, min_visible,
                    torch.zeros(b, dtype=torch.bool, device=dev),
                    torch.ones(b, dtype=torch.float32, device=dev))
@@ -109,13 +109,20 @@ class Warp:
         return torch.stack([m00 * x + m01 * y + m02, m10 * x + m11 * y + m12], -1).to(xy.dtype)
 
     def xyxy(self, xyxy: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Boxes (B, N, 4): the box around the moved corners, clipped; validity updated."""
+        """Boxes (B, N, 4): the box around the moved corners, clipped to the output; valid
+        while ``min_visible`` of its area remains (a degenerate box: while inside)."""
         x0, y0, x1, y1 = xyxy.unbind(-1)
         corners = torch.stack([torch.stack([x0, y0], -1), torch.stack([x1, y0], -1),
                                torch.stack([x1, y1], -1), torch.stack([x0, y1], -1)], -2)
-        moved = self._unit(self.points(corners))
-        box, keep = G.clip_xyxy(G.envelope(moved), valid, (1, 1), self.min_visible)
-        return self._unit(box.reshape(*box.shape[:-1], 2, 2), True).reshape(box.shape), keep
+        env = G.envelope(self.points(corners))
+        w, h = self._wh(env, 1)
+        hi = torch.stack([w, h, w, h], -1)
+        clipped = torch.minimum(env.clamp(min=0), hi)
+        before, after = G._area(env), G._area(clipped)
+        inside = ((clipped == env).sum(-1) == 4).to(after.dtype)
+        frac = torch.where(before > 0, after / before.clamp(min=1e-12), inside)
+        keep = valid & (frac >= self.min_visible) & ((after > 0) | (before <= 0))
+        return clipped, keep
 
     def corners(self, corners: torch.Tensor, valid: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -268,3 +268,24 @@ def test_bad_arguments_in_one_line() -> None:
         with pytest.raises(UserError, match=message) as info:
             make()
         assert "\n" not in str(info.value)
+
+
+@pytest.mark.newest_torch
+def test_the_warps_dispatch_only_ops_with_ascend_evidence() -> None:
+    """Every aten op the geometric transforms dispatch down the CUDA/NPU path (pixels and
+    every geometry group) has a row in docs/device-ops.md, where torch_npu's support is
+    recorded."""
+    from test_device_ops import allow_list, collect
+
+    from npu_data.transforms import RandomIoUCrop, RandomZoomOut, ScaleJitter
+
+    batch = _batch()
+    cases = {}
+    for t in [t for t, _ in TRANSFORMS.values()] + [RandomZoomOut(p=1.0), ScaleJitter(40),
+                                                    RandomIoUCrop()]:
+        params = _draw(t, batch)
+        cases[repr(t)] = lambda t=t, params=params: t.apply(batch, params)
+    use = collect(cases)
+    # detach: the host parameters read with .numpy() to make the maps (no device op)
+    missing = sorted(set(use.modules) - set(allow_list()) - {"detach"})
+    assert not missing, {op: sorted(use.modules[op]) for op in missing}

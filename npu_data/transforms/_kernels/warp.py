@@ -17,6 +17,11 @@ from npu_data.transforms._kernels.warp_tables import BILINEAR_SHIFT, NEAREST_SHI
 _WEIGHT_BITS = 24
 
 
+def _floor_shift(v: torch.Tensor, bits: int) -> torch.Tensor:
+    """``v >> bits`` (floor) as a floor division: the ops of docs/device-ops.md."""
+    return torch.div(v, 1 << bits, rounding_mode="floor")
+
+
 def _grid(col: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
     return col.unsqueeze(1) + row.unsqueeze(2)  # (B, H, W)
 
@@ -42,22 +47,23 @@ def warp(images: torch.Tensor, sizes: torch.Tensor, out_sizes: torch.Tensor,
         unit = 1 << BILINEAR_SHIFT
         inside = (gx >= 0) & (gx < src_w * unit) & (gy >= 0) & (gy < src_h * unit)
         gx, gy = gx - unit // 2, gy - unit // 2
-        x0, y0 = gx >> BILINEAR_SHIFT, gy >> BILINEAR_SHIFT
+        x0, y0 = _floor_shift(gx, BILINEAR_SHIFT), _floor_shift(gy, BILINEAR_SHIFT)
         drop = BILINEAR_SHIFT - _WEIGHT_BITS
-        fx = ((gx - (x0 << BILINEAR_SHIFT)) >> drop).view(b, 1, -1)
-        fy = ((gy - (y0 << BILINEAR_SHIFT)) >> drop).view(b, 1, -1)
+        fx = _floor_shift(gx - x0 * unit, drop).view(b, 1, -1)
+        fy = _floor_shift(gy - y0 * unit, drop).view(b, 1, -1)
         xa, xb = x0.clamp(min=0).minimum(src_w - 1), (x0 + 1).clamp(min=0).minimum(src_w - 1)
         ya, yb = y0.clamp(min=0).minimum(src_h - 1), (y0 + 1).clamp(min=0).minimum(src_h - 1)
         rows_a, rows_b = (ya * w_in).view(b, -1), (yb * w_in).view(b, -1)
         xa, xb = xa.view(b, -1), xb.view(b, -1)
         p00, p01 = _gather(flat, rows_a + xa).long(), _gather(flat, rows_a + xb).long()
         p10, p11 = _gather(flat, rows_b + xa).long(), _gather(flat, rows_b + xb).long()
-        top = (p00 << _WEIGHT_BITS) + (p01 - p00) * fx
-        bottom = (p10 << _WEIGHT_BITS) + (p11 - p10) * fx
-        value = ((top << _WEIGHT_BITS) + (bottom - top) * fy) >> (2 * _WEIGHT_BITS)
+        one = 1 << _WEIGHT_BITS
+        top = p00 * one + (p01 - p00) * fx
+        bottom = p10 * one + (p11 - p10) * fx
+        value = _floor_shift(top * one + (bottom - top) * fy, 2 * _WEIGHT_BITS)
         pixels = value.to(torch.uint8)
     else:
-        xi, yi = gx >> NEAREST_SHIFT, gy >> NEAREST_SHIFT
+        xi, yi = _floor_shift(gx, NEAREST_SHIFT), _floor_shift(gy, NEAREST_SHIFT)
         inside = (xi >= 0) & (xi < src_w) & (yi >= 0) & (yi < src_h)
         index = torch.where(inside, yi * w_in + xi, 0).view(b, -1)
         pixels = _gather(flat, index)
