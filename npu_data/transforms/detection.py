@@ -222,8 +222,10 @@ class RandomIoUCrop(Transform):
     the device, branch-free (no read back). A sample with no fitting candidate in its rounds,
     or whose option says so, is left as it is. The crop is not resized (exact), so the batch
     keeps its shape and ``sizes`` holds each crop's size. The chosen boxes
-    ``(top, left, height, width)`` are written to ``params["crop"]`` by :meth:`apply` (for
-    :meth:`apply_reference`) and to the batch's ``iou_crop`` key.
+    ``(top, left, height, width)`` are the batch's ``iou_crop`` key; :meth:`apply` also
+    writes them to ``params["crop"]`` (for :meth:`apply_reference`): in place for a host
+    batch (a ``Compose``'s parameters see them), as a new device tensor otherwise (set a
+    ``Compose``'s ``"<i>.crop"`` from ``iou_crop`` to replay a device batch).
 
     Args:
         min_scale: The smallest crop side over the image's, per axis.
@@ -338,7 +340,11 @@ class RandomIoUCrop(Transform):
 
         xyxy = batch["boxes.xyxy"]
         crop, inside = self.choose(xyxy, valid(batch, "boxes", xyxy), params)
-        params["crop"] = crop
+        held = params.get("crop")
+        if held is not None and held.device == crop.device:
+            held.copy_(crop)  # in place: a Compose's parameters hold this very tensor
+        else:  # a device batch: no copy back to the host (the batch's iou_crop has it)
+            params["crop"] = crop
         sizes = _in_sizes(params, batch)
         out = dict(batch)
         out["image"] = F.crop(batch["image"], sizes, crop)

@@ -99,7 +99,13 @@ def test_ssd_recipe_replays_whatever_the_batch() -> None:
 
     def run(sub: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         keys = sample_keys(3, 0, sub["index"].numpy())
-        return pipe.apply(sub, pipe.draw_keyed(sub["sizes"].numpy(), keys))
+        params = pipe.draw_keyed(sub["sizes"].numpy(), keys)
+        out = pipe.apply(sub, params)
+        assert torch.equal(params["1.crop"], out["iou_crop"])  # the pick, for the replay
+        for j in range(len(sub["index"])):
+            want = pipe.apply_reference(sample_image(sub, j), params, j)
+            assert np.array_equal(sample_image(out, j), want)
+        return out
 
     whole = run(batch)
     for pick in ([4], [7, 1, 2]):
