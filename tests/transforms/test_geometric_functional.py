@@ -154,7 +154,8 @@ def test_the_kernels_keep_the_device_rules() -> None:
 @pytest.mark.parametrize("interpolation", ["nearest", "bilinear"])
 def test_torch_compile_captures_the_warp_whole(interpolation: str) -> None:
     """``torch.compile(fullgraph=True)`` takes the warp kernel (the tables as inputs) in one
-    graph, and the graph gives the eager pixels; the same for vflip."""
+    graph, and the graph gives the eager pixels, traced (``aot_eager``) and as Inductor's
+    generated code (what CUDA runs); the same for vflip."""
     import torch._dynamo
 
     from npu_data.transforms._dispatch import TABLE
@@ -169,8 +170,11 @@ def test_torch_compile_captures_the_warp_whole(interpolation: str) -> None:
     try:
         with accelerator_path():
             got = torch.compile(TABLE["warp"].torch_ops, fullgraph=True)(*args)
+            traced = torch.compile(TABLE["warp"].torch_ops, fullgraph=True,
+                                   backend="aot_eager")(*args)
             flipped = torch.compile(TABLE["vflip"].torch_ops, fullgraph=True)(x, sizes, flags)
     finally:
         torch._dynamo.reset()
     assert torch.equal(got, TABLE["warp"].torch_ops(*args))
+    assert torch.equal(traced, got)
     assert torch.equal(flipped, F.vflip(x, sizes, flags))
