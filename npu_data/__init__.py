@@ -29,10 +29,16 @@ if TYPE_CHECKING:  # what type checkers and the API reference see: the names of 
     from npu_data.transforms import Compose as Compose
     from npu_data.transforms import Normalize as Normalize
     from npu_data.transforms import NpuPreprocessor as NpuPreprocessor
+    from npu_data.transforms import RandomAffine as RandomAffine
     from npu_data.transforms import RandomCaption as RandomCaption
     from npu_data.transforms import RandomHorizontalFlip as RandomHorizontalFlip
+    from npu_data.transforms import RandomIoUCrop as RandomIoUCrop
     from npu_data.transforms import RandomResizedCrop as RandomResizedCrop
+    from npu_data.transforms import RandomRotation as RandomRotation
+    from npu_data.transforms import RandomVerticalFlip as RandomVerticalFlip
+    from npu_data.transforms import RandomZoomOut as RandomZoomOut
     from npu_data.transforms import ResizeCrop as ResizeCrop
+    from npu_data.transforms import ScaleJitter as ScaleJitter
     from npu_data.transforms.parity import compare_tensor as compare_tensor
 
 _LAZY = {
@@ -50,6 +56,12 @@ _LAZY = {
     "RandomResizedCrop": "npu_data.transforms",
     "ColorJitter": "npu_data.transforms",
     "RandomHorizontalFlip": "npu_data.transforms",
+    "RandomVerticalFlip": "npu_data.transforms",
+    "RandomAffine": "npu_data.transforms",
+    "RandomRotation": "npu_data.transforms",
+    "RandomZoomOut": "npu_data.transforms",
+    "RandomIoUCrop": "npu_data.transforms",
+    "ScaleJitter": "npu_data.transforms",
     "Normalize": "npu_data.transforms",
     "ResizeCrop": "npu_data.transforms",
     "CaptionDropout": "npu_data.transforms",

@@ -35,6 +35,7 @@ from npu_data.kinds.protocols import (
     Extraction,
     ExtractionContext,
     GeometryKernels,
+    GeometryWarp,
     ResultBatch,
     RowsT,
     ValueChecks,
@@ -207,6 +208,11 @@ class Kind:
     def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
               G: GeometryKernels) -> Batch:
         """This kind's keys of ``batch`` mirrored where ``flip`` (B,) is set."""
+        return {}
+
+    def warp(self, batch: Batch, W: GeometryWarp, G: GeometryKernels) -> Batch:
+        """This kind's keys of ``batch`` through an affine warp ``W`` (affine, rotation,
+        vertical flip, zoom-out, crops: the pixels' maps)."""
         return {}
 
     # --- WebDataset JSON (pixel coordinates of the stored image) --------------------------

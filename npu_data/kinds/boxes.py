@@ -23,6 +23,7 @@ from npu_data.kinds.protocols import (
     Extraction,
     ExtractionContext,
     GeometryKernels,
+    GeometryWarp,
     ResultBatch,
     RowsT,
     ValueChecks,
@@ -127,6 +128,21 @@ class Boxes(Kind):
                 out["boxes.corners"] = flipped
             if "boxes.xywhr" in batch:
                 out["boxes.xywhr"] = G.xywhr_from_corners(flipped)
+        return out
+
+    def warp(self, batch: Batch, W: GeometryWarp, G: GeometryKernels) -> Batch:
+        out: Batch = {}
+        corners = _corners(batch, G)
+        if corners is not None:  # rotated boxes move exactly; xyxy is their clipped envelope
+            moved, out["boxes.xyxy"], out["boxes.valid"] = W.corners(
+                corners, valid(batch, "boxes", corners))
+            if "boxes.corners" in batch:
+                out["boxes.corners"] = moved
+            if "boxes.xywhr" in batch:
+                out["boxes.xywhr"] = G.xywhr_from_corners(moved)
+        elif "boxes.xyxy" in batch:
+            xyxy = batch["boxes.xyxy"]
+            out["boxes.xyxy"], out["boxes.valid"] = W.xyxy(xyxy, valid(batch, "boxes", xyxy))
         return out
 
 

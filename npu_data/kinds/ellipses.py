@@ -23,6 +23,7 @@ from npu_data.kinds.protocols import (
     Extraction,
     ExtractionContext,
     GeometryKernels,
+    GeometryWarp,
     ResultBatch,
     RowsT,
     ValueChecks,
@@ -84,6 +85,13 @@ class Ellipses(Kind):
         if "ellipses.params" not in batch:
             return {}
         return {"ellipses.params": G.hflip_ellipses(batch["ellipses.params"], widths, flip)}
+
+    def warp(self, batch: Batch, W: GeometryWarp, G: GeometryKernels) -> Batch:
+        if "ellipses.params" not in batch:
+            return {}
+        el = batch["ellipses.params"]
+        params, keep = W.ellipses(el, valid(batch, "ellipses", el))
+        return {"ellipses.params": params, "ellipses.valid": keep}
 
     def paint(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         params = np.asarray(sample.get("ellipses.params", np.zeros((0, 5))))

@@ -13,6 +13,7 @@ from npu_data.kinds.protocols import (
     Extraction,
     ExtractionContext,
     GeometryKernels,
+    GeometryWarp,
     ResultBatch,
     RowsT,
     ValueChecks,
@@ -76,6 +77,13 @@ class Keypoints(Kind):
         if "keypoints.xy" not in batch:
             return {}
         return {"keypoints.xy": G.hflip_points(batch["keypoints.xy"], widths, flip)}
+
+    def warp(self, batch: Batch, W: GeometryWarp, G: GeometryKernels) -> Batch:
+        if "keypoints.xy" not in batch:
+            return {}
+        kp = batch["keypoints.xy"]
+        xy, keep = W.keypoints(kp, valid(batch, "keypoints", kp))
+        return {"keypoints.xy": xy, "keypoints.valid": keep}
 
 
 KIND = Keypoints(

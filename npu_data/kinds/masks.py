@@ -20,6 +20,7 @@ from npu_data.kinds.protocols import (
     Extraction,
     ExtractionContext,
     GeometryKernels,
+    GeometryWarp,
     ResultBatch,
     RowsT,
     ValueChecks,
@@ -264,6 +265,13 @@ class Masks(Kind):
         if "masks.mask" not in batch:
             return {}
         return {"masks.mask": G.hflip_masks(batch["masks.mask"], widths, flip)}
+
+    def warp(self, batch: Batch, W: GeometryWarp, G: GeometryKernels) -> Batch:
+        if "masks.mask" not in batch:
+            return {}
+        mk = batch["masks.mask"]
+        mask, keep = W.masks(mk, valid(batch, "masks", mk))
+        return {"masks.mask": mask, "masks.valid": keep}
 
 
 KIND = Masks(

@@ -18,6 +18,7 @@ from npu_data.kinds.protocols import (
     Extraction,
     ExtractionContext,
     GeometryKernels,
+    GeometryWarp,
     ResultBatch,
     RowsT,
     ValueChecks,
@@ -170,6 +171,17 @@ class Polygons(Kind):
         if "polygons.points" not in batch:
             return {}
         return {"polygons.points": G.hflip_points(batch["polygons.points"], widths, flip)}
+
+    def warp(self, batch: Batch, W: GeometryWarp, G: GeometryKernels) -> Batch:
+        import torch
+
+        if "polygons.points" not in batch:
+            return {}
+        pts = batch["polygons.points"]
+        vv = batch.get("polygons.vertex_valid")
+        vv = torch.ones(pts.shape[:-1], dtype=torch.bool, device=pts.device) if vv is None else vv
+        points, keep = W.polygons(pts, vv.to(torch.bool), valid(batch, "polygons", pts))
+        return {"polygons.points": points, "polygons.valid": keep}
 
 
 KIND = Polygons(

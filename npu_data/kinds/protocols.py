@@ -10,8 +10,9 @@ it structurally:
 - ``ExtractionContext``, ``ResultBatch``, ``ExtractedRows`` and ``Extraction``:
   ``Kind.extract(ctx, b, R)`` (``annotations.results``' ``Context``, ``Batch``, the
   ``builders.Rows`` it makes, and the module itself as the toolkit ``R``);
-- ``GeometryKernels``: ``Kind.resized_crop(..., G)`` / ``Kind.hflip(..., G)`` (the module
-  ``transforms.geometry``);
+- ``GeometryKernels``: ``Kind.resized_crop(..., G)`` / ``Kind.hflip(..., G)`` /
+  ``Kind.warp(..., G)`` (the module ``transforms.geometry``);
+- ``GeometryWarp``: ``Kind.warp(batch, W, G)`` (``transforms.warp_geometry.Warp``);
 - ``Canvas``: ``Kind.paint(canvas, sample)`` (``tools.preview.Canvas``).
 
 Modules satisfy a Protocol when they are passed by name (``kind.extract(ctx, b, results)``):
@@ -179,6 +180,26 @@ class GeometryKernels(Protocol):
                     flip: torch.Tensor) -> torch.Tensor: ...
     def corners_from_xywhr(self, xywhr: torch.Tensor) -> torch.Tensor: ...
     def xywhr_from_corners(self, corners: torch.Tensor) -> torch.Tensor: ...
+
+
+class GeometryWarp(Protocol):
+    """One batch's affine warp (``transforms.warp_geometry.Warp``): its kernels move a kind's
+    padded ``(B, N, ...)`` geometry into each sample's output, with the crops' visibility
+    rules."""
+
+    def points(self, xy: torch.Tensor) -> torch.Tensor: ...
+    def xyxy(self, xyxy: torch.Tensor, valid: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def corners(self, corners: torch.Tensor, valid: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
+    def polygons(self, points: torch.Tensor, vertex_valid: torch.Tensor, valid: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def keypoints(self, xy: torch.Tensor, valid: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def ellipses(self, params: torch.Tensor, valid: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def masks(self, masks: torch.Tensor, valid: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
 class Canvas(Protocol):

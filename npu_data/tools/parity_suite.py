@@ -15,6 +15,7 @@ import torch
 from npu_data.common.compat import autocast_available
 from npu_data.device import DeviceLike, resolve_device
 from npu_data.errors import UserError
+from npu_data.tools.parity_geometric import geometric_rows
 from npu_data.transforms.parity import (
     PRECISION_TOLERANCES,
     TOLERANCES,
@@ -180,6 +181,7 @@ def _run_suite(dev: torch.device, seed: int, batches: int, batch_size: int,
             accs["pipeline"].add(ref, sample_image(result, i))
         if "loader" in accs:
             _loader_rows(accs["loader"], pipe, imgs, dev, seed + b)
+        geometric_rows(accs, rng, imgs, images, sizes, sizes_cpu)
     return [acc.row() for acc in accs.values()]
 
 

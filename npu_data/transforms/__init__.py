@@ -26,8 +26,10 @@ from npu_data.transforms.crop import (
     ResizeCenterCrop,
     ResizeCrop,
 )
+from npu_data.transforms.detection import RandomIoUCrop, RandomZoomOut, ScaleJitter
 from npu_data.transforms.draws import sample_params
 from npu_data.transforms.flip import RandomHorizontalFlip
+from npu_data.transforms.geometric import RandomAffine, RandomRotation, RandomVerticalFlip
 from npu_data.transforms.normalize import Normalize
 from npu_data.transforms.presets import LEVELS, NpuPreprocessor
 from npu_data.transforms.read_crop import ReadCrop
@@ -53,13 +55,19 @@ __all__ = [
     "Normalize",
     "NpuPreprocessor",
     "ParityReport",
+    "RandomAffine",
     "RandomCaption",
     "RandomHorizontalFlip",
+    "RandomIoUCrop",
     "RandomResizedCrop",
+    "RandomRotation",
+    "RandomVerticalFlip",
+    "RandomZoomOut",
     "ReadCrop",
     "Resize",
     "ResizeCenterCrop",
     "ResizeCrop",
+    "ScaleJitter",
     "Transform",
     "compare_tensor",
     "functional",

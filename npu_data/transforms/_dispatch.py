@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from npu_data.transforms import _native
-from npu_data.transforms._kernels import color, crop, jitter, layout
+from npu_data.transforms._kernels import color, crop, jitter, layout, warp
 from npu_data.transforms._native import backend as compiled
 
 COMPILED, TORCH = "compiled", "torch"
@@ -50,6 +50,8 @@ TABLE: dict[str, Kernel] = {
     "adjust_hue_direct": Kernel(color.adjust_hue_direct),  # a host reference: torch only
     "color_jitter": Kernel(jitter.color_jitter, compiled.color_jitter),
     "normalize": Kernel(layout.normalize, compiled.normalize, compiled_takes=_uint8),
+    "warp": Kernel(warp.warp),  # affine, rotate, pad and crop: host tables, torch ops
+    "vflip": Kernel(warp.vflip),
 }
 
 

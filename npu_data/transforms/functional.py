@@ -18,13 +18,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from npu_data.errors import UserTypeError, UserValueError
-from npu_data.transforms import _kernels
+from npu_data.transforms import _kernels, maps
 from npu_data.transforms._dispatch import kernel
 from npu_data.transforms._kernels import color as _color
+from npu_data.transforms._kernels import warp_tables
 from npu_data.transforms.donate import donated
+from npu_data.transforms.maps import check_fill, check_interpolation
 
 COLOR_OPS = ("brightness", "contrast", "saturation", "hue")
 """``color_jitter``'s op ids: the index of each op's name (0 brightness ... 3 hue)."""
@@ -35,12 +38,17 @@ __all__ = [
     "adjust_contrast",
     "adjust_hue",
     "adjust_saturation",
+    "affine",
     "color_jitter",
+    "crop",
     "hflip",
     "normalize",
     "resized_crop",
     "resized_crop_list",
+    "rotate",
     "to_dtype",
+    "vflip",
+    "warp",
 ]
 
 
@@ -404,3 +412,206 @@ def normalize(
     m = _kernels.to_device(torch.tensor(mean, dtype=torch.float32), images.device)
     s = _kernels.to_device(torch.tensor(std, dtype=torch.float32), images.device)
     return kernel("normalize", images)(images, m, s, dtype, channels_last)
+
+
+def vflip(images: torch.Tensor, sizes: torch.Tensor, flip_mask: torch.Tensor) -> torch.Tensor:
+    """Mirror each flagged sample top-bottom within its valid height (exact).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        flip_mask: (B,) bool: which samples to mirror.
+
+    Returns:
+        (B, 3, H, W) uint8, padding left as 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape.
+    """
+    _check_images(images, sizes)
+    if tuple(flip_mask.shape) != (images.shape[0],):
+        raise UserValueError(f"vflip: flip_mask must have shape ({images.shape[0]},), got "
+                             f"{tuple(flip_mask.shape)}")
+    return kernel("vflip", images)(images, sizes, flip_mask)  # type: ignore[no-any-return]
+
+
+def _host_rows(t: torch.Tensor | Sequence[float], batch: int, shape: tuple[int, ...],
+               name: str, who: str) -> np.ndarray:
+    """A per-sample parameter as float64 host values (the maps are made on the host)."""
+    if isinstance(t, torch.Tensor) and not t.is_cpu:
+        raise UserValueError(f"{who}: {name} must be a host (CPU) tensor — the inverse maps are "
+                             "made on the host in float64 as Pillow makes them")
+    host = (t.detach() if t.requires_grad else t).numpy() if isinstance(t, torch.Tensor) else t
+    a = np.asarray(host, dtype=np.float64)
+    if a.ndim == len(shape) - 1:  # one value for every sample
+        a = np.broadcast_to(a, (batch, *shape[1:]))
+    if a.shape != (batch, *shape[1:]):
+        raise UserValueError(f"{who}: {name} must have shape {(batch, *shape[1:])}, got "
+                             f"{a.shape}")
+    if not np.isfinite(a).all():
+        raise UserValueError(f"{who}: {name} must be finite, got {a.tolist()}")
+    return a
+
+
+def _warp_args(images: torch.Tensor, sizes: torch.Tensor, matrices: np.ndarray,
+               interpolation: str, fill: int | Sequence[int], out_sizes: np.ndarray | None,
+               out_shape: tuple[int, int] | None, who: str) -> tuple[object, ...]:
+    """The ``warp`` kernel's arguments: the host tables of ``matrices`` (see :func:`warp`)."""
+    check_interpolation(interpolation, who)
+    fill_rgb = torch.tensor(check_fill(fill, who), dtype=torch.uint8)
+    b = images.shape[0]
+    oh, ow = out_shape if out_shape is not None else (images.shape[2], images.shape[3])
+    if oh < 1 or ow < 1:
+        raise UserValueError(f"{who}: the output must be at least 1x1, got {oh}x{ow}")
+    m = np.asarray(matrices, dtype=np.float64).reshape(b, 6)
+    if interpolation == "bilinear":
+        tabs = warp_tables.bilinear_tables(m, oh, ow)
+    else:
+        tabs = warp_tables.nearest_tables(m, oh, ow)
+    osz = sizes if out_sizes is None else torch.from_numpy(
+        np.asarray(out_sizes, dtype=np.int64).reshape(b, 2))
+    return (images, sizes, osz, tuple(torch.from_numpy(t) for t in tabs),
+            interpolation == "bilinear", fill_rgb)
+
+
+def warp(images: torch.Tensor, sizes: torch.Tensor, matrices: np.ndarray,
+         interpolation: str = "nearest", fill: int | Sequence[int] = 0,
+         out_sizes: np.ndarray | None = None, out_shape: tuple[int, int] | None = None
+         ) -> torch.Tensor:
+    """Pillow's ``Image.transform(AFFINE)`` of each sample with its own inverse map.
+
+    Nearest is exact (Pillow's fixed-point and scale paths, tabulated on the host); bilinear
+    reads the source point Pillow computes in double, rounded to 2**-32 px, and
+    interpolates exactly in integers: within one level of Pillow, which rounds in double.
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        matrices: (B, 6) float64 host array: Pillow's coefficients (output pixel centre to
+            source point) per sample (``npu_data.transforms.maps``).
+        interpolation: ``"nearest"`` or ``"bilinear"``.
+        fill: The colour where a point falls outside the source (int or three ints).
+        out_sizes: (B, 2) valid output sizes (None: ``sizes``).
+        out_shape: The output batch (height, width) (None: the input's).
+
+    Returns:
+        (B, 3, h, w) uint8, 0 outside each sample's output size.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, a bad interpolation or fill.
+    """
+    _check_images(images, sizes)
+    args = _warp_args(images, sizes, matrices, interpolation, fill, out_sizes, out_shape, "warp")
+    return kernel("warp", images)(*args)  # type: ignore[no-any-return]
+
+
+def _host_sizes(sizes: torch.Tensor, who: str) -> np.ndarray:
+    if not sizes.is_cpu:
+        raise UserValueError(f"{who}: sizes must be a host (CPU) tensor here — each sample's "
+                             "centre enters its inverse map, made on the host")
+    return sizes.numpy().astype(np.int64).reshape(-1, 2)
+
+
+def affine(images: torch.Tensor, sizes: torch.Tensor, angle: torch.Tensor,
+           translate: torch.Tensor, scale: torch.Tensor, shear: torch.Tensor,
+           interpolation: str = "nearest", fill: int | Sequence[int] = 0) -> torch.Tensor:
+    """torchvision's ``affine`` per sample, about each valid image's centre (size kept).
+
+    Pillow's ``Image.transform`` with torchvision's inverse map: exact for nearest, within
+    one level for bilinear (see :func:`warp`).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) host tensor: valid (height, width) of each sample.
+        angle: (B,) rotation in degrees (torchvision's sign: clockwise on screen).
+        translate: (B, 2) (tx, ty) in pixels.
+        scale: (B,) scale factors, > 0.
+        shear: (B, 2) (sx, sy) shear angles in degrees.
+        interpolation: ``"nearest"`` or ``"bilinear"``.
+        fill: The colour of pixels mapped from outside the image (int or three ints).
+
+    Returns:
+        (B, 3, H, W) uint8, padding 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype, shape or device, a non-finite parameter, a
+            scale <= 0, a bad interpolation or fill.
+    """
+    _check_images(images, sizes)
+    b, who = images.shape[0], "affine"
+    a = _host_rows(angle, b, (b,), "angle", who)
+    t = _host_rows(translate, b, (b, 2), "translate", who)
+    s = _host_rows(scale, b, (b,), "scale", who)
+    sh = _host_rows(shear, b, (b, 2), "shear", who)
+    if (s <= 0).any():
+        raise UserValueError(f"affine: scale must be positive, got {s.tolist()}")
+    m = maps.affine_matrices(_host_sizes(sizes, who), a, t, s, sh)
+    args = _warp_args(images, sizes, m, interpolation, fill, None, None, who)
+    return kernel("warp", images)(*args)  # type: ignore[no-any-return]
+
+
+def rotate(images: torch.Tensor, sizes: torch.Tensor, angle: torch.Tensor,
+           interpolation: str = "nearest", fill: int | Sequence[int] = 0) -> torch.Tensor:
+    """Pillow's ``Image.rotate(angle)`` per sample (torchvision's ``rotate``, ``expand=False``).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) host tensor: valid (height, width) of each sample.
+        angle: (B,) degrees, counter-clockwise.
+        interpolation: ``"nearest"`` (exact) or ``"bilinear"`` (within one level).
+        fill: The colour of the uncovered corners (int or three ints).
+
+    Returns:
+        (B, 3, H, W) uint8, padding 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype, shape or device, a bad interpolation or fill.
+    """
+    _check_images(images, sizes)
+    who = "rotate"
+    a = _host_rows(angle, images.shape[0], (images.shape[0],), "angle", who)
+    m = maps.rotate_matrices(_host_sizes(sizes, who), a)
+    args = _warp_args(images, sizes, m, interpolation, fill, None, None, who)
+    return kernel("warp", images)(*args)  # type: ignore[no-any-return]
+
+
+def crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+    """torchvision's ``crop`` per sample: the box ``(top, left, height, width)`` of each image
+    to its top-left, nothing resized (exact). The boxes may be on the images' device (a crop
+    chosen there): the kernel reads nothing back.
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        boxes: (B, 4) int64 boxes inside each valid image (checked when on the host).
+
+    Returns:
+        (B, 3, H, W) uint8: each sample's box at the top-left (its new valid size the box's),
+        0 elsewhere.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, or a host box outside its image.
+    """
+    _check_images(images, sizes)
+    b = images.shape[0]
+    if tuple(boxes.shape) != (b, 4) or boxes.is_floating_point():
+        raise UserValueError(f"crop: boxes must be integers of shape ({b}, 4) (top, left, "
+                             f"height, width), got {boxes.dtype} {tuple(boxes.shape)}")
+    if _kernels.host_values(boxes) and _kernels.host_values(sizes):
+        bx, sz = boxes.to(torch.int64), sizes.to(torch.int64)
+        bad = (bx[:, :2] < 0).any(1) | (bx[:, 2:] < 1).any(1) | (bx[:, :2] + bx[:, 2:] > sz).any(1)
+        if bool(bad.any()):
+            i = int(bad.to(torch.int64).argmax())
+            raise UserValueError(f"crop: box {bx[i].tolist()} of sample {i} is not inside its "
+                                 f"{sz[i].tolist()} image (top, left, height, width)")
+    dev = images.device
+    bx = _kernels.to_device(boxes, dev).to(torch.int64)
+    h, w = images.shape[2], images.shape[3]
+    unit = 1 << warp_tables.NEAREST_SHIFT
+    cols = torch.arange(w, device=dev).view(1, w)
+    rows = torch.arange(h, device=dev).view(1, h)
+    tables = ((cols + bx[:, 1:2]) * unit, torch.zeros(b, h, dtype=torch.int64, device=dev),
+              torch.zeros(b, w, dtype=torch.int64, device=dev), (rows + bx[:, 0:1]) * unit)
+    fill = torch.zeros(3, dtype=torch.uint8)
+    return kernel("warp", images)(images, sizes, bx[:, 2:], tables,  # type: ignore[no-any-return]
+                                  False, fill)

@@ -40,17 +40,30 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "normalize": (1e-5, 1e-6),
     "pipeline": (1, 0.1),
     "loader": (1, 0.1),
+    # the warps (tools.parity_geometric): nearest is Pillow's integer arithmetic; bilinear
+    # interpolates exactly where Pillow rounds in double (within one level, rarely off)
+    "affine_nearest": (0, 0.0),
+    "affine_bilinear": (1, 0.05),
+    "rotate_nearest": (0, 0.0),
+    "rotate_bilinear": (1, 0.05),
+    "vflip": (0, 0.0),
+    "zoom_out": (0, 0.0),  # RandomZoomOut vs Pillow's canvas paste (torchvision's pad)
+    "scale_jitter": (0, 0.0),  # ScaleJitter vs Pillow's antialiased bilinear resize
+    "iou_crop": (0, 0.0),  # RandomIoUCrop (chosen on the device) vs the crop of that box
 }
 """Kernel -> (max abs difference in 8-bit levels, bound on the mean abs difference: the mean
 must be below it, or exactly 0 when the bound is 0); ``normalize`` is in float units."""
 # the torch kernels under TF32/HF32, bf16 matmuls or bf16 autocast (rows "<kernel> (torch,
 # <mode>)"): they have no matmul, so the pixels are Pillow's exactly; normalize (float32 out)
-# keeps its budget. The loader runs in its own processes and has no such rows.
+# and the bilinear warps (integer kernels, Pillow's double) keep their budgets. The loader
+# runs in its own processes and has no such rows.
+_KEPT = ("normalize", "affine_bilinear", "rotate_bilinear")
 PRECISION_TOLERANCES: dict[str, tuple[float, float]] = {
-    k: (TOLERANCES[k] if k == "normalize" else (0, 0.0)) for k in TOLERANCES if k != "loader"
+    k: (TOLERANCES[k] if k in _KEPT else (0, 0.0)) for k in TOLERANCES if k != "loader"
 }
 """``TOLERANCES`` of the torch kernels under TF32/HF32, bf16 matmuls or bf16 autocast: exact
-(they have no matmul), ``normalize`` keeping its float budget; no ``loader`` row."""
+(they have no matmul), ``normalize`` and the bilinear warps keeping their budgets; no
+``loader`` row."""
 
 
 def _to_cpu(x: Any) -> torch.Tensor:

@@ -1,0 +1,124 @@
+"""RandomZoomOut and ScaleJitter: exact pixels against the Pillow reference, geometry moved
+with them, drawn output sizes through Compose, replay, bad arguments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from test_geometric_ops import _batch, _check_ellipses, _draw
+
+from npu_data.errors import UserError
+from npu_data.transforms import Compose, RandomAffine, RandomZoomOut, ScaleJitter
+from npu_data.transforms.draws import sample_keys
+from npu_data.transforms.replay import sample_image
+
+B = 8
+TRANSFORMS: dict[str, Any] = {
+    "zoom-out": RandomZoomOut(fill=(1, 2, 250), side_range=(1.0, 2.5), p=0.7),
+    "scale-jitter": ScaleJitter((40, 56), scale_range=(0.3, 1.8)),
+}
+
+
+@pytest.mark.parametrize("case", list(TRANSFORMS))
+def test_pixels_are_the_reference_exactly(case: str) -> None:
+    t = TRANSFORMS[case]
+    batch = _batch()
+    params = _draw(t, batch)
+    out = t.apply(batch, params)
+    assert torch.equal(out["sizes"], params["out"])
+    assert tuple(out["image"].shape[2:]) == tuple(params["out"].max(0).values.tolist())
+    for i in range(B):
+        want = t.apply_reference(sample_image(batch, i), params, i)
+        assert np.array_equal(sample_image(out, i), want), (case, i)
+        h, w = params["out"][i].tolist()
+        assert not out["image"][i, :, h:].any() and not out["image"][i, :, :, w:].any()
+
+
+def test_zoom_out_moves_geometry_by_its_offset() -> None:
+    t = TRANSFORMS["zoom-out"]
+    batch = _batch()
+    params = _draw(t, batch)
+    out = t.apply(batch, params)
+    shift = params["offset"].flip(-1).float()  # (left, top) as (x, y)
+    torch.testing.assert_close(out["keypoints.xy"], batch["keypoints.xy"] + shift[:, None])
+    torch.testing.assert_close(out["boxes.xyxy"], batch["boxes.xyxy"] + shift.repeat(1, 2)[:, None])
+    assert out["boxes.valid"].all() and out["keypoints.valid"].all()
+    top, left = params["offset"][:, 0], params["offset"][:, 1]
+    for i in range(B):
+        h, w = batch["sizes"][i].tolist()
+        moved = out["masks.mask"][i, :, top[i]:top[i] + h, left[i]:left[i] + w]
+        assert torch.equal(moved, batch["masks.mask"][i, :, :h, :w])
+        assert int(out["masks.mask"][i].sum()) == int(moved.sum())
+
+
+def test_scale_jitter_scales_geometry() -> None:
+    t = TRANSFORMS["scale-jitter"]
+    batch = _batch()
+    params = _draw(t, batch)
+    out = t.apply(batch, params)
+    f = (params["out"].float() / batch["sizes"].float()).flip(-1)  # (sx, sy)
+    torch.testing.assert_close(out["polygons.points"],
+                               batch["polygons.points"] * f[:, None, None], atol=1e-3, rtol=0)
+    for i in range(B):  # the old outline, scaled, lies on the new one
+        m = np.diag([float(f[i, 0]), float(f[i, 1])])
+        _check_ellipses(batch["ellipses.params"][i].double().numpy(),
+                        out["ellipses.params"][i].double().numpy(),
+                        np.concatenate([m, np.zeros((2, 1))], 1))
+
+
+def test_drawn_sizes_feed_the_next_draw_in_compose() -> None:
+    """Compose draws the next transform for the sizes this one outputs: RandomAffine's
+    centre is the zoomed-out canvas's."""
+    pipe = Compose([RandomZoomOut(p=1.0, side_range=(2.0, 3.0)), RandomAffine(10)])
+    batch = _batch()
+    keys = sample_keys(1, 0, batch["index"].numpy())
+    params = pipe.draw_keyed(batch["sizes"].numpy(), keys)
+    assert torch.equal(params["1.sizes"], params["0.out"])
+    out = pipe.apply(batch, params)
+    for i in range(B):
+        want = pipe.apply_reference(sample_image(batch, i), params, i)
+        assert np.array_equal(sample_image(out, i), want)
+    with pytest.raises(UserError, match="draw the parameters"):
+        RandomZoomOut().output_sizes(batch["sizes"].numpy())
+
+
+@pytest.mark.parametrize("case", list(TRANSFORMS))
+def test_replay_is_the_same_whatever_the_batch(case: str) -> None:
+    t = TRANSFORMS[case]
+    batch = _batch()
+    whole = t.apply(batch, _draw(t, batch))
+    for pick in ([6], [2, 0, 5]):
+        sub = {k: v[pick] for k, v in batch.items()}
+        part = t.apply(sub, _draw(t, sub))
+        for j, i in enumerate(pick):
+            assert np.array_equal(sample_image(part, j), sample_image(whole, i))
+            torch.testing.assert_close(part["keypoints.xy"][j], whole["keypoints.xy"][i])
+
+
+def test_the_transforms_keep_the_device_rules() -> None:
+    from test_device_rules import audit
+
+    batch = _batch()
+    for t in TRANSFORMS.values():
+        params = _draw(t, batch)
+        mode = audit(lambda t=t, params=params: t.apply(batch, params))
+        assert not mode.float64, (t, mode.summary())
+        assert not set(mode.syncs) - {"Tensor.numpy"}, (t, mode.summary())
+
+
+def test_bad_arguments_in_one_line() -> None:
+    cases = [
+        (lambda: RandomZoomOut(side_range=(0.5, 2)), "1 <= min"),
+        (lambda: RandomZoomOut(p=2), "probability"),
+        (lambda: RandomZoomOut(fill=(1, 2)), "fill"),
+        (lambda: ScaleJitter(0), "target_size must be positive"),
+        (lambda: ScaleJitter(64, scale_range=(0, 1)), "0 < min"),
+        (lambda: ScaleJitter(64, scale_range=(2, 1)), "min <= max"),
+    ]
+    for make, message in cases:
+        with pytest.raises(UserError, match=message) as info:
+            make()
+        assert "\n" not in str(info.value)

@@ -1,0 +1,163 @@
+"""RandomIoUCrop: torchvision's choice rules, chosen on the device without a read back; exact
+pixels; boxes outside the crop marked; replay."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from test_geometric_ops import _batch, _draw
+
+from npu_data.errors import UserError
+from npu_data.transforms import Compose, RandomHorizontalFlip, RandomIoUCrop, RandomZoomOut
+from npu_data.transforms import functional as F
+from npu_data.transforms.draws import sample_keys
+from npu_data.transforms.replay import sample_image
+
+B = 8
+
+
+def _loop_choice(t: RandomIoUCrop, params: dict[str, torch.Tensor], i: int,
+                 boxes: np.ndarray) -> tuple[int, int, int, int] | None:
+    """torchvision's ``make_params`` loop over the same candidates, one sample, in Python."""
+    cand, fits = params["candidates"][i].numpy(), params["fits"][i].numpy()
+    for r in range(t.rounds):
+        min_iou = float(params["min_iou"][i, r])
+        if min_iou >= 1.0:
+            return None
+        for k in range(t.trials):
+            top, left, h, w = (int(v) for v in cand[r, k])
+            if not fits[r, k]:
+                continue
+            cx, cy = (boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2
+            within = (left < cx) & (cx < left + w) & (top < cy) & (cy < top + h)
+            if not within.any():
+                continue
+            b = boxes[within]
+            iw = np.clip(np.minimum(b[:, 2], left + w) - np.maximum(b[:, 0], left), 0, None)
+            ih = np.clip(np.minimum(b[:, 3], top + h) - np.maximum(b[:, 1], top), 0, None)
+            inter = iw * ih
+            iou = inter / ((b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]) + w * h - inter)
+            if iou.max() < min_iou:
+                continue
+            return top, left, h, w
+    return None
+
+
+def test_the_choice_is_torchvisions_loop_and_the_pixels_are_exact() -> None:
+    t = RandomIoUCrop(trials=10, rounds=4)
+    batch = _batch()
+    params = _draw(t, batch)
+    out = t.apply(batch, params)
+    cropped = 0
+    for i in range(B):
+        h, w = batch["sizes"][i].tolist()
+        want = _loop_choice(t, params, i, batch["boxes.xyxy"][i].numpy())
+        got = tuple(params["crop"][i].tolist())
+        assert got == (want if want is not None else (0, 0, h, w)), i
+        cropped += want is not None
+        assert tuple(out["sizes"][i].tolist()) == got[2:]
+        assert np.array_equal(sample_image(out, i), t.apply_reference(sample_image(batch, i),
+                                                                     params, i))
+        top, left, ch, cw = got
+        torch.testing.assert_close(out["keypoints.xy"][i],
+                                   batch["keypoints.xy"][i] - torch.tensor([left, top]))
+        assert torch.equal(out["masks.mask"][i, :, :ch, :cw],
+                           batch["masks.mask"][i, :, top:top + ch, left:left + cw])
+    assert 0 < cropped < B  # both paths seen
+
+
+def test_boxes_whose_centre_leaves_the_crop_are_marked() -> None:
+    t = RandomIoUCrop(min_scale=0.3, max_scale=0.6, sampler_options=[0.0], trials=20)
+    batch = _batch()
+    params = _draw(t, batch)
+    out = t.apply(batch, params)
+    crop = params["crop"].float()
+    xyxy = batch["boxes.xyxy"]
+    cx, cy = (xyxy[..., 0] + xyxy[..., 2]) / 2, (xyxy[..., 1] + xyxy[..., 3]) / 2
+    left, top = crop[:, 1:2], crop[:, 0:1]
+    inside = (left < cx) & (cx < left + crop[:, 3:4]) & (top < cy) & (cy < top + crop[:, 2:3])
+    assert torch.equal(out["boxes.valid"], inside)
+    assert inside.any(1).all()  # option 0.0: some box always kept
+
+
+def test_crop_functional_checks_its_boxes() -> None:
+    batch = _batch()
+    with pytest.raises(UserError, match="not inside its") as info:
+        F.crop(batch["image"], batch["sizes"], torch.tensor([[0, 0, 500, 5]] * B))
+    assert "\n" not in str(info.value)
+    with pytest.raises(UserError, match="boxes must be integers"):
+        F.crop(batch["image"], batch["sizes"], torch.zeros(B, 4))
+
+
+def test_ssd_recipe_replays_whatever_the_batch() -> None:
+    """torchvision's SSD geometry (zoom-out, IoU crop, flip) keyed in a Compose: a sample's
+    result does not depend on its batch."""
+    pipe = Compose([RandomZoomOut(p=0.6, side_range=(1.0, 2.0)), RandomIoUCrop(rounds=4),
+                    RandomHorizontalFlip()])
+    batch = _batch()
+
+    def run(sub: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        keys = sample_keys(3, 0, sub["index"].numpy())
+        params = pipe.draw_keyed(sub["sizes"].numpy(), keys)
+        out = pipe.apply(sub, params)
+        assert torch.equal(params["1.crop"], out["iou_crop"])  # the pick, for the replay
+        for j in range(len(sub["index"])):
+            want = pipe.apply_reference(sample_image(sub, j), params, j)
+            assert np.array_equal(sample_image(out, j), want)
+        return out
+
+    whole = run(batch)
+    for pick in ([4], [7, 1, 2]):
+        part = run({k: v[pick] for k, v in batch.items()})
+        for j, i in enumerate(pick):
+            assert np.array_equal(sample_image(part, j), sample_image(whole, i))
+            assert torch.equal(part["boxes.valid"][j], whole["boxes.valid"][i])
+
+
+def test_device_rules_and_bad_arguments() -> None:
+    from test_device_rules import audit
+
+    t = RandomIoUCrop()
+    batch = _batch()
+    params = _draw(t, batch)
+    mode = audit(lambda: t.apply(batch, params))
+    assert not mode.float64 and not set(mode.syncs) - {"Tensor.numpy"}, mode.summary()
+    no_boxes = {k: v for k, v in batch.items() if not k.startswith("boxes.")}
+    for make, message in [
+        (lambda: t.apply(no_boxes, params), "has no boxes"),
+        (lambda: RandomIoUCrop(trials=0), "trials must be an int >= 1"),
+        (lambda: RandomIoUCrop(min_scale=0.9, max_scale=0.2), "min <= max"),
+        (lambda: RandomIoUCrop(sampler_options=[]), "sampler_options"),
+    ]:
+        with pytest.raises(UserError, match=message) as info:
+            make()
+        assert "\n" not in str(info.value)
+
+
+@pytest.mark.newest_torch
+def test_torch_compile_captures_the_choice_and_the_crop_whole() -> None:
+    """The device part of RandomIoUCrop (the choice from the boxes, the crop) is one graph
+    under ``torch.compile(fullgraph=True)`` and gives the eager result."""
+    import torch._dynamo
+
+    from npu_data.transforms._kernels import accelerator_path
+
+    t = RandomIoUCrop(trials=10, rounds=3)
+    batch = _batch()
+    params = _draw(t, batch)
+
+    def step(image: torch.Tensor, sizes: torch.Tensor, xyxy: torch.Tensor,
+             valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        crop, inside = t.choose(xyxy, valid, params)
+        return F.crop(image, sizes, crop), inside
+
+    args = (batch["image"], batch["sizes"], batch["boxes.xyxy"], batch["boxes.valid"])
+    torch._dynamo.reset()
+    try:
+        with accelerator_path():
+            want = step(*args)
+            got = torch.compile(step, fullgraph=True, backend="aot_eager")(*args)
+    finally:
+        torch._dynamo.reset()
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
