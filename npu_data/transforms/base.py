@@ -183,6 +183,11 @@ class Transform:
         """``(B, 2)`` sizes of the samples this transform outputs for inputs of ``sizes``."""
         return sizes
 
+    def drawn_sizes(self, sizes: np.ndarray, params: Params) -> np.ndarray:
+        """``(B, 2)`` output sizes for inputs of ``sizes`` under drawn ``params`` (a transform
+        whose output size is drawn reads it there; others: :meth:`output_sizes`)."""
+        return self.output_sizes(sizes)
+
     def draw_keyed(self, sizes: np.ndarray, keys: np.ndarray, position: int = 0) -> Params:
         """:meth:`make_params` with the draws of ``keys`` (``draws.sample_keys``) at
         ``position``."""

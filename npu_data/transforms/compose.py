@@ -86,6 +86,11 @@ class Compose(Transform):
             sizes = t.output_sizes(sizes)
         return sizes
 
+    def drawn_sizes(self, sizes: np.ndarray, params: Params) -> np.ndarray:
+        for i, t in enumerate(self.transforms):
+            sizes = t.drawn_sizes(sizes, self._split(params, i))
+        return sizes
+
     def draw_keyed(self, sizes: np.ndarray, keys: np.ndarray, position: int = 0) -> Params:
         """Each child draws at its own position from the sizes the previous ones output."""
         return self._draw(sizes, lambda i, t, s: t.draw_keyed(s, keys, child_position(position,
@@ -100,7 +105,7 @@ class Compose(Transform):
             inputs.append(sizes)
             p = draw(i, t, sizes)
             params.update({f"{i}.{k}": v for k, v in p.items()})
-            sizes = t.output_sizes(sizes)
+            sizes = t.drawn_sizes(sizes, p)
         mirror_crops(self.transforms, params, inputs)
         return params
 

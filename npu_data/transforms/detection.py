@@ -59,6 +59,9 @@ class _DrawnSize(Transform):
                                    params["out"].numpy().copy())
         return params
 
+    def drawn_sizes(self, sizes: np.ndarray, params: Params) -> np.ndarray:
+        return params["out"].numpy().astype(np.int64).reshape(-1, 2).copy()
+
     def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
         """The output sizes of this thread's last :meth:`draw_keyed` for ``sizes``."""
         got = self._last_draws().get(threading.get_ident())

@@ -163,3 +163,18 @@ def test_loader_batches_follow_the_convention(photos: LabelStudioDataset,
                 flipped += 1
             assert [t, left] == [round((full[0] - th) / 2), round((full[1] - tw) / 2)]
     assert flipped > 0
+
+
+def test_a_drawn_output_size_reaches_the_next_stage_with_a_generator() -> None:
+    """Compose draws every stage before applying any: a stage whose output size is drawn
+    (zoom-out, scale jitter) hands it to the next stage's draw, with a generator too."""
+    from npu_data.transforms import RandomZoomOut, ScaleJitter
+
+    image = torch.randint(0, 255, (4, 3, 40, 50), dtype=torch.uint8)
+    sizes = torch.tensor([[40, 50]] * 4)
+    out, _ = Compose([RandomZoomOut(), RandomHorizontalFlip()]).run(
+        {"image": image, "sizes": sizes}, torch.Generator().manual_seed(0))
+    assert (out["sizes"] >= sizes).all() and len({tuple(s) for s in out["sizes"].tolist()}) > 1
+    out, _ = Compose([Compose([ScaleJitter((40, 50))]), ResizeCrop((20, 20))]).run(
+        {"image": image, "sizes": sizes}, torch.Generator().manual_seed(0))
+    assert out["image"].shape == (4, 3, 20, 20)
