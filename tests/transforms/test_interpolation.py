@@ -222,10 +222,17 @@ def test_the_filter_widens_the_pixels_a_window_reads() -> None:
         btop, bleft, bh, bw = (int(v) for v in regions["bilinear"])
         small = torch.from_numpy(img[btop:btop + bh, bleft:bleft + bw].transpose(2, 0, 1)
                                  .copy())[None]
+        moved = torch.tensor([[-btop, -bleft, 90, 240]])
         with pytest.raises(UserError, match="outside"):
-            F.resized_crop(small, torch.tensor([[bh, bw]]), torch.tensor([[-btop, -bleft, 90,
-                                                                           240]]),
-                           out, windows=torch.tensor(win), interpolation=name)
+            F.resized_crop(small, torch.tensor([[bh, bw]]), moved, out,
+                           windows=torch.tensor(win), interpolation=name)
+        # the list form (crop at read's): refused on both paths, never left 0
+        hwc = small[0].permute(1, 2, 0).contiguous()
+        buf = torch.zeros((1, 3, *out), dtype=torch.uint8)
+        with pytest.raises(UserError, match="outside the .* image"):
+            F.resized_crop_list([hwc], moved, buf, torch.tensor(win), interpolation=name)
+        with accelerator_path(), pytest.raises(UserError, match="outside"):
+            F.resized_crop_list([hwc], moved, buf, torch.tensor(win), interpolation=name)
 
 
 @pytest.fixture(scope="module")

@@ -95,19 +95,23 @@ def window_regions(boxes: np.ndarray, windows: np.ndarray, out_h: int, out_w: in
 
 
 def check_windows_inside(boxes: np.ndarray, windows: np.ndarray, out_h: int, out_w: int,
-                         height: int, width: int, interpolation: str = "bilinear") -> None:
-    """Refuse a window that reads outside the ``height x width`` images (its box may extend
-    past them — a region decoded alone — as long as the pixels it reads are inside)."""
+                         height: int | np.ndarray, width: int | np.ndarray,
+                         interpolation: str = "bilinear") -> None:
+    """Refuse a window that reads outside the ``height x width`` images (ints, or (B,) arrays
+    of each image's; its box may extend past them — a region decoded alone — as long as the
+    pixels it reads are inside)."""
     reg = window_regions(boxes, windows, out_h, out_w, interpolation)
     empty = (reg[:, 2] == 0) | (reg[:, 3] == 0)
     inside = empty | ((reg[:, 0] >= 0) & (reg[:, 1] >= 0) & (reg[:, 0] + reg[:, 2] <= height)
                       & (reg[:, 1] + reg[:, 3] <= width))
     if not inside.all():
         i = int(np.flatnonzero(~inside)[0])
+        h = int(np.broadcast_to(height, inside.shape)[i])
+        w = int(np.broadcast_to(width, inside.shape)[i])
         raise UserValueError(
             f"crop window {windows[i].tolist()} of box {boxes[i].tolist()} (sample "
-            f"{i}) reads pixels outside the {height}x{width} batch: clip the box to "
-            "the image"
+            f"{i}) reads pixels outside the {h}x{w} "
+            f"{'batch' if np.ndim(height) == 0 else 'image'}: clip the box to the image"
         )
 
 

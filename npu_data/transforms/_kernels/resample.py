@@ -195,8 +195,7 @@ def weight_tables(out_size: int, length: int, device: torch.device,
         with _TABLES_LOCK:
             got = _TABLES.get(key)
             if got is None or got[0] < cap:
-                xmin, w = coefficients_np(np.arange(1, cap + 1), out_size,
-                                          taps_bound(cap, out_size, interpolation), interpolation)
+                xmin, w = _all_extents(cap, out_size, interpolation)
                 nz = np.where((w != 0).any(1), np.arange(1, w.shape[-1] + 1), 0)  # (E, T)
                 if len(_NEEDED.get(need_key, ())) < cap:
                     _NEEDED[need_key] = [int(v) for v in np.maximum.accumulate(nz.max(1))]
@@ -204,6 +203,16 @@ def weight_tables(out_size: int, length: int, device: torch.device,
                        to_device(torch.from_numpy(w), device))
                 _TABLES[key] = got
     return got[1], got[2]
+
+
+def _all_extents(cap: int, out_size: int, interpolation: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`coefficients_np` of extents ``1..cap``, in slices of extents: the float64
+    work arrays stay near 64 MiB whatever the size (Lanczos' 2048 -> 1024 has 25 taps)."""
+    taps = taps_bound(cap, out_size, interpolation)
+    step = max(1, (64 << 20) // (out_size * taps * 8 * 4))
+    parts = [coefficients_np(np.arange(e0, min(e0 + step, cap + 1)), out_size, taps,
+                             interpolation) for e0 in range(1, cap + 1, step)]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 def taps_needed(length: int, out_size: int, interpolation: str = "bilinear") -> int:

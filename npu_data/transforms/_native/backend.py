@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from npu_data.transforms import _native
@@ -47,8 +48,13 @@ def resized_crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
 def resized_crop_list(images: list[torch.Tensor], boxes: torch.Tensor, out: torch.Tensor,
                       windows: torch.Tensor | None = None, interpolation: str = "bilinear"
                       ) -> torch.Tensor:
-    """The list form: every ``(H, W, C)`` image's box into ``out`` in one call."""
+    """The list form: every ``(H, W, C)`` image's box into ``out`` in one call (a window
+    that reads outside its image is refused first: the kernel would leave it 0)."""
     out_h, out_w = int(out.shape[2]), int(out.shape[3])
+    if windows is not None and len(images):
+        hw = np.array([im.shape[:2] for im in images], dtype=np.int64)
+        check_windows_inside(boxes.numpy(), windows.numpy(), out_h, out_w, hw[:, 0], hw[:, 1],
+                             interpolation)
     _ops().resized_crop_list(images, boxes, out_h, out_w, vertical_first_rule(), out, windows,
                              FILTERS[interpolation])
     return out
