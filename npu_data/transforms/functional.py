@@ -35,12 +35,10 @@ INTERPOLATIONS = tuple(FILTERS)
 
 __all__ = [
     "COLOR_OPS",
-    "INTERPOLATIONS",
     "adjust_brightness",
     "adjust_contrast",
     "adjust_hue",
     "adjust_saturation",
-    "check_interpolation",
     "color_jitter",
     "hflip",
     "normalize",
@@ -82,8 +80,18 @@ def _out_size(size: int | Sequence[int]) -> tuple[int, int]:
 
 
 def check_interpolation(interpolation: object, who: str) -> str:
-    """``interpolation`` if it names one of :data:`INTERPOLATIONS`, else a one-line error
-    naming ``who`` and the choices."""
+    """The resize filter a transform or op was given, checked.
+
+    Args:
+        interpolation: What the user passed.
+        who: The transform or op, named in the error.
+
+    Returns:
+        ``interpolation``, one of :data:`INTERPOLATIONS`.
+
+    Raises:
+        UserValueError: Anything else (one line naming ``who`` and the choices).
+    """
     if not isinstance(interpolation, str) or interpolation not in FILTERS:
         raise UserValueError(f"{who}: interpolation must be one of "
                              f"{', '.join(repr(k) for k in FILTERS)}, got {interpolation!r}")
