@@ -108,8 +108,8 @@ def resized_crop(
 
     Antialiased (the filter support grows with the downscale factor), 22-bit fixed-point
     weights, a horizontal pass then a vertical pass with an 8-bit intermediate clipped to
-    0..255 (Pillow >= 13:
-    vertical first when the height shrinks more than twice as much as the width). Exact on the
+    0..255 (Pillow >= 13: vertical first when the height shrinks more than twice as much as
+    the width, whatever the filter). Exact on the
     CPU kernels and the torch kernels alike; the torch kernels read nothing back from the
     device and run each sample in its own pass order in one batch of a few ops
     (``_kernels.resample``).

@@ -2,8 +2,9 @@
 // (npu_data::resized_crop).
 //
 // Pillow 13's rules: 22-bit fixed-point weights computed in double, an 8-bit intermediate
-// between the passes (clipped to 0..255: bicubic and Lanczos weights can be negative), and the vertical pass first when the height shrinks by more than twice
-// as many pixels as the width. The horizontal pass runs as transpose + vertical pass +
+// between the passes (clipped to 0..255: bicubic and Lanczos weights can be negative), and
+// the vertical pass first when the height shrinks by more than twice as many pixels as the
+// width, whatever the filter. The horizontal pass runs as transpose + vertical pass +
 // transpose so that every inner loop walks contiguous memory.
 
 // The 16 x 16 byte transpose has hand-written paths for SSE2 (x86-64) and NEON (aarch64) —
