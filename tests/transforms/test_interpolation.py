@@ -5,7 +5,6 @@ equal to Pillow's ``Image.resize`` (+ crop) with that filter, 0 levels, on the t
 from __future__ import annotations
 
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -259,7 +258,7 @@ def _loader_batches(ds: ShardDataset, transform: Any, read_crop: bool) -> list[d
 @pytest.mark.parametrize("name", list(FILTERS))
 @pytest.mark.parametrize("kind", ["ResizeCrop", "RandomResizedCrop", "ResizeCenterCrop"])
 def test_crop_at_read_equals_no_read_crop(stores: dict[str, ShardDataset], store: str,
-                                          name: str, kind: str, tmp_path: Path) -> None:
+                                          name: str, kind: str) -> None:
     """Through a ShardDataset and the DataLoader, the leading crop applied while reading
     (JPEG regions widened by the filter's support) gives the batches of reading whole images
     and cropping after, key for key."""
