@@ -44,7 +44,8 @@ class CropPlan:
     (``transforms.crop_base``) also has ``windows (B, 4)`` (top, left, full height, full
     width), ``out (B, 2)`` each sample's valid output size (``size`` the largest) and
     ``top_left (B, 2)``, its ``crop_top_left``. ``seed`` and ``epoch``: the pass it was
-    drawn for."""
+    drawn for. ``interpolation``: the resize filter (``"bilinear"``, ``"bicubic"`` or
+    ``"lanczos"``); a window reads as far around it as the filter's support reaches."""
 
     boxes: np.ndarray
     size: tuple[int, int]
@@ -55,6 +56,7 @@ class CropPlan:
     top_left: np.ndarray | None = None
     seed: int = 0
     epoch: int = 0
+    interpolation: str = "bilinear"
 
 
 class PlannedIndices(list[int]):

@@ -66,7 +66,7 @@ def crop_images(images: Sequence[Any], plan: CropPlan, out: torch.Tensor) -> Non
     if any(isinstance(im, EncodedImage) for im in images):
         images, boxes = decode_boxes(images, boxes, plan.size if plan.fast else None,
                                      reuse=True, regions=read_crop.read_regions(plan))
-    read_crop.resize_into(images, boxes, out, plan.windows)
+    read_crop.resize_into(images, boxes, out, plan.windows, plan.interpolation)
 
 
 def stored_sizes(batch: Any, seed: int, epoch: int) -> np.ndarray | None:

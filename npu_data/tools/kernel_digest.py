@@ -6,7 +6,7 @@ two builds — x86-64 and aarch64, or the native, portable and scalar SIMD build
 ``python -m npu_data.tools.kernel_digest`` prints ``{"build": ..., "digests": {case: sha}}``.
 Inputs come from numpy's PCG64 (the same numbers on every platform): noise, gradients and hard
 edges; crops that enlarge and shrink, take either pass order, and end inside and on the 16-pixel
-tiles of the transposes.
+tiles of the transposes; each filter (bilinear, bicubic, Lanczos).
 """
 
 from __future__ import annotations
@@ -66,6 +66,17 @@ def _crop_cases(ops: Any, images: torch.Tensor) -> Iterator[tuple[str, torch.Ten
         out = torch.empty(images.shape[0], 3, oh, ow, dtype=torch.uint8)
         ops.resized_crop_list(hwc, boxes, oh, ow, rule, out, windows)
         yield f"resized_crop_list window {box}->{fh}x{fw} at {top},{left}", out
+    for flt, name in ((1, "bicubic"), (2, "lanczos")):  # negative lobes: the clip to 0..255
+        for box, (oh, ow) in (_CROPS[1], _CROPS[2]):
+            boxes = torch.tensor([box] * images.shape[0], dtype=torch.int64)
+            yield (f"resized_crop {name} {box}->{oh}x{ow}",
+                   ops.resized_crop(images, boxes, oh, ow, rule, None, flt))
+        box, (fh, fw), (top, left, oh, ow) = _WINDOWS[1]
+        boxes = torch.tensor([box] * images.shape[0], dtype=torch.int64)
+        windows = torch.tensor([[top, left, fh, fw]] * images.shape[0], dtype=torch.int64)
+        out = torch.empty(images.shape[0], 3, oh, ow, dtype=torch.uint8)
+        ops.resized_crop_list(hwc, boxes, oh, ow, rule, out, windows, flt)
+        yield f"resized_crop_list {name} window {box}->{fh}x{fw} at {top},{left}", out
 
 
 def _colour_cases(ops: Any, images: torch.Tensor, rng: np.random.Generator

@@ -159,6 +159,7 @@ def _run_suite(dev: torch.device, seed: int, batches: int, batch_size: int,
                 ref = R.resized_crop(img, boxes[i].tolist(), size)
                 accs["resized_crop"].add(ref, _sample(out, i, ref.shape[0], ref.shape[1]))
         _window_rows(accs, rng, imgs, images, sizes, sizes_cpu)
+        _filter_rows(accs, rng, imgs, images, sizes, sizes_cpu)
         flips = torch.from_numpy(rng.random(batch_size) < 0.5)
         flips[0] = True
         out = F.hflip(images, sizes, flips.to(dev))
@@ -213,6 +214,40 @@ def _window_rows(accs: dict[str, RowAccumulator], rng: np.random.Generator,
     for i, img in enumerate(imgs):
         ref = R.center_crop(R.resize_shorter(img, resize), crop)
         accs["resize_center_crop"].add(ref, _sample(result["image"], i, *crop))
+
+
+def _filter_rows(accs: dict[str, RowAccumulator], rng: np.random.Generator,
+                 imgs: list[np.ndarray], images: torch.Tensor, sizes: torch.Tensor,
+                 sizes_cpu: torch.Tensor) -> None:
+    """Bicubic and Lanczos: random boxes (up and down, odd sizes), windows of whole resizes
+    and ``ResizeCrop`` (resize to cover, random crop) against Pillow's filter of that name."""
+    from npu_data.transforms import ResizeCrop
+    from npu_data.transforms import functional as F
+    from npu_data.transforms import reference as R
+    from npu_data.transforms.draws import sample_keys
+
+    n = len(imgs)
+    for name in ("bicubic", "lanczos"):
+        size = (int(rng.integers(1, 120)), int(rng.integers(1, 120)))
+        boxes = _boxes(rng, sizes_cpu)
+        out = F.resized_crop(images, sizes, boxes.to(images.device), size, interpolation=name)
+        for i, img in enumerate(imgs):
+            ref = R.resized_crop(img, boxes[i].tolist(), size, name)
+            accs[f"resized_crop {name}"].add(ref, _sample(out, i, *size))
+        whole = torch.cat([torch.zeros((n, 2), dtype=torch.int64), sizes_cpu], dim=1)
+        full = torch.from_numpy(rng.integers(1, 400, (n, 2)))
+        windows = torch.cat([torch.from_numpy(rng.integers(-8, 40, (n, 2))), full], dim=1)
+        out = F.resized_crop(images, sizes, whole, size, windows=windows, interpolation=name)
+        for i, img in enumerate(imgs):
+            ref = R.resized_window(img, whole[i].tolist(), windows[i].tolist(), size, name)
+            accs[f"resized_window {name}"].add(ref, _sample(out, i, *size))
+        t = ResizeCrop(size, crop="random", interpolation=name)
+        params = t.draw_keyed(sizes_cpu.numpy(), sample_keys(int(rng.integers(1 << 30)), 0,
+                                                             np.arange(n)))
+        result = t.apply({"image": images, "sizes": sizes}, params)
+        for i, img in enumerate(imgs):
+            ref = t.apply_reference(img, params, i)
+            accs[f"resize_crop {name}"].add(ref, _sample(result["image"], i, *size))
 
 
 class _Samples(torch.utils.data.Dataset):  # type: ignore[type-arg]

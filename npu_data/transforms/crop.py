@@ -2,7 +2,7 @@
 ResizeCrop in ``transforms.resize`` (re-exported).
 
 Each draws or computes one crop box (or window, ``crop_base``) per sample and runs one
-batched ``functional.resized_crop`` (Pillow BILINEAR with antialiasing); the batch's geometry
+batched ``functional.resized_crop`` (Pillow BILINEAR, BICUBIC or LANCZOS, antialiased); the batch's geometry
 keys follow through ``transforms.geometry``, and the micro-conditioning keys are written.
 """
 
@@ -17,6 +17,7 @@ from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms.base import Params, pair
 from npu_data.transforms.crop_base import _CropBase, box_params, check_min_visible
 from npu_data.transforms.draws import Uniforms
+from npu_data.transforms.functional import check_interpolation
 from npu_data.transforms.resize import CenterCrop, Resize, ResizeCenterCrop, ResizeCrop
 
 __all__ = ["CenterCrop", "RandomResizedCrop", "Resize", "ResizeCenterCrop", "ResizeCrop",
@@ -39,6 +40,10 @@ def _range(value: Sequence[float], what: str, who: str, positive: bool) -> tuple
     return lo, hi
 
 
+def _filter_repr(interpolation: str) -> str:
+    return "" if interpolation == "bilinear" else f", interpolation={interpolation!r}"
+
+
 class RandomResizedCrop(_CropBase):
     """Crop a random area and aspect ratio per sample, resized to ``size``.
 
@@ -52,10 +57,12 @@ class RandomResizedCrop(_CropBase):
         ratio: (min, max) aspect ratio (width / height) of the crop, 0 < min <= max.
         min_visible: Boxes, polygons and masks keeping less than this fraction of their area
             are marked invalid.
+        interpolation: ``"bilinear"``, ``"bicubic"`` or ``"lanczos"`` (Pillow's filters).
 
     Raises:
         UserError: A ``size`` that is not positive ints, a ``scale`` or ``ratio`` that is not an
-            ordered pair in range, or a ``min_visible`` outside [0, 1].
+            ordered pair in range, a ``min_visible`` outside [0, 1], or an unknown
+            ``interpolation``.
     """
 
     name = "RandomResizedCrop"
@@ -68,7 +75,9 @@ class RandomResizedCrop(_CropBase):
         scale: Sequence[float] = (0.08, 1.0),
         ratio: Sequence[float] = (3 / 4, 4 / 3),
         min_visible: float = 0.25,
+        interpolation: str = "bilinear",
     ) -> None:
+        self.interpolation = check_interpolation(interpolation, self.name)
         self.size = pair(size, "size", self.name)
         self.scale = _range(scale, "scale", self.name, positive=False)
         if self.scale[1] <= 0:
@@ -110,5 +119,5 @@ class RandomResizedCrop(_CropBase):
     def __repr__(self) -> str:
         return (
             f"{self.name}(size={self.size}, scale={self.scale}, ratio={self.ratio}, "
-            f"min_visible={self.min_visible})"
+            f"min_visible={self.min_visible}{_filter_repr(self.interpolation)})"
         )

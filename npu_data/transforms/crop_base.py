@@ -118,6 +118,7 @@ class _CropBase(Transform):
 
     size: tuple[int, int] | None
     min_visible: float = 0.25
+    interpolation: str = "bilinear"  # the resize filter (``functional.INTERPOLATIONS``)
     # every sample fills the whole output (no padding): Compose may fold a following flip into
     # the resize and tell the colour steps after it that there is no padding
     fills = True
@@ -132,7 +133,8 @@ class _CropBase(Transform):
         windows = params.get("windows")
         out["image"] = F.resized_crop(batch["image"], sizes, params["boxes"], shape,
                                       windows=windows,
-                                      flip=None if flip is None else flip.to(torch.bool))
+                                      flip=None if flip is None else flip.to(torch.bool),
+                                      interpolation=self.interpolation)
         if windows is None:
             # one row per sample, not an expanded view (a batch's tensors must be pinnable)
             new_sizes = torch.tensor([shape] * sizes.shape[0], dtype=sizes.dtype).view(-1, 2)
@@ -160,10 +162,10 @@ class _CropBase(Transform):
         windows = params.get("windows")
         if windows is None:
             assert self.size is not None
-            return reference.resized_crop(image, box, self.size)
+            return reference.resized_crop(image, box, self.size, self.interpolation)
         window = [int(v) for v in windows[index].tolist()]
         valid = tuple(int(v) for v in params["out"][index].tolist())
-        return reference.resized_window(image, box, window, valid)
+        return reference.resized_window(image, box, window, valid, self.interpolation)
 
     def leading_crop(self, position: int = 0) -> tuple[Transform, int] | None:
         """This crop, at ``position``, when its parameters are keyed (``read_crop``)."""

@@ -26,11 +26,17 @@ from npu_data.transforms import _kernels, maps
 from npu_data.transforms._dispatch import kernel
 from npu_data.transforms._kernels import color as _color
 from npu_data.transforms._kernels import warp_tables
+from npu_data.transforms._kernels.resample import FILTERS
 from npu_data.transforms.donate import donated
-from npu_data.transforms.maps import check_fill, check_interpolation
+from npu_data.transforms.maps import check_fill
+from npu_data.transforms.maps import check_interpolation as check_warp_interpolation
 
 COLOR_OPS = ("brightness", "contrast", "saturation", "hue")
 """``color_jitter``'s op ids: the index of each op's name (0 brightness ... 3 hue)."""
+
+INTERPOLATIONS = tuple(FILTERS)
+"""The resize filters, Pillow's ``Image.Resampling`` of the same name, each exact:
+``"bilinear"`` (the default), ``"bicubic"``, ``"lanczos"``."""
 
 __all__ = [
     "COLOR_OPS",
@@ -83,15 +89,37 @@ def _out_size(size: int | Sequence[int]) -> tuple[int, int]:
     return h, w
 
 
+def check_interpolation(interpolation: object, who: str) -> str:
+    """The resize filter a transform or op was given, checked.
+
+    Args:
+        interpolation: What the user passed.
+        who: The transform or op, named in the error.
+
+    Returns:
+        ``interpolation``, one of :data:`INTERPOLATIONS`.
+
+    Raises:
+        UserValueError: Anything else (one line naming ``who`` and the choices).
+    """
+    if not isinstance(interpolation, str) or interpolation not in FILTERS:
+        raise UserValueError(f"{who}: interpolation must be one of "
+                             f"{', '.join(repr(k) for k in FILTERS)}, got {interpolation!r}")
+    return interpolation
+
+
 def resized_crop(
     images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor, size: int | Sequence[int],
-    windows: torch.Tensor | None = None, flip: torch.Tensor | None = None,
+    windows: torch.Tensor | None = None, flip: torch.Tensor | None = None, *,
+    interpolation: str = "bilinear",
 ) -> torch.Tensor:
-    """Crop boxes and resize each to ``size``: Pillow's ``Image.resize(BILINEAR)`` per sample.
+    """Crop boxes and resize each to ``size``: Pillow's ``Image.resize`` per sample with
+    ``BILINEAR`` (default), ``BICUBIC`` or ``LANCZOS``.
 
     Antialiased (the filter support grows with the downscale factor), 22-bit fixed-point
-    weights, a horizontal pass then a vertical pass with an 8-bit intermediate (Pillow >= 13:
-    vertical first when the height shrinks more than twice as much as the width). Exact on the
+    weights, a horizontal pass then a vertical pass with an 8-bit intermediate clipped to
+    0..255 (Pillow >= 13: vertical first when the height shrinks more than twice as much as
+    the width, whatever the filter). Exact on the
     CPU kernels and the torch kernels alike; the torch kernels read nothing back from the
     device and run each sample in its own pass order in one batch of a few ops
     (``_kernels.resample``).
@@ -112,15 +140,20 @@ def resized_crop(
         flip: Optional (B,) bool: mirror those samples' results left-right (folded into the
             resampling tables: no extra pass; with ``windows``, the whole window is mirrored
             after the resize).
+        interpolation: ``"bilinear"``, ``"bicubic"`` (a = -0.5) or ``"lanczos"`` (3 lobes):
+            Pillow's filter of that name. A window's pixels read reach the filter's support
+            (times the downscale) around it.
 
     Returns:
         (B, 3, h, w) uint8.
 
     Raises:
         UserError: A tensor of the wrong dtype or shape, a non-positive ``size``, windows or
-            boxes not on the host when ``windows`` is given, or a window size below 1.
+            boxes not on the host when ``windows`` is given, a window size below 1, or an
+            unknown ``interpolation``.
     """
     _check_images(images, sizes)
+    check_interpolation(interpolation, "resized_crop")
     out_h, out_w = _out_size(size)
     if boxes.shape != (images.shape[0], 4):
         raise UserValueError(f"crop boxes must have shape ({images.shape[0]}, 4) "
@@ -129,7 +162,8 @@ def resized_crop(
         raise UserValueError(f"flip must have shape ({images.shape[0]},), got {tuple(flip.shape)}")
     impl = kernel("resized_crop", images)
     if windows is None:
-        return impl(images, sizes, boxes.to(torch.int64), out_h, out_w, flip=flip)
+        return impl(images, sizes, boxes.to(torch.int64), out_h, out_w, flip=flip,
+                    interpolation=interpolation)
     if windows.shape != (images.shape[0], 4):
         raise UserValueError(f"crop windows must have shape ({images.shape[0]}, 4) (top, left, "
                              f"full height, full width), got {tuple(windows.shape)}")
@@ -140,7 +174,7 @@ def resized_crop(
         raise UserValueError(f"resized_crop: window full sizes must be >= 1, got "
                              f"{windows[:, 2:].tolist()}")
     out = impl(images, sizes, boxes.to(torch.int64), out_h, out_w,
-               windows=windows.to(torch.int64))
+               windows=windows.to(torch.int64), interpolation=interpolation)
     if flip is None:
         return out
     out_sizes = torch.tensor([[out_h, out_w]] * out.shape[0], dtype=torch.int64)
@@ -148,7 +182,8 @@ def resized_crop(
 
 
 def resized_crop_list(images: Sequence[torch.Tensor], boxes: torch.Tensor, out: torch.Tensor,
-                      windows: torch.Tensor | None = None) -> torch.Tensor:
+                      windows: torch.Tensor | None = None, *, interpolation: str = "bilinear"
+                      ) -> torch.Tensor:
     """:func:`resized_crop` of images of different sizes, each into its row of ``out``.
 
     Args:
@@ -158,13 +193,15 @@ def resized_crop_list(images: Sequence[torch.Tensor], boxes: torch.Tensor, out: 
             may reach past an image where a window reads only inside it).
         out: ``(B, 3, h, w)`` uint8, contiguous: the output, written in place.
         windows: ``(B, 4)`` int64 as in :func:`resized_crop`, or None.
+        interpolation: the filter, as in :func:`resized_crop`.
 
     Returns:
         ``out``, each row the Pillow-exact resize of its box (or window).
 
     Raises:
-        UserError: shapes or dtypes that do not match.
+        UserError: shapes or dtypes that do not match, or an unknown ``interpolation``.
     """
+    check_interpolation(interpolation, "resized_crop_list")
     b = len(images)
     if out.dtype != torch.uint8 or out.ndim != 4 or out.shape[:2] != (b, 3):
         raise UserValueError(f"resized_crop_list: out must be a uint8 tensor ({b}, 3, h, w), got "
@@ -178,7 +215,8 @@ def resized_crop_list(images: Sequence[torch.Tensor], boxes: torch.Tensor, out: 
                              f"{windows[:, 2:].tolist()}")
     impl = kernel("resized_crop_list", out)
     return impl(list(images), boxes.to(torch.int64), out,  # type: ignore[no-any-return]
-                None if windows is None else windows.to(torch.int64))
+                None if windows is None else windows.to(torch.int64),
+                interpolation=interpolation)
 
 
 def hflip(images: torch.Tensor, sizes: torch.Tensor, flip_mask: torch.Tensor) -> torch.Tensor:
@@ -457,7 +495,7 @@ def _warp_args(images: torch.Tensor, sizes: torch.Tensor, matrices: np.ndarray,
                interpolation: str, fill: int | Sequence[int], out_sizes: np.ndarray | None,
                out_shape: tuple[int, int] | None, who: str) -> tuple[object, ...]:
     """The ``warp`` kernel's arguments: the host tables of ``matrices`` (see :func:`warp`)."""
-    check_interpolation(interpolation, who)
+    check_warp_interpolation(interpolation, who)
     fill_rgb = torch.tensor(check_fill(fill, who), dtype=torch.uint8)
     b = images.shape[0]
     oh, ow = out_shape if out_shape is not None else (images.shape[2], images.shape[3])

@@ -36,6 +36,14 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "resized_crop": (1, 0.1),
     "resized_window": (0, 0.0),  # resize whole, keep a window (ResizeCrop, CenterCrop pads)
     "resize_center_crop": (0, 0.0),  # vs torchvision's PIL Resize(int) + CenterCrop
+    # the other filters, exact: Pillow's Image.resize(BICUBIC / LANCZOS) of a box, of a whole
+    # image kept in a window, and ResizeCrop (resize to cover, then the crop) with each
+    "resized_crop bicubic": (0, 0.0),
+    "resized_crop lanczos": (0, 0.0),
+    "resized_window bicubic": (0, 0.0),
+    "resized_window lanczos": (0, 0.0),
+    "resize_crop bicubic": (0, 0.0),
+    "resize_crop lanczos": (0, 0.0),
     "adjust_hue": (1, 0.1),
     "normalize": (1e-5, 1e-6),
     "pipeline": (1, 0.1),

@@ -13,6 +13,7 @@ from npu_data.transforms.color import ColorJitter
 from npu_data.transforms.compose import Compose
 from npu_data.transforms.crop import RandomResizedCrop, ResizeCenterCrop, ResizeCrop
 from npu_data.transforms.flip import RandomHorizontalFlip
+from npu_data.transforms.functional import check_interpolation
 from npu_data.transforms.normalize import IMAGENET_MEAN, IMAGENET_STD, Normalize
 
 LEVELS = {
@@ -27,10 +28,11 @@ LEVELS = {
 def preset(
     image_size: int | Sequence[int], augment_level: int, min_visible: float = 0.25,
     buckets: BucketSpec | None = None, no_upscale: bool = False,
+    interpolation: str = "bilinear",
 ) -> list[Transform]:
     """The uint8 transforms of ``augment_level`` (see ``LEVELS``); with ``buckets``, the
     bucketed (AIGC) preset: ``ResizeCrop`` to each batch's bucket (centre at level 0, a
-    random offset above) instead of the crops."""
+    random offset above) instead of the crops. ``interpolation``: the first stage's filter."""
     size = pair(image_size, "image_size", "NpuPreprocessor")
     if isinstance(augment_level, bool) or augment_level not in LEVELS:
         choices = "; ".join(f"{k}: {v}" for k, v in LEVELS.items())
@@ -46,11 +48,12 @@ def preset(
         given = None if buckets == "sampler" else buckets_of(
             buckets, size=size[0], no_upscale=no_upscale, who="NpuPreprocessor")
         first = ResizeCrop(None, crop="center" if augment_level == 0 else "random",
-                           buckets=given, min_visible=min_visible, no_upscale=no_upscale)
+                           buckets=given, min_visible=min_visible, no_upscale=no_upscale,
+                           interpolation=interpolation)
     elif augment_level == 0:
-        first = ResizeCenterCrop(size, min_visible=min_visible)
+        first = ResizeCenterCrop(size, min_visible=min_visible, interpolation=interpolation)
     else:
-        first = RandomResizedCrop(size, min_visible=min_visible)
+        first = RandomResizedCrop(size, min_visible=min_visible, interpolation=interpolation)
     if augment_level == 0:
         return [first]
     out: list[Transform] = [first, RandomHorizontalFlip()]
@@ -87,10 +90,13 @@ class NpuPreprocessor(Compose):
             the sampler's (the DataLoader checks when it is built).
         no_upscale: with buckets, a photo smaller than its bucket gets one inside it
             (kohya's ``bucket_no_upscale``).
+        interpolation: the resize filter of the first stage: ``"bilinear"``, ``"bicubic"``
+            or ``"lanczos"`` (Pillow's, exact; diffusers' SDXL scripts use Lanczos).
 
     Raises:
         UserError: An ``augment_level`` not in ``LEVELS``, a ``normalize`` that is not
-            True, False or (mean, std), or another argument out of range.
+            True, False or (mean, std), an unknown ``interpolation``, or another argument out
+            of range.
     """
 
     name = "NpuPreprocessor"
@@ -105,8 +111,11 @@ class NpuPreprocessor(Compose):
         min_visible: float = 0.25,
         buckets: BucketSpec | None = None,
         no_upscale: bool = False,
+        interpolation: str = "bilinear",
     ) -> None:
-        transforms = preset(image_size, augment_level, min_visible, buckets, no_upscale)
+        check_interpolation(interpolation, self.name)
+        transforms = preset(image_size, augment_level, min_visible, buckets, no_upscale,
+                            interpolation)
         if normalize is True:
             transforms.append(Normalize(IMAGENET_MEAN, IMAGENET_STD, dtype, channels_last))
         elif normalize is not False and normalize is not None:

@@ -89,7 +89,8 @@ class ReadCrop:
         windows = arrays.get("windows")
         return CropPlan(arrays["boxes"], shape, self.crop.min_visible,
                         self.fast and windows is None, windows, arrays.get("out"),
-                        arrays.get("crop_top_left"), self.seed, self.epoch)
+                        arrays.get("crop_top_left"), self.seed, self.epoch,
+                        self.crop.interpolation)
 
 
 def plan_params(plan: CropPlan) -> Params:
@@ -139,7 +140,8 @@ def read_regions(plan: CropPlan) -> np.ndarray | None:
     """
     if plan.windows is None:
         return None
-    regions = window_regions(plan.boxes, plan.windows, plan.size[0], plan.size[1])
+    regions = window_regions(plan.boxes, plan.windows, plan.size[0], plan.size[1],
+                             plan.interpolation)
     regions[(regions[:, 2] < 1) | (regions[:, 3] < 1)] = (0, 0, 1, 1)
     return regions
 
@@ -158,7 +160,8 @@ def decodes_regions(t: torch.Tensor) -> bool:
 
 
 def resize_into(images: Sequence[np.ndarray], boxes: torch.Tensor, out: torch.Tensor,
-                windows: np.ndarray | None = None) -> torch.Tensor:
+                windows: np.ndarray | None = None, interpolation: str = "bilinear"
+                ) -> torch.Tensor:
     """Each array's box resized into its row of ``out``.
 
     Args:
@@ -167,6 +170,7 @@ def resize_into(images: Sequence[np.ndarray], boxes: torch.Tensor, out: torch.Te
             was read.
         out: ``(B, 3, h, w)`` uint8, written.
         windows: The plan's windows (whole resizes kept in part), or None.
+        interpolation: The plan's resize filter.
 
     Returns:
         ``out``.
@@ -177,5 +181,5 @@ def resize_into(images: Sequence[np.ndarray], boxes: torch.Tensor, out: torch.Te
         warnings.simplefilter("ignore", UserWarning)
         tensors = [torch.from_numpy(im) for im in images]
     win = None if windows is None else torch.from_numpy(np.ascontiguousarray(windows))
-    return F.resized_crop_list(tensors, boxes, out, win)
+    return F.resized_crop_list(tensors, boxes, out, win, interpolation=interpolation)
 

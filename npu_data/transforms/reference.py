@@ -74,22 +74,37 @@ def _out_size(size: int | Sequence[int]) -> tuple[int, int]:
     return h, w
 
 
-def resized_crop(img: np.ndarray, box: Sequence[int], size: int | Sequence[int]) -> np.ndarray:
-    """Crop a box and resize it with ``Image.BILINEAR``: torchvision's PIL ``resized_crop``.
+_FILTERS = {"bilinear": Image.Resampling.BILINEAR, "bicubic": Image.Resampling.BICUBIC,
+            "lanczos": Image.Resampling.LANCZOS}
+
+
+def _filter(interpolation: str, who: str) -> Image.Resampling:
+    if not isinstance(interpolation, str) or interpolation not in _FILTERS:
+        raise UserValueError(f"reference.{who}: interpolation must be one of "
+                             f"{', '.join(repr(k) for k in _FILTERS)}, got {interpolation!r}")
+    return _FILTERS[interpolation]
+
+
+def resized_crop(img: np.ndarray, box: Sequence[int], size: int | Sequence[int],
+                 interpolation: str = "bilinear") -> np.ndarray:
+    """Crop a box and resize it with Pillow's filter (``Image.BILINEAR`` by default):
+    torchvision's PIL ``resized_crop``.
 
     Args:
         img: One sample, HxWx3 uint8 (its valid region).
         box: (top, left, height, width), inside the image and at least 1x1.
         size: The output (height, width), or one int for both.
+        interpolation: ``"bilinear"``, ``"bicubic"`` or ``"lanczos"``.
 
     Returns:
         The resized crop, HxWx3 uint8.
 
     Raises:
-        UserError: ``img`` is not a non-empty HxWx3 uint8 array, the box does not fit in it, or
-            ``size`` is not a positive int or pair.
+        UserError: ``img`` is not a non-empty HxWx3 uint8 array, the box does not fit in it,
+            ``size`` is not a positive int or pair, or ``interpolation`` is unknown.
     """
     img = _check_image(img, "resized_crop")
+    resample = _filter(interpolation, "resized_crop")
     if len(box) != 4:
         raise UserValueError(f"reference.resized_crop: box must be (top, left, height, width), "
                              f"got {box!r}")
@@ -102,11 +117,11 @@ def resized_crop(img: np.ndarray, box: Sequence[int], size: int | Sequence[int])
         )
     out_h, out_w = _out_size(size)
     crop = Image.fromarray(img).crop((left, top, left + width, top + height))
-    return np.asarray(crop.resize((out_w, out_h), Image.Resampling.BILINEAR)).copy()
+    return np.asarray(crop.resize((out_w, out_h), resample)).copy()
 
 
 def resized_window(img: np.ndarray, box: Sequence[int], window: Sequence[int],
-                   size: int | Sequence[int]) -> np.ndarray:
+                   size: int | Sequence[int], interpolation: str = "bilinear") -> np.ndarray:
     """Resize a box whole, then keep a window of it: torchvision's PIL ``Resize`` then a crop.
 
     Outside the resized image (a negative offset, or a window past its end) the output is 0,
@@ -116,9 +131,10 @@ def resized_window(img: np.ndarray, box: Sequence[int], window: Sequence[int],
         img: One sample, HxWx3 uint8 (its valid region).
         box: (top, left, height, width), inside the image and at least 1x1.
         window: (top, left, full_height, full_width): the box is resized to
-            ``(full_height, full_width)`` with ``Image.BILINEAR`` and the output is kept at
+            ``(full_height, full_width)`` with the filter and the output is kept at
             ``(top, left)`` of that.
         size: The output (height, width), or one int for both.
+        interpolation: ``"bilinear"``, ``"bicubic"`` or ``"lanczos"``.
 
     Returns:
         The window, HxWx3 uint8.
@@ -134,7 +150,7 @@ def resized_window(img: np.ndarray, box: Sequence[int], window: Sequence[int],
     if full_h < 1 or full_w < 1:
         raise UserValueError(f"reference.resized_window: the full size must be positive, got "
                              f"{(full_h, full_w)}")
-    resized = resized_crop(img, box, (full_h, full_w))
+    resized = resized_crop(img, box, (full_h, full_w), interpolation)
     out_h, out_w = _out_size(size)
     out = np.zeros((out_h, out_w, 3), np.uint8)
     y0, x0 = max(top, 0), max(left, 0)
@@ -144,8 +160,10 @@ def resized_window(img: np.ndarray, box: Sequence[int], window: Sequence[int],
     return out
 
 
-def resize_shorter(img: np.ndarray, size: int, max_size: int | None = None) -> np.ndarray:
-    """torchvision's PIL ``Resize(size, max_size)`` with ``Image.BILINEAR``.
+def resize_shorter(img: np.ndarray, size: int, max_size: int | None = None,
+                   interpolation: str = "bilinear") -> np.ndarray:
+    """torchvision's PIL ``Resize(size, max_size)`` with Pillow's filter (``Image.BILINEAR``
+    by default).
 
     The shorter side becomes ``size``, the longer ``int(size * long / short)`` (torchvision
     0.28 transforms/functional.py 353-384; no resize when the size is unchanged, 470-476).
@@ -155,14 +173,17 @@ def resize_shorter(img: np.ndarray, size: int, max_size: int | None = None) -> n
         size: The shorter side's new length.
         max_size: The longest the longer side may be (both sides shrink to fit); None: no
             bound.
+        interpolation: ``"bilinear"``, ``"bicubic"`` or ``"lanczos"``.
 
     Returns:
         The resized image, HxWx3 uint8 (a copy).
 
     Raises:
-        UserError: ``img`` is not a non-empty HxWx3 uint8 array.
+        UserError: ``img`` is not a non-empty HxWx3 uint8 array, or ``interpolation`` is
+            unknown.
     """
     img = _check_image(img, "resize_shorter")
+    resample = _filter(interpolation, "resize_shorter")
     h, w = img.shape[:2]
     short, long = (w, h) if w <= h else (h, w)
     new_short, new_long = int(size), int(size * long / short)
@@ -171,8 +192,7 @@ def resize_shorter(img: np.ndarray, size: int, max_size: int | None = None) -> n
     new_w, new_h = (new_short, new_long) if w <= h else (new_long, new_short)
     if (new_h, new_w) == (h, w):
         return img.copy()
-    return np.asarray(Image.fromarray(img).resize((new_w, new_h), Image.Resampling.BILINEAR)
-                      ).copy()
+    return np.asarray(Image.fromarray(img).resize((new_w, new_h), resample)).copy()
 
 
 def center_crop(img: np.ndarray, size: int | Sequence[int]) -> np.ndarray:

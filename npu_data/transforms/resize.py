@@ -35,6 +35,7 @@ from npu_data.transforms.crop_base import (
     window_params,
 )
 from npu_data.transforms.draws import Uniforms
+from npu_data.transforms.functional import check_interpolation
 
 
 def shorter_side_sizes(sizes: np.ndarray, size: int, max_size: int | None = None
@@ -111,16 +112,18 @@ class Resize(_WindowCrop):
             no bound.
         min_visible: Boxes, polygons and masks keeping less than this fraction of their area
             are marked invalid.
+        interpolation: ``"bilinear"``, ``"bicubic"`` or ``"lanczos"`` (Pillow's filters).
 
     Raises:
         UserError: A ``size`` that is not positive, a ``max_size`` with ``size=(h, w)`` or not
-            above ``size``, or a ``min_visible`` outside [0, 1].
+            above ``size``, a ``min_visible`` outside [0, 1], or an unknown ``interpolation``.
     """
 
     name = "Resize"
 
     def __init__(self, size: int | Sequence[int], max_size: int | None = None,
-                 min_visible: float = 0.25) -> None:
+                 min_visible: float = 0.25, interpolation: str = "bilinear") -> None:
+        self.interpolation = check_interpolation(interpolation, self.name)
         self.shorter: int | None = None
         if isinstance(size, int) and not isinstance(size, bool):
             if size < 1:
@@ -167,14 +170,20 @@ class CenterCrop(_WindowCrop):
         min_visible: Boxes, polygons and masks keeping less than this fraction of their area
             are marked invalid.
 
+        interpolation: the filter of the pixels a window resamples (Pillow's ``"bilinear"``,
+            ``"bicubic"`` or ``"lanczos"``; a crop at scale 1 copies pixels whatever it is).
+
     Raises:
-        UserError: A ``size`` that is not positive ints, or a ``min_visible`` outside [0, 1].
+        UserError: A ``size`` that is not positive ints, a ``min_visible`` outside [0, 1], or
+            an unknown ``interpolation``.
     """
 
     name = "CenterCrop"
     size: tuple[int, int]
 
-    def __init__(self, size: int | Sequence[int], min_visible: float = 0.25) -> None:
+    def __init__(self, size: int | Sequence[int], min_visible: float = 0.25,
+                 interpolation: str = "bilinear") -> None:
+        self.interpolation = check_interpolation(interpolation, self.name)
         self.size = pair(size, "size", self.name)
         self.min_visible = check_min_visible(min_visible, self.name)
 
@@ -203,16 +212,18 @@ class ResizeCenterCrop(_WindowCrop):
         resize_size: The shorter side after the resize; default the crop's shorter side.
         min_visible: Boxes, polygons and masks keeping less than this fraction of their area
             are marked invalid.
+        interpolation: ``"bilinear"``, ``"bicubic"`` or ``"lanczos"`` (Pillow's filters).
 
     Raises:
-        UserError: A ``size`` or ``resize_size`` that is not positive ints, or a
-            ``min_visible`` outside [0, 1].
+        UserError: A ``size`` or ``resize_size`` that is not positive ints, a
+            ``min_visible`` outside [0, 1], or an unknown ``interpolation``.
     """
 
     name = "ResizeCenterCrop"
 
     def __init__(self, size: int | Sequence[int], resize_size: int | None = None,
-                 min_visible: float = 0.25) -> None:
+                 min_visible: float = 0.25, interpolation: str = "bilinear") -> None:
+        self.interpolation = check_interpolation(interpolation, self.name)
         self.size = pair(size, "size", self.name)
         if resize_size is None:
             resize_size = min(self.size)
@@ -246,10 +257,12 @@ class ResizeCrop(_WindowCrop):
         min_visible: geometry keeping less of its area becomes invalid.
         no_upscale: with ``buckets`` given, a photo smaller than its bucket gets one inside
             it (kohya's ``bucket_no_upscale``; the sampler's own setting otherwise).
+        interpolation: ``"bilinear"``, ``"bicubic"`` or ``"lanczos"`` (Pillow's filters;
+            diffusers' SDXL scripts use Lanczos).
 
     Raises:
-        UserError: a ``size`` that is not positive ints, an unknown ``crop`` or
-            ``buckets``, or a ``min_visible`` outside [0, 1].
+        UserError: a ``size`` that is not positive ints, an unknown ``crop``, ``buckets`` or
+            ``interpolation``, or a ``min_visible`` outside [0, 1].
 
     The resize: scale ``max(th / h, tw / w)``; the side that sets it becomes its target
     exactly, the other ``max(t, round_half_up(side * scale))`` (integers); Pillow BILINEAR
@@ -262,7 +275,8 @@ class ResizeCrop(_WindowCrop):
 
     def __init__(self, size: int | Sequence[int] | None = None, crop: str = "center",
                  buckets: BucketSpec | None = None, min_visible: float = 0.25,
-                 no_upscale: bool = False) -> None:
+                 no_upscale: bool = False, interpolation: str = "bilinear") -> None:
+        self.interpolation = check_interpolation(interpolation, self.name)
         self.size = None if size is None else pair(size, "size", self.name)
         if crop not in ("center", "random"):
             raise UserValueError(f"{self.name}: crop must be 'center' or 'random', got {crop!r}")

@@ -190,6 +190,8 @@ def _cases() -> dict[str, Callable[[], Any]]:
     return {
         "resized_crop 96": lambda: F.resized_crop(images, sizes, boxes, 96),
         "resized_crop (64, 80)": lambda: F.resized_crop(images, sizes, boxes, (64, 80)),
+        "resized_crop (64, 80) lanczos": lambda: F.resized_crop(images, sizes, boxes, (64, 80),
+                                                                interpolation="lanczos"),
         "adjust_brightness": lambda: F.adjust_brightness(x, xs, factors),
         "adjust_contrast": lambda: F.adjust_contrast(x, xs, factors),
         "adjust_saturation": lambda: F.adjust_saturation(x, xs, factors),

@@ -1,6 +1,8 @@
-"""Pillow ``BILINEAR`` resampling of per-sample regions, batched, integer-exact, few device ops.
+"""Pillow resampling (``BILINEAR``, ``BICUBIC``, ``LANCZOS``) of per-sample regions, batched,
+integer-exact, few device ops.
 
-Pillow resizes each axis separately with 22-bit fixed-point weights and an 8-bit intermediate.
+Pillow resizes each axis separately with 22-bit fixed-point weights and an 8-bit intermediate
+(clipped to 0..255: bicubic and Lanczos weights can be negative).
 The weights of one axis depend only on the region's extent and the output positions, so they
 are made on the host in float64 with numpy exactly as Pillow's ``precompute_coeffs`` +
 ``normalize_coeffs_8bpc`` (:func:`coefficients_np`; :func:`window_coefficients_np` for a window
@@ -48,50 +50,80 @@ _SCALE = 1 << PRECISION_BITS
 MEMORY_BUDGET = 3.5
 
 
-def taps_bound(in_extent: int, out_size: int) -> int:
+FILTERS = {"bilinear": 0, "bicubic": 1, "lanczos": 2}
+"""The filters by name, and the id the compiled kernels take for each."""
+SUPPORT = {"bilinear": 1, "bicubic": 2, "lanczos": 3}
+"""Each filter's support in input pixels at scale 1 (Pillow's ``struct filter``)."""
+
+
+def taps_bound(in_extent: int, out_size: int, interpolation: str = "bilinear") -> int:
     """Pillow's kernel size for the largest possible scale ``in_extent / out_size``."""
-    return 2 * max(1, -(-in_extent // out_size)) + 1
+    s = SUPPORT[interpolation]
+    return 2 * max(s, -(-s * in_extent // out_size)) + 1
 
 
-def _pillow_coefficients(size: np.ndarray, scale: np.ndarray, xx: np.ndarray, taps: int
-                         ) -> tuple[np.ndarray, np.ndarray]:
-    """``precompute_coeffs`` (bilinear, ``in0 = 0``) + ``normalize_coeffs_8bpc`` for rows of
-    ``size`` (E, 1) input pixels at ``scale`` (E, 1), output positions ``xx`` (E, n)."""
+def _sinc(t: np.ndarray) -> np.ndarray:
+    a = t * np.pi
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(t == 0.0, 1.0, np.sin(a) / a)
+
+
+def filter_weights(t: np.ndarray, interpolation: str) -> np.ndarray:
+    """Pillow's ``bilinear_filter`` / ``bicubic_filter`` (a = -0.5) / ``lanczos_filter`` of
+    ``t`` in float64, operation for operation (no fused multiply-adds)."""
+    x = np.abs(t)
+    if interpolation == "bilinear":
+        return np.where(x < 1.0, 1.0 - x, 0.0)
+    if interpolation == "bicubic":
+        a = -0.5
+        near = ((a + 2.0) * x - (a + 3.0)) * x * x + 1
+        far = (((x - 5) * x + 8) * x - 4) * a
+        return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
+    inside = (-3.0 <= t) & (t < 3.0)
+    return np.where(inside, _sinc(t) * _sinc(t / 3), 0.0)
+
+
+def _pillow_coefficients(size: np.ndarray, scale: np.ndarray, xx: np.ndarray, taps: int,
+                         interpolation: str = "bilinear") -> tuple[np.ndarray, np.ndarray]:
+    """``precompute_coeffs`` (``in0 = 0``) + ``normalize_coeffs_8bpc`` for rows of ``size``
+    (E, 1) input pixels at ``scale`` (E, 1), output positions ``xx`` (E, n)."""
     filterscale = np.maximum(scale, 1.0)
-    support = filterscale * 1.0
+    support = filterscale * float(SUPPORT[interpolation])
     center = (xx + 0.5) * scale  # (E, n); in0 = 0.0 adds nothing
     ss = 1.0 / filterscale
     xmin = np.maximum(np.trunc(center - support + 0.5), 0.0)
     xmax = np.minimum(np.trunc(center + support + 0.5), size)
     count = (xmax - xmin)[..., None]  # (E, n, 1)
+    if count.size and count.max() > taps:
+        raise AssertionError(f"resample tables of {taps} taps, {int(count.max())} needed")
     x = np.arange(taps, dtype=np.float64)
     t = ((x + xmin[..., None]) - center[..., None] + 0.5) * ss[..., None]
-    w = np.maximum(1.0 - np.abs(t), 0.0)
-    w = np.where(x < count, w, 0.0)
+    w = np.where(x < count, filter_weights(t, interpolation), 0.0)
     ww = np.zeros(w.shape[:-1] + (1,), dtype=np.float64)
     for k in range(taps):  # Pillow sums the taps left to right
         ww = ww + w[..., k : k + 1]
     k_norm = np.where(ww != 0.0, w / np.where(ww != 0.0, ww, 1.0), w)
-    fixed = np.trunc(0.5 + k_norm * float(_SCALE))
+    scaled = k_norm * float(_SCALE)
+    fixed = np.trunc(np.where(k_norm < 0, -0.5 + scaled, 0.5 + scaled))
     return xmin.astype(np.int32), fixed.astype(np.int32)
 
 
-def coefficients_np(extents: np.ndarray, out_size: int, taps: int
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """Pillow's ``precompute_coeffs`` (bilinear, ``in0 = 0``) + ``normalize_coeffs_8bpc`` for
-    crop extents ``extents`` (E,), in float64 on the host, operation for operation.
+def coefficients_np(extents: np.ndarray, out_size: int, taps: int,
+                    interpolation: str = "bilinear") -> tuple[np.ndarray, np.ndarray]:
+    """Pillow's ``precompute_coeffs`` (``in0 = 0``) + ``normalize_coeffs_8bpc`` for crop
+    extents ``extents`` (E,), in float64 on the host, operation for operation.
 
     Returns ``xmin`` (E, out) int32, the first input index of each output, and ``weights``
     (E, out, taps) int32 fixed point (0 past each output's own tap count).
     """
     size = np.asarray(extents, dtype=np.float64).reshape(-1, 1)  # (E, 1)
     xx = np.broadcast_to(np.arange(out_size, dtype=np.float64), (size.shape[0], out_size))
-    return _pillow_coefficients(size, size / out_size, xx, taps)
+    return _pillow_coefficients(size, size / out_size, xx, taps, interpolation)
 
 
 def window_coefficients_np(extents: np.ndarray, fulls: int | np.ndarray, offsets: np.ndarray,
-                           length: int, taps: int | None = None
-                           ) -> tuple[np.ndarray, np.ndarray]:
+                           length: int, taps: int | None = None,
+                           interpolation: str = "bilinear") -> tuple[np.ndarray, np.ndarray]:
     """Outputs ``[offset, offset + length)`` of a resize of ``extents`` (E,) pixels to
     ``fulls`` (an int or (E,)): Pillow's ``center = (X + 0.5) * scale`` for ``X = offset +
     xx``, ``xmin``/``xmax`` clipped to the whole extent — the tables of a window of a
@@ -101,25 +133,26 @@ def window_coefficients_np(extents: np.ndarray, fulls: int | np.ndarray, offsets
     size = np.asarray(extents, dtype=np.float64).reshape(-1, 1)
     full = np.broadcast_to(np.asarray(fulls, dtype=np.float64).reshape(-1, 1), size.shape)
     if taps is None:
-        taps = max((taps_bound(int(e), int(f)) for e, f in zip(size[:, 0], full[:, 0],
-                                                                strict=True)), default=1)
+        taps = max((taps_bound(int(e), int(f), interpolation)
+                    for e, f in zip(size[:, 0], full[:, 0], strict=True)), default=1)
     off = np.asarray(offsets, dtype=np.float64).reshape(-1, 1)
     xx = off + np.arange(length, dtype=np.float64)[None, :]
-    xmin, fixed = _pillow_coefficients(size, size / full, xx, taps)
+    xmin, fixed = _pillow_coefficients(size, size / full, xx, taps, interpolation)
     inside = (xx >= 0) & (xx < full)
     return (np.where(inside, xmin, 0).astype(np.int32),
             np.where(inside[..., None], fixed, 0).astype(np.int32))
 
 
 def window_support(extents: np.ndarray, fulls: np.ndarray, offsets: np.ndarray,
-                   out_size: int) -> np.ndarray:
+                   out_size: int, interpolation: str = "bilinear") -> np.ndarray:
     """(E, 2) int64 ``[first, last)``: the input indices the outputs ``[offset, offset +
     out_size)`` of each ``extent -> full`` resize read (Pillow's ``xmin``/``xmax``, the same
-    arithmetic as :func:`window_coefficients_np`); ``first == last == 0`` when none."""
+    arithmetic as :func:`window_coefficients_np`: the filter's support times the downscale
+    around each output); ``first == last == 0`` when none."""
     size = np.asarray(extents, dtype=np.float64).reshape(-1, 1)
     full = np.asarray(fulls, dtype=np.float64).reshape(-1, 1)
     scale = size / full
-    support = np.maximum(scale, 1.0)
+    support = np.maximum(scale, 1.0) * float(SUPPORT[interpolation])
     big_x = np.asarray(offsets, dtype=np.float64).reshape(-1, 1) + np.arange(out_size)[None, :]
     inside = (big_x >= 0) & (big_x < full)
     center = (big_x + 0.5) * scale
@@ -133,10 +166,10 @@ def window_support(extents: np.ndarray, fulls: np.ndarray, offsets: np.ndarray,
                     axis=1).astype(np.int64)
 
 
-_TABLES: dict[tuple[int, str], tuple[int, torch.Tensor, torch.Tensor]] = {}
-# out size -> the most nonzero taps of extents 1..e (a prefix maximum): plain ints, which a
-# torch.compile trace reads as constants (a numpy array there would become a tensor)
-_NEEDED: dict[int, list[int]] = {}
+_TABLES: dict[tuple[int, str, str], tuple[int, torch.Tensor, torch.Tensor]] = {}
+# (out size, filter) -> the most nonzero taps of extents 1..e (a prefix maximum): plain ints,
+# which a torch.compile trace reads as constants (a numpy array there would become a tensor)
+_NEEDED: dict[tuple[int, str], list[int]] = {}
 _TABLES_LOCK = threading.Lock()
 
 
@@ -145,12 +178,13 @@ def _extent_cap(length: int) -> int:
     return max(64, 1 << (max(1, length) - 1).bit_length())
 
 
-def weight_tables(out_size: int, length: int, device: torch.device
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+def weight_tables(out_size: int, length: int, device: torch.device,
+                  interpolation: str = "bilinear") -> tuple[torch.Tensor, torch.Tensor]:
     """``(xmin (E, out) int32, weights (E, out, taps) int32)`` on ``device`` for every crop
     extent ``1..E`` with ``E >= length`` (row ``e - 1`` is extent ``e``): built on the host
-    once per output size and device (again only when a longer axis comes)."""
-    key = (out_size, str(device))
+    once per output size, filter and device (again only when a longer axis comes)."""
+    key = (out_size, str(device), interpolation)
+    need_key = (out_size, interpolation)
     cap = _extent_cap(length)
     got = _TABLES.get(key)
     if got is None or got[0] < cap:
@@ -161,34 +195,43 @@ def weight_tables(out_size: int, length: int, device: torch.device
         with _TABLES_LOCK:
             got = _TABLES.get(key)
             if got is None or got[0] < cap:
-                xmin, w = coefficients_np(np.arange(1, cap + 1), out_size,
-                                          taps_bound(cap, out_size))
+                xmin, w = _all_extents(cap, out_size, interpolation)
                 nz = np.where((w != 0).any(1), np.arange(1, w.shape[-1] + 1), 0)  # (E, T)
-                if len(_NEEDED.get(out_size, ())) < cap:
-                    _NEEDED[out_size] = [int(v) for v in np.maximum.accumulate(nz.max(1))]
+                if len(_NEEDED.get(need_key, ())) < cap:
+                    _NEEDED[need_key] = [int(v) for v in np.maximum.accumulate(nz.max(1))]
                 got = (cap, to_device(torch.from_numpy(xmin), device),
                        to_device(torch.from_numpy(w), device))
                 _TABLES[key] = got
     return got[1], got[2]
 
 
-def taps_needed(length: int, out_size: int) -> int:
+def _all_extents(cap: int, out_size: int, interpolation: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`coefficients_np` of extents ``1..cap``, in slices of extents: the float64
+    work arrays stay near 64 MiB whatever the size (Lanczos' 2048 -> 1024 has 25 taps)."""
+    taps = taps_bound(cap, out_size, interpolation)
+    step = max(1, (64 << 20) // (out_size * taps * 8 * 4))
+    parts = [coefficients_np(np.arange(e0, min(e0 + step, cap + 1)), out_size, taps,
+                             interpolation) for e0 in range(1, cap + 1, step)]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def taps_needed(length: int, out_size: int, interpolation: str = "bilinear") -> int:
     """The most nonzero taps any extent ``1..length`` has for ``out_size`` outputs (Pillow's
-    kernel size counts a tap more than the triangle can reach): from the host tables."""
-    need = _NEEDED.get(out_size)
+    kernel size counts a tap more than the filter can reach): from the host tables."""
+    need = _NEEDED.get((out_size, interpolation))
     if need is None or len(need) < length:
-        weight_tables(out_size, length, torch.device("cpu"))
-        need = _NEEDED[out_size]
+        weight_tables(out_size, length, torch.device("cpu"), interpolation)
+        need = _NEEDED[(out_size, interpolation)]
     return max(1, int(need[max(1, length) - 1]))
 
 
-def extent_tables(extents: torch.Tensor, out_size: int, length: int
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+def extent_tables(extents: torch.Tensor, out_size: int, length: int,
+                  interpolation: str = "bilinear") -> tuple[torch.Tensor, torch.Tensor]:
     """Per-sample ``(xmin (B, out), weights (B, out, T))`` for ``extents`` (B,) in 1..length,
     gathered from :func:`weight_tables` on the extents' own device (T = the bound for
     ``length``)."""
-    table_x, table_w = weight_tables(out_size, length, extents.device)
-    taps = min(taps_bound(length, out_size), table_w.shape[-1])
+    table_x, table_w = weight_tables(out_size, length, extents.device, interpolation)
+    taps = min(taps_bound(length, out_size, interpolation), table_w.shape[-1])
     row = extents.to(torch.int64).clamp(1, length) - 1
     return table_x.index_select(0, row), table_w.index_select(0, row)[..., :taps]
 
@@ -216,13 +259,15 @@ class Axis:
 
 
 def window_axis(starts: np.ndarray, extents: np.ndarray, fulls: np.ndarray,
-                offsets: np.ndarray, length: int, size: int) -> Axis:
+                offsets: np.ndarray, length: int, size: int,
+                interpolation: str = "bilinear") -> Axis:
     """Host tables of one axis of windows of whole resizes: each region ``[start, start +
     extent)`` resized to ``full``, outputs ``[offset, offset + length)`` kept. The axis read is
     only what those outputs touch (:func:`window_support`, inside ``[0, size)``: a region may
     reach past the image where its window does not read), so its start and ``xmin`` shift."""
-    xmin, weights = window_coefficients_np(extents, fulls, offsets, length)
-    support = window_support(extents, fulls, offsets, length)
+    xmin, weights = window_coefficients_np(extents, fulls, offsets, length,
+                                           interpolation=interpolation)
+    support = window_support(extents, fulls, offsets, length, interpolation)
     first = support[:, 0]
     start = np.clip(np.asarray(starts, dtype=np.int64) + first, 0, size - 1)
     extent = np.clip(support[:, 1] - first, 1, size - start)
@@ -313,11 +358,13 @@ def _halves(device: torch.device, taps: int) -> torch.Tensor:
 
 
 def _run_pass(source: list[torch.Tensor], start: torch.Tensor, weights: torch.Tensor,
-              plan: PassPlan, make_dest: Callable[[], torch.Tensor]) -> torch.Tensor:
+              plan: PassPlan, make_dest: Callable[[], torch.Tensor], clip: bool = False
+              ) -> torch.Tensor:
     """Resample: output ``o`` of sample ``b`` is ``sum_k weights[b, o, k] * rows[start[b, o] +
     k]`` (``source[0]`` the rows (N, R) uint8, dropped from ``source`` as soon as no chunk
     needs it; ``start`` (B, n) row ids, or (B, n, T) every tap's row when all taps run at once;
-    ``weights`` (B, n, T) int32), rounded to 8 bits into ``make_dest()`` (B, n, ...): returned."""
+    ``weights`` (B, n, T) int32), rounded to 8 bits into ``make_dest()`` (B, n, ...): returned.
+    ``clip``: clip to 0..255 first (filters with negative lobes; Pillow's ``clip8``)."""
     rows = source.pop()
     b, n, taps = weights.shape
     width = rows.shape[1]
@@ -341,6 +388,8 @@ def _run_pass(source: list[torch.Tensor], start: torch.Tensor, weights: torch.Te
             del rows  # the last chunk: the source may go before the result is written
         if dest is None:
             dest = make_dest()
+        if clip:  # Pillow's clip8 of ``acc >> 22``, before the shift
+            acc.clamp_(0, 255 * _SCALE)
         acc.bitwise_and_(_KEEP)  # exact: ``>> 22`` without a shift (Ascend: AICPU)
         part = dest[b0:b1]
         if compiling() and not part.is_contiguous():  # dynamo takes no strided ``out=``
@@ -364,12 +413,13 @@ class Bounds:
 
 
 def resample_batch(x: torch.Tensor, rows: Axis, cols: Axis, vertical: torch.Tensor,
-                   bounds: Bounds | None = None) -> torch.Tensor:
+                   bounds: Bounds | None = None, clip: bool = False) -> torch.Tensor:
     """Resize each sample's region of ``x`` (B, H, W, C) uint8 (contiguous, channels last):
     ``rows`` the height axis, ``cols`` the width axis, ``vertical`` (B,) bool the samples whose
     first pass is vertical (Pillow's order). Tables may live on the host or on ``x``'s device.
     ``bounds``: plan the passes (memory, tap loops) for any batch of these shapes, not just
-    this one. Returns (B, rows out, cols out, C) uint8, contiguous."""
+    this one. ``clip``: weights may be negative (bicubic, Lanczos): clip each pass to 0..255.
+    Returns (B, rows out, cols out, C) uint8, contiguous."""
     bsz, height, width, chans = x.shape
     dev = x.device
     m_h, m_w = rows.xmin.shape[1], cols.xmin.shape[1]
@@ -457,11 +507,11 @@ def resample_batch(x: torch.Tensor, rows: Axis, cols: Axis, vertical: torch.Tens
     pixels = x.reshape(bsz * height * width, chans)
     canvas = [pixels.index_select(0, (p0d + q0d).view(-1)).view(bsz * len1, len2 * chans)]
     mid = _run_pass(canvas, s1d, w1d, plan1, lambda: torch.empty(
-        (bsz, len2, m, chans), dtype=torch.uint8, device=dev).permute(0, 2, 1, 3))
+        (bsz, len2, m, chans), dtype=torch.uint8, device=dev).permute(0, 2, 1, 3), clip)
     source = [mid.permute(0, 2, 1, 3).view(bsz * len2, m * chans)]
     del mid
     z = _run_pass(source, s2d, w2d, plan2, lambda: torch.empty(
-        (bsz, m, m, chans), dtype=torch.uint8, device=dev))
+        (bsz, m, m, chans), dtype=torch.uint8, device=dev), clip)
     out = torch.empty((bsz, m, m, chans), dtype=torch.uint8, device=dev)
     # a sample whose first pass was vertical has its frame transposed: (w, h) -> (h, w)
     torch.where((vflag != 0).view(-1, 1, 1, 1), z.transpose(1, 2), z, out=out)
@@ -488,7 +538,7 @@ def _pillow_at_least_13() -> bool:
 
 _PILLOW_13 = _pillow_at_least_13()
 
-__all__ = ["MEMORY_BUDGET", "PRECISION_BITS", "Axis", "Bounds", "PassPlan", "coefficients_np",
-           "extent_tables", "plan_pass", "resample_batch", "taps_bound", "taps_needed",
+__all__ = ["FILTERS", "MEMORY_BUDGET", "PRECISION_BITS", "SUPPORT", "Axis", "Bounds", "PassPlan",
+           "coefficients_np", "extent_tables", "filter_weights", "plan_pass", "resample_batch", "taps_bound", "taps_needed",
            "vertical_first_rule",
            "weight_tables", "window_coefficients_np"]

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from npu_data.transforms import _native
 from npu_data.transforms._kernels.crop import check_boxes_inside, check_windows_inside
 from npu_data.transforms._kernels.layout import normalize_table
-from npu_data.transforms._kernels.resample import vertical_first_rule
+from npu_data.transforms._kernels.resample import FILTERS, vertical_first_rule
 
 
 def _ops() -> Any:
@@ -27,16 +28,18 @@ def _ops() -> Any:
 
 def resized_crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
                  out_h: int, out_w: int, flip: torch.Tensor | None = None,
-                 windows: torch.Tensor | None = None) -> torch.Tensor:
+                 windows: torch.Tensor | None = None, interpolation: str = "bilinear"
+                 ) -> torch.Tensor:
     bx = boxes.to(images.device)
-    if windows is None:  # the schema of a library built before windows existed still works
+    flt = FILTERS[interpolation]
+    if windows is None:
         check_boxes_inside(bx, images)  # the kernel reads the boxes' rows unchecked
-        out = _ops().resized_crop(images, bx, out_h, out_w, vertical_first_rule())
+        out = _ops().resized_crop(images, bx, out_h, out_w, vertical_first_rule(), None, flt)
     else:
         check_windows_inside(bx.numpy(), windows.numpy(), out_h, out_w, images.shape[-2],
-                             images.shape[-1])
+                             images.shape[-1], interpolation)
         out = _ops().resized_crop(images, bx, out_h, out_w, vertical_first_rule(),
-                                  windows.to(images.device))
+                                  windows.to(images.device), flt)
     if flip is None:
         return out
     out_sizes = torch.tensor([out_h, out_w], dtype=torch.int64).repeat(out.shape[0], 1)
@@ -44,14 +47,17 @@ def resized_crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
 
 
 def resized_crop_list(images: list[torch.Tensor], boxes: torch.Tensor, out: torch.Tensor,
-                      windows: torch.Tensor | None = None) -> torch.Tensor:
-    """The list form: every ``(H, W, C)`` image's box into ``out`` in one call."""
+                      windows: torch.Tensor | None = None, interpolation: str = "bilinear"
+                      ) -> torch.Tensor:
+    """The list form: every ``(H, W, C)`` image's box into ``out`` in one call (a window
+    that reads outside its image is refused first: the kernel would leave it 0)."""
     out_h, out_w = int(out.shape[2]), int(out.shape[3])
-    if windows is None:  # the schema of a library built before windows existed still works
-        _ops().resized_crop_list(images, boxes, out_h, out_w, vertical_first_rule(), out)
-    else:
-        _ops().resized_crop_list(images, boxes, out_h, out_w, vertical_first_rule(), out,
-                                 windows)
+    if windows is not None and len(images):
+        hw = np.array([im.shape[:2] for im in images], dtype=np.int64)
+        check_windows_inside(boxes.numpy(), windows.numpy(), out_h, out_w, hw[:, 0], hw[:, 1],
+                             interpolation)
+    _ops().resized_crop_list(images, boxes, out_h, out_w, vertical_first_rule(), out, windows,
+                             FILTERS[interpolation])
     return out
 
 

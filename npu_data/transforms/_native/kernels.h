@@ -9,16 +9,17 @@
 namespace npu_data_native {
 
 // Crop boxes (B, 4) = top, left, height, width of each sample, resized to out_h x out_w with
-// Pillow's BILINEAR rules (resample.cpp); with windows (B, 4) = top, left, full_h, full_w,
-// each box is resized whole to full_h x full_w and the out_h x out_w window kept instead.
+// Pillow's rules for `filter` 0 bilinear, 1 bicubic, 2 lanczos (resample.cpp); with windows
+// (B, 4) = top, left, full_h, full_w, each box is resized whole to full_h x full_w and the
+// out_h x out_w window kept instead.
 at::Tensor resized_crop(const at::Tensor& images, const at::Tensor& boxes, int64_t out_h,
                         int64_t out_w, bool vertical_first_rule,
-                        const c10::optional<at::Tensor>& windows);
+                        const c10::optional<at::Tensor>& windows, int64_t filter);
 // The same for a list of interleaved (H, W, C) images of any sizes (e.g. views of a memory
 // map), written into out (B, C, out_h, out_w).
 void resized_crop_list(at::TensorList images, const at::Tensor& boxes, int64_t out_h,
                        int64_t out_w, bool vertical_first_rule, const at::Tensor& out,
-                       const c10::optional<at::Tensor>& windows);
+                       const c10::optional<at::Tensor>& windows, int64_t filter);
 // Each sample's sequence of colour ops (color.cpp).
 at::Tensor color_ops(const at::Tensor& images, const at::Tensor& sizes, const at::Tensor& order,
                      const at::Tensor& factors, const at::Tensor& shifts);

@@ -38,8 +38,8 @@ std::string simd_paths() {
 }  // namespace npu_data_native
 
 TORCH_LIBRARY(npu_data, m) {
-  m.def("resized_crop(Tensor images, Tensor boxes, int out_h, int out_w, bool vertical_first_rule, Tensor? windows=None) -> Tensor");
-  m.def("resized_crop_list(Tensor[] images, Tensor boxes, int out_h, int out_w, bool vertical_first_rule, Tensor(a!) out, Tensor? windows=None) -> ()");
+  m.def("resized_crop(Tensor images, Tensor boxes, int out_h, int out_w, bool vertical_first_rule, Tensor? windows=None, int filter=0) -> Tensor");
+  m.def("resized_crop_list(Tensor[] images, Tensor boxes, int out_h, int out_w, bool vertical_first_rule, Tensor(a!) out, Tensor? windows=None, int filter=0) -> ()");
   m.def("normalize(Tensor images, Tensor table, bool channels_last) -> Tensor");
   m.def("hflip(Tensor images, Tensor sizes, Tensor flip_mask) -> Tensor");
   m.def("color_ops(Tensor images, Tensor sizes, Tensor order, Tensor factors, Tensor shifts) -> Tensor");

@@ -1,8 +1,10 @@
-// Pillow-exact BILINEAR resampling of per-sample crops (npu_data::resized_crop).
+// Pillow-exact resampling (BILINEAR, BICUBIC, LANCZOS) of per-sample crops
+// (npu_data::resized_crop).
 //
 // Pillow 13's rules: 22-bit fixed-point weights computed in double, an 8-bit intermediate
-// between the passes, and the vertical pass first when the height shrinks by more than twice
-// as many pixels as the width. The horizontal pass runs as transpose + vertical pass +
+// between the passes (clipped to 0..255: bicubic and Lanczos weights can be negative), and
+// the vertical pass first when the height shrinks by more than twice as many pixels as the
+// width, whatever the filter. The horizontal pass runs as transpose + vertical pass +
 // transpose so that every inner loop walks contiguous memory.
 
 // The 16 x 16 byte transpose has hand-written paths for SSE2 (x86-64) and NEON (aarch64) —
@@ -35,7 +37,29 @@ inline uint8_t clip8_fixed(int32_t acc) {
   return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
 }
 
-// Pillow's precompute_coeffs (bilinear filter, box [0, in_size)) + normalize_coeffs_8bpc;
+// Pillow's filters: 0 bilinear (support 1), 1 bicubic (a = -0.5, support 2), 2 lanczos
+// (support 3, a product of sincs) — the same double arithmetic as Resample.c.
+double filter_support(int filter) { return filter == 2 ? 3.0 : (filter == 1 ? 2.0 : 1.0); }
+
+double sinc(double x) {
+  if (x == 0.0) return 1.0;
+  x = x * M_PI;
+  return std::sin(x) / x;
+}
+
+double filter_weight(int filter, double x) {
+  if (filter == 2) return (-3.0 <= x && x < 3.0) ? sinc(x) * sinc(x / 3) : 0.0;
+  if (x < 0.0) x = -x;
+  if (filter == 1) {
+    constexpr double a = -0.5;
+    if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+    if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
+    return 0.0;
+  }
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+// Pillow's precompute_coeffs (box [0, in_size)) + normalize_coeffs_8bpc;
 // with `full` >= 0, the outputs [off, off + out_size) of an in_size -> full resize (a window;
 // outputs outside [0, full) get no taps and come out 0).
 struct Coeffs {
@@ -45,12 +69,12 @@ struct Coeffs {
   std::vector<int32_t> weight;  // out_size * ksize fixed-point weights
 };
 
-Coeffs coefficients(int in_size, int out_size, int full = -1, int off = 0) {
+Coeffs coefficients(int filter, int in_size, int out_size, int full = -1, int off = 0) {
   Coeffs c;
   if (full < 0) full = out_size;
   const double scale = static_cast<double>(in_size) / full;
   const double filterscale = scale < 1.0 ? 1.0 : scale;
-  const double support = filterscale * 1.0;
+  const double support = filterscale * filter_support(filter);
   c.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
   c.start.resize(out_size);
   c.count.resize(out_size);
@@ -72,9 +96,7 @@ Coeffs coefficients(int in_size, int out_size, int full = -1, int off = 0) {
     xmax -= xmin;
     double ww = 0.0;
     for (int x = 0; x < xmax; ++x) {
-      double t = (x + xmin - center + 0.5) * ss;
-      if (t < 0.0) t = -t;
-      const double w = t < 1.0 ? 1.0 - t : 0.0;
+      const double w = filter_weight(filter, (x + xmin - center + 0.5) * ss);
       k[x] = w;
       ww += w;
     }
@@ -263,7 +285,7 @@ struct SampleIn {
 };
 
 void crop_one(const SampleIn& in, int64_t C, const int64_t* bx, int oh, int ow,
-              bool vertical_first_rule, uint8_t* out, Scratch& scratch) {
+              bool vertical_first_rule, int filter, uint8_t* out, Scratch& scratch) {
   std::vector<uint8_t>& tmp = scratch.tmp;
   std::vector<int32_t>& acc = scratch.acc;
   thread_local std::vector<uint8_t> planes;  // the crop as planes, for interleaved input
@@ -273,8 +295,8 @@ void crop_one(const SampleIn& in, int64_t C, const int64_t* bx, int oh, int ow,
   const int cw = static_cast<int>(std::clamp<int64_t>(bx[3], 1, in.W - left));
   const bool need_h = ow != cw, need_v = oh != ch;
   const bool v_first = vertical_first_rule && (ch - oh) > 0 && (ch - oh) > 2 * (cw - ow);
-  const Coeffs hc = need_h ? coefficients(cw, ow) : Coeffs();
-  Coeffs vc = need_v ? coefficients(ch, oh) : Coeffs();
+  const Coeffs hc = need_h ? coefficients(filter, cw, ow) : Coeffs();
+  Coeffs vc = need_v ? coefficients(filter, ch, oh) : Coeffs();
   int64_t stride = in.sH;  // row stride of the planes read below
   if (in.interleaved) {
     planes.resize(static_cast<size_t>(C) * ch * cw);
@@ -331,7 +353,7 @@ void touched(Coeffs& c, int& first, int& last) {
 // kept; only the box's rows and columns those outputs read are touched. The box may extend
 // past the image (a region decoded alone) as long as those rows and columns are inside.
 void window_one(const SampleIn& in, int64_t C, const int64_t* bx, const int64_t* win, int oh,
-                int ow, bool vertical_first_rule, uint8_t* out, Scratch& scratch) {
+                int ow, bool vertical_first_rule, int filter, uint8_t* out, Scratch& scratch) {
   std::vector<uint8_t>& tmp = scratch.tmp;
   std::vector<int32_t>& acc = scratch.acc;
   thread_local std::vector<uint8_t> planes;
@@ -343,8 +365,8 @@ void window_one(const SampleIn& in, int64_t C, const int64_t* bx, const int64_t*
   const int oy = static_cast<int>(win[0]), ox = static_cast<int>(win[1]);
   const bool v_first = vertical_first_rule && (ch - full_h) > 0 &&
                        (ch - full_h) > 2 * (cw - full_w);
-  Coeffs hc = coefficients(cw, ow, full_w, ox);
-  Coeffs vc = coefficients(ch, oh, full_h, oy);
+  Coeffs hc = coefficients(filter, cw, ow, full_w, ox);
+  Coeffs vc = coefficients(filter, ch, oh, full_h, oy);
   int r0, r1, c0, c1;
   touched(vc, r0, r1);
   touched(hc, c0, c1);
@@ -394,7 +416,7 @@ at::Tensor checked_windows(const c10::optional<at::Tensor>& windows, int64_t B) 
 
 at::Tensor resized_crop(const at::Tensor& images_in, const at::Tensor& boxes_in, int64_t out_h,
                         int64_t out_w, bool vertical_first_rule,
-                        const c10::optional<at::Tensor>& windows_in) {
+                        const c10::optional<at::Tensor>& windows_in, int64_t filter) {
   TORCH_CHECK(images_in.dim() == 4 && images_in.scalar_type() == at::kByte,
               "images must be uint8 (B, C, H, W)");
   TORCH_CHECK(out_h > 0 && out_w > 0, "output size must be positive");
@@ -415,16 +437,18 @@ at::Tensor resized_crop(const at::Tensor& images_in, const at::Tensor& boxes_in,
   const int64_t* box_p = boxes.data_ptr<int64_t>();
   uint8_t* out_p = out.data_ptr<uint8_t>();
   const int oh = static_cast<int>(out_h), ow = static_cast<int>(out_w);
+  TORCH_CHECK(filter >= 0 && filter <= 2, "filter must be 0 (bilinear), 1 (bicubic) or 2 (lanczos)");
+  const int flt = static_cast<int>(filter);
   parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
     thread_local Scratch scratch;  // reused by every sample a thread takes
     for (int64_t b = b0; b < b1; ++b) {
       const SampleIn in{in_p + b * sB, H, W, sH, sC, interleaved};
       if (win_p != nullptr)
         window_one(in, C, box_p + b * 4, win_p + b * 4, oh, ow, vertical_first_rule,
-                   out_p + b * C * oh * ow, scratch);
+                   flt, out_p + b * C * oh * ow, scratch);
       else
-        crop_one(in, C, box_p + b * 4, oh, ow, vertical_first_rule, out_p + b * C * oh * ow,
-                 scratch);
+        crop_one(in, C, box_p + b * 4, oh, ow, vertical_first_rule, flt,
+                 out_p + b * C * oh * ow, scratch);
     }
   });
   return out;
@@ -440,7 +464,7 @@ const char* transpose_simd() {
 
 void resized_crop_list(at::TensorList images, const at::Tensor& boxes_in, int64_t out_h,
                        int64_t out_w, bool vertical_first_rule, const at::Tensor& out,
-                       const c10::optional<at::Tensor>& windows_in) {
+                       const c10::optional<at::Tensor>& windows_in, int64_t filter) {
   const int64_t B = static_cast<int64_t>(images.size());
   TORCH_CHECK(out.dim() == 4 && out.size(0) == B && out.size(2) == out_h && out.size(3) == out_w
               && out.scalar_type() == at::kByte && out.is_contiguous(),
@@ -460,6 +484,8 @@ void resized_crop_list(at::TensorList images, const at::Tensor& boxes_in, int64_
   const int64_t* box_p = boxes.data_ptr<int64_t>();
   uint8_t* out_p = out.data_ptr<uint8_t>();
   const int oh = static_cast<int>(out_h), ow = static_cast<int>(out_w);
+  TORCH_CHECK(filter >= 0 && filter <= 2, "filter must be 0 (bilinear), 1 (bicubic) or 2 (lanczos)");
+  const int flt = static_cast<int>(filter);
   parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
     thread_local Scratch scratch;
     for (int64_t b = b0; b < b1; ++b) {
@@ -467,10 +493,10 @@ void resized_crop_list(at::TensorList images, const at::Tensor& boxes_in, int64_
       const SampleIn in{im.data_ptr<uint8_t>(), im.size(0), im.size(1), im.stride(0), 1, true};
       if (win_p != nullptr)
         window_one(in, C, box_p + b * 4, win_p + b * 4, oh, ow, vertical_first_rule,
-                   out_p + b * C * oh * ow, scratch);
+                   flt, out_p + b * C * oh * ow, scratch);
       else
-        crop_one(in, C, box_p + b * 4, oh, ow, vertical_first_rule, out_p + b * C * oh * ow,
-                 scratch);
+        crop_one(in, C, box_p + b * 4, oh, ow, vertical_first_rule, flt,
+                 out_p + b * C * oh * ow, scratch);
     }
   });
 }
