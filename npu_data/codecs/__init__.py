@@ -24,8 +24,8 @@ _LIBRARY = Library(
     [_HERE / "jpeg_restarts.h", INCLUDE / "parallel.h"], "jpeg",
     "JPEG region decoding unavailable",
     "JPEGs are decoded whole with Pillow (same pixels, slower) and stored without restart "
-    "markers. Install libjpeg-turbo's development files (e.g. libjpeg62-turbo-dev) to enable "
-    "it.", ["-ljpeg"])
+    "markers.", "Install libjpeg-turbo's development files (e.g. libjpeg62-turbo-dev) to "
+    "enable it.", ["-ljpeg"])
 
 # Restart markers every ~32 pixels of an MCU row: a crop then decodes about its own area at a
 # cost of a few bytes per interval, which the re-encode's optimised Huffman codes make up for.

@@ -23,8 +23,8 @@ _LIBRARY = Library(
     [_HERE / n for n in ("ops.cpp", "resample.cpp", "color.cpp", "layout.cpp")],
     [_HERE / "kernels.h", INCLUDE / "parallel.h"], "native",
     "compiled CPU kernels unavailable",
-    "using the pure-torch kernels (same values, slower). Install a C++ compiler to enable "
-    "them.")
+    "using the pure-torch kernels (same values, slower).",
+    "Install a C++ compiler to enable them.")
 
 
 def ops() -> Any | None:
