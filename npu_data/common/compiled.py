@@ -5,6 +5,7 @@ version, the flags and the CPU. ``include/`` holds the headers the libraries sha
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
@@ -85,18 +86,23 @@ def build_key(files: list[Path]) -> str:
     return h.hexdigest()[:16]
 
 
-def _own_folder(path: Path, tighten: bool) -> None:
+def _read_only(path: Path, exc: OSError) -> UserError:
+    return UserError(f"{path}: the kernel cache is read-only ({exc.strerror}) — set "
+                     "NPU_DATA_CACHE to a writable folder of your own")
+
+
+def _own_folder(path: Path, tighten: bool, follow: bool = False) -> None:
     """Make ``path`` (mode 0700) or check it: a folder of this user that group and others
     cannot write (``tighten``: made so, as ``private_dir`` does; else a ``UserError``, as for
-    a folder of another user: nothing in it is loaded)."""
+    a folder of another user: nothing in it is loaded). ``follow``: it may be a symlink (the
+    cache root a user pointed elsewhere); the folders below it may not."""
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
         pass
     except OSError as exc:
-        raise UserError(f"{path}: the kernel cache is read-only ({exc.strerror}) — set "
-                        "NPU_DATA_CACHE to a writable folder of your own") from None
-    st = os.lstat(path)
+        raise _read_only(path, exc) from None
+    st = os.stat(path) if follow else os.lstat(path)
     if not stat.S_ISDIR(st.st_mode):
         raise UserError(f"{path}: the kernel cache is not a folder — remove it or set "
                         "NPU_DATA_CACHE to a folder of your own")
@@ -105,7 +111,10 @@ def _own_folder(path: Path, tighten: bool) -> None:
                         "— refused, nothing in it is loaded; set NPU_DATA_CACHE to a folder "
                         "of your own")
     if st.st_mode & 0o022 and tighten:
-        os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o022)
+        try:
+            os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o022)
+        except OSError as exc:
+            raise _read_only(path, exc) from None
     elif st.st_mode & 0o022:
         raise UserError(f"{path}: the kernel cache is writable by others (mode "
                         f"{stat.S_IMODE(st.st_mode):o}) — refused, nothing in it is loaded; "
@@ -121,13 +130,11 @@ def cache_folder(folder: str, key: str) -> Path:
     try:
         root.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UserError(f"{root.parent}: the kernel cache is read-only ({exc.strerror}) — set "
-                        "NPU_DATA_CACHE to a writable folder of your own") from None
-    path = root
-    for part in ("", folder, key):
-        path = path / part if part else path
-        _own_folder(path, tighten=part != key)
-    return path
+        raise _read_only(root.parent, exc) from None
+    _own_folder(root, tighten=True, follow=True)
+    _own_folder(root / folder, tighten=True)
+    _own_folder(root / folder / key, tighten=False)
+    return root / folder / key
 
 
 def _digest(path: Path) -> str | None:
@@ -171,8 +178,7 @@ def load_library(name: str, sources: list[Path], headers: list[Path], folder: st
         torch.ops.load_library(str(lib))
         return
     if not os.access(build, os.W_OK):
-        raise UserError(f"{build}: the kernel cache is read-only — set NPU_DATA_CACHE to a "
-                        "writable folder of your own")
+        raise _read_only(build, PermissionError(errno.EACCES, os.strerror(errno.EACCES)))
     if want is not None or lib.exists():
         log.warning("npu-data: %s does not match its recorded digest (damaged or truncated): "
                     "rebuilding it", lib)
