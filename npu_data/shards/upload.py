@@ -79,13 +79,24 @@ class Uploader:
     """Uploads of one staging folder to one URL (see the module docstring)."""
 
     def __init__(self, local: Path, target: RemoteFolder,
-                 seen: dict[str, str] | None = None) -> None:
+                 seen: dict[str, str] | None = None, lease: Lease | None = None) -> None:
         self.local = local
         self.target = target
         self.seen = seen or {}  # relative path -> ETag listed when the lease was taken
+        self.lease = lease  # rank 0's
         self.journal = self._read_journal()
 
     def _taken(self, rel: str) -> UserError:
+        """The one line of an object another writer wrote since the lease was taken."""
+        if self.lease is not None:
+            try:
+                self.lease.check()
+            except UserError as lost:
+                return lost
+            return UserError(f"{self.target.shown}/{rel}: another import wrote it after this "
+                             "one took the dataset's lease (one that lost the lease, still "
+                             "running) — this import stops without committing; run it again "
+                             "with --resume once that import has stopped")
         return UserError(f"{self.target.shown}/{rel}: another import wrote it after this one "
                          "took the dataset's lease (this one was paused past its lease, or "
                          "the lease object was deleted) — this import stops without "
@@ -281,7 +292,7 @@ class UrlTarget:
     def upload(self, shards: int) -> UploadSummary:
         """Upload what the import wrote (every rank its shards, rank 0 the rest after them);
         on success the staging folder is removed."""
-        up = Uploader(self.staging, self.folder, self.seen)
+        up = Uploader(self.staging, self.folder, self.seen, self.lease)
         error, done = None, UploadSummary()
         try:
             if self.lease is not None:

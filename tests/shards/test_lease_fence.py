@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 import pytest
+import s3fs
+from botocore.exceptions import ClientError
 from PIL import Image
 
 from npu_data import cli
@@ -24,6 +26,7 @@ from npu_data.errors import UserError
 from npu_data.shards import lease as lease_module
 from npu_data.shards.lease import LEASE, Lease
 from npu_data.shards.storage import RemoteFolder
+from npu_data.shards.upload import Uploader
 from tests.shards.conftest import BUCKET
 from tests.shards.export_maker import make_export
 
@@ -170,3 +173,71 @@ def test_a_renewal_refused_or_failing_is_said(s3: dict[str, Any],
     lease.release()
     s3["fs"].invalidate_cache()
     assert orjson.loads(s3["fs"].cat_file(f"{BUCKET}/renewals/{LEASE}"))["token"] == "theirs"
+
+
+def test_objects_are_written_only_if_absent_or_over_the_version_seen(
+        s3: dict[str, Any], tmp_path: Path) -> None:
+    fs, base = s3["fs"], f"{BUCKET}/objects"
+    local = tmp_path / "staging"
+    (local / "shard-00000").mkdir(parents=True)
+    (local / "shard-00000" / "a.bin").write_bytes(b"mine")
+    (local / "manifest.json").write_bytes(b'{"mine": 1}')
+    folder = RemoteFolder(f"s3://{base}")
+    rel = "shard-00000/a.bin"
+
+    def listed() -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+        listing = Uploader(local, folder).remote_listing()
+        return listing, {r: str(i["ETag"]).strip('"') for r, i in listing.items()}
+
+    fs.pipe_file(f"{base}/{rel}", b"a leftover")  # there when the lease was taken
+    listing, seen = listed()
+    Uploader(local, folder, seen).upload([rel], listing)  # replaced: the version seen
+    fs.invalidate_cache()
+    assert fs.cat_file(f"{base}/{rel}") == b"mine"
+    fs.pipe_file(f"{base}/{rel}", b"another writer's")  # written after the lease was taken
+    with pytest.raises(UserError, match="another import wrote it after this one took") as err:
+        Uploader(local, folder, seen).upload([rel], listed()[0])
+    assert "\n" not in str(err.value) and rel in str(err.value)
+    listing, seen = listed()
+    fs.pipe_file(f"{base}/{rel}", b"a writer between listing and write")
+    with pytest.raises(UserError, match="another import wrote it"):  # If-Match refused
+        Uploader(local, folder, seen).upload([rel], listing)
+    fs.rm_file(f"{base}/{rel}")
+    listing, seen = listed()
+    fs.pipe_file(f"{base}/{rel}", b"created first by another")
+    with pytest.raises(UserError, match="another import wrote it"):  # If-None-Match refused
+        Uploader(local, folder, seen).upload([rel], listing)
+    fs.invalidate_cache()
+    assert fs.cat_file(f"{base}/{rel}") == b"created first by another"
+    fs.pipe_file(f"{base}/manifest.json", b'{"theirs": 1}')  # a commit after the lease
+    with pytest.raises(UserError, match="manifest.json: another import wrote it"):
+        Uploader(local, folder, seen).drop_stale_manifest()
+    _, seen = listed()
+    Uploader(local, folder, seen).drop_stale_manifest()  # the one seen: deleted
+    fs.invalidate_cache()
+    assert not fs.exists(f"{base}/manifest.json")
+
+
+def test_a_store_without_conditional_writes_gets_the_lease_only(
+        s3: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    real = s3fs.S3FileSystem._call_s3
+
+    async def no_conditions(self: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+        if method in ("put_object", "complete_multipart_upload", "delete_object") and (
+                "IfMatch" in kwargs or "IfNoneMatch" in kwargs):  # a store that lacks them
+            raise ClientError({"Error": {"Code": "NotImplemented", "Message": "not here"},
+                               "ResponseMetadata": {"HTTPStatusCode": 501}}, method)
+        return await real(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", no_conditions)
+    monkeypatch.setenv("NPU_DATA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("NPU_DATA_QUIET", "1")
+    export = make_export(tmp_path / "proj", n=6)
+    url = f"s3://{BUCKET}/plain"
+    with caplog.at_level(logging.WARNING, logger="npu_data.shards.storage"):
+        assert cli.main(_import_args(export, url)) == 0
+    said = [r.getMessage() for r in caplog.records if "conditional writes" in r.getMessage()]
+    assert len(said) == 1 and "not fenced" in said[0]
+    assert cli.main(["verify", url]) == 0
+    assert LEASE not in _objects(s3, "plain")
