@@ -254,30 +254,41 @@ class RemoteFolder:
     def write(self, rels: list[str], sources: list[Path | bytes],
               replace: list[str | None]) -> None:
         """Write objects ``rels`` from local files or bytes: each only if absent (``replace``
-        None: ``If-None-Match: *``) or only over the version with that ETag (``If-Match``),
-        where the store has conditional writes; plainly elsewhere. ``Conflict`` (naming the
-        first object) when the store refused a condition."""
+        None: ``If-None-Match: *``) or only over the version with that ETag (bytes:
+        ``If-Match``; a file, which may go up in parts: deleted with ``If-Match``, then
+        created), where the store has conditional writes; plainly elsewhere. ``Conflict``
+        (naming the object, or the folder of a batch) when the store refused a condition."""
         fs, _ = self._filesystem()
         base = self._rpath.rstrip("/")
         creates = [k for k, r in enumerate(replace) if r is None]
         rest = [k for k, r in enumerate(replace) if r is not None]
-        for batch in ([creates] if creates else []) + [[k] for k in rest]:
+        for k in rest:
+            if not isinstance(sources[k], bytes):
+                self.delete(rels[k], str(replace[k]))
+                creates.append(k)
+        batches = ([(sorted(creates), None)] if creates else []) + [
+            ([k], replace[k]) for k in rest if isinstance(sources[k], bytes)]
+        for batch, etag in batches:
             rel = rels[batch[0]]
+            if len({rels[k].rpartition("/")[0] for k in batch}) == 1 and len(batch) > 1:
+                rel = rel.rpartition("/")[0] + "/"
             with self._remote(rel):
                 try:
                     self._put(fs, [f"{base}/{rels[k]}" for k in batch],
-                              [sources[k] for k in batch], replace[batch[0]],
-                              self.conditional())
+                              [sources[k] for k in batch], etag, self.conditional())
                 except Exception as exc:  # noqa: BLE001 - sorted below
                     if _refused(exc):
-                        conflict = self._user(f"{self.shown}/{rel}: changed on the store "
-                                              "since this writer looked", Conflict)
-                        conflict.rel = rel  # type: ignore[attr-defined]
-                        raise conflict from None
+                        raise self._conflict(rel) from None
                     if not self._unconditional(exc):
                         raise
                     self._put(fs, [f"{base}/{rels[k]}" for k in batch],
-                              [sources[k] for k in batch], replace[batch[0]], False)
+                              [sources[k] for k in batch], etag, False)
+
+    def _conflict(self, rel: str) -> Conflict:
+        conflict = Conflict(clean(f"{self.shown}/{rel}: changed on the store since this writer "
+                                  "looked", self.storage_options))
+        conflict.rel = rel
+        return conflict
 
     @staticmethod
     def _put(fs: Any, paths: list[str], sources: list[Path | bytes], etag: str | None,
@@ -305,8 +316,7 @@ class RemoteFolder:
                     return
                 except Exception as exc:  # noqa: BLE001 - sorted below
                     if _refused(exc):
-                        raise self._user(f"{self.shown}/{rel}: changed on the store since "
-                                         "this writer looked", Conflict) from None
+                        raise self._conflict(rel) from None
                     if not self._unconditional(exc):
                         raise
             fs.rm_file(rpath)

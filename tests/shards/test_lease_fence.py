@@ -47,6 +47,11 @@ def _objects(s3: dict[str, Any], prefix: str) -> dict[str, bytes]:
     return {p[len(base) + 1:]: fs.cat_file(p) for p in fs.find(base)}
 
 
+def _names(s3: dict[str, Any]) -> list[str]:
+    s3["fs"].invalidate_cache()
+    return list(s3["fs"].find(BUCKET))
+
+
 def _import_args(export: Path, url: str, *extra: str) -> list[str]:
     return ["import", str(export), "--out", url, "--shard-size", "3", "--images-root",
             str(export.parent), *extra]
@@ -71,7 +76,7 @@ def test_an_import_paused_past_its_lease_fails_at_commit(
                               text=True, cwd=Path(__file__).parents[2])
     try:
         deadline = time.monotonic() + 240
-        while not any(k.startswith("shard-") for k in _objects(s3, prefix)):
+        while not any(p.startswith(f"{BUCKET}/{prefix}/shard-") for p in _names(s3)):
             assert paused.poll() is None and time.monotonic() < deadline, paused.stderr
             time.sleep(0.02)
         os.kill(paused.pid, signal.SIGSTOP)  # as a scheduler suspends a job, mid-upload
