@@ -78,6 +78,11 @@ def _unsupported(exc: BaseException) -> bool:
     return False
 
 
+def object_tag(info: dict[str, Any]) -> str:
+    """An object's ETag from fsspec info, unquoted ("" where the store keeps none)."""
+    return str(info.get("ETag") or info.get("etag") or info.get("md5") or "").strip('"')
+
+
 def _quoted(etag: str) -> str:
     return etag if etag.startswith('"') else f'"{etag}"'
 
@@ -343,5 +348,4 @@ class RemoteFolder:
             when = info.get("LastModified") or info.get("mtime") or info.get("created")
             when = when.timestamp() if hasattr(when, "timestamp") else when
             age = time.time() - float(when) if isinstance(when, (int, float)) else 0.0
-            tag = info.get("ETag") or info.get("md5") or f"{info.get('size')}:{when}"
-            return Stamp(str(tag).strip('"'), age)
+            return Stamp(object_tag(info), age)

@@ -18,8 +18,8 @@ import whose lease was taken over); an object that appeared or changed since, or
 condition, means another import wrote there — this one stops with one line and commits
 nothing. The manifest is the commit: written last, the same way, after the lease is checked,
 so an import paused past its lease fails at commit and the dataset stays the other import's.
-A store without conditional writes (a warning says so) gets only the lease and these checks,
-not the fence.
+A store without conditional writes (an S3 store answering 501, which a warning reports, or a
+non-S3 file system) gets only the lease and these checks, not the fence.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from npu_data.errors import UserError
 from npu_data.shards.distributed_import import Group
 from npu_data.shards.format import MANIFEST, shard_name
 from npu_data.shards.lease import LEASE, Lease
-from npu_data.shards.storage import Conflict, RemoteFolder
+from npu_data.shards.storage import Conflict, RemoteFolder, object_tag
 
 JOURNAL = ".upload.jsonl"
 
@@ -69,10 +69,6 @@ def _digests(path: Path) -> tuple[str, str]:
             sha.update(block)
             md5.update(block)
     return sha.hexdigest(), md5.hexdigest()
-
-
-def _etag(info: dict[str, Any]) -> str:
-    return str(info.get("ETag") or info.get("etag") or info.get("md5") or "").strip('"')
 
 
 class Uploader:
@@ -150,7 +146,7 @@ class Uploader:
             sha, md5 = sums[rel] = _digests(path)
             info = listing.get(rel)
             if info is not None:
-                tag, rec = _etag(info), self.journal.get(rel)
+                tag, rec = object_tag(info), self.journal.get(rel)
                 if int(info.get("size", -1)) == size and (tag == md5 or (
                         rec is not None and rec.get("sha256") == sha and tag
                         and rec.get("etag") == tag and rec.get("size") == size)):
@@ -159,7 +155,7 @@ class Uploader:
                 if self.seen.get(rel) != tag:  # not the leftover this import inherited
                     raise self._taken(rel)
             todo.append(rel)
-            replace.append(None if info is None else _etag(info))
+            replace.append(None if info is None else object_tag(info))
         if not todo:
             return done
         try:
@@ -178,7 +174,7 @@ class Uploader:
             if info is None or int(info.get("size", -1)) != size:
                 raise UserError(f"{self.target.url}/{rel}: the upload did not arrive whole "
                                 f"({size} bytes sent) — run the import again with --resume")
-            rec = {"path": rel, "size": size, "sha256": sums[rel][0], "etag": _etag(info)}
+            rec = {"path": rel, "size": size, "sha256": sums[rel][0], "etag": object_tag(info)}
             self.journal[rel] = rec
             lines.append(orjson.dumps(rec) + b"\n")
             done.files += 1
@@ -211,7 +207,10 @@ class Uploader:
             return
         mine = self.local / MANIFEST
         with self.target._remote(MANIFEST) as (fs, rpath):
-            same = mine.is_file() and fs.cat_file(rpath) == mine.read_bytes()
+            try:
+                same = mine.is_file() and fs.cat_file(rpath) == mine.read_bytes()
+            except FileNotFoundError:  # deleted since: not by this import
+                raise self._taken(MANIFEST) from None
         if same:
             return
         if self.seen.get(MANIFEST) != stamp.etag:
@@ -250,7 +249,7 @@ class UrlTarget:
         group.agree(error)
         error = None
         try:  # every rank: what is there once the lease is held (see the module docstring)
-            self.seen = {rel: _etag(info) for rel, info in
+            self.seen = {rel: object_tag(info) for rel, info in
                          Uploader(self.staging, self.folder).remote_listing().items()}
         except UserError as exc:
             error = str(exc)
