@@ -4,7 +4,8 @@
 decode_regions``; ``jpeg_restarts.cpp`` cuts the MCUs around a region out at restart
 markers) and ``jpeg_transcode.cpp`` re-encodes a JPEG losslessly with restart markers
 (:func:`with_restarts`). The library links ``-ljpeg``: :func:`jpeg_ops` returns ``None`` where
-libjpeg's headers or library are missing (or ``NPU_DATA_NATIVE=0``), and callers decode whole
+libjpeg's headers or library are missing, the kernel cache is refused or read-only
+(``common.compiled``), or ``NPU_DATA_NATIVE=0``, and callers decode whole
 images with Pillow instead and store JPEGs as they are.
 """
 
