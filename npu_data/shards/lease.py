@@ -6,8 +6,8 @@ small JSON object ``{"owner", "token", "ttl", "expires"}``: created only if abse
 whose token is there holds it. The holder rewrites it every ``ttl / 4`` seconds from a thread
 (``If-Match`` on the version it wrote last). Whether a lease has expired is judged by the
 store's clock alone: the object's age (the store's ``Date`` minus its ``Last-Modified``)
-against its ``ttl`` — no two nodes' clocks are compared (``expires``, the holder's clock, is
-only shown to people). An expired lease is taken over with ``If-Match`` on the version judged
+against its ``ttl`` (whole seconds on S3, so a ttl is a few seconds at least) — no two nodes'
+clocks are compared (``expires``, the holder's clock, is only shown to people). An expired lease is taken over with ``If-Match`` on the version judged
 expired; one whose holder ran on this machine and is gone (its process id no longer exists) at
 once (a killed import resumes). A second importer fails with one line that names the holder
 and the lease object (delete it by hand only when that import is dead).
@@ -40,6 +40,10 @@ MAX_TTL = 7 * 24 * 3600.0  # a longer ttl in a lease object is not one npu-data 
 log = logging.getLogger(__name__)
 
 
+class ForeignLease(UserError):
+    """A lease object npu-data did not write (its one line says to delete it by hand)."""
+
+
 class Lease:
     """The import lease of ``folder`` (``acquire``, ``check``, ``release``; renewed in the
     background)."""
@@ -59,7 +63,7 @@ class Lease:
         return f"{self.folder.shown}/{LEASE}"
 
     def _foreign(self, why: str) -> UserError:
-        return UserError(f"{self.shown}: not an import lease npu-data wrote ({why}) — delete it "
+        return ForeignLease(f"{self.shown}: not an import lease npu-data wrote ({why}) — delete it "
                          f"by hand if no import of {self.folder.shown} is running")
 
     def _parse(self, data: bytes) -> dict[str, Any]:
@@ -151,8 +155,8 @@ class Lease:
         """A one-line ``UserError`` when this writer no longer holds the lease."""
         if self.lost is None:
             try:
-                got = self._read()
-            except UserError as exc:
+                got = self._read()  # the store unreachable: its own one line
+            except ForeignLease as exc:
                 got, self.lost = None, str(exc)
             if self.lost is None and (got is None or got[0]["token"] != self.token):
                 self.lost = "another import took it over" if got else "it was deleted"
