@@ -47,9 +47,9 @@ def _objects(s3: dict[str, Any], prefix: str) -> dict[str, bytes]:
     return {p[len(base) + 1:]: fs.cat_file(p) for p in fs.find(base)}
 
 
-def _names(s3: dict[str, Any]) -> list[str]:
+def _names(s3: dict[str, Any], prefix: str) -> list[str]:
     s3["fs"].invalidate_cache()
-    return list(s3["fs"].find(BUCKET))
+    return list(s3["fs"].find(f"{BUCKET}/{prefix}"))
 
 
 def _import_args(export: Path, url: str, *extra: str) -> list[str]:
@@ -76,7 +76,7 @@ def test_an_import_paused_past_its_lease_fails_at_commit(
                               text=True, cwd=Path(__file__).parents[2])
     try:
         deadline = time.monotonic() + 240
-        while not any(p.startswith(f"{BUCKET}/{prefix}/shard-") for p in _names(s3)):
+        while not any(p.startswith(f"{BUCKET}/{prefix}/shard-") for p in _names(s3, prefix)):
             assert paused.poll() is None and time.monotonic() < deadline, paused.stderr
             time.sleep(0.02)
         os.kill(paused.pid, signal.SIGSTOP)  # as a scheduler suspends a job, mid-upload
