@@ -4,7 +4,8 @@
 decode_regions``; ``jpeg_restarts.cpp`` cuts the MCUs around a region out at restart
 markers) and ``jpeg_transcode.cpp`` re-encodes a JPEG losslessly with restart markers
 (:func:`with_restarts`). The library links ``-ljpeg``: :func:`jpeg_ops` returns ``None`` where
-libjpeg's headers or library are missing (or ``NPU_DATA_NATIVE=0``), and callers decode whole
+libjpeg's headers or library are missing, the kernel cache is refused or read-only
+(``common.compiled``), or ``NPU_DATA_NATIVE=0``, and callers decode whole
 images with Pillow instead and store JPEGs as they are.
 """
 
@@ -24,8 +25,8 @@ _LIBRARY = Library(
     [_HERE / "jpeg_restarts.h", INCLUDE / "parallel.h"], "jpeg",
     "JPEG region decoding unavailable",
     "JPEGs are decoded whole with Pillow (same pixels, slower) and stored without restart "
-    "markers. Install libjpeg-turbo's development files (e.g. libjpeg62-turbo-dev) to enable "
-    "it.", ["-ljpeg"])
+    "markers.", "Install libjpeg-turbo's development files (e.g. libjpeg62-turbo-dev) to "
+    "enable it.", ["-ljpeg"])
 
 # Restart markers every ~32 pixels of an MCU row: a crop then decodes about its own area at a
 # cost of a few bytes per interval, which the re-encode's optimised Huffman codes make up for.

@@ -5,19 +5,24 @@ version, the flags and the CPU. ``include/`` holds the headers the libraries sha
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
 import platform
+import stat
 import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import torch
 
 from npu_data.common import compat
+from npu_data.common.atomic import atomic_write_bytes
 from npu_data.common.cache import cache_root
+from npu_data.errors import UserError
 
 INCLUDE = Path(__file__).parent / "include"
 log = logging.getLogger(__name__)
@@ -42,8 +47,6 @@ def variant() -> str:
     """The build ``NPU_DATA_SIMD`` asks for (see :data:`VARIANTS`)."""
     name = os.environ.get("NPU_DATA_SIMD", "native") or "native"
     if name not in VARIANTS:
-        from npu_data.errors import UserError
-
         raise UserError(f"NPU_DATA_SIMD={name!r}: use one of {', '.join(VARIANTS)}")
     return name
 
@@ -83,38 +86,128 @@ def build_key(files: list[Path]) -> str:
     return h.hexdigest()[:16]
 
 
+def _read_only(path: Path, exc: OSError) -> UserError:
+    return UserError(f"{path}: the kernel cache is read-only ({exc.strerror}) — set "
+                     "NPU_DATA_CACHE to a writable folder of your own")
+
+
+def _own_folder(path: Path, tighten: bool, follow: bool = False) -> None:
+    """Make ``path`` (mode 0700) or check it: a folder of this user that group and others
+    cannot write (``tighten``: made so, as ``private_dir`` does; else a ``UserError``, as for
+    a folder of another user: nothing in it is loaded). ``follow``: it may be a symlink (the
+    cache root a user pointed elsewhere); the folders below it may not."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise _read_only(path, exc) from None
+    st = os.stat(path) if follow else os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UserError(f"{path}: the kernel cache is not a folder — remove it or set "
+                        "NPU_DATA_CACHE to a folder of your own")
+    if st.st_uid != os.getuid():
+        raise UserError(f"{path}: the kernel cache belongs to another user (uid {st.st_uid}) "
+                        "— refused, nothing in it is loaded; set NPU_DATA_CACHE to a folder "
+                        "of your own")
+    if st.st_mode & 0o022 and tighten:
+        try:
+            os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o022)
+        except OSError as exc:
+            raise _read_only(path, exc) from None
+    elif st.st_mode & 0o022:
+        raise UserError(f"{path}: the kernel cache is writable by others (mode "
+                        f"{stat.S_IMODE(st.st_mode):o}) — refused, nothing in it is loaded; "
+                        "delete it (it is rebuilt) or set NPU_DATA_CACHE to a folder of your "
+                        "own")
+
+
+def cache_folder(folder: str, key: str) -> Path:
+    """``cache_root(folder, key)``, every level from the cache root down this user's (made
+    0700 where missing); the cache root and ``folder`` are closed to group and others where
+    they were open, ``key`` (the library's own folder) is refused then (``_own_folder``)."""
+    root = cache_root()
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _read_only(root.parent, exc) from None
+    _own_folder(root, tighten=True, follow=True)
+    _own_folder(root / folder, tighten=True)
+    _own_folder(root / folder / key, tighten=False)
+    return root / folder / key
+
+
+def _digest(path: Path) -> str | None:
+    """sha256 of the file ``path`` (None when it cannot be read)."""
+    sha = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while block := fh.read(1 << 20):
+                sha.update(block)
+    except OSError:
+        return None
+    return sha.hexdigest()
+
+
+def _recorded(marker: Path) -> str | None:
+    """The library digest the ``built`` marker records (None: missing or not ours)."""
+    try:
+        got = orjson.loads(marker.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    sha = got.get("sha256") if isinstance(got, dict) else None
+    return sha if isinstance(sha, str) else None
+
+
 def load_library(name: str, sources: list[Path], headers: list[Path], folder: str,
                  ldflags: list[str] | None = None) -> None:
-    """Build (or reuse) and load the library ``name``; it registers its ``torch.ops``. Raises
-    when it cannot be built (no compiler, missing headers or libraries, read-only cache)."""
+    """Build (or reuse) and load the library ``name``; it registers its ``torch.ops``.
+
+    The cache folder must be this user's and not writable by others (``cache_folder``). A
+    build links in ``<key>/ninja/``; the library is then copied atomically to ``<key>/`` and
+    its sha256 recorded (atomically) in ``built``. A cached library is loaded only when its
+    digest is the recorded one; a damaged or truncated one is rebuilt. Raises ``UserError``
+    for a cache that is refused or read-only, other errors when it cannot be built (no
+    compiler, missing headers or libraries)."""
     load = compat.cpp_extension().load
 
-    build = cache_root(folder, build_key(sources + headers))
-    build.mkdir(parents=True, exist_ok=True)
-    lib, done = build / f"{name}.so", build / "built"
-    if done.exists() and lib.exists():  # a finished build: load it without asking ninja
+    build = cache_folder(folder, build_key(sources + headers))
+    lib, done, ninja = build / f"{name}.so", build / "built", build / "ninja"
+    want = _recorded(done)
+    if want is not None and _digest(lib) == want:  # a finished build: load it as it was built
         torch.ops.load_library(str(lib))
         return
+    if not os.access(build, os.W_OK):
+        raise _read_only(build, PermissionError(errno.EACCES, os.strerror(errno.EACCES)))
+    if want is not None or lib.exists():
+        log.warning("npu-data: %s does not match its recorded digest (damaged or truncated): "
+                    "rebuilding it", lib)
+        for stale in (done, lib, ninja / f"{name}.so"):
+            stale.unlink(missing_ok=True)
+    ninja.mkdir(mode=0o700, exist_ok=True)
     # builds, or waits for another process building into the same folder (a lock)
     load(name=name, sources=[str(p) for p in sources], extra_cflags=flags(),
          extra_ldflags=ldflags or [], extra_include_paths=[str(INCLUDE), str(sources[0].parent)],
-         build_directory=str(build), is_python_module=False, verbose=False)
-    from npu_data.common.atomic import atomic_write_bytes
-
-    atomic_write_bytes(done, b"ok\n")
+         build_directory=str(ninja), is_python_module=False, verbose=False)
+    data = (ninja / f"{name}.so").read_bytes()
+    atomic_write_bytes(lib, data, private=True)
+    atomic_write_bytes(done, orjson.dumps({"library": lib.name,
+                                           "sha256": hashlib.sha256(data).hexdigest(),
+                                           "size": len(data)}), private=True)
 
 
 class Library:
     """One C++ library loaded at most once per process: :meth:`get` returns ``torch.ops.<ns>``
-    or ``None`` (``NPU_DATA_NATIVE=0``, or it could not be built: a warning, once, says
-    ``missing`` — what is unavailable — the reason, and ``instead`` — what happens instead)."""
+    or ``None`` (``NPU_DATA_NATIVE=0``, or it could not be built or its cache was refused: a
+    warning, once, says ``missing`` — what is unavailable — the reason, ``instead`` — what
+    happens instead — and, when it could not be built, ``fix``)."""
 
     def __init__(self, name: str, namespace: str, sources: list[Path], headers: list[Path],
-                 folder: str, missing: str, instead: str,
+                 folder: str, missing: str, instead: str, fix: str = "",
                  ldflags: list[str] | None = None) -> None:
         self.name, self.namespace, self.folder = name, namespace, folder
         self.sources, self.headers, self.ldflags = sources, headers, ldflags
-        self.missing, self.instead = missing, instead
+        self.missing, self.instead, self.fix = missing, instead, fix
         self._lock = threading.Lock()
         self._done, self._ops = False, None
 
@@ -128,8 +221,10 @@ class Library:
                         load_library(self.name, self.sources, self.headers, self.folder,
                                      self.ldflags)
                         self._ops = getattr(torch.ops, self.namespace)
-                    except Exception as exc:  # no compiler, headers or library; read-only cache
-                        log.warning("npu-data: %s (%s); %s", self.missing,
-                                    str(exc).splitlines()[0][:200], self.instead)
+                    except UserError as exc:  # the cache: refused or read-only
+                        log.warning("npu-data: %s (%s); %s", self.missing, exc, self.instead)
+                    except Exception as exc:  # no compiler, headers or library
+                        log.warning("npu-data: %s (%s); %s %s", self.missing,
+                                    str(exc).splitlines()[0][:200], self.instead, self.fix)
                 self._done = True
         return self._ops

@@ -8,23 +8,83 @@ one-line ``UserError`` naming the URL (user info and signed queries redacted, ev
 credential value of the options and the environment blanked, ``clean``); an s3 URL with
 ``user:password@`` is refused. ``shards.download`` fetches shard files through it,
 ``shards.remote`` keeps them in the node-local cache, ``shards.upload`` and ``shards.lease``
-write through it.
+write through it: ``write`` with a condition (``If-None-Match: *`` to create, ``If-Match`` on
+an ETag to replace) where the store has conditional writes (S3 and S3-compatible stores;
+``Conflict`` when the store refuses it), plainly elsewhere; ``stamp`` is an object's ETag and
+age by the store's clock.
 """
 
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import hashlib
+import logging
 import os
 import re
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from npu_data.annotations.redact import redact_text, redact_url
 from npu_data.errors import UserError
 
+log = logging.getLogger(__name__)
 ENDPOINT_VARS = ("NPU_DATA_S3_ENDPOINT", "AWS_ENDPOINT_URL")
 SECRET_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+
+
+class Conflict(UserError):
+    """A conditional write the store refused: the object ``rel`` is not the version the
+    writer saw."""
+
+    rel = ""
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """An object's ETag and its age (seconds since its last write, by the store's clock where
+    the store says what time it is: S3's ``Date`` header; else this node's)."""
+
+    etag: str
+    age: float
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is the store refusing a write's condition (HTTP 412)."""
+    while exc is not None:
+        if isinstance(exc, FileExistsError):
+            return True
+        err = getattr(exc, "response", None)
+        if isinstance(err, dict) and (err.get("Error", {}).get("Code") == "PreconditionFailed"
+                                      or err.get("ResponseMetadata", {})
+                                      .get("HTTPStatusCode") == 412):
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
+
+
+def _unsupported(exc: BaseException) -> bool:
+    """Whether ``exc`` is a store that does not know conditional writes (HTTP 501)."""
+    while exc is not None:
+        err = getattr(exc, "response", None)
+        if isinstance(err, dict) and (err.get("Error", {}).get("Code") == "NotImplemented"
+                                      or err.get("ResponseMetadata", {})
+                                      .get("HTTPStatusCode") == 501):
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
+
+
+def object_tag(info: dict[str, Any]) -> str:
+    """An object's ETag from fsspec info, unquoted ("" where the store keeps none)."""
+    return str(info.get("ETag") or info.get("etag") or info.get("md5") or "").strip('"')
+
+
+def _quoted(etag: str) -> str:
+    return etag if etag.startswith('"') else f'"{etag}"'
 
 
 def is_url(path: Any) -> bool:
@@ -98,6 +158,7 @@ class RemoteFolder:
         self._fs: Any = None
         self._fs_pid = 0
         self._rpath = ""
+        self._plain = False  # the store refused a conditional write as unknown (HTTP 501)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -175,3 +236,116 @@ class RemoteFolder:
             raise
         except Exception as exc:
             raise self._error(what, exc) from None
+
+    # --- conditional writes ----------------------------------------------------------------
+    def conditional(self) -> bool:
+        """Whether writes here carry conditions (an S3 store that has not refused them)."""
+        fs, _ = self._filesystem()
+        return "s3" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)) \
+            and not self._plain
+
+    def _unconditional(self, exc: BaseException) -> bool:
+        """After a failed conditional write: True (once warned) when the store does not know
+        conditions, so the write is retried plainly; False to raise."""
+        if not _unsupported(exc):
+            return False
+        if not self._plain:
+            log.warning("npu-data: %s does not support conditional writes (If-Match / "
+                        "If-None-Match): this import is not fenced against another writer",
+                        self.shown)
+        self._plain = True
+        return True
+
+    def write(self, rels: list[str], sources: list[Path | bytes],
+              replace: list[str | None]) -> None:
+        """Write objects ``rels`` from local files or bytes: each only if absent (``replace``
+        None: ``If-None-Match: *``) or only over the version with that ETag (bytes:
+        ``If-Match``; a file, which may go up in parts: deleted with ``If-Match``, then
+        created), where the store has conditional writes; plainly elsewhere. ``Conflict``
+        (naming the object, or the folder of a batch) when the store refused a condition."""
+        fs, _ = self._filesystem()
+        base = self._rpath.rstrip("/")
+        creates = [k for k, r in enumerate(replace) if r is None]
+        rest = [k for k, r in enumerate(replace) if r is not None]
+        for k in rest:
+            if not isinstance(sources[k], bytes):
+                self.delete(rels[k], str(replace[k]))
+                creates.append(k)
+        batches = ([(sorted(creates), None)] if creates else []) + [
+            ([k], replace[k]) for k in rest if isinstance(sources[k], bytes)]
+        for batch, etag in batches:
+            rel = rels[batch[0]]
+            if len({rels[k].rpartition("/")[0] for k in batch}) == 1 and len(batch) > 1:
+                rel = rel.rpartition("/")[0] + "/"
+            with self._remote(rel):
+                try:
+                    self._put(fs, [f"{base}/{rels[k]}" for k in batch],
+                              [sources[k] for k in batch], etag, self.conditional())
+                except Exception as exc:  # noqa: BLE001 - sorted below
+                    if _refused(exc):
+                        raise self._conflict(rel) from None
+                    if not self._unconditional(exc):
+                        raise
+                    self._put(fs, [f"{base}/{rels[k]}" for k in batch],
+                              [sources[k] for k in batch], etag, False)
+
+    def _conflict(self, rel: str) -> Conflict:
+        conflict = Conflict(clean(f"{self.shown}/{rel}: changed on the store since this writer "
+                                  "looked", self.storage_options))
+        conflict.rel = rel
+        return conflict
+
+    @staticmethod
+    def _put(fs: Any, paths: list[str], sources: list[Path | bytes], etag: str | None,
+             conditional: bool) -> None:
+        cond: dict[str, Any] = {}
+        if conditional:
+            cond = {"mode": "create"} if etag is None else {"IfMatch": _quoted(etag)}
+        files = [(p, str(s)) for p, s in zip(paths, sources, strict=True)
+                 if not isinstance(s, bytes)]
+        for p, s in zip(paths, sources, strict=True):
+            if isinstance(s, bytes):  # one PUT (a condition holds for the whole object)
+                fs.pipe_file(p, s, **cond, **({"chunksize": max(len(s), 1 << 20)}
+                                              if cond else {}))
+        if files:
+            fs.put([f for _, f in files], [p for p, _ in files], **cond)
+
+    def delete(self, rel: str, etag: str) -> None:
+        """Delete object ``rel`` only if its ETag is ``etag`` (where the store can)."""
+        with self._remote(rel) as (fs, rpath):
+            if self.conditional():
+                bucket, key, _ = fs.split_path(rpath)
+                try:
+                    fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=_quoted(etag))
+                    fs.invalidate_cache(rpath)
+                    return
+                except Exception as exc:  # noqa: BLE001 - sorted below
+                    if _refused(exc):
+                        raise self._conflict(rel) from None
+                    if not self._unconditional(exc):
+                        raise
+            fs.rm_file(rpath)
+
+    def stamp(self, rel: str) -> Stamp | None:
+        """Object ``rel``'s ETag and age by the store's clock (None when absent)."""
+        with self._remote(rel) as (fs, rpath):
+            fs.invalidate_cache(rpath)
+            if "s3" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
+                bucket, key, _ = fs.split_path(rpath)
+                try:
+                    head = fs.call_s3("head_object", Bucket=bucket, Key=key)
+                except FileNotFoundError:
+                    return None
+                date = (head.get("ResponseMetadata", {}).get("HTTPHeaders") or {}).get("date")
+                now = email.utils.parsedate_to_datetime(date).timestamp() if date \
+                    else time.time()
+                return Stamp(str(head.get("ETag", "")).strip('"'),
+                             now - head["LastModified"].timestamp())
+            try:
+                info = fs.info(rpath)
+            except FileNotFoundError:
+                return None
+            when = info.get("LastModified") or info.get("mtime") or info.get("created")
+            when = when.timestamp() if hasattr(when, "timestamp") else when
+            age = time.time() - float(when) if isinstance(when, (int, float)) else 0.0
+            return Stamp(object_tag(info), age)

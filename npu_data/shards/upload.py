@@ -10,6 +10,16 @@ An interrupted upload resumes (``--resume``): a file is skipped when the remote 
 its size and either an MD5 ETag equal to the local file's MD5 or the ETag this node recorded
 right after uploading it (``.upload.jsonl`` in the staging folder, with the file's sha256).
 Split imports (``Group``): each rank uploads its own shards, rank 0 the rest after a barrier.
+
+The commit fences (as Delta Lake and Iceberg commit): every rank lists the URL once the lease
+is taken (``seen``: each object's ETag). An object is written only if absent
+(``If-None-Match: *``) or over exactly the version in ``seen`` (``If-Match``: a leftover of the
+import whose lease was taken over); an object that appeared or changed since, or a refused
+condition, means another import wrote there — this one stops with one line and commits
+nothing. The manifest is the commit: written last, the same way, after the lease is checked,
+so an import paused past its lease fails at commit and the dataset stays the other import's.
+A store without conditional writes (an S3 store answering 501, which a warning reports, or a
+non-S3 file system) gets only the lease and these checks, not the fence.
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ from npu_data.errors import UserError
 from npu_data.shards.distributed_import import Group
 from npu_data.shards.format import MANIFEST, shard_name
 from npu_data.shards.lease import LEASE, Lease
-from npu_data.shards.storage import RemoteFolder
+from npu_data.shards.storage import Conflict, RemoteFolder, object_tag
 
 JOURNAL = ".upload.jsonl"
 
@@ -61,17 +71,33 @@ def _digests(path: Path) -> tuple[str, str]:
     return sha.hexdigest(), md5.hexdigest()
 
 
-def _etag(info: dict[str, Any]) -> str:
-    return str(info.get("ETag") or info.get("etag") or info.get("md5") or "").strip('"')
-
-
 class Uploader:
     """Uploads of one staging folder to one URL (see the module docstring)."""
 
-    def __init__(self, local: Path, target: RemoteFolder) -> None:
+    def __init__(self, local: Path, target: RemoteFolder,
+                 seen: dict[str, str] | None = None, lease: Lease | None = None) -> None:
         self.local = local
         self.target = target
+        self.seen = seen or {}  # relative path -> ETag listed when the lease was taken
+        self.lease = lease  # rank 0's
         self.journal = self._read_journal()
+
+    def _taken(self, rel: str) -> UserError:
+        """The one line of an object another writer wrote since the lease was taken."""
+        if self.lease is not None:
+            try:
+                self.lease.check()
+            except UserError as lost:
+                return lost
+            return UserError(f"{self.target.shown}/{rel}: another import wrote it after this "
+                             "one took the dataset's lease (one that lost the lease, still "
+                             "running) — this import stops without committing; run it again "
+                             "with --resume once that import has stopped")
+        return UserError(f"{self.target.shown}/{rel}: another import wrote it after this one "
+                         "took the dataset's lease (this one was paused past its lease, or "
+                         "the lease object was deleted) — this import stops without "
+                         "committing; the dataset stands as the other left it (check it "
+                         f"with `npu-data verify {self.target.shown}`)")
 
     def _read_journal(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
@@ -113,23 +139,29 @@ class Uploader:
     def upload(self, rels: list[str], listing: dict[str, dict[str, Any]]) -> UploadSummary:
         """Upload ``rels`` (one request batch), skipping those already there intact."""
         todo, sums, done = [], {}, UploadSummary()
+        replace: list[str | None] = []
         for rel in rels:
             path = self.local / rel
             size = path.stat().st_size
             sha, md5 = sums[rel] = _digests(path)
             info = listing.get(rel)
-            if info is not None and int(info.get("size", -1)) == size:
-                tag, rec = _etag(info), self.journal.get(rel)
-                if tag == md5 or (rec is not None and rec.get("sha256") == sha and tag
-                                  and rec.get("etag") == tag and rec.get("size") == size):
+            if info is not None:
+                tag, rec = object_tag(info), self.journal.get(rel)
+                if int(info.get("size", -1)) == size and (tag == md5 or (
+                        rec is not None and rec.get("sha256") == sha and tag
+                        and rec.get("etag") == tag and rec.get("size") == size)):
                     done.skipped += 1
                     continue
+                if self.seen.get(rel) != tag:  # not the leftover this import inherited
+                    raise self._taken(rel)
             todo.append(rel)
+            replace.append(None if info is None else object_tag(info))
         if not todo:
             return done
-        base = self.target._rpath.rstrip("/")
-        with self.target._remote(todo[0]) as (fs, _):
-            fs.put([str(self.local / r) for r in todo], [f"{base}/{r}" for r in todo])
+        try:
+            self.target.write(todo, [self.local / r for r in todo], replace)
+        except Conflict as exc:
+            raise self._taken(getattr(exc, "rel", "") or todo[0]) from None
         parents = sorted({r.rsplit("/", 1)[0] if "/" in r else "" for r in todo})
         after: dict[str, dict[str, Any]] = {}
         for parent in parents:
@@ -142,7 +174,7 @@ class Uploader:
             if info is None or int(info.get("size", -1)) != size:
                 raise UserError(f"{self.target.url}/{rel}: the upload did not arrive whole "
                                 f"({size} bytes sent) — run the import again with --resume")
-            rec = {"path": rel, "size": size, "sha256": sums[rel][0], "etag": _etag(info)}
+            rec = {"path": rel, "size": size, "sha256": sums[rel][0], "etag": object_tag(info)}
             self.journal[rel] = rec
             lines.append(orjson.dumps(rec) + b"\n")
             done.files += 1
@@ -168,12 +200,25 @@ class Uploader:
         return done + self.upload([MANIFEST], listing)
 
     def drop_stale_manifest(self) -> None:
-        """Delete a remote manifest that is not this import's (before any other upload)."""
+        """Delete a remote manifest that is not this import's (before any other upload): only
+        the version listed when the lease was taken."""
+        stamp = self.target.stamp(MANIFEST)
+        if stamp is None:
+            return
+        mine = self.local / MANIFEST
         with self.target._remote(MANIFEST) as (fs, rpath):
-            if fs.exists(rpath):
-                mine = self.local / MANIFEST
-                if not mine.is_file() or fs.cat_file(rpath) != mine.read_bytes():
-                    fs.rm_file(rpath)
+            try:
+                same = mine.is_file() and fs.cat_file(rpath) == mine.read_bytes()
+            except FileNotFoundError:  # deleted since: not by this import
+                raise self._taken(MANIFEST) from None
+        if same:
+            return
+        if self.seen.get(MANIFEST) != stamp.etag:
+            raise self._taken(MANIFEST)
+        try:
+            self.target.delete(MANIFEST, stamp.etag)
+        except Conflict:
+            raise self._taken(MANIFEST) from None
 
 
 class UrlTarget:
@@ -188,6 +233,8 @@ class UrlTarget:
         self.group = group
         self.staging = cache_root("upload") / self.folder.ident()
         self._held = contextlib.ExitStack()
+        self.lease: Lease | None = None
+        self.seen: dict[str, str] = {}
         error = None
         if group.rank == 0:
             try:
@@ -199,6 +246,13 @@ class UrlTarget:
             except BaseException:
                 self.close()
                 raise
+        group.agree(error)
+        error = None
+        try:  # every rank: what is there once the lease is held (see the module docstring)
+            self.seen = {rel: object_tag(info) for rel, info in
+                         Uploader(self.staging, self.folder).remote_listing().items()}
+        except UserError as exc:
+            error = str(exc)
         group.agree(error)
 
     def _take(self) -> None:
@@ -215,6 +269,7 @@ class UrlTarget:
         lease = Lease(self.folder)
         lease.acquire()
         self._held.callback(lease.release)
+        self.lease = lease
 
     def close(self) -> None:
         """Give back the lease and the lock (idempotent)."""
@@ -236,10 +291,11 @@ class UrlTarget:
     def upload(self, shards: int) -> UploadSummary:
         """Upload what the import wrote (every rank its shards, rank 0 the rest after them);
         on success the staging folder is removed."""
-        up = Uploader(self.staging, self.folder)
+        up = Uploader(self.staging, self.folder, self.seen, self.lease)
         error, done = None, UploadSummary()
         try:
-            if self.group.rank == 0:
+            if self.lease is not None:
+                self.lease.check()
                 up.drop_stale_manifest()
             self.group.barrier()
             done = up.upload_shards([shard_name(k) for k in range(shards) if self.group.mine(k)])
@@ -250,8 +306,9 @@ class UrlTarget:
         for part in self.group.gather(done):
             total += part
         error = None
-        if self.group.rank == 0:
+        if self.lease is not None:
             try:
+                self.lease.check()  # the early word; the conditional writes are the fence
                 total += up.upload_rest()
             except UserError as exc:
                 error = str(exc)

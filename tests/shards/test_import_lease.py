@@ -28,9 +28,10 @@ def _lease(s3: dict[str, Any], prefix: str) -> dict[str, Any] | None:
     return orjson.loads(fs.cat_file(path)) if fs.exists(path) else None
 
 
-def _plant(s3: dict[str, Any], prefix: str, owner: str, expires: float) -> None:
+def _plant(s3: dict[str, Any], prefix: str, owner: str, ttl: float = 600.0,
+           **extra: Any) -> None:
     s3["fs"].pipe_file(f"{BUCKET}/{prefix}/{LEASE}", orjson.dumps(
-        {"owner": owner, "token": "theirs", "expires": expires}))
+        {"owner": owner, "token": "theirs", "ttl": ttl, **extra}))
 
 
 def test_one_lease_holder_at_a_time(s3: dict[str, Any]) -> None:
@@ -50,27 +51,28 @@ def test_one_lease_holder_at_a_time(s3: dict[str, Any]) -> None:
 
 def test_expired_or_dead_lease_is_taken_over(s3: dict[str, Any]) -> None:
     folder = RemoteFolder(f"s3://{BUCKET}/stale")
-    _plant(s3, "stale", "elsewhere:1", time.time() - 1)  # expired
+    _plant(s3, "stale", "elsewhere:1", ttl=1.0)
+    time.sleep(2.1)  # expired by the store's clock (its Last-Modified has whole seconds)
     lease = Lease(folder)
     lease.acquire()
     lease.release()
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
-    _plant(s3, "stale", f"{socket.gethostname()}:{gone.stdout.strip()}", time.time() + 600)
+    _plant(s3, "stale", f"{socket.gethostname()}:{gone.stdout.strip()}")
     lease = Lease(folder)  # its holder ran here and exited (killed import): taken over
     lease.acquire()
     lease.release()
-    _plant(s3, "stale", "elsewhere:1", time.time() + 600)  # alive elsewhere: busy
+    _plant(s3, "stale", "elsewhere:1")  # alive elsewhere: busy
     with pytest.raises(UserError, match="elsewhere:1"):
         Lease(folder).acquire()
 
 
 def test_lease_is_renewed_while_held(s3: dict[str, Any]) -> None:
     folder = RemoteFolder(f"s3://{BUCKET}/renewed")
-    lease = Lease(folder, ttl=0.8)
+    lease = Lease(folder, ttl=3.0)  # the store's clock has whole seconds: a few of them
     lease.acquire()
     first = _lease(s3, "renewed")["expires"]  # type: ignore[index]
-    time.sleep(1.2)  # past the first expiry: renewed every ttl/4
+    time.sleep(3.5)  # past the first expiry: renewed every ttl/4
     assert _lease(s3, "renewed")["expires"] > first  # type: ignore[index]
     with pytest.raises(UserError, match="another import"):
         Lease(folder).acquire()
@@ -84,7 +86,7 @@ def test_import_refused_while_the_url_is_leased(s3: dict[str, Any], tmp_path: Pa
     monkeypatch.setenv("NPU_DATA_QUIET", "1")
     export = make_export(tmp_path / "proj", n=3)
     url = f"s3://{BUCKET}/busy"
-    _plant(s3, "busy", "elsewhere:1", time.time() + 600)
+    _plant(s3, "busy", "elsewhere:1")
     args = ["import", str(export), "--out", url, "--images-root", str(export.parent)]
     assert cli.main(args) == 1
     err = capsys.readouterr().err.strip().splitlines()

@@ -2,8 +2,9 @@
 
 The C++ sources next to this file (``ops.cpp`` registers ``resample.cpp``, ``color.cpp`` and
 ``layout.cpp``) are compiled once per machine (``common.compiled``) and registered as
-``torch.ops.npu_data.*``. When no compiler is available, or ``NPU_DATA_NATIVE=0``, :func:`ops`
-returns ``None`` and the transforms use their pure-torch kernels (the same values, slower on
+``torch.ops.npu_data.*``. When no compiler is available, the kernel cache is refused (not
+this user's, writable by others) or read-only, or ``NPU_DATA_NATIVE=0``, :func:`ops` returns
+``None`` and the transforms use their pure-torch kernels (the same values, slower on
 the CPU). JPEG decoding and re-encoding is a library of its own (``npu_data.codecs``).
 """
 
@@ -23,8 +24,8 @@ _LIBRARY = Library(
     [_HERE / n for n in ("ops.cpp", "resample.cpp", "color.cpp", "layout.cpp")],
     [_HERE / "kernels.h", INCLUDE / "parallel.h"], "native",
     "compiled CPU kernels unavailable",
-    "using the pure-torch kernels (same values, slower). Install a C++ compiler to enable "
-    "them.")
+    "using the pure-torch kernels (same values, slower).",
+    "Install a C++ compiler to enable them.")
 
 
 def ops() -> Any | None:
