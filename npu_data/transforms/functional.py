@@ -23,6 +23,7 @@ from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import _kernels
 from npu_data.transforms._dispatch import kernel
 from npu_data.transforms._kernels import color as _color
+from npu_data.transforms._kernels.pixel import POLICY_OPS
 from npu_data.transforms.donate import donated
 
 COLOR_OPS = ("brightness", "contrast", "saturation", "hue")
@@ -30,13 +31,25 @@ COLOR_OPS = ("brightness", "contrast", "saturation", "hue")
 
 __all__ = [
     "COLOR_OPS",
+    "POLICY_OPS",
     "adjust_brightness",
     "adjust_contrast",
     "adjust_hue",
     "adjust_saturation",
+    "adjust_sharpness",
+    "autocontrast",
     "color_jitter",
+    "equalize",
+    "erase",
+    "gaussian_blur",
     "hflip",
+    "invert",
     "normalize",
+    "permute_channels",
+    "policy_step",
+    "posterize",
+    "rgb_to_grayscale",
+    "solarize",
     "resized_crop",
     "resized_crop_list",
     "to_dtype",
@@ -390,3 +403,249 @@ def normalize(
     m = _kernels.to_device(torch.tensor(mean, dtype=torch.float32), images.device)
     s = _kernels.to_device(torch.tensor(std, dtype=torch.float32), images.device)
     return kernel("normalize", images)(images, m, s, dtype, channels_last)
+
+
+# --- pixel augmentations (torchvision v2's names; kernels in _kernels.pixel / _kernels.blur) ---
+def _per_sample(values: torch.Tensor | float | int, batch: int, name: str,
+                dtype: torch.dtype) -> torch.Tensor:
+    t = torch.as_tensor(values)
+    if t.ndim == 0:
+        t = t.expand(batch)
+    if tuple(t.shape) != (batch,):
+        raise UserValueError(f"{name} must be a number or have shape ({batch},), got "
+                             f"{tuple(t.shape)}")
+    if t.is_floating_point() and dtype != t.dtype and not dtype.is_floating_point:
+        raise UserTypeError(f"{name} must hold integers, got {t.dtype}")
+    return t.to(dtype)
+
+
+def rgb_to_grayscale(images: torch.Tensor, sizes: torch.Tensor, mask: torch.Tensor
+                     ) -> torch.Tensor:
+    """Pillow's ``convert("L")`` (integer ITU-R 601-2 weights) for the samples in ``mask``,
+    kept as 3 equal channels (torchvision's ``num_output_channels=3``; exact).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        mask: (B,) bool: which samples turn grey.
+
+    Returns:
+        (B, 3, H, W) uint8.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape.
+    """
+    _check_images(images, sizes)
+    m = _per_sample(mask, images.shape[0], "rgb_to_grayscale: mask", torch.bool)
+    return kernel("rgb_to_grayscale", images)(images, sizes, m)  # type: ignore[no-any-return]
+
+
+def erase(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
+          value: int | Sequence[int] | torch.Tensor = 0) -> torch.Tensor:
+    """torchvision's ``erase``: each sample's box set to ``value`` (exact).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        boxes: (B, 4) int (top, left, height, width); height or width 0 erases nothing.
+        value: Levels 0..255: one for all, one per channel (3,), or per sample (B, 3).
+
+    Returns:
+        (B, 3, H, W) uint8.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, or a host value outside 0..255.
+    """
+    _check_images(images, sizes)
+    b = images.shape[0]
+    if tuple(boxes.shape) != (b, 4):
+        raise UserValueError(f"erase: boxes must have shape ({b}, 4) (top, left, height, "
+                             f"width), got {tuple(boxes.shape)}")
+    v = torch.as_tensor(value)
+    if v.ndim == 0:
+        v = v.expand(3)
+    if v.ndim == 1 and v.shape[0] == 3:
+        v = v.view(1, 3).expand(b, 3)
+    if tuple(v.shape) != (b, 3):
+        raise UserValueError(f"erase: value must be a level, 3 levels or ({b}, 3), got shape "
+                             f"{tuple(v.shape)}")
+    if _kernels.host_values(v) and bool(((v < 0) | (v > 255)).any()):
+        raise UserValueError(f"erase: value levels must lie in 0..255, got {v.unique().tolist()}"
+                             " — pass uint8 levels, not normalised floats")
+    return kernel("erase", images)(images, sizes, boxes, v)  # type: ignore[no-any-return]
+
+
+def posterize(images: torch.Tensor, sizes: torch.Tensor, bits: torch.Tensor | int
+              ) -> torch.Tensor:
+    """``ImageOps.posterize``: keep each level's ``bits`` high bits (exact).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        bits: (B,) or one int in 0..8.
+
+    Returns:
+        (B, 3, H, W) uint8, padding 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, or host bits outside 0..8.
+    """
+    _check_images(images, sizes)
+    n = _per_sample(bits, images.shape[0], "posterize: bits", torch.int64)
+    if _kernels.host_values(n) and bool(((n < 0) | (n > 8)).any()):
+        raise UserValueError(f"posterize: bits must lie in 0..8, got {n.unique().tolist()}")
+    return kernel("lut_op", images)(images, sizes, "posterize", n)  # type: ignore[no-any-return]
+
+
+def solarize(images: torch.Tensor, sizes: torch.Tensor, threshold: torch.Tensor | float
+             ) -> torch.Tensor:
+    """``ImageOps.solarize``: levels at or above ``threshold`` inverted (exact).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        threshold: (B,) or one number, in levels (0..255 scale).
+
+    Returns:
+        (B, 3, H, W) uint8, padding 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape.
+    """
+    _check_images(images, sizes)
+    t = _per_sample(threshold, images.shape[0], "solarize: threshold", torch.float32)
+    return kernel("lut_op", images)(images, sizes, "solarize", t)  # type: ignore[no-any-return]
+
+
+def invert(images: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """``ImageOps.invert``: ``255 - level`` (exact; padding 0)."""
+    _check_images(images, sizes)
+    return kernel("lut_op", images)(images, sizes, "invert")  # type: ignore[no-any-return]
+
+
+def equalize(images: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """``ImageOps.equalize`` per sample and channel, histograms over the valid region only
+    (exact; padding 0)."""
+    _check_images(images, sizes)
+    return kernel("lut_op", images)(images, sizes, "equalize")  # type: ignore[no-any-return]
+
+
+def autocontrast(images: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """``ImageOps.autocontrast`` (no cutoff) per sample and channel, from the valid region's
+    lowest and highest levels (exact; padding 0)."""
+    _check_images(images, sizes)
+    return kernel("lut_op", images)(images, sizes, "autocontrast")  # type: ignore[no-any-return]
+
+
+def adjust_sharpness(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
+                     ) -> torch.Tensor:
+    """``ImageEnhance.Sharpness(factor)`` per sample: blend with Pillow's ``SMOOTH`` filter of
+    the valid image (its 1-px border kept), float32 and truncated as Pillow (exact).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        factors: (B,) or a scalar, >= 0: 1 leaves a sample as it is, 0 gives the smoothed one.
+
+    Returns:
+        (B, 3, H, W) uint8, padding 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, or a negative host factor.
+    """
+    _check_images(images, sizes)
+    f = _checked_nonneg(factors, images, "sharpness")
+    return kernel("adjust_sharpness", images)(images, sizes, f)  # type: ignore[no-any-return]
+
+
+def _kernel_size(kernel_size: int | Sequence[int]) -> tuple[int, int]:
+    ks = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+    if len(ks) != 2 or not all(isinstance(k, int) and not isinstance(k, bool) for k in ks):
+        raise UserTypeError(f"gaussian_blur: kernel_size must be an int or (kx, ky) ints, got "
+                            f"{kernel_size!r}")
+    if any(k < 1 or k % 2 == 0 for k in ks):
+        raise UserValueError(f"gaussian_blur: kernel_size must be odd and positive, got "
+                             f"{kernel_size!r} — e.g. kernel_size=23")
+    return int(ks[0]), int(ks[1])
+
+
+def gaussian_blur(images: torch.Tensor, sizes: torch.Tensor, kernel_size: int | Sequence[int],
+                  sigma: torch.Tensor | float) -> torch.Tensor:
+    """torchvision's ``gaussian_blur`` (its PIL path: a float32 convolution, reflect padding,
+    rounding), each sample reflected inside its valid image; within 1 level of it.
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        kernel_size: Odd ``(kx, ky)`` (width first, as torchvision) or one int.
+        sigma: (B,) or one number > 0, the same on both axes.
+
+    Returns:
+        (B, 3, H, W) uint8, padding 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, an even or non-positive kernel size,
+            or a host sigma <= 0.
+    """
+    _check_images(images, sizes)
+    ks = _kernel_size(kernel_size)
+    s = _per_sample(sigma, images.shape[0], "gaussian_blur: sigma", torch.float32)
+    if _kernels.host_values(s) and not bool((s > 0).all()):
+        raise UserValueError(f"gaussian_blur: sigma must be > 0, got {s.min().item()}")
+    return kernel("gaussian_blur", images)(images, sizes, ks, s)  # type: ignore[no-any-return]
+
+
+def permute_channels(images: torch.Tensor, sizes: torch.Tensor, permutation: torch.Tensor
+                     ) -> torch.Tensor:
+    """torchvision's ``permute_channels`` per sample: output channel ``c`` is input channel
+    ``permutation[b, c]`` (exact).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W).
+        sizes: (B, 2) valid (height, width) of each sample.
+        permutation: (B, 3) int, each row a permutation of 0, 1, 2.
+
+    Returns:
+        (B, 3, H, W) uint8.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, or a host row that is no permutation.
+    """
+    _check_images(images, sizes)
+    b = images.shape[0]
+    if tuple(permutation.shape) != (b, 3):
+        raise UserValueError(f"permute_channels: permutation must have shape ({b}, 3), got "
+                             f"{tuple(permutation.shape)}")
+    if _kernels.host_values(permutation) and not bool(
+            (permutation.sort(1).values == torch.arange(3)).all()):
+        raise UserValueError("permute_channels: each row must be a permutation of 0, 1, 2")
+    p = _kernels.to_device(permutation, images.device).to(torch.int64)
+    return torch.gather(images, 1, p.view(b, 3, 1, 1).expand_as(images))
+
+
+def policy_step(images: torch.Tensor, sizes: torch.Tensor, ops: torch.Tensor,
+                factors: torch.Tensor, levels: torch.Tensor) -> torch.Tensor:
+    """One auto-augment op per sample, batched (the pixel ops; geometric ids leave their
+    samples as they are).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        ops: (B,) int ids into ``POLICY_OPS``.
+        factors: (B,) float: ``1 + magnitude`` for Brightness, Color, Contrast, Sharpness.
+        levels: (B,) int: Posterize bits, or the Solarize threshold rounded up to a level.
+
+    Returns:
+        (B, 3, H, W) uint8, each sample as torchvision's PIL op makes it (exact); padding 0.
+
+    Raises:
+        UserError: Tensors of the wrong dtype or shape, or host op ids out of range.
+    """
+    _check_images(images, sizes)
+    b = images.shape[0]
+    o = _per_sample(ops, b, "policy_step: ops", torch.int64)
+    if _kernels.host_values(o) and bool(((o < 0) | (o >= len(POLICY_OPS))).any()):
+        raise UserValueError(f"policy_step: op ids must lie in 0..{len(POLICY_OPS) - 1}")
+    f = _checked_nonneg(factors, images, "policy_step")
+    n = _per_sample(levels, b, "policy_step: levels", torch.int64)
+    return kernel("policy_step", images)(images, sizes, o, f, n)  # type: ignore[no-any-return]
