@@ -23,11 +23,14 @@ from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import _kernels
 from npu_data.transforms._dispatch import kernel
 from npu_data.transforms._kernels import color as _color
-from npu_data.transforms._kernels.pixel import POLICY_OPS
+from npu_data.transforms._kernels.pixel import POLICY_OPS as _POLICY_OPS
 from npu_data.transforms.donate import donated
 
 COLOR_OPS = ("brightness", "contrast", "saturation", "hue")
 """``color_jitter``'s op ids: the index of each op's name (0 brightness ... 3 hue)."""
+POLICY_OPS = _POLICY_OPS
+"""``policy_step``'s op ids: the index of each auto-augment op's name (torchvision's names:
+0 Identity, 1-5 the geometric ops, 6 Brightness ... 14 Invert)."""
 
 __all__ = [
     "COLOR_OPS",
@@ -518,21 +521,54 @@ def solarize(images: torch.Tensor, sizes: torch.Tensor, threshold: torch.Tensor 
 
 
 def invert(images: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
-    """``ImageOps.invert``: ``255 - level`` (exact; padding 0)."""
+    """``ImageOps.invert``: ``255 - level`` (exact; padding 0).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+
+    Returns:
+        (B, 3, H, W) uint8, padding 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape.
+    """
     _check_images(images, sizes)
     return kernel("lut_op", images)(images, sizes, "invert")  # type: ignore[no-any-return]
 
 
 def equalize(images: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
     """``ImageOps.equalize`` per sample and channel, histograms over the valid region only
-    (exact; padding 0)."""
+    (exact; padding 0).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+
+    Returns:
+        (B, 3, H, W) uint8, padding 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape.
+    """
     _check_images(images, sizes)
     return kernel("lut_op", images)(images, sizes, "equalize")  # type: ignore[no-any-return]
 
 
 def autocontrast(images: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
     """``ImageOps.autocontrast`` (no cutoff) per sample and channel, from the valid region's
-    lowest and highest levels (exact; padding 0)."""
+    lowest and highest levels (exact; padding 0).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+
+    Returns:
+        (B, 3, H, W) uint8, padding 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape.
+    """
     _check_images(images, sizes)
     return kernel("lut_op", images)(images, sizes, "autocontrast")  # type: ignore[no-any-return]
 

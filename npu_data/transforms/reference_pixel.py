@@ -52,6 +52,9 @@ def erase(img: np.ndarray, box: Sequence[int], value: Sequence[int] | int) -> np
 
     Returns:
         HxWx3 uint8.
+
+    Raises:
+        UserValueError: A negative box entry.
     """
     out = _check(img, "erase").copy()
     top, left, h, w = (int(v) for v in box)
@@ -63,8 +66,19 @@ def erase(img: np.ndarray, box: Sequence[int], value: Sequence[int] | int) -> np
 
 
 def posterize(img: np.ndarray, bits: int) -> np.ndarray:
-    """``ImageOps.posterize``: keep the ``bits`` (0..8) high bits of each level (Pillow
-    refuses 0, which torchvision's tensor kernel maps to black: so does this)."""
+    """``ImageOps.posterize``: keep the ``bits`` high bits of each level (Pillow refuses 0,
+    which torchvision's tensor kernel maps to black: so does this).
+
+    Args:
+        img: One sample, HxWx3 uint8 (its valid region).
+        bits: 0..8.
+
+    Returns:
+        HxWx3 uint8.
+
+    Raises:
+        UserValueError: ``bits`` outside 0..8.
+    """
     if not 0 <= int(bits) <= 8:
         raise UserValueError(f"reference.posterize: bits must be in 0..8, got {bits!r}")
     img = _check(img, "posterize")
@@ -74,29 +88,66 @@ def posterize(img: np.ndarray, bits: int) -> np.ndarray:
 
 
 def solarize(img: np.ndarray, threshold: float) -> np.ndarray:
-    """``ImageOps.solarize``: levels at or above ``threshold`` inverted."""
+    """``ImageOps.solarize``: levels at or above ``threshold`` inverted.
+
+    Args:
+        img: One sample, HxWx3 uint8 (its valid region).
+        threshold: In levels (torchvision passes ``255 * magnitude``).
+
+    Returns:
+        HxWx3 uint8.
+    """
     # torchvision passes a float threshold (255 * magnitude); Pillow compares levels with it
     out = ImageOps.solarize(_pil(_check(img, "solarize")), threshold)  # type: ignore[arg-type]
     return np.asarray(out).copy()
 
 
 def invert(img: np.ndarray) -> np.ndarray:
-    """``ImageOps.invert``: ``255 - level``."""
+    """``ImageOps.invert``: ``255 - level``.
+
+    Args:
+        img: One sample, HxWx3 uint8 (its valid region).
+
+    Returns:
+        HxWx3 uint8.
+    """
     return np.asarray(ImageOps.invert(_pil(_check(img, "invert")))).copy()
 
 
 def equalize(img: np.ndarray) -> np.ndarray:
-    """``ImageOps.equalize``: each channel's histogram equalised (Pillow's integer steps)."""
+    """``ImageOps.equalize``: each channel's histogram equalised (Pillow's integer steps).
+
+    Args:
+        img: One sample, HxWx3 uint8 (its valid region).
+
+    Returns:
+        HxWx3 uint8.
+    """
     return np.asarray(ImageOps.equalize(_pil(_check(img, "equalize")))).copy()
 
 
 def autocontrast(img: np.ndarray) -> np.ndarray:
-    """``ImageOps.autocontrast`` (no cutoff): each channel stretched to 0..255."""
+    """``ImageOps.autocontrast`` (no cutoff): each channel stretched to 0..255.
+
+    Args:
+        img: One sample, HxWx3 uint8 (its valid region).
+
+    Returns:
+        HxWx3 uint8.
+    """
     return np.asarray(ImageOps.autocontrast(_pil(_check(img, "autocontrast")))).copy()
 
 
 def adjust_sharpness(img: np.ndarray, factor: float) -> np.ndarray:
-    """``ImageEnhance.Sharpness(img).enhance(factor)``: blend with Pillow's ``SMOOTH`` filter."""
+    """``ImageEnhance.Sharpness(img).enhance(factor)``: blend with Pillow's ``SMOOTH`` filter.
+
+    Args:
+        img: One sample, HxWx3 uint8 (its valid region).
+        factor: >= 0; 1 leaves the image as it is, 0 gives the smoothed one.
+
+    Returns:
+        HxWx3 uint8.
+    """
     from npu_data.transforms.reference import _check_factor
 
     f = _check_factor(factor, "adjust_sharpness")
@@ -125,6 +176,10 @@ def gaussian_blur(img: np.ndarray, kernel_size: Sequence[int] | int, sigma: floa
     Returns:
         HxWx3 uint8. Images narrower than half the kernel (where torch's reflect padding
         refuses) reflect again at each edge, as numpy's ``reflect`` mode.
+
+    Raises:
+        UserValueError: An even or non-positive kernel size.
+        UserTypeError: A sigma that is not a number > 0.
     """
     img = _check(img, "gaussian_blur")
     kx, ky = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
