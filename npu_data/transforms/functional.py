@@ -17,14 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from npu_data.errors import UserTypeError, UserValueError
-from npu_data.transforms import _kernels
+from npu_data.transforms import _kernels, maps
 from npu_data.transforms._dispatch import kernel
 from npu_data.transforms._kernels import color as _color
+from npu_data.transforms._kernels import warp_tables
 from npu_data.transforms._kernels.pixel import POLICY_OPS as _POLICY_OPS
 from npu_data.transforms.donate import donated
+from npu_data.transforms.reference_geometric import check_fill, check_interpolation
 
 COLOR_OPS = ("brightness", "contrast", "saturation", "hue")
 """``color_jitter``'s op ids: the index of each op's name (0 brightness ... 3 hue)."""
@@ -40,6 +43,7 @@ __all__ = [
     "adjust_hue",
     "adjust_saturation",
     "adjust_sharpness",
+    "affine",
     "autocontrast",
     "color_jitter",
     "equalize",
@@ -51,11 +55,14 @@ __all__ = [
     "permute_channels",
     "policy_step",
     "posterize",
-    "rgb_to_grayscale",
-    "solarize",
     "resized_crop",
     "resized_crop_list",
+    "rgb_to_grayscale",
+    "rotate",
+    "solarize",
     "to_dtype",
+    "vflip",
+    "warp",
 ]
 
 
@@ -685,3 +692,164 @@ def policy_step(images: torch.Tensor, sizes: torch.Tensor, ops: torch.Tensor,
     f = _checked_nonneg(factors, images, "policy_step")
     n = _per_sample(levels, b, "policy_step: levels", torch.int64)
     return kernel("policy_step", images)(images, sizes, o, f, n)  # type: ignore[no-any-return]
+
+
+def vflip(images: torch.Tensor, sizes: torch.Tensor, flip_mask: torch.Tensor) -> torch.Tensor:
+    """Mirror each flagged sample top-bottom within its valid height (exact).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        flip_mask: (B,) bool: which samples to mirror.
+
+    Returns:
+        (B, 3, H, W) uint8, padding left as 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape.
+    """
+    _check_images(images, sizes)
+    if tuple(flip_mask.shape) != (images.shape[0],):
+        raise UserValueError(f"vflip: flip_mask must have shape ({images.shape[0]},), got "
+                             f"{tuple(flip_mask.shape)}")
+    return kernel("vflip", images)(images, sizes, flip_mask)  # type: ignore[no-any-return]
+
+
+def _host_rows(t: torch.Tensor | Sequence[float], batch: int, shape: tuple[int, ...],
+               name: str, who: str) -> np.ndarray:
+    """A per-sample parameter as float64 host values (the maps are made on the host)."""
+    if isinstance(t, torch.Tensor) and not t.is_cpu:
+        raise UserValueError(f"{who}: {name} must be a host (CPU) tensor — the inverse maps are "
+                             "made on the host in float64 as Pillow makes them")
+    host = (t.detach() if t.requires_grad else t).numpy() if isinstance(t, torch.Tensor) else t
+    a = np.asarray(host, dtype=np.float64)
+    if a.ndim == len(shape) - 1:  # one value for every sample
+        a = np.broadcast_to(a, (batch, *shape[1:]))
+    if a.shape != (batch, *shape[1:]):
+        raise UserValueError(f"{who}: {name} must have shape {(batch, *shape[1:])}, got "
+                             f"{a.shape}")
+    if not np.isfinite(a).all():
+        raise UserValueError(f"{who}: {name} must be finite, got {a.tolist()}")
+    return a
+
+
+def _warp_args(images: torch.Tensor, sizes: torch.Tensor, matrices: np.ndarray,
+               interpolation: str, fill: int | Sequence[int], out_sizes: np.ndarray | None,
+               out_shape: tuple[int, int] | None, who: str) -> tuple[object, ...]:
+    """The ``warp`` kernel's arguments: the host tables of ``matrices`` (see :func:`warp`)."""
+    check_interpolation(interpolation, who)
+    fill_rgb = torch.tensor(check_fill(fill, who), dtype=torch.uint8)
+    b = images.shape[0]
+    oh, ow = out_shape if out_shape is not None else (images.shape[2], images.shape[3])
+    if oh < 1 or ow < 1:
+        raise UserValueError(f"{who}: the output must be at least 1x1, got {oh}x{ow}")
+    m = np.asarray(matrices, dtype=np.float64).reshape(b, 6)
+    if interpolation == "bilinear":
+        tabs = warp_tables.bilinear_tables(m, oh, ow)
+    else:
+        tabs = warp_tables.nearest_tables(m, oh, ow)
+    osz = sizes if out_sizes is None else torch.from_numpy(
+        np.asarray(out_sizes, dtype=np.int64).reshape(b, 2))
+    return (images, sizes, osz, tuple(torch.from_numpy(t) for t in tabs),
+            interpolation == "bilinear", fill_rgb)
+
+
+def warp(images: torch.Tensor, sizes: torch.Tensor, matrices: np.ndarray,
+         interpolation: str = "nearest", fill: int | Sequence[int] = 0,
+         out_sizes: np.ndarray | None = None, out_shape: tuple[int, int] | None = None
+         ) -> torch.Tensor:
+    """Pillow's ``Image.transform(AFFINE)`` of each sample with its own inverse map.
+
+    Nearest is exact (Pillow's fixed-point and scale paths, tabulated on the host); bilinear
+    reads the source point Pillow computes in double, rounded to 2**-32 px, and
+    interpolates exactly in integers: within one level of Pillow, which rounds in double.
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        matrices: (B, 6) float64 host array: Pillow's coefficients (output pixel centre to
+            source point) per sample (``npu_data.transforms.maps``).
+        interpolation: ``"nearest"`` or ``"bilinear"``.
+        fill: The colour where a point falls outside the source (int or three ints).
+        out_sizes: (B, 2) valid output sizes (None: ``sizes``).
+        out_shape: The output batch (height, width) (None: the input's).
+
+    Returns:
+        (B, 3, h, w) uint8, 0 outside each sample's output size.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, a bad interpolation or fill.
+    """
+    _check_images(images, sizes)
+    args = _warp_args(images, sizes, matrices, interpolation, fill, out_sizes, out_shape, "warp")
+    return kernel("warp", images)(*args)  # type: ignore[no-any-return]
+
+
+def _host_sizes(sizes: torch.Tensor, who: str) -> np.ndarray:
+    if not sizes.is_cpu:
+        raise UserValueError(f"{who}: sizes must be a host (CPU) tensor here — each sample's "
+                             "centre enters its inverse map, made on the host")
+    return sizes.numpy().astype(np.int64).reshape(-1, 2)
+
+
+def affine(images: torch.Tensor, sizes: torch.Tensor, angle: torch.Tensor,
+           translate: torch.Tensor, scale: torch.Tensor, shear: torch.Tensor,
+           interpolation: str = "nearest", fill: int | Sequence[int] = 0) -> torch.Tensor:
+    """torchvision's ``affine`` per sample, about each valid image's centre (size kept).
+
+    Pillow's ``Image.transform`` with torchvision's inverse map: exact for nearest, within
+    one level for bilinear (see :func:`warp`).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) host tensor: valid (height, width) of each sample.
+        angle: (B,) rotation in degrees (torchvision's sign: counter-clockwise on screen).
+        translate: (B, 2) (tx, ty) in pixels.
+        scale: (B,) scale factors, > 0.
+        shear: (B, 2) (sx, sy) shear angles in degrees.
+        interpolation: ``"nearest"`` or ``"bilinear"``.
+        fill: The colour of pixels mapped from outside the image (int or three ints).
+
+    Returns:
+        (B, 3, H, W) uint8, padding 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype, shape or device, a non-finite parameter, a
+            scale <= 0, a bad interpolation or fill.
+    """
+    _check_images(images, sizes)
+    b, who = images.shape[0], "affine"
+    a = _host_rows(angle, b, (b,), "angle", who)
+    t = _host_rows(translate, b, (b, 2), "translate", who)
+    s = _host_rows(scale, b, (b,), "scale", who)
+    sh = _host_rows(shear, b, (b, 2), "shear", who)
+    if (s <= 0).any():
+        raise UserValueError(f"affine: scale must be positive, got {s.tolist()}")
+    m = maps.affine_matrices(_host_sizes(sizes, who), a, t, s, sh)
+    args = _warp_args(images, sizes, m, interpolation, fill, None, None, who)
+    return kernel("warp", images)(*args)  # type: ignore[no-any-return]
+
+
+def rotate(images: torch.Tensor, sizes: torch.Tensor, angle: torch.Tensor,
+           interpolation: str = "nearest", fill: int | Sequence[int] = 0) -> torch.Tensor:
+    """Pillow's ``Image.rotate(angle)`` per sample (torchvision's ``rotate``, ``expand=False``).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) host tensor: valid (height, width) of each sample.
+        angle: (B,) degrees, counter-clockwise.
+        interpolation: ``"nearest"`` (exact) or ``"bilinear"`` (within one level).
+        fill: The colour of the uncovered corners (int or three ints).
+
+    Returns:
+        (B, 3, H, W) uint8, padding 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype, shape or device, a bad interpolation or fill.
+    """
+    _check_images(images, sizes)
+    who = "rotate"
+    a = _host_rows(angle, images.shape[0], (images.shape[0],), "angle", who)
+    m = maps.rotate_matrices(_host_sizes(sizes, who), a)
+    args = _warp_args(images, sizes, m, interpolation, fill, None, None, who)
+    return kernel("warp", images)(*args)  # type: ignore[no-any-return]

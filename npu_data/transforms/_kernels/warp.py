@@ -1,0 +1,81 @@
+"""The torch warps: each output pixel read from its source point (``warp_tables``), and
+``vflip``: integer ops and gathers only, the whole batch in a few launches.
+
+The source point of output ``(x, y)`` is ``col_x[x] + row_x[y]``, ``col_y[x] + row_y[y]`` in
+fixed point (int64, no float). Nearest takes the pixel under it; bilinear interpolates the
+four around it with 24-bit weights in int64 and truncates as Pillow does. Points outside a
+sample's valid source give ``fill``; pixels outside its valid output are 0.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from npu_data.transforms._kernels import to_device
+from npu_data.transforms._kernels.warp_tables import BILINEAR_SHIFT, NEAREST_SHIFT
+
+_WEIGHT_BITS = 24
+
+
+def _grid(col: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
+    return col.unsqueeze(1) + row.unsqueeze(2)  # (B, H, W)
+
+
+def _gather(flat: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``flat (B, C, N)`` read at ``index (B, P)`` for every channel: ``(B, C, P)``."""
+    return torch.gather(flat, 2, index.unsqueeze(1).expand(-1, flat.shape[1], -1))
+
+
+def warp(images: torch.Tensor, sizes: torch.Tensor, out_sizes: torch.Tensor,
+         tables: tuple[torch.Tensor, ...], bilinear: bool, fill: torch.Tensor) -> torch.Tensor:
+    """Warp each sample of ``images (B, C, H, W)`` into ``(B, C, h, w)``, ``h, w`` the tables'
+    lengths (``row_x (B, h)``, ``col_x (B, w)``); ``fill (C,)`` uint8."""
+    dev = images.device
+    col_x, row_x, col_y, row_y = (to_device(t, dev) for t in tables)
+    b, c, h_in, w_in = images.shape
+    out_h, out_w = row_x.shape[1], col_x.shape[1]
+    src_h = to_device(sizes[:, 0], dev).to(torch.int64).view(b, 1, 1)
+    src_w = to_device(sizes[:, 1], dev).to(torch.int64).view(b, 1, 1)
+    gx, gy = _grid(col_x, row_x), _grid(col_y, row_y)
+    flat = images.reshape(b, c, h_in * w_in)
+    if bilinear:
+        unit = 1 << BILINEAR_SHIFT
+        inside = (gx >= 0) & (gx < src_w * unit) & (gy >= 0) & (gy < src_h * unit)
+        gx, gy = gx - unit // 2, gy - unit // 2
+        x0, y0 = gx >> BILINEAR_SHIFT, gy >> BILINEAR_SHIFT
+        drop = BILINEAR_SHIFT - _WEIGHT_BITS
+        fx = ((gx - (x0 << BILINEAR_SHIFT)) >> drop).view(b, 1, -1)
+        fy = ((gy - (y0 << BILINEAR_SHIFT)) >> drop).view(b, 1, -1)
+        xa, xb = x0.clamp(min=0).minimum(src_w - 1), (x0 + 1).clamp(min=0).minimum(src_w - 1)
+        ya, yb = y0.clamp(min=0).minimum(src_h - 1), (y0 + 1).clamp(min=0).minimum(src_h - 1)
+        rows_a, rows_b = (ya * w_in).view(b, -1), (yb * w_in).view(b, -1)
+        xa, xb = xa.view(b, -1), xb.view(b, -1)
+        p00, p01 = _gather(flat, rows_a + xa).long(), _gather(flat, rows_a + xb).long()
+        p10, p11 = _gather(flat, rows_b + xa).long(), _gather(flat, rows_b + xb).long()
+        top = (p00 << _WEIGHT_BITS) + (p01 - p00) * fx
+        bottom = (p10 << _WEIGHT_BITS) + (p11 - p10) * fx
+        value = ((top << _WEIGHT_BITS) + (bottom - top) * fy) >> (2 * _WEIGHT_BITS)
+        pixels = value.to(torch.uint8)
+    else:
+        xi, yi = gx >> NEAREST_SHIFT, gy >> NEAREST_SHIFT
+        inside = (xi >= 0) & (xi < src_w) & (yi >= 0) & (yi < src_h)
+        index = torch.where(inside, yi * w_in + xi, 0).view(b, -1)
+        pixels = _gather(flat, index)
+    oy = torch.arange(out_h, device=dev).view(1, out_h, 1)
+    ox = torch.arange(out_w, device=dev).view(1, 1, out_w)
+    osz = to_device(out_sizes, dev).to(torch.int64)
+    valid = (oy < osz[:, 0].view(b, 1, 1)) & (ox < osz[:, 1].view(b, 1, 1))
+    fills = to_device(fill, dev).to(torch.uint8).view(1, c, 1)
+    out = torch.where(inside.view(b, 1, -1), pixels, fills)
+    out = torch.where(valid.view(b, 1, -1), out, torch.zeros_like(out))
+    return out.view(b, c, out_h, out_w)
+
+
+def vflip(images: torch.Tensor, sizes: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
+    """Mirror each sample where ``flip (B,)`` top-bottom within its valid height."""
+    b, c, height, width = images.shape
+    flip = to_device(flip, images.device).to(torch.bool).view(-1, 1)
+    rows = torch.arange(height, device=images.device).view(1, height)
+    h = to_device(sizes[:, 0], images.device).to(torch.int64).view(-1, 1)
+    src = torch.where(flip & (rows < h), h - 1 - rows, rows)  # (B, H)
+    return torch.gather(images, 2, src.view(b, 1, height, 1).expand(b, c, height, width))
