@@ -2,20 +2,24 @@
 
 Op lists, magnitude bins and draws are torchvision 0.29's (``transforms/v2/_auto_augment.py``):
 the same op and magnitude for the same draw. Each sample draws its own ops from its keyed
-numbers; a step runs every sample's op in one batched call (``functional.policy_step``). The
+numbers; a step runs every sample's pixel op in one batched call (``functional.policy_step``)
+and the geometric ones (ShearX/Y about the top-left corner, TranslateX/Y, Rotate, as
+torchvision's PIL path) in one ``functional.warp`` with host maps. The
 magnitudes are torchvision's float32 ``linspace`` values; enhance factors are ``1 + magnitude``,
 Solarize's threshold ``255 * magnitude`` (kept as the first level that inverts).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import functional as F
+from npu_data.transforms import maps
 from npu_data.transforms.base import Batch, Params, Transform
 from npu_data.transforms.draws import Uniforms
 
@@ -102,6 +106,7 @@ IMAGENET_POLICY: tuple[tuple[tuple[str, float, int | None], tuple[str, float, in
 
 _ID = {name: i for i, name in enumerate(F.POLICY_OPS)}
 _GEOMETRIC = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")
+_ENHANCE_IDS = [_ID[op] for op in ("Brightness", "Color", "Contrast", "Sharpness")]
 
 
 def _int(value: int, name: str, who: str, low: int) -> int:
@@ -112,19 +117,35 @@ def _int(value: int, name: str, who: str, low: int) -> int:
     return value
 
 
+def geometric_matrix(op: str, magnitude: float, height: int, width: int) -> list[float]:
+    """Pillow's inverse map for a geometric policy op as torchvision's PIL path makes it:
+    shears about the top-left corner (``center=[0, 0]``), translations by ``int(magnitude)``
+    px about the centre, rotations by Pillow's ``rotate``; the identity for the others."""
+    if op in ("ShearX", "ShearY"):
+        deg = math.degrees(math.atan(magnitude))
+        shear = [deg, 0.0] if op == "ShearX" else [0.0, deg]
+        return maps.affine_matrix((0.0, 0.0), 0.0, [0.0, 0.0], 1.0, shear)
+    if op in ("TranslateX", "TranslateY"):
+        move = [int(magnitude), 0] if op == "TranslateX" else [0, int(magnitude)]
+        return maps.affine_matrix((width * 0.5, height * 0.5), 0.0, move, 1.0, [0.0, 0.0])
+    if op == "Rotate":
+        return maps.rotate_matrix((height, width), magnitude)
+    return [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+
+
 class _Policy(Transform):
     """Shared plumbing: per-sample (op, magnitude) rows, one batched step per column."""
 
     name = "_Policy"
 
-    def __init__(self, space: Space, pixel_only: bool) -> None:
+    def __init__(self, space: Space, pixel_only: bool, interpolation: str,
+                 fill: int | Sequence[int]) -> None:
+        from npu_data.transforms.reference_geometric import check_fill, check_interpolation
+
         if not isinstance(pixel_only, bool):
             raise UserTypeError(f"{self.name}: pixel_only must be True or False")
-        if not pixel_only and not hasattr(F, "affine"):
-            raise UserValueError(
-                f"{self.name}: the geometric ops ({', '.join(_GEOMETRIC)}) need "
-                "functional.affine, which this build lacks — pass pixel_only=True to draw from "
-                "the pixel ops alone")
+        self.interpolation = check_interpolation(interpolation, self.name)
+        self.fill = check_fill(fill, self.name)
         self.pixel_only = pixel_only
         self.space = {k: v for k, v in space.items() if not (pixel_only and k in _GEOMETRIC)}
         self.ops = list(self.space)
@@ -133,7 +154,7 @@ class _Policy(Transform):
                     sizes: np.ndarray) -> Params:
         """(op names per sample and step as indices into ``self.ops``, magnitude bins, sign
         draws) -> the step parameters: ``op`` (B, S) ids in ``POLICY_OPS``, ``magnitude``
-        (B, S) float32, ``factor`` 1 + magnitude, ``level`` Posterize bits / Solarize's first
+        (B, S) float32, ``factor`` 1 + magnitude (the enhance ops; 1 for the others), ``level`` Posterize bits / Solarize's first
         inverted level."""
         b, s = ops.shape
         op_ids = np.zeros((b, s), np.int64)
@@ -157,32 +178,84 @@ class _Policy(Transform):
         level = np.where(op_ids == _ID["Posterize"], m64.astype(np.int64),
                          np.clip(np.ceil(255.0 * m64), 0, 256).astype(np.int64))
         return {"op": torch.from_numpy(op_ids), "magnitude": torch.from_numpy(mags),
-                "factor": torch.from_numpy((1.0 + m64).astype(np.float32)),
+                "factor": torch.from_numpy(np.where(np.isin(op_ids, _ENHANCE_IDS), 1.0 + m64,
+                                                    1.0).astype(np.float32)),
                 "level": torch.from_numpy(level)}
 
     def _apply(self, batch: Batch, params: Params) -> Batch:
         x, sizes = batch["image"], batch["sizes"]
         for j in range(params["op"].shape[1]):
-            x = F.policy_step(x, sizes, params["op"][:, j], params["factor"][:, j],
-                              params["level"][:, j])
+            step = F.policy_step(x, sizes, params["op"][:, j], params["factor"][:, j],
+                                 params["level"][:, j])
+            x = self._geometric(x, step, sizes, params["op"][:, j], params["magnitude"][:, j])
         out = dict(batch)
         out["image"] = x
         return out
 
+    def _geometry_repr(self) -> str:
+        return (f"interpolation={self.interpolation!r}, fill={self.fill}, "
+                f"pixel_only={self.pixel_only}")
+
+    def _geometric(self, x: torch.Tensor, step: torch.Tensor, sizes: torch.Tensor,
+                   ops: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
+        """``step`` with the samples whose op is geometric warped from ``x`` instead (host
+        maps, one ``functional.warp`` for the batch; none when no sample needs one)."""
+        op_ids = ops.to("cpu")
+        geo = (op_ids >= 1) & (op_ids <= 5)  # ShearX .. Rotate in POLICY_OPS
+        if self.pixel_only or not bool(geo.any()):
+            return step
+        hw = sizes.to("cpu").tolist()
+        mats = np.asarray([geometric_matrix(F.POLICY_OPS[int(o)], float(m), h, w)
+                           for o, m, (h, w) in zip(op_ids.tolist(), magnitudes.tolist(), hw,
+                                                   strict=True)], dtype=np.float64)
+        warped = F.warp(x, sizes, mats, self.interpolation, self.fill)
+        return torch.where(geo.to(x.device).view(-1, 1, 1, 1), warped, step)
+
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         for j in range(params["op"].shape[1]):
             image = reference_op(image, F.POLICY_OPS[int(params["op"][index, j])],
-                                 float(params["magnitude"][index, j]))
+                                 float(params["magnitude"][index, j]), self.interpolation,
+                                 self.fill)
         return image
 
 
-def reference_op(image: np.ndarray, op: str, magnitude: float) -> np.ndarray:
-    """torchvision's ``_apply_image_or_video_transform`` for one pixel op on the Pillow
-    reference (magnitude as torchvision passes it)."""
+def reference_op(image: np.ndarray, op: str, magnitude: float, interpolation: str = "nearest",
+                 fill: int | Sequence[int] = 0) -> np.ndarray:
+    """torchvision's ``_apply_image_or_video_transform`` for one op on the Pillow reference
+    (magnitude as torchvision passes it).
+
+    Args:
+        image: One sample, HxWx3 uint8.
+        op: A name of ``functional.POLICY_OPS``.
+        magnitude: The signed magnitude torchvision would pass.
+        interpolation: ``"nearest"`` or ``"bilinear"`` (the geometric ops).
+        fill: The colour the geometric ops uncover.
+
+    Returns:
+        HxWx3 uint8.
+
+    Raises:
+        UserValueError: An op name that is not a policy op.
+    """
+    from PIL import Image
+
     from npu_data.transforms import reference as R
+    from npu_data.transforms import reference_geometric as G
 
     if op == "Identity":
         return image
+    if op in ("ShearX", "ShearY"):  # torchvision's centre [0, 0]: Pillow's transform as is
+        h, w = image.shape[:2]
+        filters = {"nearest": Image.Resampling.NEAREST, "bilinear": Image.Resampling.BILINEAR}
+        out = Image.fromarray(image).transform(
+            (w, h), Image.Transform.AFFINE, geometric_matrix(op, magnitude, h, w),
+            filters[interpolation], fillcolor=G.check_fill(fill, "reference_op"))
+        return np.asarray(out).copy()
+    if op in ("TranslateX", "TranslateY"):
+        move = [int(magnitude), 0] if op == "TranslateX" else [0, int(magnitude)]
+        return G.affine(image, 0.0, move, 1.0, [0.0, 0.0], interpolation, fill)
+    if op == "Rotate":
+        return G.rotate(image, magnitude, interpolation, fill)
     enhance = {"Brightness": R.adjust_brightness, "Color": R.adjust_saturation,
                "Contrast": R.adjust_contrast, "Sharpness": R.adjust_sharpness}
     if op in enhance:
@@ -194,7 +267,7 @@ def reference_op(image: np.ndarray, op: str, magnitude: float) -> np.ndarray:
     plain = {"AutoContrast": R.autocontrast, "Equalize": R.equalize, "Invert": R.invert}
     if op in plain:
         return plain[op](image)
-    raise UserValueError(f"reference: the geometric op {op} has no reference in this build")
+    raise UserValueError(f"reference_op: unknown op {op!r} — one of {F.POLICY_OPS}")
 
 
 class TrivialAugmentWide(_Policy):
@@ -203,18 +276,22 @@ class TrivialAugmentWide(_Policy):
 
     Args:
         num_magnitude_bins: How many magnitudes (torchvision: 31).
-        pixel_only: Leave out the geometric ops (ShearX/Y, TranslateX/Y, Rotate).
+        interpolation: The geometric ops' ``"nearest"`` (torchvision's default) or
+            ``"bilinear"``.
+        fill: The colour the geometric ops uncover (int or three ints).
+        pixel_only: Leave out the geometric ops (ShearX/Y, TranslateX/Y, Rotate): not
+            torchvision's op list, but every op then runs without host maps.
 
     Raises:
-        UserError: A bin count below 2, or the geometric ops asked for without
-            ``functional.affine``.
+        UserError: A bin count below 2, a bad interpolation or fill.
     """
 
     name = "TrivialAugmentWide"
 
-    def __init__(self, num_magnitude_bins: int = 31, pixel_only: bool = False) -> None:
+    def __init__(self, num_magnitude_bins: int = 31, interpolation: str = "nearest",
+                 fill: int | Sequence[int] = 0, pixel_only: bool = False) -> None:
         self.num_magnitude_bins = _int(num_magnitude_bins, "num_magnitude_bins", self.name, 2)
-        super().__init__(TRIVIAL_AUGMENT_WIDE_SPACE, pixel_only)
+        super().__init__(TRIVIAL_AUGMENT_WIDE_SPACE, pixel_only, interpolation, fill)
 
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         u = rng.uniform(3)
@@ -224,7 +301,7 @@ class TrivialAugmentWide(_Policy):
 
     def __repr__(self) -> str:
         return (f"{self.name}(num_magnitude_bins={self.num_magnitude_bins}, "
-                f"pixel_only={self.pixel_only})")
+                f"{self._geometry_repr()})")
 
 
 class RandAugment(_Policy):
@@ -235,16 +312,18 @@ class RandAugment(_Policy):
         num_ops: Ops per sample (>= 0).
         magnitude: The bin, in ``0 .. num_magnitude_bins - 1``.
         num_magnitude_bins: How many magnitudes (torchvision: 31).
+        interpolation: The geometric ops' ``"nearest"`` or ``"bilinear"``.
+        fill: The colour the geometric ops uncover.
         pixel_only: Leave out the geometric ops.
 
     Raises:
-        UserError: Bad counts, a magnitude outside the bins, or the geometric ops asked for
-            without ``functional.affine``.
+        UserError: Bad counts, a magnitude outside the bins, a bad interpolation or fill.
     """
 
     name = "RandAugment"
 
     def __init__(self, num_ops: int = 2, magnitude: int = 9, num_magnitude_bins: int = 31,
+                 interpolation: str = "nearest", fill: int | Sequence[int] = 0,
                  pixel_only: bool = False) -> None:
         self.num_ops = _int(num_ops, "num_ops", self.name, 0)
         self.num_magnitude_bins = _int(num_magnitude_bins, "num_magnitude_bins", self.name, 2)
@@ -252,7 +331,7 @@ class RandAugment(_Policy):
         if self.magnitude >= self.num_magnitude_bins:
             raise UserValueError(f"{self.name}: magnitude must be below num_magnitude_bins="
                                  f"{self.num_magnitude_bins}, got {magnitude}")
-        super().__init__(RAND_AUGMENT_SPACE, pixel_only)
+        super().__init__(RAND_AUGMENT_SPACE, pixel_only, interpolation, fill)
 
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         b = len(rng)
@@ -263,7 +342,7 @@ class RandAugment(_Policy):
 
     def __repr__(self) -> str:
         return (f"{self.name}(num_ops={self.num_ops}, magnitude={self.magnitude}, "
-                f"num_magnitude_bins={self.num_magnitude_bins}, pixel_only={self.pixel_only})")
+                f"num_magnitude_bins={self.num_magnitude_bins}, {self._geometry_repr()})")
 
 
 class AutoAugment(_Policy):
@@ -272,21 +351,23 @@ class AutoAugment(_Policy):
 
     Args:
         policy: ``"imagenet"`` (the one offered).
+        interpolation: The geometric ops' ``"nearest"`` or ``"bilinear"``.
+        fill: The colour the geometric ops uncover.
         pixel_only: Sub-policy ops that are geometric become Identity.
 
     Raises:
-        UserError: Another policy, or the geometric ops asked for without
-            ``functional.affine``.
+        UserError: Another policy, a bad interpolation or fill.
     """
 
     name = "AutoAugment"
 
-    def __init__(self, policy: str = "imagenet", pixel_only: bool = False) -> None:
+    def __init__(self, policy: str = "imagenet", interpolation: str = "nearest",
+                 fill: int | Sequence[int] = 0, pixel_only: bool = False) -> None:
         if policy != "imagenet":
             raise UserValueError(f"{self.name}: policy must be 'imagenet' (the one offered), "
                                  f"got {policy!r}")
         self.policy = policy
-        super().__init__(AUTO_AUGMENT_SPACE, pixel_only)
+        super().__init__(AUTO_AUGMENT_SPACE, pixel_only, interpolation, fill)
 
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         b = len(rng)
@@ -303,9 +384,9 @@ class AutoAugment(_Policy):
         return self._magnitudes(ops, bins, signs, 10, sizes)
 
     def __repr__(self) -> str:
-        return f"{self.name}(policy={self.policy!r}, pixel_only={self.pixel_only})"
+        return f"{self.name}(policy={self.policy!r}, {self._geometry_repr()})"
 
 
 __all__ = ["AUTO_AUGMENT_SPACE", "IMAGENET_POLICY", "RAND_AUGMENT_SPACE",
            "TRIVIAL_AUGMENT_WIDE_SPACE", "AutoAugment", "RandAugment", "TrivialAugmentWide",
-           "reference_op"]
+           "geometric_matrix", "reference_op"]
