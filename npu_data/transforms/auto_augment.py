@@ -155,7 +155,7 @@ class _Policy(Transform):
         """(op names per sample and step as indices into ``self.ops``, magnitude bins, sign
         draws) -> the step parameters: ``op`` (B, S) ids in ``POLICY_OPS``, ``magnitude``
         (B, S) float32, ``factor`` 1 + magnitude (the enhance ops; 1 for the others), ``level`` Posterize bits / Solarize's first
-        inverted level."""
+        inverted level, ``matrix`` (B, S, 6) float64 each geometric op's Pillow map."""
         b, s = ops.shape
         op_ids = np.zeros((b, s), np.int64)
         mags = np.zeros((b, s), np.float32)
@@ -175,19 +175,26 @@ class _Policy(Transform):
                 m = float(table[int(bins[i, j])])
                 mags[i, j] = -m if signed and signs[i, j] <= 0.5 else m
         m64 = mags.astype(np.float64)
+        mats = np.zeros((b, s, 6), np.float64)
+        for i in range(b):
+            h, w = int(sizes[i, 0]), int(sizes[i, 1])
+            for j in range(s):
+                mats[i, j] = geometric_matrix(F.POLICY_OPS[op_ids[i, j]], float(mags[i, j]), h, w)
         level = np.where(op_ids == _ID["Posterize"], m64.astype(np.int64),
                          np.clip(np.ceil(255.0 * m64), 0, 256).astype(np.int64))
         return {"op": torch.from_numpy(op_ids), "magnitude": torch.from_numpy(mags),
                 "factor": torch.from_numpy(np.where(np.isin(op_ids, _ENHANCE_IDS), 1.0 + m64,
                                                     1.0).astype(np.float32)),
-                "level": torch.from_numpy(level)}
+                "level": torch.from_numpy(level),
+                # host maps for functional.warp (never shipped to the device)
+                "matrix": torch.from_numpy(mats)}
 
     def _apply(self, batch: Batch, params: Params) -> Batch:
         x, sizes = batch["image"], batch["sizes"]
         for j in range(params["op"].shape[1]):
             step = F.policy_step(x, sizes, params["op"][:, j], params["factor"][:, j],
                                  params["level"][:, j])
-            x = self._geometric(x, step, sizes, params["op"][:, j], params["magnitude"][:, j])
+            x = self._geometric(x, step, sizes, params["op"][:, j], params["matrix"], j)
         out = dict(batch)
         out["image"] = x
         return out
@@ -197,18 +204,16 @@ class _Policy(Transform):
                 f"pixel_only={self.pixel_only}")
 
     def _geometric(self, x: torch.Tensor, step: torch.Tensor, sizes: torch.Tensor,
-                   ops: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-        """``step`` with the samples whose op is geometric warped from ``x`` instead (host
-        maps, one ``functional.warp`` for the batch; none when no sample needs one)."""
-        op_ids = ops.to("cpu")
+                   ops: torch.Tensor, matrices: torch.Tensor, j: int) -> torch.Tensor:
+        """``step`` with the samples whose op is geometric warped from ``x`` instead (the
+        host maps drawn with the parameters, one ``functional.warp`` for the batch; none when
+        no sample needs one)."""
+        op_ids = ops.to("cpu")  # host parameters: no device read
         geo = (op_ids >= 1) & (op_ids <= 5)  # ShearX .. Rotate in POLICY_OPS
         if self.pixel_only or not bool(geo.any()):
             return step
-        hw = sizes.to("cpu").tolist()
-        mats = np.asarray([geometric_matrix(F.POLICY_OPS[int(o)], float(m), h, w)
-                           for o, m, (h, w) in zip(op_ids.tolist(), magnitudes.tolist(), hw,
-                                                   strict=True)], dtype=np.float64)
-        warped = F.warp(x, sizes, mats, self.interpolation, self.fill)
+        maps_j = matrices.to("cpu").numpy()[:, j]  # float64 stays on the host
+        warped = F.warp(x, sizes, maps_j, self.interpolation, self.fill)
         return torch.where(geo.to(x.device).view(-1, 1, 1, 1), warped, step)
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
