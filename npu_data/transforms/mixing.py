@@ -129,6 +129,10 @@ class _Mixing(Transform):
         w = to_device(weight, dev).to(torch.float32).view(b, 1)
         return one_hot[p] * (1.0 - w) + one_hot * w
 
+    def reference(self, images: list[np.ndarray], params: Params) -> list[np.ndarray]:
+        """The batch mixed on the host (the CPU reference); each subclass defines it."""
+        raise NotImplementedError
+
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         raise UserValueError(f"{self.name} mixes pairs of samples: replay a batch with "
                              f"{self.name}.reference(images, params), not sample by sample")

@@ -96,9 +96,9 @@ def test_suite_passes_on_cpu_for_every_kernel() -> None:
         base = r.kernel.split(" (")[0]
         assert r.samples >= 5 and r.max <= TOLERANCES[base][0]
         assert within(base, r.max, r.mean)
-        if base != "normalize":  # Pillow's rules reproduced exactly, pass order included
+        if base not in ("normalize", "gaussian_blur"):  # Pillow's rules reproduced exactly
             assert r.max == 0, r
-        if "(torch, " in r.kernel and base != "normalize":
+        if "(torch, " in r.kernel and base not in ("normalize", "gaussian_blur"):
             assert r.tolerance == "exact", r
 
 
