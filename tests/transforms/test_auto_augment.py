@@ -255,3 +255,29 @@ def test_bad_arguments_are_one_line_user_errors(make: Any, match: str) -> None:
     with pytest.raises(UserError, match=match) as info:
         make()
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.newest_torch
+@pytest.mark.parametrize("t", [TrivialAugmentWide(pixel_only=True),
+                               RandAugment(num_ops=2, pixel_only=True)], ids=repr)
+def test_a_pixel_policy_is_traced_whole_by_torch_compile(t: Any) -> None:
+    """The policy's steps on host-drawn parameters: one graph (no break), the eager pixels."""
+    import torch._dynamo
+
+    from npu_data.transforms._kernels import accelerator_path
+
+    _, x, sizes = padded(10, n=12)
+    params = t.draw_keyed(sizes.numpy(), sample_keys(2, 0, np.arange(12)))
+
+    def fn(image: torch.Tensor, size: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
+        return t.apply({"image": image, "sizes": size}, p)["image"]
+
+    F.autocontrast(x, sizes)  # the autocontrast table is made eagerly, once
+    torch._dynamo.reset()
+    try:
+        with accelerator_path():
+            expected = fn(x, sizes, params)
+            got = torch.compile(fn, fullgraph=True, backend="aot_eager")(x, sizes, params)
+    finally:
+        torch._dynamo.reset()
+    assert torch.equal(expected, got)
