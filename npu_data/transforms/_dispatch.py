@@ -19,7 +19,16 @@ from typing import Any
 import torch
 
 from npu_data.transforms import _native
-from npu_data.transforms._kernels import blur, color, crop, jitter, layout, pixel, warp
+from npu_data.transforms._kernels import (
+    blur,
+    color,
+    crop,
+    jitter,
+    layout,
+    mixing,
+    pixel,
+    warp,
+)
 from npu_data.transforms._native import backend as compiled
 
 COMPILED, TORCH = "compiled", "torch"
@@ -57,6 +66,11 @@ TABLE: dict[str, Kernel] = {
     "adjust_sharpness": Kernel(pixel.adjust_sharpness),
     "gaussian_blur": Kernel(blur.gaussian_blur),
     "policy_step": Kernel(pixel.policy_step),
+    "permute_channels": Kernel(mixing.permute_channels),
+    "choose": Kernel(mixing.choose),
+    "mixup": Kernel(mixing.mixup),
+    "cutmix": Kernel(mixing.cutmix),
+    "soft_labels": Kernel(mixing.soft_labels),
     "warp": Kernel(warp.warp),  # affine, rotate, pad and crop: host tables, torch ops
     "vflip": Kernel(warp.vflip),
 }

@@ -214,7 +214,7 @@ class _Policy(Transform):
             return step
         maps_j = matrices.to("cpu").numpy()[:, j]  # float64 stays on the host
         warped = F.warp(x, sizes, maps_j, self.interpolation, self.fill)
-        return torch.where(geo.to(x.device).view(-1, 1, 1, 1), warped, step)
+        return F.choose(geo, warped, step)
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         for j in range(params["op"].shape[1]):

@@ -45,12 +45,15 @@ __all__ = [
     "adjust_sharpness",
     "affine",
     "autocontrast",
+    "choose",
     "color_jitter",
+    "cutmix",
     "equalize",
     "erase",
     "gaussian_blur",
     "hflip",
     "invert",
+    "mixup",
     "normalize",
     "permute_channels",
     "policy_step",
@@ -59,6 +62,7 @@ __all__ = [
     "resized_crop_list",
     "rgb_to_grayscale",
     "rotate",
+    "soft_labels",
     "solarize",
     "to_dtype",
     "vflip",
@@ -662,8 +666,122 @@ def permute_channels(images: torch.Tensor, sizes: torch.Tensor, permutation: tor
     if _kernels.host_values(permutation) and not bool(
             (permutation.sort(1).values == torch.arange(3)).all()):
         raise UserValueError("permute_channels: each row must be a permutation of 0, 1, 2")
-    p = _kernels.to_device(permutation, images.device).to(torch.int64)
-    return torch.gather(images, 1, p.view(b, 3, 1, 1).expand_as(images))
+    return kernel("permute_channels", images)(  # type: ignore[no-any-return]
+        images, sizes, permutation)
+
+
+def choose(mask: torch.Tensor, images: torch.Tensor, others: torch.Tensor) -> torch.Tensor:
+    """Per sample, ``images`` where ``mask`` is set and ``others`` elsewhere (a random op
+    applied to some samples only).
+
+    Args:
+        mask: (B,) bool.
+        images: (B, ...) tensor.
+        others: A tensor of the same shape and dtype.
+
+    Returns:
+        (B, ...) like ``images``.
+
+    Raises:
+        UserError: Shapes or dtypes that differ, or a mask of the wrong shape.
+    """
+    if images.shape != others.shape or images.dtype != others.dtype:
+        raise UserValueError(f"choose: images and others must match, got {tuple(images.shape)} "
+                             f"{images.dtype} and {tuple(others.shape)} {others.dtype}")
+    if tuple(mask.shape) != (images.shape[0],):
+        raise UserValueError(f"choose: mask must have shape ({images.shape[0]},), got "
+                             f"{tuple(mask.shape)}")
+    return kernel("choose", images)(mask, images, others)  # type: ignore[no-any-return]
+
+
+def _check_pairs(images: torch.Tensor, partner: torch.Tensor, who: str) -> None:
+    b = images.shape[0] if isinstance(images, torch.Tensor) and images.ndim == 4 else -1
+    if b < 0:
+        raise UserValueError(f"{who}: images must be a (B, C, H, W) tensor")
+    if tuple(partner.shape) != (b,):
+        raise UserValueError(f"{who}: partner must have shape ({b},), got {tuple(partner.shape)}")
+    if _kernels.host_values(partner) and bool(((partner < 0) | (partner >= b)).any()):
+        raise UserValueError(f"{who}: partner indices must lie in 0..{b - 1}")
+
+
+def mixup(images: torch.Tensor, partner: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
+    """MixUp's pixels: ``partner * (1 - lam) + x * lam`` per sample, float32 (torchvision's
+    order); uint8 batches rounded half to even, float batches kept in their dtype.
+
+    Args:
+        images: (B, C, H, W) uint8 or float batch of samples of one size.
+        partner: (B,) int: the index of each sample's partner.
+        lam: (B,) float: each sample's own weight.
+
+    Returns:
+        (B, C, H, W) like ``images``.
+
+    Raises:
+        UserError: Shapes that do not match, or host partner indices out of range.
+    """
+    _check_pairs(images, partner, "mixup")
+    w = _per_sample(lam, images.shape[0], "mixup: lam", torch.float32)
+    return kernel("mixup", images)(images, partner, w)  # type: ignore[no-any-return]
+
+
+def cutmix(images: torch.Tensor, partner: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+    """CutMix's pixels: each sample's box copied from its partner (the same place).
+
+    Args:
+        images: (B, C, H, W) batch of samples of one size.
+        partner: (B,) int: the index of each sample's partner.
+        boxes: (B, 4) int (top, left, height, width).
+
+    Returns:
+        (B, C, H, W) like ``images``.
+
+    Raises:
+        UserError: Shapes that do not match, or host partner indices out of range.
+    """
+    _check_pairs(images, partner, "cutmix")
+    if tuple(boxes.shape) != (images.shape[0], 4):
+        raise UserValueError(f"cutmix: boxes must have shape ({images.shape[0]}, 4), got "
+                             f"{tuple(boxes.shape)}")
+    return kernel("cutmix", images)(images, partner, boxes)  # type: ignore[no-any-return]
+
+
+def soft_labels(labels: torch.Tensor, partner: torch.Tensor, weight: torch.Tensor,
+                num_classes: int | None) -> torch.Tensor:
+    """MixUp / CutMix targets: ``weight`` of each sample's one-hot row plus ``1 - weight`` of
+    its partner's.
+
+    Args:
+        labels: (B,) int class ids, or (B, classes) float rows when ``num_classes`` is None.
+        partner: (B,) int: the index of each sample's partner.
+        weight: (B,) float: each sample's own share.
+        num_classes: The row length for class ids; None for rows given.
+
+    Returns:
+        (B, classes) float32.
+
+    Raises:
+        UserError: Labels of the wrong shape or dtype, or host class ids out of range.
+    """
+    b = labels.shape[0] if labels.ndim else -1
+    if num_classes is None:
+        if labels.ndim != 2 or not labels.is_floating_point():
+            raise UserValueError(f"soft_labels: without num_classes the labels must be "
+                                 f"(B, classes) float, got {tuple(labels.shape)} "
+                                 f"{labels.dtype} — pass num_classes=")
+    else:
+        if labels.ndim != 1 or labels.is_floating_point():
+            raise UserValueError(f"soft_labels: labels must be (B,) class ids, got "
+                                 f"{tuple(labels.shape)} {labels.dtype}")
+        if _kernels.host_values(labels) and bool(((labels < 0) | (labels >= num_classes)).any()):
+            raise UserValueError(f"soft_labels: class ids must lie in 0..{num_classes - 1}, got "
+                                 f"{labels.min().item()}..{labels.max().item()} — check "
+                                 "num_classes")
+    if tuple(partner.shape) != (b,):
+        raise UserValueError(f"soft_labels: partner must have shape ({b},), got "
+                             f"{tuple(partner.shape)}")
+    w = _per_sample(weight, b, "soft_labels: weight", torch.float32)
+    return kernel("soft_labels", labels)(  # type: ignore[no-any-return]
+        labels, partner, w, num_classes)
 
 
 def policy_step(images: torch.Tensor, sizes: torch.Tensor, ops: torch.Tensor,

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from npu_data.errors import UserTypeError, UserValueError
-from npu_data.transforms._kernels import host_values, to_device
+from npu_data.errors import UserError, UserTypeError, UserValueError
+from npu_data.transforms import functional as F
 from npu_data.transforms.base import Batch, Params, Transform, as_batch, finish
 from npu_data.transforms.draws import Uniforms
 
@@ -105,29 +105,12 @@ class _Mixing(Transform):
     def soft_labels(self, labels: torch.Tensor, partner: torch.Tensor, weight: torch.Tensor
                     ) -> torch.Tensor:
         """``(B, num_classes)`` float32: ``weight`` of the sample's label plus ``1 - weight``
-        of its partner's."""
-        b = labels.shape[0]
-        dev = labels.device
-        if self.num_classes is None:
-            if labels.ndim != 2 or not labels.is_floating_point():
-                raise UserValueError(f"{self.name}: without num_classes the labels must be "
-                                     f"(B, classes) float, got {tuple(labels.shape)} "
-                                     f"{labels.dtype} — pass num_classes=")
-            one_hot = labels.to(torch.float32)
-        else:
-            if labels.shape != (b,) or labels.is_floating_point():
-                raise UserValueError(f"{self.name}: labels must be (B,) class ids, got "
-                                     f"{tuple(labels.shape)} {labels.dtype}")
-            ids = labels.to(torch.int64)
-            if host_values(ids) and bool(((ids < 0) | (ids >= self.num_classes)).any()):
-                raise UserValueError(f"{self.name}: class ids must lie in 0..{self.num_classes - 1}"
-                                     f", got {ids.min().item()}..{ids.max().item()} — check "
-                                     "num_classes")
-            one_hot = torch.zeros((b, self.num_classes), dtype=torch.float32, device=dev)
-            one_hot.scatter_(1, ids.view(b, 1), 1.0)
-        p = to_device(partner, dev).to(torch.int64)
-        w = to_device(weight, dev).to(torch.float32).view(b, 1)
-        return one_hot[p] * (1.0 - w) + one_hot * w
+        of its partner's (``functional.soft_labels``, its errors named after this
+        transform)."""
+        try:
+            return F.soft_labels(labels, partner, weight, self.num_classes)
+        except UserError as e:
+            raise type(e)(f"{self.name}: {str(e).removeprefix('soft_labels: ')}") from None
 
     def reference(self, images: list[np.ndarray], params: Params) -> list[np.ndarray]:
         """The batch mixed on the host (the CPU reference); each subclass defines it."""
@@ -136,18 +119,6 @@ class _Mixing(Transform):
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         raise UserValueError(f"{self.name} mixes pairs of samples: replay a batch with "
                              f"{self.name}.reference(images, params), not sample by sample")
-
-
-def _mix_pixels(x: torch.Tensor, partner: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
-    """``partner * (1 - lam) + x * lam`` (torchvision's), rounded half to even for uint8."""
-    b = x.shape[0]
-    p = to_device(partner, x.device).to(torch.int64)
-    w = to_device(lam, x.device).to(torch.float32).view(b, 1, 1, 1)
-    xf = x.to(torch.float32) if x.dtype == torch.uint8 else x
-    mixed = xf[p] * (1.0 - w) + xf * w
-    if x.dtype == torch.uint8:
-        return mixed.round().clamp(0.0, 255.0).to(torch.uint8)
-    return mixed.to(x.dtype)
 
 
 class MixUp(_Mixing):
@@ -179,7 +150,7 @@ class MixUp(_Mixing):
 
     def _apply(self, batch: Batch, params: Params) -> Batch:
         out = dict(batch)
-        out["image"] = _mix_pixels(batch["image"], params["partner"], params["lam"])
+        out["image"] = F.mixup(batch["image"], params["partner"], params["lam"])
         out[self.labels_key] = self.soft_labels(batch[self.labels_key], params["partner"],
                                                 params["label_lam"])
         return out
@@ -236,18 +207,8 @@ class CutMix(_Mixing):
                 "label_lam": torch.from_numpy(label_lam.astype(np.float32))}
 
     def _apply(self, batch: Batch, params: Params) -> Batch:
-        x = batch["image"]
-        height, width = x.shape[2:]
-        dev = x.device
-        box = to_device(params["boxes"], dev).to(torch.int64)
-        rows = torch.arange(height, device=dev).view(1, -1)
-        cols = torch.arange(width, device=dev).view(1, -1)
-        in_r = (rows >= box[:, 0:1]) & (rows < box[:, 0:1] + box[:, 2:3])
-        in_c = (cols >= box[:, 1:2]) & (cols < box[:, 1:2] + box[:, 3:4])
-        inside = (in_r.unsqueeze(2) & in_c.unsqueeze(1)).unsqueeze(1)
-        p = to_device(params["partner"], dev).to(torch.int64)
         out = dict(batch)
-        out["image"] = torch.where(inside, x[p], x)
+        out["image"] = F.cutmix(batch["image"], params["partner"], params["boxes"])
         out[self.labels_key] = self.soft_labels(batch[self.labels_key], params["partner"],
                                                 params["label_lam"])
         return out

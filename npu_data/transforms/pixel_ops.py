@@ -244,7 +244,7 @@ class RandomPhotometricDistort(Transform):
                            params["saturation"], params["hue"])
         on = params["hue_on"].to(torch.bool)
         hued = F.adjust_hue(x, sizes, params["hue"])
-        x = torch.where(on.to(x.device).view(-1, 1, 1, 1), hued, x)
+        x = F.choose(on, hued, x)
         x = F.adjust_contrast(x, sizes, c_last)
         out = dict(batch)
         out["image"] = F.permute_channels(x, sizes, params["permutation"])
