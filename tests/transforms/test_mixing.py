@@ -132,3 +132,43 @@ def test_bad_arguments_are_one_line_user_errors(make: Any, match: str) -> None:
     with pytest.raises(UserError, match=match) as info:
         make()
     assert "\n" not in str(info.value)
+
+
+class _Labelled(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    def __init__(self) -> None:
+        rng = np.random.default_rng(0)
+        self.images = [rng.integers(0, 256, (int(rng.integers(20, 60)), int(rng.integers(20, 60)),
+                                            3), dtype=np.uint8) for _ in range(12)]
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {"image": self.images[i], "index": i, "label": np.int64(i % 5)}
+
+
+def test_the_classification_recipe_through_the_dataloader() -> None:
+    """RandomResizedCrop + TrivialAugmentWide + RandomErasing + CutMix on the loader's batches:
+    soft targets out, and the batch's parameters are the ones (seed, epoch, ids) give."""
+    from npu_data.loaders import DataLoader
+    from npu_data.transforms import (
+        Compose,
+        RandomErasing,
+        RandomResizedCrop,
+        TrivialAugmentWide,
+        sample_params,
+    )
+
+    data = _Labelled()
+    pipe = Compose([RandomResizedCrop(32), TrivialAugmentWide(), RandomErasing(0.5),
+                    CutMix(num_classes=5)])
+    seen = 0
+    for batch in DataLoader(data, batch_size=6, shuffle=True, transform=pipe, seed=3):
+        assert batch["image"].shape == (6, 3, 32, 32)
+        torch.testing.assert_close(batch["label"].sum(1), torch.ones(6))
+        ids = batch["index"].numpy()
+        again = sample_params(pipe, 3, 0, ids, [data.images[i].shape[:2] for i in ids])
+        assert again.keys() == batch["aug"].keys()
+        assert all(torch.equal(v, batch["aug"][k]) for k, v in again.items())
+        seen += 6
+    assert seen == 12
