@@ -294,3 +294,16 @@ def test_traced_whole_by_torch_compile(case: str) -> None:
     finally:
         torch._dynamo.reset()
     assert torch.equal(expected, got), case
+
+
+@pytest.mark.parametrize("case", list(_device_cases()))
+def test_runs_on_the_meta_device(case: str) -> None:
+    """No value is read back: on ``meta`` images and sizes (host parameters) each op gives the
+    shape and dtype it gives on real tensors."""
+    _, x, sizes = padded(6)
+    fn = _device_cases()[case]
+    with accelerator_path():
+        expected = fn(x, sizes)
+    got = fn(x.to("meta"), sizes.to("meta"))
+    assert got.device.type == "meta"
+    assert (got.shape, got.dtype) == (expected.shape, expected.dtype)
