@@ -307,3 +307,23 @@ def test_runs_on_the_meta_device(case: str) -> None:
     got = fn(x.to("meta"), sizes.to("meta"))
     assert got.device.type == "meta"
     assert (got.shape, got.dtype) == (expected.shape, expected.dtype)
+
+
+@pytest.mark.newest_torch
+@pytest.mark.parametrize("case", ["policy_step", "gaussian_blur"])
+def test_inductor_code_gives_the_eager_pixels(case: str) -> None:
+    """Inductor's generated code (what ``torch.compile`` runs on CUDA) for one auto-augment
+    step (every table op, Color, Sharpness) and the blur: the eager bytes."""
+    import torch._dynamo
+
+    _, x, sizes = padded(7, n=12)
+    fn = _device_cases()[case]
+    F.autocontrast(x, sizes)
+    torch._dynamo.reset()
+    try:
+        with accelerator_path():
+            expected = fn(x, sizes)
+            got = torch.compile(fn, fullgraph=True)(x, sizes)
+    finally:
+        torch._dynamo.reset()
+    assert torch.equal(expected, got), case
