@@ -29,6 +29,8 @@ _OP = {name: i for i, name in enumerate(POLICY_OPS)}
 # the lookup-table ops of a policy step, in the order of ``_lut_candidates``
 _LUT_OPS = ("Identity", "Brightness", "Contrast", "Posterize", "Solarize", "AutoContrast",
             "Equalize", "Invert")
+# each policy op's row among the tables (the identity's for Color, Sharpness, geometric ops)
+_LUT_OF_OP = torch.tensor([_LUT_OPS.index(n) if n in _LUT_OPS else 0 for n in POLICY_OPS])
 
 
 def valid_mask(sizes: torch.Tensor, height: int, width: int, device: torch.device
@@ -119,11 +121,11 @@ def invert_luts(batch: int, device: torch.device, channels: int = 3) -> torch.Te
 
 
 def _last_nonzero(hist: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(first, last)`` index of a non-zero bin of each ``hist (..., 256)`` (argmax of the
-    first maximum; an empty histogram gives (0, 255))."""
+    """``(first, last)`` index of a non-zero bin of each ``hist (..., 256)``: the argmax of the
+    first maximum, and of the bin numbers where non-zero (an empty histogram gives (0, 0))."""
     nz = (hist > 0).to(torch.int32)
     first = torch.argmax(nz, dim=-1)
-    last = 255 - torch.argmax(torch.flip(nz, dims=(-1,)), dim=-1)
+    last = torch.argmax(nz * torch.arange(1, 257, device=hist.device, dtype=torch.int32), dim=-1)
     return first, last
 
 
@@ -311,11 +313,8 @@ def policy_step(images: torch.Tensor, sizes: torch.Tensor, ops: torch.Tensor,
     cands += [autocontrast_luts(hist) if hist is not None else None,
               equalize_luts(hist) if hist is not None else None, invert_luts(b, dev, c)]
     stacked = torch.stack([t if t is not None else ident for t in cands], 1)  # (B, 8, 3, 256)
-    lut_of_op = torch.zeros(len(POLICY_OPS), dtype=torch.int64)
-    for i, name in enumerate(_LUT_OPS):
-        lut_of_op[_OP[name]] = i
-    pick = to_device(lut_of_op, dev)[op].view(b, 1, 1, 1).expand(b, 1, c, 256)
-    out = apply_luts(images, torch.gather(stacked, 1, pick).squeeze(1), None)
+    pick = to_device(_LUT_OF_OP, dev)[op].view(b, 1, 1, 1).expand(b, 1, c, 256)
+    out = apply_luts(images, torch.gather(stacked, 1, pick)[:, 0], None)
     if lum is not None and _present(ops, "Color"):
         color = blend_pixels(lum, x, prods)
         out = torch.where((op == _OP["Color"]).view(b, 1, 1, 1), color, out)
