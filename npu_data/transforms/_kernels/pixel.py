@@ -301,7 +301,8 @@ def policy_step(images: torch.Tensor, sizes: torch.Tensor, ops: torch.Tensor,
     f = to_device(factors, dev).to(torch.float32)
     lvl = to_device(levels, dev).to(torch.int64)
     valid = valid_mask(sizes, height, width, dev)
-    x = images.to(torch.int32)
+    per_pixel = _present(ops, "Color", "Sharpness")  # the blends that are not tables
+    x = images.to(torch.int32) if per_pixel or _present(ops, "Contrast") else images
     lum = grey(x) if _present(ops, "Contrast", "Color") else None
     prods = blend_products(f)
     ident = torch.arange(256, device=dev, dtype=torch.uint8).view(1, 1, 256).expand(b, c, 256)
@@ -314,7 +315,9 @@ def policy_step(images: torch.Tensor, sizes: torch.Tensor, ops: torch.Tensor,
               equalize_luts(hist) if hist is not None else None, invert_luts(b, dev, c)]
     stacked = torch.stack([t if t is not None else ident for t in cands], 1)  # (B, 8, 3, 256)
     pick = to_device(_LUT_OF_OP, dev)[op].view(b, 1, 1, 1).expand(b, 1, c, 256)
-    out = apply_luts(images, torch.gather(stacked, 1, pick)[:, 0], None)
+    out = apply_luts(images, torch.gather(stacked, 1, pick)[:, 0], valid)
+    if not per_pixel:
+        return out
     if lum is not None and _present(ops, "Color"):
         color = blend_pixels(lum, x, prods)
         out = torch.where((op == _OP["Color"]).view(b, 1, 1, 1), color, out)
