@@ -15,6 +15,7 @@ import torch
 from npu_data.common.compat import autocast_available
 from npu_data.device import DeviceLike, resolve_device
 from npu_data.errors import UserError
+from npu_data.tools.parity_augment import augment_rows
 from npu_data.tools.parity_geometric import geometric_rows
 from npu_data.transforms.parity import (
     PRECISION_TOLERANCES,
@@ -174,6 +175,7 @@ def _run_suite(dev: torch.device, seed: int, batches: int, batch_size: int,
         for i, img in enumerate(imgs):
             h, w = hw[i]
             accs["normalize"].add(R.normalize(img, mean, std), out[i, :, :h, :w])
+        augment_rows(accs, rng, imgs, images, sizes, _seeded(dev, seed * 1000 + b * 20 + 1))
         # the pipeline: parameters drawn on the device, replayed per sample on the reference
         batch = {"image": images, "sizes": sizes}
         result, params = pipe.run(batch, manual_seed(seed * 1000 + b, dev))
@@ -184,6 +186,13 @@ def _run_suite(dev: torch.device, seed: int, batches: int, batch_size: int,
             _loader_rows(accs["loader"], pipe, imgs, dev, seed + b)
         geometric_rows(accs, rng, imgs, images, sizes, sizes_cpu)
     return [acc.row() for acc in accs.values()]
+
+
+def _seeded(dev: torch.device, base: int) -> Callable[[int], torch.Generator]:
+    """Generators on ``dev`` seeded ``base + k``: one per augmentation row."""
+    from npu_data.device import manual_seed
+
+    return lambda k: manual_seed(base + k, dev)
 
 
 def _window_rows(accs: dict[str, RowAccumulator], rng: np.random.Generator,

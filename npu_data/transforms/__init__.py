@@ -15,6 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from npu_data.transforms import functional, geometry, read_crop
+from npu_data.transforms.auto_augment import AutoAugment, RandAugment, TrivialAugmentWide
 from npu_data.transforms.base import Transform
 from npu_data.transforms.captions import CaptionDropout, RandomCaption
 from npu_data.transforms.color import ColorJitter
@@ -30,7 +31,14 @@ from npu_data.transforms.detection import RandomIoUCrop, RandomZoomOut, ScaleJit
 from npu_data.transforms.draws import sample_params
 from npu_data.transforms.flip import RandomHorizontalFlip
 from npu_data.transforms.geometric import RandomAffine, RandomRotation, RandomVerticalFlip
+from npu_data.transforms.mixing import CutMix, MixUp
 from npu_data.transforms.normalize import Normalize
+from npu_data.transforms.pixel_ops import (
+    GaussianBlur,
+    RandomErasing,
+    RandomGrayscale,
+    RandomPhotometricDistort,
+)
 from npu_data.transforms.presets import LEVELS, NpuPreprocessor
 from npu_data.transforms.read_crop import ReadCrop
 from npu_data.transforms.replay import replay_reference, sample_image
@@ -48,17 +56,25 @@ _LAZY = {
 
 __all__ = [
     "LEVELS",
+    "AutoAugment",
     "CaptionDropout",
     "CenterCrop",
     "ColorJitter",
     "Compose",
+    "CutMix",
+    "GaussianBlur",
+    "MixUp",
     "Normalize",
     "NpuPreprocessor",
     "ParityReport",
     "RandomAffine",
+    "RandAugment",
     "RandomCaption",
+    "RandomErasing",
+    "RandomGrayscale",
     "RandomHorizontalFlip",
     "RandomIoUCrop",
+    "RandomPhotometricDistort",
     "RandomResizedCrop",
     "RandomRotation",
     "RandomVerticalFlip",
@@ -69,6 +85,7 @@ __all__ = [
     "ResizeCrop",
     "ScaleJitter",
     "Transform",
+    "TrivialAugmentWide",
     "compare_tensor",
     "functional",
     "geometry",

@@ -19,7 +19,16 @@ from typing import Any
 import torch
 
 from npu_data.transforms import _native
-from npu_data.transforms._kernels import color, crop, jitter, layout, warp
+from npu_data.transforms._kernels import (
+    blur,
+    color,
+    crop,
+    jitter,
+    layout,
+    mixing,
+    pixel,
+    warp,
+)
 from npu_data.transforms._native import backend as compiled
 
 COMPILED, TORCH = "compiled", "torch"
@@ -50,6 +59,18 @@ TABLE: dict[str, Kernel] = {
     "adjust_hue_direct": Kernel(color.adjust_hue_direct),  # a host reference: torch only
     "color_jitter": Kernel(jitter.color_jitter, compiled.color_jitter),
     "normalize": Kernel(layout.normalize, compiled.normalize, compiled_takes=_uint8),
+    # the pixel augmentations: torch kernels on every device
+    "rgb_to_grayscale": Kernel(pixel.rgb_to_grayscale),
+    "erase": Kernel(pixel.erase),
+    "lut_op": Kernel(pixel.lut_op),
+    "adjust_sharpness": Kernel(pixel.adjust_sharpness),
+    "gaussian_blur": Kernel(blur.gaussian_blur),
+    "policy_step": Kernel(pixel.policy_step),
+    "permute_channels": Kernel(mixing.permute_channels),
+    "choose": Kernel(mixing.choose),
+    "mixup": Kernel(mixing.mixup),
+    "cutmix": Kernel(mixing.cutmix),
+    "soft_labels": Kernel(mixing.soft_labels),
     "warp": Kernel(warp.warp),  # affine, rotate, pad and crop: host tables, torch ops
     "vflip": Kernel(warp.vflip),
 }

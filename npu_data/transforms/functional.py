@@ -26,6 +26,7 @@ from npu_data.transforms import _kernels, maps
 from npu_data.transforms._dispatch import kernel
 from npu_data.transforms._kernels import color as _color
 from npu_data.transforms._kernels import warp_tables
+from npu_data.transforms._kernels.pixel import POLICY_OPS as _POLICY_OPS
 from npu_data.transforms._kernels.resample import FILTERS
 from npu_data.transforms.donate import donated
 from npu_data.transforms.maps import check_fill
@@ -33,6 +34,9 @@ from npu_data.transforms.maps import check_interpolation as check_warp_interpola
 
 COLOR_OPS = ("brightness", "contrast", "saturation", "hue")
 """``color_jitter``'s op ids: the index of each op's name (0 brightness ... 3 hue)."""
+POLICY_OPS = _POLICY_OPS
+"""``policy_step``'s op ids: the index of each auto-augment op's name (torchvision's names:
+0 Identity, 1-5 the geometric ops, 6 Brightness ... 14 Invert)."""
 
 INTERPOLATIONS = tuple(FILTERS)
 """The resize filters, Pillow's ``Image.Resampling`` of the same name, each exact:
@@ -40,18 +44,34 @@ INTERPOLATIONS = tuple(FILTERS)
 
 __all__ = [
     "COLOR_OPS",
+    "POLICY_OPS",
     "adjust_brightness",
     "adjust_contrast",
     "adjust_hue",
     "adjust_saturation",
+    "adjust_sharpness",
     "affine",
+    "autocontrast",
+    "choose",
     "color_jitter",
     "crop",
+    "cutmix",
+    "equalize",
+    "erase",
+    "gaussian_blur",
     "hflip",
+    "invert",
+    "mixup",
     "normalize",
+    "permute_channels",
+    "policy_step",
+    "posterize",
     "resized_crop",
     "resized_crop_list",
+    "rgb_to_grayscale",
     "rotate",
+    "soft_labels",
+    "solarize",
     "to_dtype",
     "vflip",
     "warp",
@@ -450,6 +470,399 @@ def normalize(
     m = _kernels.to_device(torch.tensor(mean, dtype=torch.float32), images.device)
     s = _kernels.to_device(torch.tensor(std, dtype=torch.float32), images.device)
     return kernel("normalize", images)(images, m, s, dtype, channels_last)
+
+
+# --- pixel augmentations (torchvision v2's names; kernels in _kernels.pixel / _kernels.blur) ---
+def _per_sample(values: torch.Tensor | float | int, batch: int, name: str,
+                dtype: torch.dtype) -> torch.Tensor:
+    t = torch.as_tensor(values)
+    if t.ndim == 0:
+        t = t.expand(batch)
+    if tuple(t.shape) != (batch,):
+        raise UserValueError(f"{name} must be a number or have shape ({batch},), got "
+                             f"{tuple(t.shape)}")
+    if t.is_floating_point() and dtype != t.dtype and not dtype.is_floating_point:
+        raise UserTypeError(f"{name} must hold integers, got {t.dtype}")
+    return t.to(dtype)
+
+
+def rgb_to_grayscale(images: torch.Tensor, sizes: torch.Tensor, mask: torch.Tensor
+                     ) -> torch.Tensor:
+    """Pillow's ``convert("L")`` (integer ITU-R 601-2 weights) for the samples in ``mask``,
+    kept as 3 equal channels (torchvision's ``num_output_channels=3``; exact).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        mask: (B,) bool: which samples turn grey.
+
+    Returns:
+        (B, 3, H, W) uint8.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape.
+    """
+    _check_images(images, sizes)
+    m = _per_sample(mask, images.shape[0], "rgb_to_grayscale: mask", torch.bool)
+    return kernel("rgb_to_grayscale", images)(images, sizes, m)  # type: ignore[no-any-return]
+
+
+def erase(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
+          value: int | Sequence[int] | torch.Tensor = 0) -> torch.Tensor:
+    """torchvision's ``erase``: each sample's box set to ``value`` (exact).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        boxes: (B, 4) int (top, left, height, width); height or width 0 erases nothing.
+        value: Levels 0..255: one for all, one per channel (3,), or per sample (B, 3).
+
+    Returns:
+        (B, 3, H, W) uint8.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, or a host value outside 0..255.
+    """
+    _check_images(images, sizes)
+    b = images.shape[0]
+    if tuple(boxes.shape) != (b, 4):
+        raise UserValueError(f"erase: boxes must have shape ({b}, 4) (top, left, height, "
+                             f"width), got {tuple(boxes.shape)}")
+    v = torch.as_tensor(value)
+    if v.ndim == 0:
+        v = v.expand(3)
+    if v.ndim == 1 and v.shape[0] == 3:
+        v = v.view(1, 3).expand(b, 3)
+    if tuple(v.shape) != (b, 3):
+        raise UserValueError(f"erase: value must be a level, 3 levels or ({b}, 3), got shape "
+                             f"{tuple(v.shape)}")
+    if _kernels.host_values(v) and bool(((v < 0) | (v > 255)).any()):
+        raise UserValueError(f"erase: value levels must lie in 0..255, got {v.unique().tolist()}"
+                             " — pass uint8 levels, not normalised floats")
+    return kernel("erase", images)(images, sizes, boxes, v)  # type: ignore[no-any-return]
+
+
+def posterize(images: torch.Tensor, sizes: torch.Tensor, bits: torch.Tensor | int
+              ) -> torch.Tensor:
+    """``ImageOps.posterize``: keep each level's ``bits`` high bits (exact).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        bits: (B,) or one int in 0..8.
+
+    Returns:
+        (B, 3, H, W) uint8, padding 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, or host bits outside 0..8.
+    """
+    _check_images(images, sizes)
+    n = _per_sample(bits, images.shape[0], "posterize: bits", torch.int64)
+    if _kernels.host_values(n) and bool(((n < 0) | (n > 8)).any()):
+        raise UserValueError(f"posterize: bits must lie in 0..8, got {n.unique().tolist()}")
+    return kernel("lut_op", images)(images, sizes, "posterize", n)  # type: ignore[no-any-return]
+
+
+def solarize(images: torch.Tensor, sizes: torch.Tensor, threshold: torch.Tensor | float
+             ) -> torch.Tensor:
+    """``ImageOps.solarize``: levels at or above ``threshold`` inverted (exact).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        threshold: (B,) or one number, in levels (0..255 scale).
+
+    Returns:
+        (B, 3, H, W) uint8, padding 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape.
+    """
+    _check_images(images, sizes)
+    t = _per_sample(threshold, images.shape[0], "solarize: threshold", torch.float32)
+    return kernel("lut_op", images)(images, sizes, "solarize", t)  # type: ignore[no-any-return]
+
+
+def invert(images: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """``ImageOps.invert``: ``255 - level`` (exact; padding 0).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+
+    Returns:
+        (B, 3, H, W) uint8, padding 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape.
+    """
+    _check_images(images, sizes)
+    return kernel("lut_op", images)(images, sizes, "invert")  # type: ignore[no-any-return]
+
+
+def equalize(images: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """``ImageOps.equalize`` per sample and channel, histograms over the valid region only
+    (exact; padding 0).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+
+    Returns:
+        (B, 3, H, W) uint8, padding 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape.
+    """
+    _check_images(images, sizes)
+    return kernel("lut_op", images)(images, sizes, "equalize")  # type: ignore[no-any-return]
+
+
+def autocontrast(images: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """``ImageOps.autocontrast`` (no cutoff) per sample and channel, from the valid region's
+    lowest and highest levels (exact; padding 0).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+
+    Returns:
+        (B, 3, H, W) uint8, padding 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape.
+    """
+    _check_images(images, sizes)
+    return kernel("lut_op", images)(images, sizes, "autocontrast")  # type: ignore[no-any-return]
+
+
+def adjust_sharpness(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
+                     ) -> torch.Tensor:
+    """``ImageEnhance.Sharpness(factor)`` per sample: blend with Pillow's ``SMOOTH`` filter of
+    the valid image (its 1-px border kept), float32 and truncated as Pillow (exact).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        factors: (B,) or a scalar, >= 0: 1 leaves a sample as it is, 0 gives the smoothed one.
+
+    Returns:
+        (B, 3, H, W) uint8, padding 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, or a negative host factor.
+    """
+    _check_images(images, sizes)
+    f = _checked_nonneg(factors, images, "sharpness")
+    return kernel("adjust_sharpness", images)(images, sizes, f)  # type: ignore[no-any-return]
+
+
+def _kernel_size(kernel_size: int | Sequence[int]) -> tuple[int, int]:
+    ks = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+    if len(ks) != 2 or not all(isinstance(k, int) and not isinstance(k, bool) for k in ks):
+        raise UserTypeError(f"gaussian_blur: kernel_size must be an int or (kx, ky) ints, got "
+                            f"{kernel_size!r}")
+    if any(k < 1 or k % 2 == 0 for k in ks):
+        raise UserValueError(f"gaussian_blur: kernel_size must be odd and positive, got "
+                             f"{kernel_size!r} — e.g. kernel_size=23")
+    return int(ks[0]), int(ks[1])
+
+
+def gaussian_blur(images: torch.Tensor, sizes: torch.Tensor, kernel_size: int | Sequence[int],
+                  sigma: torch.Tensor | float) -> torch.Tensor:
+    """torchvision's ``gaussian_blur`` (its PIL path: a float32 convolution, reflect padding,
+    rounding), each sample reflected inside its valid image; within 1 level of it.
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        kernel_size: Odd ``(kx, ky)`` (width first, as torchvision) or one int.
+        sigma: (B,) or one number > 0, the same on both axes.
+
+    Returns:
+        (B, 3, H, W) uint8, padding 0.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, an even or non-positive kernel size,
+            or a host sigma <= 0.
+    """
+    _check_images(images, sizes)
+    ks = _kernel_size(kernel_size)
+    s = _per_sample(sigma, images.shape[0], "gaussian_blur: sigma", torch.float32)
+    if _kernels.host_values(s) and not bool((s > 0).all()):
+        raise UserValueError(f"gaussian_blur: sigma must be > 0, got {s.min().item()}")
+    return kernel("gaussian_blur", images)(images, sizes, ks, s)  # type: ignore[no-any-return]
+
+
+def permute_channels(images: torch.Tensor, sizes: torch.Tensor, permutation: torch.Tensor
+                     ) -> torch.Tensor:
+    """torchvision's ``permute_channels`` per sample: output channel ``c`` is input channel
+    ``permutation[b, c]`` (exact).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W).
+        sizes: (B, 2) valid (height, width) of each sample.
+        permutation: (B, 3) int, each row a permutation of 0, 1, 2.
+
+    Returns:
+        (B, 3, H, W) uint8.
+
+    Raises:
+        UserError: A tensor of the wrong dtype or shape, or a host row that is no permutation.
+    """
+    _check_images(images, sizes)
+    b = images.shape[0]
+    if tuple(permutation.shape) != (b, 3):
+        raise UserValueError(f"permute_channels: permutation must have shape ({b}, 3), got "
+                             f"{tuple(permutation.shape)}")
+    if _kernels.host_values(permutation) and not bool(
+            (permutation.sort(1).values == torch.arange(3)).all()):
+        raise UserValueError("permute_channels: each row must be a permutation of 0, 1, 2")
+    return kernel("permute_channels", images)(  # type: ignore[no-any-return]
+        images, sizes, permutation)
+
+
+def choose(mask: torch.Tensor, images: torch.Tensor, others: torch.Tensor) -> torch.Tensor:
+    """Per sample, ``images`` where ``mask`` is set and ``others`` elsewhere (a random op
+    applied to some samples only).
+
+    Args:
+        mask: (B,) bool.
+        images: (B, ...) tensor.
+        others: A tensor of the same shape and dtype.
+
+    Returns:
+        (B, ...) like ``images``.
+
+    Raises:
+        UserError: Shapes or dtypes that differ, or a mask of the wrong shape.
+    """
+    if images.shape != others.shape or images.dtype != others.dtype:
+        raise UserValueError(f"choose: images and others must match, got {tuple(images.shape)} "
+                             f"{images.dtype} and {tuple(others.shape)} {others.dtype}")
+    if tuple(mask.shape) != (images.shape[0],):
+        raise UserValueError(f"choose: mask must have shape ({images.shape[0]},), got "
+                             f"{tuple(mask.shape)}")
+    return kernel("choose", images)(mask, images, others)  # type: ignore[no-any-return]
+
+
+def _check_pairs(images: torch.Tensor, partner: torch.Tensor, who: str) -> None:
+    b = images.shape[0] if isinstance(images, torch.Tensor) and images.ndim == 4 else -1
+    if b < 0:
+        raise UserValueError(f"{who}: images must be a (B, C, H, W) tensor")
+    if tuple(partner.shape) != (b,):
+        raise UserValueError(f"{who}: partner must have shape ({b},), got {tuple(partner.shape)}")
+    if _kernels.host_values(partner) and bool(((partner < 0) | (partner >= b)).any()):
+        raise UserValueError(f"{who}: partner indices must lie in 0..{b - 1}")
+
+
+def mixup(images: torch.Tensor, partner: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
+    """MixUp's pixels: ``partner * (1 - lam) + x * lam`` per sample, float32 (torchvision's
+    order); uint8 batches rounded half to even, float batches kept in their dtype.
+
+    Args:
+        images: (B, C, H, W) uint8 or float batch of samples of one size.
+        partner: (B,) int: the index of each sample's partner.
+        lam: (B,) float: each sample's own weight.
+
+    Returns:
+        (B, C, H, W) like ``images``.
+
+    Raises:
+        UserError: Shapes that do not match, or host partner indices out of range.
+    """
+    _check_pairs(images, partner, "mixup")
+    w = _per_sample(lam, images.shape[0], "mixup: lam", torch.float32)
+    return kernel("mixup", images)(images, partner, w)  # type: ignore[no-any-return]
+
+
+def cutmix(images: torch.Tensor, partner: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+    """CutMix's pixels: each sample's box copied from its partner (the same place).
+
+    Args:
+        images: (B, C, H, W) batch of samples of one size.
+        partner: (B,) int: the index of each sample's partner.
+        boxes: (B, 4) int (top, left, height, width).
+
+    Returns:
+        (B, C, H, W) like ``images``.
+
+    Raises:
+        UserError: Shapes that do not match, or host partner indices out of range.
+    """
+    _check_pairs(images, partner, "cutmix")
+    if tuple(boxes.shape) != (images.shape[0], 4):
+        raise UserValueError(f"cutmix: boxes must have shape ({images.shape[0]}, 4), got "
+                             f"{tuple(boxes.shape)}")
+    return kernel("cutmix", images)(images, partner, boxes)  # type: ignore[no-any-return]
+
+
+def soft_labels(labels: torch.Tensor, partner: torch.Tensor, weight: torch.Tensor,
+                num_classes: int | None) -> torch.Tensor:
+    """MixUp / CutMix targets: ``weight`` of each sample's one-hot row plus ``1 - weight`` of
+    its partner's.
+
+    Args:
+        labels: (B,) int class ids, or (B, classes) float rows when ``num_classes`` is None.
+        partner: (B,) int: the index of each sample's partner.
+        weight: (B,) float: each sample's own share.
+        num_classes: The row length for class ids; None for rows given.
+
+    Returns:
+        (B, classes) float32.
+
+    Raises:
+        UserError: Labels of the wrong shape or dtype, or host class ids out of range.
+    """
+    b = labels.shape[0] if labels.ndim else -1
+    if num_classes is None:
+        if labels.ndim != 2 or not labels.is_floating_point():
+            raise UserValueError(f"soft_labels: without num_classes the labels must be "
+                                 f"(B, classes) float, got {tuple(labels.shape)} "
+                                 f"{labels.dtype} — pass num_classes=")
+    else:
+        if labels.ndim != 1 or labels.is_floating_point():
+            raise UserValueError(f"soft_labels: labels must be (B,) class ids, got "
+                                 f"{tuple(labels.shape)} {labels.dtype}")
+        if _kernels.host_values(labels) and bool(((labels < 0) | (labels >= num_classes)).any()):
+            raise UserValueError(f"soft_labels: class ids must lie in 0..{num_classes - 1}, got "
+                                 f"{labels.min().item()}..{labels.max().item()} — check "
+                                 "num_classes")
+    if tuple(partner.shape) != (b,):
+        raise UserValueError(f"soft_labels: partner must have shape ({b},), got "
+                             f"{tuple(partner.shape)}")
+    w = _per_sample(weight, b, "soft_labels: weight", torch.float32)
+    return kernel("soft_labels", labels)(  # type: ignore[no-any-return]
+        labels, partner, w, num_classes)
+
+
+def policy_step(images: torch.Tensor, sizes: torch.Tensor, ops: torch.Tensor,
+                factors: torch.Tensor, levels: torch.Tensor) -> torch.Tensor:
+    """One auto-augment op per sample, batched (the pixel ops; geometric ids leave their
+    samples as they are).
+
+    Args:
+        images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
+        sizes: (B, 2) valid (height, width) of each sample.
+        ops: (B,) int ids into ``POLICY_OPS``.
+        factors: (B,) float: ``1 + magnitude`` for Brightness, Color, Contrast, Sharpness.
+        levels: (B,) int: Posterize bits, or the Solarize threshold rounded up to a level.
+
+    Returns:
+        (B, 3, H, W) uint8, each sample as torchvision's PIL op makes it (exact); padding 0.
+
+    Raises:
+        UserError: Tensors of the wrong dtype or shape, or host op ids out of range.
+    """
+    _check_images(images, sizes)
+    b = images.shape[0]
+    o = _per_sample(ops, b, "policy_step: ops", torch.int64)
+    if _kernels.host_values(o) and bool(((o < 0) | (o >= len(POLICY_OPS))).any()):
+        raise UserValueError(f"policy_step: op ids must lie in 0..{len(POLICY_OPS) - 1}")
+    f = _checked_nonneg(factors, images, "policy_step")
+    n = _per_sample(levels, b, "policy_step: levels", torch.int64)
+    return kernel("policy_step", images)(images, sizes, o, f, n)  # type: ignore[no-any-return]
 
 
 def vflip(images: torch.Tensor, sizes: torch.Tensor, flip_mask: torch.Tensor) -> torch.Tensor:

@@ -46,6 +46,24 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "resize_crop lanczos": (0, 0.0),
     "adjust_hue": (1, 0.1),
     "normalize": (1e-5, 1e-6),
+    # the pixel augmentations: Pillow's integer arithmetic and float32 blends, exactly
+    "rgb_to_grayscale": (0, 0.0),
+    "erase": (0, 0.0),
+    "posterize": (0, 0.0),
+    "solarize": (0, 0.0),
+    "invert": (0, 0.0),
+    "equalize": (0, 0.0),
+    "autocontrast": (0, 0.0),
+    "adjust_sharpness": (0, 0.0),
+    "permute_channels": (0, 0.0),
+    "gaussian_blur": (1, 0.01),  # separable float32 passes vs torchvision's 2-D convolution
+    # the policies (nearest warps), the SSD colour distortion, MixUp / CutMix (uint8)
+    "trivial_augment_wide": (0, 0.0),
+    "rand_augment": (0, 0.0),
+    "auto_augment": (0, 0.0),
+    "photometric_distort": (0, 0.0),
+    "mixup": (0, 0.0),
+    "cutmix": (0, 0.0),
     "pipeline": (1, 0.1),
     "loader": (1, 0.1),
     # the warps (tools.parity_geometric): nearest is Pillow's integer arithmetic; bilinear
@@ -65,12 +83,12 @@ must be below it, or exactly 0 when the bound is 0); ``normalize`` is in float u
 # <mode>)"): they have no matmul, so the pixels are Pillow's exactly; normalize (float32 out)
 # and the bilinear warps (integer kernels, Pillow's double) keep their budgets. The loader
 # runs in its own processes and has no such rows.
-_KEPT = ("normalize", "affine_bilinear", "rotate_bilinear")
+_KEPT = ("normalize", "affine_bilinear", "rotate_bilinear", "gaussian_blur")
 PRECISION_TOLERANCES: dict[str, tuple[float, float]] = {
     k: (TOLERANCES[k] if k in _KEPT else (0, 0.0)) for k in TOLERANCES if k != "loader"
 }
 """``TOLERANCES`` of the torch kernels under TF32/HF32, bf16 matmuls or bf16 autocast: exact
-(they have no matmul), ``normalize`` and the bilinear warps keeping their budgets; no
+(they have no matmul), ``normalize`` the bilinear warps and ``gaussian_blur`` keeping their budgets; no
 ``loader`` row."""
 
 

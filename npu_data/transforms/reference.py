@@ -19,6 +19,15 @@ from npu_data.errors import UserTypeError, UserValueError
 
 __all__ = [
     "adjust_brightness",
+    "adjust_sharpness",
+    "autocontrast",
+    "equalize",
+    "erase",
+    "gaussian_blur",
+    "invert",
+    "posterize",
+    "rgb_to_grayscale",
+    "solarize",
     "adjust_contrast",
     "adjust_hue",
     "adjust_saturation",
@@ -368,3 +377,16 @@ def normalize(img: np.ndarray, mean: Sequence[float], std: Sequence[float],
     out = (img.astype(np.float32) / np.float32(255.0) - m) / s
     out = out.astype(np.float32)
     return out if channels_last else np.ascontiguousarray(out.transpose(2, 0, 1))
+
+
+from npu_data.transforms.reference_pixel import (  # noqa: E402  (the pixel augmentations)
+    adjust_sharpness,
+    autocontrast,
+    equalize,
+    erase,
+    gaussian_blur,
+    invert,
+    posterize,
+    rgb_to_grayscale,
+    solarize,
+)

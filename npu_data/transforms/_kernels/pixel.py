@@ -1,0 +1,327 @@
+"""The torch pixel-augmentation kernels: grayscale, erasing, the per-level ops and sharpness.
+
+Every op whose output level depends on the input level alone (posterize, solarize, invert,
+equalize, autocontrast, brightness, contrast) is a per-sample, per-channel lookup table
+``(B, 3, 256)`` applied by one gather (:func:`apply_luts`); the tables are made on the device
+from each sample's parameters and histograms (:func:`histograms`: a ``scatter_add`` into fixed
+bins, so no data-dependent shape). Pillow's integer arithmetic is integer here; its float32
+blends are reproduced with products that are exact whatever a compiler fuses
+(:func:`blend_products`). Images are ``(B, 3, H, W)`` uint8; the padding outside ``sizes``
+comes out 0.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import torch
+
+from npu_data.transforms._kernels import compiling, host_values, to_device
+from npu_data.transforms._kernels.jitter import _valid
+
+# the op ids of ``policy_step`` (torchvision's auto-augment op names)
+POLICY_OPS = ("Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate",
+              "Brightness", "Color", "Contrast", "Sharpness", "Posterize", "Solarize",
+              "AutoContrast", "Equalize", "Invert")
+GEOMETRIC_OPS = frozenset(range(1, 6))
+_OP = {name: i for i, name in enumerate(POLICY_OPS)}
+# the lookup-table ops of a policy step, in the order of ``_lut_candidates``
+_LUT_OPS = ("Identity", "Brightness", "Contrast", "Posterize", "Solarize", "AutoContrast",
+            "Equalize", "Invert")
+# each policy op's row among the tables (the identity's for Color, Sharpness, geometric ops)
+_LUT_OF_OP = torch.tensor([_LUT_OPS.index(n) if n in _LUT_OPS else 0 for n in POLICY_OPS])
+
+
+def valid_mask(sizes: torch.Tensor, height: int, width: int, device: torch.device
+               ) -> torch.Tensor:
+    """(B, 1, H, W) bool: the pixels inside each sample's valid size."""
+    return _valid(sizes, height, width, device)[0].unsqueeze(1)
+
+
+def grey(x: torch.Tensor) -> torch.Tensor:
+    """Pillow's ``L`` of (B, 3, H, W) int32 levels: (B, 1, H, W) int32, integer weights."""
+    s = x[:, 0:1] * 19595 + x[:, 1:2] * 38470 + x[:, 2:3] * 7471 + 0x8000
+    return torch.div(s, 65536, rounding_mode="floor")
+
+
+def _zero_padding(out: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    return torch.where(valid, out, torch.zeros((), dtype=out.dtype, device=out.device))
+
+
+def rgb_to_grayscale(images: torch.Tensor, sizes: torch.Tensor, mask: torch.Tensor
+                     ) -> torch.Tensor:
+    """Samples where ``mask (B,)`` turned grey (3 equal channels), the others as they are."""
+    b = images.shape[0]
+    m = to_device(mask, images.device).to(torch.bool).view(b, 1, 1, 1)
+    g = grey(images.to(torch.int32)).to(torch.uint8)
+    return torch.where(m, g.expand_as(images), images)
+
+
+def erase(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor, value: torch.Tensor
+          ) -> torch.Tensor:
+    """``boxes (B, 4)`` (top, left, height, width) set to ``value (B, 3)`` levels."""
+    b, _, height, width = images.shape
+    dev = images.device
+    box = to_device(boxes, dev).to(torch.int64)
+    rows = torch.arange(height, device=dev).view(1, -1)
+    cols = torch.arange(width, device=dev).view(1, -1)
+    top, left = box[:, 0:1], box[:, 1:2]
+    in_rows = (rows >= top) & (rows < top + box[:, 2:3])  # (B, H)
+    in_cols = (cols >= left) & (cols < left + box[:, 3:4])  # (B, W)
+    inside = (in_rows.unsqueeze(2) & in_cols.unsqueeze(1)).unsqueeze(1)  # (B, 1, H, W)
+    fill = to_device(value, dev).to(torch.uint8).view(b, 3, 1, 1)
+    return torch.where(inside, fill, images)
+
+
+# --- lookup tables ----------------------------------------------------------------------------
+def histograms(images: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """(B, 3, 256) int32: each sample's per-channel histogram over its valid pixels."""
+    b, c = images.shape[:2]
+    dev = images.device
+    base = (torch.arange(b * c, device=dev, dtype=torch.int64) * 256).view(b, c, 1, 1)
+    dump = torch.full((), b * c * 256, dtype=torch.int64, device=dev)
+    index = torch.where(valid, images.to(torch.int64) + base, dump).reshape(-1)
+    counts = torch.zeros(b * c * 256 + 1, dtype=torch.int32, device=dev)
+    counts.scatter_add_(0, index, torch.ones_like(index, dtype=torch.int32))
+    return counts[:-1].view(b, c, 256)
+
+
+def apply_luts(images: torch.Tensor, luts: torch.Tensor, valid: torch.Tensor | None
+               ) -> torch.Tensor:
+    """Each sample's channel through its table ``luts (B, 3, 256)`` uint8 (one gather)."""
+    b, c = images.shape[:2]
+    base = (torch.arange(b * c, device=images.device, dtype=torch.int64) * 256).view(b, c, 1, 1)
+    out = luts.reshape(-1)[images.to(torch.int64) + base]
+    return out if valid is None else _zero_padding(out, valid)
+
+
+def _levels(device: torch.device) -> torch.Tensor:
+    return torch.arange(256, device=device, dtype=torch.int64)
+
+
+def posterize_luts(bits: torch.Tensor, channels: int = 3) -> torch.Tensor:
+    """``level & ~(2**(8 - bits) - 1)`` for ``bits (B,)`` in 0..8."""
+    step = torch.pow(2, 8 - bits.to(torch.int64)).view(-1, 1)
+    v = _levels(bits.device).view(1, 256)
+    lut = v - torch.remainder(v, step)
+    return lut.to(torch.uint8).unsqueeze(1).expand(-1, channels, 256)
+
+
+def solarize_luts(threshold: torch.Tensor, channels: int = 3) -> torch.Tensor:
+    """``level`` below ``threshold (B,)``, ``255 - level`` from it on."""
+    v = _levels(threshold.device).view(1, 256)
+    lut = torch.where(v.to(torch.float32) < threshold.to(torch.float32).view(-1, 1), v, 255 - v)
+    return lut.to(torch.uint8).unsqueeze(1).expand(-1, channels, 256)
+
+
+def invert_luts(batch: int, device: torch.device, channels: int = 3) -> torch.Tensor:
+    """``255 - level``."""
+    return (255 - _levels(device)).to(torch.uint8).view(1, 1, 256).expand(batch, channels, 256)
+
+
+def _last_nonzero(hist: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(first, last)`` index of a non-zero bin of each ``hist (..., 256)``: the argmax of the
+    first maximum, and of the bin numbers where non-zero (an empty histogram gives (0, 0))."""
+    nz = (hist > 0).to(torch.int32)
+    first = torch.argmax(nz, dim=-1)
+    last = torch.argmax(nz * torch.arange(1, 257, device=hist.device, dtype=torch.int32), dim=-1)
+    return first, last
+
+
+def equalize_luts(hist: torch.Tensor) -> torch.Tensor:
+    """Pillow's ``ImageOps.equalize`` tables from ``hist (B, 3, 256)``: ``step`` is the count
+    without the last non-zero bin over 255, ``lut[i] = (step // 2 + count below i) // step``;
+    the identity for one level or a zero step."""
+    h = hist.to(torch.int64)
+    _, last = _last_nonzero(h)
+    h_last = torch.gather(h, -1, last.unsqueeze(-1))
+    step = torch.div(h.sum(-1, keepdim=True) - h_last, 255, rounding_mode="floor")
+    below = torch.cumsum(h, -1) - h
+    lut = torch.div(torch.div(step, 2, rounding_mode="floor") + below, step.clamp(min=1),
+                    rounding_mode="floor").clamp(max=255)
+    levels = (h > 0).sum(-1, keepdim=True)
+    identity = _levels(h.device).view(1, 1, 256)
+    return torch.where((levels <= 1) | (step == 0), identity, lut).to(torch.uint8)
+
+
+_TABLES: dict[str, torch.Tensor] = {}
+_LOCK = threading.Lock()
+
+
+def autocontrast_table_np() -> np.ndarray:
+    """(65536, 256) uint8: Pillow's autocontrast table for each ``lo * 256 + hi``:
+    ``int(i * scale + offset)`` clipped, ``scale = 255.0 / (hi - lo)``, ``offset = -lo * scale``
+    in float64 as Pillow's Python computes them; the identity where ``hi <= lo``."""
+    out = np.tile(np.arange(256, dtype=np.uint8), (65536, 1))
+    ix = np.arange(256, dtype=np.float64)
+    for lo in range(255):
+        hi = np.arange(lo + 1, 256, dtype=np.float64)
+        scale = 255.0 / (hi - lo)
+        offset = -lo * scale
+        v = np.trunc(ix[None, :] * scale[:, None] + offset[:, None])
+        out[lo * 256 + lo + 1:lo * 256 + 256] = np.clip(v, 0, 255).astype(np.uint8)
+    return out
+
+
+def autocontrast_table(device: torch.device) -> torch.Tensor:
+    """:func:`autocontrast_table_np` on ``device`` (16 MB; made once, kept per device)."""
+    key = str(device)
+    got = _TABLES.get(key)
+    if got is not None:
+        return got
+    if compiling():
+        raise RuntimeError("the autocontrast table is made on first use, not inside a "
+                           "torch.compile trace: run the transform once eagerly first")
+    with _LOCK:
+        host = _TABLES.get("cpu")
+        if host is None:
+            host = _TABLES["cpu"] = torch.from_numpy(autocontrast_table_np())
+        got = _TABLES[key] = host if device.type == "cpu" else to_device(host, device)
+    return got
+
+
+def autocontrast_luts(hist: torch.Tensor) -> torch.Tensor:
+    """Pillow's ``ImageOps.autocontrast`` tables from ``hist (B, 3, 256)``."""
+    lo, hi = _last_nonzero(hist)
+    return autocontrast_table(hist.device)[lo * 256 + hi]
+
+
+# --- float32 blends ---------------------------------------------------------------------------
+def blend_products(factors: torch.Tensor) -> torch.Tensor:
+    """(B, 511) float32 ``fl(f * d)`` for d = -255..255: ``f`` split as its bfloat16 part plus
+    the rest, each product exact, so one rounding whether or not a compiler fuses them."""
+    f = factors.to(torch.float32).view(-1, 1)
+    hi = f.to(torch.bfloat16).to(torch.float32)
+    lo = f - hi
+    d = torch.arange(-255, 256, dtype=torch.float32, device=f.device).view(1, -1)
+    return hi * d + lo * d
+
+
+def _truncate(t: torch.Tensor) -> torch.Tensor:
+    return t.clamp(0.0, 255.0).to(torch.uint8)
+
+
+def blend_luts(keys: torch.Tensor, prods: torch.Tensor, channels: int = 3) -> torch.Tensor:
+    """Pillow's blend of a constant ``keys (B,)`` level with each level: ``trunc(clamp(key +
+    fl(f * (v - key))))``, from ``prods`` (:func:`blend_products`)."""
+    k = keys.to(torch.int64).view(-1, 1)
+    idx = _levels(prods.device).view(1, 256) - k + 255
+    t = torch.gather(prods, 1, idx) + k.to(torch.float32)
+    return _truncate(t).unsqueeze(1).expand(-1, channels, 256)
+
+
+def blend_pixels(key: torch.Tensor, x: torch.Tensor, prods: torch.Tensor) -> torch.Tensor:
+    """Pillow's blend of each pixel ``x`` (B, 3, H, W) int32 with ``key`` (B, 1 or 3, H, W)
+    int32 levels: uint8 ``trunc(clamp(key + fl(f * (x - key))))``."""
+    b = x.shape[0]
+    base = (torch.arange(b, device=x.device, dtype=torch.int32) * 511 + 255).view(b, 1, 1, 1)
+    t = prods.reshape(-1)[(x - key + base).to(torch.int64)] + key.to(torch.float32)
+    return _truncate(t)
+
+
+def contrast_keys(lum: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """(B,) int64 ``int(mean + 0.5)`` of ``lum`` (B, 1, H, W) over the valid pixels."""
+    total = torch.where(valid, lum, 0).sum((1, 2, 3), dtype=torch.int64)
+    n = valid.sum((1, 2, 3), dtype=torch.int64)
+    return torch.div(2 * total + n, 2 * n.clamp(min=1), rounding_mode="floor")
+
+
+def smooth(x: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """Pillow's ``ImageFilter.SMOOTH`` of ``x`` (B, 3, H, W) int32: inside a 1-px border of
+    the valid image, ``round(sum / 13)`` of the 3x3 kernel (1 1 1, 1 5 1, 1 1 1); the border
+    (and images under 3 px) copied."""
+    b, _, height, width = x.shape
+    if height < 3 or width < 3:
+        return x
+    dev = x.device
+    rows = x[:, :, :, :-2] + x[:, :, :, 1:-1] + x[:, :, :, 2:]  # (B, 3, H, W - 2)
+    box = rows[:, :, :-2] + rows[:, :, 1:-1] + rows[:, :, 2:]  # (B, 3, H - 2, W - 2)
+    s = box + 4 * x[:, :, 1:-1, 1:-1]
+    inner = torch.div(2 * s + 13, 26, rounding_mode="floor")
+    inner = torch.nn.functional.pad(inner, (1, 1, 1, 1))
+    size = to_device(sizes, dev).to(torch.int64)
+    r = torch.arange(height, device=dev).view(1, -1)
+    c = torch.arange(width, device=dev).view(1, -1)
+    in_r = (r >= 1) & (r < size[:, 0:1] - 1)
+    in_c = (c >= 1) & (c < size[:, 1:2] - 1)
+    interior = (in_r.unsqueeze(2) & in_c.unsqueeze(1)).unsqueeze(1)
+    return torch.where(interior, inner, x)
+
+
+def adjust_sharpness(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
+                     ) -> torch.Tensor:
+    """``ImageEnhance.Sharpness``: blend ``SMOOTH`` (:func:`smooth`) with the image."""
+    x = images.to(torch.int32)
+    prods = blend_products(to_device(factors, images.device))
+    out = blend_pixels(smooth(x, sizes), x, prods)
+    height, width = images.shape[2:]
+    return _zero_padding(out, valid_mask(sizes, height, width, images.device))
+
+
+def lut_op(images: torch.Tensor, sizes: torch.Tensor, op: str,
+           level: torch.Tensor | None = None) -> torch.Tensor:
+    """One table op for the whole batch: ``posterize`` (``level`` bits), ``solarize``
+    (``level`` thresholds), ``invert``, ``equalize`` or ``autocontrast``."""
+    b, c, height, width = images.shape
+    dev = images.device
+    valid = valid_mask(sizes, height, width, dev)
+    if op == "posterize":
+        assert level is not None
+        luts = posterize_luts(to_device(level, dev), c)
+    elif op == "solarize":
+        assert level is not None
+        luts = solarize_luts(to_device(level, dev), c)
+    elif op == "invert":
+        luts = invert_luts(b, dev, c)
+    elif op == "equalize":
+        luts = equalize_luts(histograms(images, valid))
+    else:
+        luts = autocontrast_luts(histograms(images, valid))
+    return apply_luts(images, luts, valid)
+
+
+# --- one auto-augment step ----------------------------------------------------------------------
+def _present(ops: torch.Tensor, *names: str) -> bool:
+    """Whether any sample runs one of ``names`` (always True when ``ops`` cannot be read)."""
+    if not host_values(ops):
+        return True
+    return bool(torch.isin(ops, torch.tensor([_OP[n] for n in names])).any())
+
+
+def policy_step(images: torch.Tensor, sizes: torch.Tensor, ops: torch.Tensor,
+                factors: torch.Tensor, levels: torch.Tensor) -> torch.Tensor:
+    """One op per sample: ``ops (B,)`` ids in :data:`POLICY_OPS`, ``factors (B,)`` the
+    enhance factors (Brightness, Color, Contrast, Sharpness), ``levels (B,)`` the Posterize
+    bits or Solarize thresholds. The geometric ops leave their samples as they are (the
+    caller runs them). Table ops are one gather; Color and Sharpness run where present."""
+    b, c, height, width = images.shape
+    dev = images.device
+    op = to_device(ops, dev).to(torch.int64)
+    f = to_device(factors, dev).to(torch.float32)
+    lvl = to_device(levels, dev).to(torch.int64)
+    valid = valid_mask(sizes, height, width, dev)
+    per_pixel = _present(ops, "Color", "Sharpness")  # the blends that are not tables
+    x = images.to(torch.int32) if per_pixel or _present(ops, "Contrast") else images
+    lum = grey(x) if _present(ops, "Contrast", "Color") else None
+    prods = blend_products(f)
+    ident = torch.arange(256, device=dev, dtype=torch.uint8).view(1, 1, 256).expand(b, c, 256)
+    cands: list[torch.Tensor | None] = [ident,
+             blend_luts(torch.zeros(b, dtype=torch.int64, device=dev), prods, c),
+             blend_luts(contrast_keys(lum, valid), prods, c) if lum is not None else None,
+             posterize_luts(lvl.clamp(0, 8), c), solarize_luts(lvl.to(torch.float32), c)]
+    hist = histograms(images, valid) if _present(ops, "AutoContrast", "Equalize") else None
+    cands += [autocontrast_luts(hist) if hist is not None else None,
+              equalize_luts(hist) if hist is not None else None, invert_luts(b, dev, c)]
+    stacked = torch.stack([t if t is not None else ident for t in cands], 1)  # (B, 8, 3, 256)
+    pick = to_device(_LUT_OF_OP, dev)[op].view(b, 1, 1, 1).expand(b, 1, c, 256)
+    out = apply_luts(images, torch.gather(stacked, 1, pick)[:, 0], valid)
+    if not per_pixel:
+        return out
+    if lum is not None and _present(ops, "Color"):
+        color = blend_pixels(lum, x, prods)
+        out = torch.where((op == _OP["Color"]).view(b, 1, 1, 1), color, out)
+    if _present(ops, "Sharpness"):
+        sharp = blend_pixels(smooth(x, sizes), x, prods)
+        out = torch.where((op == _OP["Sharpness"]).view(b, 1, 1, 1), sharp, out)
+    return _zero_padding(out, valid)
