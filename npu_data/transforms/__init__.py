@@ -28,6 +28,7 @@ from npu_data.transforms.crop import (
 )
 from npu_data.transforms.draws import sample_params
 from npu_data.transforms.flip import RandomHorizontalFlip
+from npu_data.transforms.latents import LatentCaptionDropout, RandomLatentFlip
 from npu_data.transforms.normalize import Normalize
 from npu_data.transforms.presets import LEVELS, NpuPreprocessor
 from npu_data.transforms.read_crop import ReadCrop
@@ -50,11 +51,13 @@ __all__ = [
     "CenterCrop",
     "ColorJitter",
     "Compose",
+    "LatentCaptionDropout",
     "Normalize",
     "NpuPreprocessor",
     "ParityReport",
     "RandomCaption",
     "RandomHorizontalFlip",
+    "RandomLatentFlip",
     "RandomResizedCrop",
     "ReadCrop",
     "Resize",
