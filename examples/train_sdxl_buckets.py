@@ -149,11 +149,14 @@ def main(argv: list[str] | None = None) -> list[float]:
 def encode_cache(dataset: LabelStudioDataset, vae: nn.Module, buckets: Any,
                  out: Path) -> ShardDataset:
     """The latents store of ``dataset`` (encoded once; an interrupted encode resumes)."""
-    from npu_data.latents import encode_latents
+    from npu_data.latents import check_store, encode_latents
+    from npu_data.latents.encode import config_sha256
 
     len(dataset)  # imports the export into its shards on first use
-    if (out / "manifest.json").is_file():
-        return ShardDataset(out)
+    if (out / "manifest.json").is_file():  # made before: refused if not for this run
+        cache = ShardDataset(out)
+        check_store(cache, buckets=buckets, flip=True, vae_config=config_sha256(vae))
+        return cache
     return encode_latents(dataset.path, out, vae, buckets=buckets, batch_size=4,
                           device="cpu", dtype=torch.float32, resume=out.exists())
 

@@ -36,6 +36,7 @@ from npu_data import device as dev
 from npu_data.common.atomic import atomic_write_bytes, fsync_dir, npy_bytes
 from npu_data.common.buckets import BucketSpec, assign, bucket_list
 from npu_data.common.hashing import file_sha256
+from npu_data.common.oserrors import os_error
 from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.progress import bar
 from npu_data.shards.distributed_import import Group, import_group, leave
@@ -116,8 +117,9 @@ def _load(spec: Any, loader: str, what: str) -> Any:
 
 def load_models(vae: Any, text_encoders: Sequence[Any] | None,
                 tokenizers: Sequence[Any] | None, device: torch.device) -> Models:
-    """The VAE and text encoders (models or local folders), frozen, in eval mode, on
-    ``device``; a one-line UserError for a folder that does not load or a count mismatch."""
+    """The VAE and text encoders (models or local folders), frozen, in eval mode, moved to
+    ``device`` (a model passed in is moved itself); a one-line UserError for a folder that
+    does not load or a count mismatch."""
     encoders = list(text_encoders or [])
     toks = list(tokenizers or [])
     if len(encoders) != len(toks):
@@ -172,11 +174,12 @@ def encode_prompts(models: Models, captions: list[str]) -> tuple[torch.Tensor, t
     return torch.cat(hidden, dim=-1), pooled
 
 
-def preprocess(batch: dict[str, Any], target: tuple[int, int], mirrored: bool
-               ) -> tuple[torch.Tensor, np.ndarray]:
-    """A collated uint8 batch of one bucket -> ([-1, 1] float32 (B, 3, th, tw), crop
-    top-left (B, 2)): the centre ``ResizeCrop`` to ``target``; ``mirrored``: of the mirrored
-    resized image (diffusers: flip, then crop at the centre offset)."""
+def preprocess(batch: dict[str, Any], target: tuple[int, int], mirrored: bool,
+               device: torch.device | None = None) -> tuple[torch.Tensor, np.ndarray]:
+    """A collated uint8 batch of one bucket -> ([-1, 1] float32 (B, 3, th, tw) on ``device``,
+    crop top-left (B, 2)): the centre ``ResizeCrop`` to ``target`` (run on ``device``: the
+    batch is copied there first); ``mirrored``: of the mirrored resized image (diffusers:
+    flip, then crop at the centre offset)."""
     from npu_data.transforms import Normalize, ResizeCrop
     from npu_data.transforms.crop_base import window_params
 
@@ -189,7 +192,8 @@ def preprocess(batch: dict[str, Any], target: tuple[int, int], mirrored: bool
         shifted = top_left.copy()
         shifted[:, 1] = full[:, 1] - target[1] - top_left[:, 1]
         params = window_params(sizes, full, shifted, np.asarray([target] * len(sizes)))
-    image = crop.apply({"image": batch["image"], "sizes": batch["sizes"]}, params)["image"]
+    on = {k: batch[k].to(device or "cpu", non_blocking=True) for k in ("image", "sizes")}
+    image = crop.apply(on, params)["image"]
     if mirrored:
         image = torch.flip(image, dims=[3])
     x = Normalize(0.5, 0.5).apply({"image": image.contiguous()}, {})["image"]
@@ -217,7 +221,7 @@ class _Encoder:
         self.src, self.models, self.record, self.out = src, models, record, out
         self.shard_size, self.batch_size, self.fp = shard_size, batch_size, fingerprint
         self.buckets = [tuple(b) for b in record["buckets"]]
-        self.sizes = src.sizes()
+        self.sizes, self.task_ids = src.sizes(), src.task_ids()
 
     def shard_range(self, k: int) -> tuple[int, int]:
         return k * self.shard_size, min(len(self.src), (k + 1) * self.shard_size)
@@ -245,11 +249,11 @@ class _Encoder:
             for s in range(0, len(members), self.batch_size):
                 local = members[s:s + self.batch_size]
                 batch = collate_samples(self.src.__getitems__((local + lo).tolist()))
-                x, tl = preprocess(batch, target, False)
+                x, tl = preprocess(batch, target, False, self.models.device)
                 parts = [to_numpy(encode_pixels(self.models.vae, x), name_of)]
                 top_left[local] = tl
                 if self.record["flip"]:
-                    xf, tlf = preprocess(batch, target, True)
+                    xf, tlf = preprocess(batch, target, True, self.models.device)
                     parts.append(to_numpy(encode_pixels(self.models.vae, xf), name_of))
                     flipped_tl[local] = tlf
                 for t, i in enumerate(local.tolist()):
@@ -273,8 +277,7 @@ class _Encoder:
         for name in SAMPLE_TEXT:
             values = [_source_text(self.src, gi, name) for gi in range(lo, hi)]
             arrays[f"{name}.bytes"], arrays[f"{name}.offsets"] = _text_column(values)
-        task_ids = self.src.task_ids()[lo:hi]
-        return self._write(k, payloads, targets, task_ids, arrays)
+        return self._write(k, payloads, targets, self.task_ids[lo:hi], arrays)
 
     def _write(self, k: int, payloads: list[bytes], targets: np.ndarray, task_ids: np.ndarray,
                arrays: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -392,6 +395,8 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
     out_dir = Path(out)
     try:
         _run(src, models, record, out_dir, shard_size, batch_size, fp, resume, g)
+    except OSError as exc:  # a full disk, a read-only folder, permissions: one line
+        raise os_error(exc, out_dir, "then rerun with resume=True (--resume)") from None
     finally:
         if joined:
             leave(g)

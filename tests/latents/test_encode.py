@@ -158,3 +158,55 @@ def test_mismatches_are_refused_in_one_line(store: Path, pixels: Path,
     with pytest.raises(UserError, match="not a latents store"):
         empty_prompt(ShardDataset(pixels))
     assert not (tmp_path / "x").exists() and not (tmp_path / "z").exists()
+
+
+def test_the_manifest_records_the_encoders(store: Path, models: dict[str, Path]) -> None:
+    from diffusers import AutoencoderKL
+
+    from npu_data.latents.encode import config_sha256
+
+    ds = ShardDataset(store)
+    assert ds.latents is not None
+    record = ds.latents
+    assert record["dtype"] == "float32" and record["flip"] is True
+    assert record["buckets"] == [list(b) for b in BUCKETS] and record["factor"] == 8
+    assert record["latent"] == "mean" and "centre crop" in record["crop"]
+    assert set(record["encoders"]) == {"vae", "text_encoder", "tokenizer", "text_encoder_2",
+                                       "tokenizer_2"}
+    vae = AutoencoderKL.from_pretrained(models["vae"])
+    check_store(ds, vae_config=config_sha256(vae))  # the same VAE, loaded again: accepted
+    other = AutoencoderKL(**{**vae.config, "scaling_factor": 0.13025})
+    with pytest.raises(UserError, match="another VAE"):
+        check_store(ds, vae_config=config_sha256(other))
+
+
+def _copy(store: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    out = tmp_path / "copy"
+    shutil.copytree(store, out)
+    return out
+
+
+def test_a_damaged_store_is_refused_in_one_line(store: Path, tmp_path: Path) -> None:
+    import json
+
+    from npu_data.errors import DataCorruption
+
+    copy = _copy(store, tmp_path)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    bad = json.loads(json.dumps(manifest))
+    bad["latents"]["dtype"] = "int8"
+    (copy / "manifest.json").write_text(json.dumps(bad))
+    with pytest.raises(DataCorruption, match=r"latents has dtype 'int8'") as exc:
+        ShardDataset(copy)
+    assert "\n" not in str(exc.value)
+    bad = json.loads(json.dumps(manifest))
+    bad["latents"]["channels"] = 8  # the payloads no longer have the bytes this says
+    (copy / "manifest.json").write_text(json.dumps(bad))
+    with pytest.raises(DataCorruption, match="is not a latents payload of its size"):
+        ShardDataset(copy)[0]
+    manifest["store"] = "raw"  # latents read as images: encoding 4 is refused
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(DataCorruption, match="is a latents payload in an image store"):
+        ShardDataset(copy)[0]
