@@ -150,7 +150,7 @@ def encode_cache(dataset: LabelStudioDataset, vae: nn.Module, buckets: Any,
                  out: Path) -> ShardDataset:
     """The latents store of ``dataset`` (encoded once; an interrupted encode resumes)."""
     from npu_data.latents import check_store, encode_latents
-    from npu_data.latents.encode import config_sha256
+    from npu_data.latents.models import config_sha256
 
     len(dataset)  # imports the export into its shards on first use
     if (out / "manifest.json").is_file():  # made before: refused if not for this run

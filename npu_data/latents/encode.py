@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import shutil
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +36,14 @@ from npu_data.common.buckets import BucketSpec, assign, bucket_list
 from npu_data.common.hashing import file_sha256
 from npu_data.common.oserrors import os_error
 from npu_data.errors import UserError, UserTypeError, UserValueError
+from npu_data.latents.models import (
+    Models,
+    encode_pixels,
+    encode_prompts,
+    encoder_record,
+    factor_of,
+    load_models,
+)
 from npu_data.progress import bar
 from npu_data.shards.distributed_import import Group, import_group, leave
 from npu_data.shards.format import (
@@ -66,112 +72,7 @@ from npu_data.shards.latent_format import (
 )
 from npu_data.shards.writer import _completed, _prepare, _write_synced, import_lock
 
-CROP_RULE = ("ResizeCrop: resize to cover the bucket (Pillow BILINEAR, antialiased), centre "
-             "crop at round((full - target) / 2) (halves to even); flipped: the resized image "
-             "mirrored, then cropped at the same offset (diffusers' SDXL trainer)")
 SAMPLE_TEXT = ("image_ref", "data_json")  # kept from the source (what each latent came from)
-
-
-@dataclass
-class Models:
-    """The frozen models of an encode, on their device."""
-
-    vae: Any
-    text_encoders: list[Any]
-    tokenizers: list[Any]
-    device: torch.device
-
-
-def config_sha256(model: Any) -> str:
-    """sha256 of a model's config (diffusers ``config``, transformers ``config.to_dict()``),
-    or of a tokenizer's vocabulary and length: what the manifest records of each encoder."""
-    cfg = getattr(model, "config", None)
-    if cfg is not None:
-        data = cfg.to_dict() if hasattr(cfg, "to_dict") else dict(cfg)
-        data = {k: v for k, v in data.items() if not k.startswith("_")
-                and k not in ("transformers_version", "torch_dtype", "dtype")}
-    else:  # a tokenizer
-        data = {"vocab": sorted(model.get_vocab().items()),
-                "model_max_length": int(model.model_max_length)}
-    blob = json.dumps({"class": type(model).__name__, "config": data}, sort_keys=True,
-                      default=str).encode()
-    return hashlib.sha256(blob).hexdigest()
-
-
-def _load(spec: Any, loader: str, what: str) -> Any:
-    """``spec`` itself, or loaded from a local folder with ``loader`` (``module:Class``)."""
-    if not isinstance(spec, (str, os.PathLike)):
-        return spec
-    folder = Path(spec)
-    if not folder.is_dir():
-        raise UserError(f"{folder}: no such {what} folder — give the folder saved with "
-                        "save_pretrained (local files only), or the loaded model")
-    module, cls = loader.split(":")
-    klass = getattr(__import__(module, fromlist=[cls]), cls)
-    try:
-        return klass.from_pretrained(folder, local_files_only=True)
-    except (OSError, ValueError, KeyError) as exc:
-        raise UserError(f"{folder}: cannot load the {what} ({' '.join(str(exc).split())[:200]})"
-                        f" — give a folder saved with {cls}.save_pretrained") from None
-
-
-def load_models(vae: Any, text_encoders: Sequence[Any] | None,
-                tokenizers: Sequence[Any] | None, device: torch.device) -> Models:
-    """The VAE and text encoders (models or local folders), frozen, in eval mode, moved to
-    ``device`` (a model passed in is moved itself); a one-line UserError for a folder that
-    does not load or a count mismatch."""
-    encoders = list(text_encoders or [])
-    toks = list(tokenizers or [])
-    if len(encoders) != len(toks):
-        raise UserValueError(f"{{text_encoders}} ({len(encoders)}) and {{tokenizers}} "
-                             f"({len(toks)}) must pair up: one tokenizer per text encoder",
-                             option=("text_encoders", "tokenizers"))
-    if len(encoders) > 2:
-        raise UserValueError(f"{{text_encoders}}: SDXL has one or two, got {len(encoders)}",
-                             option="text_encoders")
-    v = _load(vae, "diffusers:AutoencoderKL", "VAE")
-    if not hasattr(v, "encode") or not hasattr(getattr(v, "config", None), "latent_channels"):
-        raise UserTypeError(f"{{vae}}: {type(v).__name__} is not a diffusers AutoencoderKL — "
-                            "pass one, or the folder it was saved to", option="vae")
-    classes = ["transformers:CLIPTextModel", "transformers:CLIPTextModelWithProjection"]
-    loaded = [_load(e, classes[min(i, 1)] if len(encoders) == 2 else classes[0],
-                    f"text encoder {i + 1}") for i, e in enumerate(encoders)]
-    loaded_toks = [_load(t, "transformers:CLIPTokenizer", f"tokenizer {i + 1}")
-                   for i, t in enumerate(toks)]
-    for m in (v, *loaded):
-        m.requires_grad_(False)
-        m.eval()
-        m.to(device)
-    return Models(v, loaded, loaded_toks, device)
-
-
-def factor_of(vae: Any) -> int:
-    """The VAE's downsampling factor: 2 per down block after the first."""
-    return 2 ** (len(vae.config.block_out_channels) - 1)
-
-
-@torch.no_grad()
-def encode_pixels(vae: Any, images: torch.Tensor) -> torch.Tensor:
-    """``latent_dist.mean * scaling_factor`` of [-1, 1] float images (B, 3, H, W)."""
-    param = next(vae.parameters())
-    x = images.to(param.device, param.dtype)
-    return vae.encode(x).latent_dist.mean * vae.config.scaling_factor
-
-
-@torch.no_grad()
-def encode_prompts(models: Models, captions: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-    """SDXL's ``(prompt_embeds (B, S, sum D), pooled (B, P))`` of ``captions``: each encoder's
-    penultimate hidden state concatenated; the last encoder's projected (or pooled) output."""
-    hidden, pooled = [], None
-    for tok, enc in zip(models.tokenizers, models.text_encoders, strict=True):
-        ids = tok(captions, padding="max_length", max_length=tok.model_max_length,
-                  truncation=True, return_tensors="pt").input_ids.to(models.device)
-        out = enc(ids, output_hidden_states=True)
-        hidden.append(out.hidden_states[-2])
-        pooled = out.text_embeds if getattr(out, "text_embeds", None) is not None \
-            else out.pooler_output
-    assert pooled is not None
-    return torch.cat(hidden, dim=-1), pooled
 
 
 def preprocess(batch: dict[str, Any], target: tuple[int, int], mirrored: bool,
@@ -385,7 +286,7 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
         raise UserValueError(f"{{buckets}}: {list(bad[0])} is not a multiple of the VAE's "
                              f"factor {f} — use buckets whose sides are multiples of {f}",
                              option="buckets")
-    record = _record(models, name, flip, bucket_pairs, f)
+    record = encoder_record(models, name, flip, bucket_pairs, f)
     source_sha = hashlib.sha256((src.path / MANIFEST).read_bytes()).hexdigest()
     fp = {"options": {"shard_size": shard_size, "batch_size": batch_size,
                       "device": device_.type, "latents": record},
@@ -401,29 +302,6 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
         if joined:
             leave(g)
     return ShardDataset(out_dir)
-
-
-def _record(models: Models, dtype_name_: str, flip: bool,
-            buckets: Sequence[tuple[int, int]], factor: int) -> dict[str, Any]:
-    vae = models.vae
-    encoders: dict[str, Any] = {"vae": {"class": type(vae).__name__,
-                                        "config_sha256": config_sha256(vae)}}
-    for i, (e, t) in enumerate(zip(models.text_encoders, models.tokenizers, strict=True)):
-        suffix = "" if i == 0 else f"_{i + 1}"
-        encoders[f"text_encoder{suffix}"] = {"class": type(e).__name__,
-                                             "config_sha256": config_sha256(e)}
-        encoders[f"tokenizer{suffix}"] = {"class": type(t).__name__,
-                                          "config_sha256": config_sha256(t)}
-    text = None
-    if models.text_encoders:  # the shapes, from the empty prompt
-        embeds, pooled = encode_prompts(models, [""])
-        text = {"tokens": int(embeds.shape[1]), "dim": int(embeds.shape[2]),
-                "pooled": int(pooled.shape[1])}
-    return {"channels": int(vae.config.latent_channels), "factor": factor,
-            "dtype": dtype_name_, "flip": flip, "latent": "mean",
-            "scaling_factor": float(vae.config.scaling_factor),
-            "buckets": [list(b) for b in buckets], "crop": CROP_RULE, "text": text,
-            "encoders": encoders}
 
 
 def _run(src: Any, models: Models, record: dict[str, Any], out: Path, shard_size: int,

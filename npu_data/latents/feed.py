@@ -21,7 +21,7 @@ def check_store(ds: Any, *, buckets: Sequence[Sequence[int]] | None = None,
                 text: bool | None = None, vae_config: str | None = None) -> None:
     """A one-line ``UserError`` when latents store ``ds`` was not made as a run expects:
     other ``buckets``, storage ``dtype``, no flipped variant, no text embeddings, or another
-    VAE (``vae_config``: its config's sha256, ``encode.config_sha256``). None: not checked."""
+    VAE (``vae_config``: its config's sha256, ``models.config_sha256``). None: not checked."""
     record = latent_record(ds)
     where = os.fspath(ds.path)
     fix = "encode it again with the run's settings (npu-data encode), or change the run"

@@ -163,7 +163,7 @@ def test_mismatches_are_refused_in_one_line(store: Path, pixels: Path,
 def test_the_manifest_records_the_encoders(store: Path, models: dict[str, Path]) -> None:
     from diffusers import AutoencoderKL
 
-    from npu_data.latents.encode import config_sha256
+    from npu_data.latents.models import config_sha256
 
     ds = ShardDataset(store)
     assert ds.latents is not None
