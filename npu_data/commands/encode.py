@@ -43,6 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="source samples per output shard (default: 1024)")
     p.add_argument("--no-flip", dest="flip", action="store_false",
                    help="do not store the mirrored variant (RandomLatentFlip needs it)")
+    p.add_argument("--latent", choices=("mean", "sample"), default="mean",
+                   help="store the posterior's mean (default) or one draw per sample and "
+                        "variant, keyed by --seed")
+    p.add_argument("--seed", type=int, default=0, help="the draws' seed with --latent sample")
     p.add_argument("--resume", action="store_true",
                    help="keep the complete shards of an interrupted encode and write the rest")
 
@@ -72,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
                         dtype=DTYPES[args.dtype], flip=args.flip,
                         text_encoders=[e for e, _ in given] or None,
                         tokenizers=[t for _, t in given] or None,
-                        shard_size=args.shard_size, resume=args.resume)
+                        shard_size=args.shard_size, resume=args.resume,
+                        latent=args.latent, seed=args.seed)
     size = sum(m["size"] for s in ds.manifest["shards"] for m in s["files"].values())
     per = size / max(1, len(ds))
     print(f"{args.out}: {len(ds)} samples, {len(ds.manifest['shards'])} shard(s), "

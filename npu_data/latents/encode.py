@@ -3,7 +3,8 @@ store what training needs in a latents store (docs/format.md, "Latents stores").
 
 Each sample is resized to cover its aspect-ratio bucket and centre-cropped
 (``transforms.ResizeCrop``: Pillow BILINEAR, torchvision's centre offsets), mapped to
-[-1, 1] (``Normalize(0.5, 0.5)``) and encoded: ``latent_dist.mean * scaling_factor``. With
+[-1, 1] (``Normalize(0.5, 0.5)``) and encoded: ``latent_dist.mean * scaling_factor`` (or a
+draw keyed by (seed, variant, sample), ``latent="sample"``). With
 ``flip=True`` the mirrored variant follows diffusers' SDXL trainer: the resized image is
 mirrored, then cropped at the same centre offset (``crop_top_left_flipped``). Text
 embeddings follow SDXL: each encoder's penultimate hidden state, concatenated on the last
@@ -124,6 +125,15 @@ class _Encoder:
         self.buckets = [tuple(b) for b in record["buckets"]]
         self.sizes, self.task_ids = src.sizes(), src.task_ids()
 
+    def keys(self, ids: np.ndarray, variant: int) -> np.ndarray | None:
+        """The draw keys of samples ``ids`` (variant 0, or 1 mirrored) when latents are
+        sampled (``latent="sample"``), keyed by (seed, variant, sample); None: the mean."""
+        if self.record["latent"] != "sample":
+            return None
+        from npu_data.transforms.draws import sample_keys
+
+        return sample_keys(int(self.record["seed"]), variant, ids)
+
     def shard_range(self, k: int) -> tuple[int, int]:
         return k * self.shard_size, min(len(self.src), (k + 1) * self.shard_size)
 
@@ -151,11 +161,13 @@ class _Encoder:
                 local = members[s:s + self.batch_size]
                 batch = collate_samples(self.src.__getitems__((local + lo).tolist()))
                 x, tl = preprocess(batch, target, False, self.models.device)
-                parts = [to_numpy(encode_pixels(self.models.vae, x), name_of)]
+                parts = [to_numpy(encode_pixels(self.models.vae, x, self.keys(local + lo, 0)),
+                                  name_of)]
                 top_left[local] = tl
                 if self.record["flip"]:
                     xf, tlf = preprocess(batch, target, True, self.models.device)
-                    parts.append(to_numpy(encode_pixels(self.models.vae, xf), name_of))
+                    parts.append(to_numpy(encode_pixels(self.models.vae, xf,
+                                                        self.keys(local + lo, 1)), name_of))
                     flipped_tl[local] = tlf
                 for t, i in enumerate(local.tolist()):
                     payloads[i] = b"".join(p[t].tobytes() for p in parts)
@@ -242,7 +254,8 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
                    device: dev.DeviceLike = "auto", dtype: torch.dtype = torch.bfloat16,
                    flip: bool = True, text_encoders: Sequence[Any] | None = None,
                    tokenizers: Sequence[Any] | None = None, shard_size: int = 1024,
-                   resume: bool = False, group: Group | None = None) -> Any:
+                   resume: bool = False, group: Group | None = None,
+                   latent: str = "mean", seed: int = 0) -> Any:
     """Encode ``dataset`` once with the frozen ``vae`` (and text encoders) into ``out``.
 
     Args:
@@ -262,6 +275,9 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
         shard_size: Source samples per output shard.
         resume: Keep the complete shards of a killed encode with the same settings.
         group: The ranks splitting the shards (default: torchrun's, from ``WORLD_SIZE``).
+        latent: ``"mean"`` (the posterior's mean) or ``"sample"`` (one draw per sample and
+            variant, keyed by ``seed``, the variant and the sample's index).
+        seed: The draws' seed with ``latent="sample"``.
 
     Returns:
         ``ShardDataset(out)``.
@@ -273,6 +289,11 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
     from npu_data.shards.reader import ShardDataset
 
     name = _check_options(batch_size, shard_size, dtype, flip)
+    if latent not in ("mean", "sample"):
+        raise UserValueError(f"{{latent}}: {latent!r} — use 'mean' or 'sample'", option="latent")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise UserValueError(f"{{seed}}: must be a non-negative integer, got {seed!r}",
+                             option="seed")
     src = dataset if isinstance(dataset, ShardDataset) else ShardDataset(dataset)
     if src.store == "latents":
         raise UserError(f"{src.path}: already a latents store — encode the image dataset it "
@@ -286,7 +307,7 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
         raise UserValueError(f"{{buckets}}: {list(bad[0])} is not a multiple of the VAE's "
                              f"factor {f} — use buckets whose sides are multiples of {f}",
                              option="buckets")
-    record = encoder_record(models, name, flip, bucket_pairs, f)
+    record = encoder_record(models, name, flip, bucket_pairs, f, latent, seed)
     source_sha = hashlib.sha256((src.path / MANIFEST).read_bytes()).hexdigest()
     fp = {"options": {"shard_size": shard_size, "batch_size": batch_size,
                       "device": device_.type, "latents": record},

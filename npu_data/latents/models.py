@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from npu_data.errors import UserError, UserTypeError, UserValueError
@@ -101,11 +102,21 @@ def factor_of(vae: Any) -> int:
 
 
 @torch.no_grad()
-def encode_pixels(vae: Any, images: torch.Tensor) -> torch.Tensor:
-    """``latent_dist.mean * scaling_factor`` of [-1, 1] float images (B, 3, H, W)."""
+def encode_pixels(vae: Any, images: torch.Tensor, keys: np.ndarray | None = None
+                  ) -> torch.Tensor:
+    """``latent_dist.mean * scaling_factor`` of [-1, 1] float images (B, 3, H, W); with
+    ``keys`` ((B,) uint64, one per sample) a draw ``mean + std * eps`` instead, each sample's
+    ``eps`` from a CPU generator seeded with its key (the same draw whatever the batch, rank
+    or device)."""
     param = next(vae.parameters())
     x = images.to(param.device, param.dtype)
-    return vae.encode(x).latent_dist.mean * vae.config.scaling_factor
+    dist = vae.encode(x).latent_dist
+    if keys is None:
+        return dist.mean * vae.config.scaling_factor
+    shape = tuple(dist.mean.shape[1:])
+    eps = torch.stack([torch.randn(shape, generator=torch.Generator().manual_seed(int(k)))
+                       for k in keys]).to(dist.mean.device, dist.mean.dtype, non_blocking=True)
+    return (dist.mean + dist.std * eps) * vae.config.scaling_factor
 
 
 @torch.no_grad()
@@ -125,7 +136,8 @@ def encode_prompts(models: Models, captions: list[str]) -> tuple[torch.Tensor, t
 
 
 def encoder_record(models: Models, dtype_name_: str, flip: bool,
-                   buckets: Sequence[tuple[int, int]], factor: int) -> dict[str, Any]:
+                   buckets: Sequence[tuple[int, int]], factor: int,
+                   latent: str = "mean", seed: int = 0) -> dict[str, Any]:
     """The manifest's ``latents`` record (less ``empty_prompt``): the layout, the crop rule
     and each model's class and config sha256."""
     vae = models.vae
@@ -143,7 +155,7 @@ def encoder_record(models: Models, dtype_name_: str, flip: bool,
         text = {"tokens": int(embeds.shape[1]), "dim": int(embeds.shape[2]),
                 "pooled": int(pooled.shape[1])}
     return {"channels": int(vae.config.latent_channels), "factor": factor,
-            "dtype": dtype_name_, "flip": flip, "latent": "mean",
+            "dtype": dtype_name_, "flip": flip, "latent": latent,
             "scaling_factor": float(vae.config.scaling_factor),
             "buckets": [list(b) for b in buckets], "crop": CROP_RULE, "text": text,
-            "encoders": encoders}
+            "encoders": encoders, **({"seed": seed} if latent == "sample" else {})}

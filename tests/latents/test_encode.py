@@ -210,3 +210,35 @@ def test_a_damaged_store_is_refused_in_one_line(store: Path, tmp_path: Path) -> 
     (copy / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(DataCorruption, match="is a latents payload in an image store"):
         ShardDataset(copy)[0]
+
+
+def test_sampled_latents_are_keyed_draws(store: Path, pixels: Path, models: dict[str, Path],
+                                         tmp_path: Path) -> None:
+    """``latent="sample"``: mean + std * eps, eps drawn from a generator seeded by (seed,
+    variant, sample), whatever the batch: recomputed here sample by sample."""
+    from diffusers import AutoencoderKL
+
+    from npu_data.transforms.draws import sample_keys
+
+    ds = encode_latents(pixels, tmp_path / "sampled", models["vae"],
+                        **encode_kwargs(models, text_encoders=None, tokenizers=None,
+                                        latent="sample", seed=5))
+    assert ds.latents is not None and ds.latents["latent"] == "sample"
+    assert ds.latents["seed"] == 5
+    vae = AutoencoderKL.from_pretrained(models["vae"]).eval()
+    src, means = ShardDataset(pixels), ShardDataset(store)
+    for i in (0, 5):
+        image = src[i]["image"]
+        target = _bucket(*image.shape[:2])
+        for variant, key in ((0, "latents"), (1, "latents_flipped")):
+            x, _ = _reference_crop(image, target, bool(variant))
+            with torch.no_grad():
+                dist = vae.encode(x).latent_dist
+            seed = int(sample_keys(5, variant, [i])[0])
+            eps = torch.randn(dist.mean.shape[1:], generator=torch.Generator().manual_seed(seed))
+            want = (dist.mean[0] + dist.std[0] * eps) * vae.config.scaling_factor
+            assert (ds[i][key] - want).abs().max().item() <= 1e-5, (i, key)
+            assert (ds[i][key] - means[i][key]).abs().max().item() > 1e-3
+    with pytest.raises(UserError, match="use 'mean' or 'sample'"):
+        encode_latents(pixels, tmp_path / "bad", models["vae"],
+                       **encode_kwargs(models, latent="mode"))
