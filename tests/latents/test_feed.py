@@ -94,3 +94,37 @@ def test_a_store_without_what_a_transform_needs_is_one_line() -> None:
         ColorJitter(brightness=0.2)(batch)
     with pytest.raises(UserError, match="empty must be the empty prompt's two tensors"):
         LatentCaptionDropout(0.1, None)  # type: ignore[arg-type]
+
+
+@pytest.mark.newest_torch
+def test_the_latent_transforms_compile_whole() -> None:
+    """``torch.compile(fullgraph=True)`` captures RandomLatentFlip + LatentCaptionDropout on
+    host-drawn parameters as one graph (no host sync), with the eager result."""
+    import torch._dynamo
+
+    gen = torch.Generator().manual_seed(0)
+    b = 4
+    batch = {"latents": torch.randn(b, 4, 3, 5, generator=gen),
+             "latents_flipped": torch.randn(b, 4, 3, 5, generator=gen),
+             "crop_top_left": torch.zeros(b, 2, dtype=torch.int64),
+             "crop_top_left_flipped": torch.ones(b, 2, dtype=torch.int64),
+             "prompt_embeds": torch.randn(b, 6, 8, generator=gen),
+             "pooled_prompt_embeds": torch.randn(b, 7, generator=gen),
+             "sizes": torch.full((b, 2), 24), "index": torch.arange(b)}
+    empty = (torch.zeros(6, 8), torch.zeros(7))
+    t = Compose([RandomLatentFlip(0.5), LatentCaptionDropout(0.5, empty)])
+    params = t.draw_keyed(batch["sizes"].numpy(), draws.sample_keys(1, 0, list(range(b))))
+
+    def fn(x: dict[str, torch.Tensor], p: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        out = t.apply(x, p)
+        return out["latents"], out["crop_top_left"], out["prompt_embeds"]
+
+    torch._dynamo.reset()
+    try:
+        expected = fn(batch, params)
+        got = torch.compile(fn, fullgraph=True, backend="aot_eager")(batch, params)
+    finally:
+        torch._dynamo.reset()
+    for e, g in zip(expected, got, strict=True):
+        assert torch.equal(e, g)
+    assert not torch.equal(expected[0], batch["latents"])  # some flipped
