@@ -17,11 +17,12 @@ from npu_data.latents import empty_prompt
 from npu_data.transforms import Compose, LatentCaptionDropout, RandomLatentFlip, draws
 
 
-def _loader(ds: ShardDataset, seed: int = 3) -> DataLoader:
+def _loader(ds: ShardDataset, seed: int = 3, workers: int = 0) -> DataLoader:
     assert ds.latents is not None
     sampler = BucketBatchSampler(ds, 3, [tuple(b) for b in ds.latents["buckets"]], seed=seed)
     pipeline = Compose([RandomLatentFlip(0.5), LatentCaptionDropout(0.5, empty_prompt(ds))])
-    return DataLoader(ds, batch_sampler=sampler, transform=pipeline, device="cpu", seed=seed)
+    return DataLoader(ds, batch_sampler=sampler, transform=pipeline, device="cpu", seed=seed,
+                      num_workers=workers, pin_memory=True)
 
 
 def _batches(loader: DataLoader) -> list[dict[str, Any]]:
@@ -80,6 +81,15 @@ def test_mid_epoch_resume_continues_with_the_same_batches(store: Path) -> None:
     for a, b in zip(rest, whole[1:], strict=True):
         assert torch.equal(a["index"], b["index"]) and torch.equal(a["latents"], b["latents"])
         assert torch.equal(a["prompt_embeds"], b["prompt_embeds"])
+
+
+def test_worker_processes_give_the_same_batches(store: Path) -> None:
+    ds = ShardDataset(store)
+    here, workers = _batches(_loader(ds)), _batches(_loader(ds, workers=2))
+    assert len(here) == len(workers)
+    for a, b in zip(here, workers, strict=True):
+        assert torch.equal(a["latents"], b["latents"]) and a["caption"] == b["caption"]
+        assert torch.equal(a["pooled_prompt_embeds"], b["pooled_prompt_embeds"])
 
 
 def test_a_store_without_what_a_transform_needs_is_one_line() -> None:
