@@ -165,6 +165,10 @@ class ShardDataset:
     (called by torch's DataLoader) a ``SampleBatch`` that ``collate_samples`` reads
     column-wise into the same batch as collating the ``ds[i]`` dicts.
 
+    A latents store (``npu-data encode``, docs/format.md "Latents stores") gives the sample
+    dicts of ``shards.latent_read`` instead (``latents``, ``latents_flipped``, the SDXL sizes,
+    ``caption``, text embeddings), and ``__getitems__`` a list of them for torch's collate.
+
     A URL's shards are downloaded on first use into a node-local cache (see
     ``npu_data.shards.remote``) and ``self.path`` is that cache folder.
 
