@@ -144,7 +144,7 @@ class _Encoder:
         lo, hi = self.shard_range(k)
         n = hi - lo
         targets = np.asarray(self.buckets, np.int64)[assign(self.sizes[lo:hi], self.buckets)]
-        name_of = dtype_name(DTYPES[self.record["dtype"]][1])
+        name_of = self.record["dtype"]
         payloads: list[bytes] = [b""] * n
         top_left = np.zeros((n, 2), np.int64)
         flipped_tl = np.zeros((n, 2), np.int64)
@@ -179,9 +179,9 @@ class _Encoder:
                     pooled[local] = to_numpy(p, name_of)
                 pb.update(len(local))
         arrays = {f"{GROUP}.original_size": self.sizes[lo:hi].astype(np.int64),
-                  f"{GROUP}.crop_top_left": top_left, f"{GROUP}.target_size": targets,
-                  f"{GROUP}.caption.bytes": _text_column(captions)[0],
-                  f"{GROUP}.caption.offsets": _text_column(captions)[1]}
+                  f"{GROUP}.crop_top_left": top_left, f"{GROUP}.target_size": targets}
+        arrays[f"{GROUP}.caption.bytes"], arrays[f"{GROUP}.caption.offsets"] = \
+            _text_column(captions)
         if self.record["flip"]:
             arrays[f"{GROUP}.crop_top_left_flipped"] = flipped_tl
         if text:
