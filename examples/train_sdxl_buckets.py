@@ -3,6 +3,7 @@ buckets, SDXL micro-conditioning, [-1, 1] inputs, captions with dropout — on t
 
     python examples/train_sdxl_buckets.py                      # built-in sample data
     python examples/train_sdxl_buckets.py --export export.json --size 512 --steps 100
+    python examples/train_sdxl_buckets.py --cached             # from precomputed latents
 
 Everything is built here from small configs (diffusers' ``UNet2DConditionModel`` with
 SDXL's ``text_time`` added conditioning, a small ``AutoencoderKL``, a hashing text encoder):
@@ -19,6 +20,13 @@ model. With a real SDXL checkpoint the batch keys are used the same way:
   and ``batch["target_size"]`` (int64, (B, 2)) are SDXL's ``add_time_ids``;
 - captions come from the task data (``data.caption``) of the built-in export, or TextArea
   results; ``CaptionDropout`` empties 10% of them for classifier-free guidance.
+
+With ``--cached`` the frozen VAE runs once (``npu_data.encode_latents``: centre crops, the
+mirrored variant too) and training reads the latents store: ``RandomLatentFlip`` picks each
+sample's stored variant and its ``crop_top_left``. Both paths use ``latent_dist.mean *
+scaling_factor``, so one step from the cache and one from the same centre-cropped pixels
+give the same loss. (With real SDXL encoders, cache the text embeddings too and drop
+captions with ``LatentCaptionDropout``; this example trains its tiny text encoder.)
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import hashlib
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -35,11 +44,13 @@ from torch import nn
 
 from npu_data.common.buckets import make_buckets
 from npu_data.loaders import BucketBatchSampler, DataLoader, LabelStudioDataset
+from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import (
     CaptionDropout,
     Compose,
     Normalize,
     RandomHorizontalFlip,
+    RandomLatentFlip,
     ResizeCrop,
 )
 
@@ -69,9 +80,10 @@ class HashTextEncoder(nn.Module):
         return hidden, hidden.mean(dim=1)
 
 
-def build_models() -> tuple[nn.Module, nn.Module, HashTextEncoder]:
+def build_models(seed: int = 0) -> tuple[nn.Module, nn.Module, HashTextEncoder]:
     from diffusers import AutoencoderKL, UNet2DConditionModel
 
+    torch.manual_seed(seed)
     vae = AutoencoderKL(in_channels=3, out_channels=3, latent_channels=4,
                         down_block_types=("DownEncoderBlock2D", "DownEncoderBlock2D"),
                         up_block_types=("UpDecoderBlock2D", "UpDecoderBlock2D"),
@@ -119,6 +131,8 @@ def main(argv: list[str] | None = None) -> list[float]:
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", type=Path, help="sample data and import cache (default: temp)")
+    ap.add_argument("--cached", action="store_true",
+                    help="encode the latents once (npu_data.encode_latents), train from them")
     args = ap.parse_args(argv)
     torch.manual_seed(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
@@ -128,6 +142,14 @@ def main(argv: list[str] | None = None) -> list[float]:
                                      cache_dir=work / "cache")
         # kohya's bucket rule at --size; multiples of 16 keep the latents even
         buckets = make_buckets(args.size, step=16, min_side=args.size // 2)
+        models = build_models(args.seed)
+        if args.cached:
+            cache = encode_cache(dataset, models[0], buckets, work / "latents")
+            sampler = BucketBatchSampler(cache, args.batch_size, buckets, seed=args.seed)
+            pipeline = Compose([RandomLatentFlip(), CaptionDropout(0.1)])
+            loader = DataLoader(cache, batch_sampler=sampler, transform=pipeline,
+                                device="cpu", seed=args.seed)
+            return train(loader, sampler, args.steps, models)
         sampler = BucketBatchSampler(dataset, args.batch_size, buckets, seed=args.seed)
         # ResizeCrop(None) takes the sampler's buckets (the DataLoader hands them over)
         pipeline = Compose([ResizeCrop(None, crop="random"),
@@ -136,13 +158,53 @@ def main(argv: list[str] | None = None) -> list[float]:
                             Normalize(0.5, 0.5)])  # [-1, 1]; bf16 with dtype=torch.bfloat16
         loader = DataLoader(dataset, batch_sampler=sampler, transform=pipeline, device="cpu",
                             seed=args.seed)
-        return train(loader, sampler, args.steps)
+        return train(loader, sampler, args.steps, models)
 
 
-def train(loader: DataLoader, sampler: BucketBatchSampler, steps: int) -> list[float]:
+def encode_cache(dataset: LabelStudioDataset, vae: nn.Module, buckets: Any,
+                 out: Path) -> ShardDataset:
+    """The latents store of ``dataset`` (encoded once; an interrupted encode resumes)."""
+    from npu_data.latents import check_store, encode_latents
+    from npu_data.latents.models import config_sha256
+
+    len(dataset)  # imports the export into its shards on first use
+    if (out / "manifest.json").is_file():  # made before: refused if not for this run
+        cache = ShardDataset(out)
+        check_store(cache, buckets=buckets, flip=True, vae_config=config_sha256(vae))
+        return cache
+    return encode_latents(dataset.path, out, vae, buckets=buckets, batch_size=4,
+                          device="cpu", dtype=torch.float32, resume=out.exists())
+
+
+def batch_latents(batch: dict[str, Any], vae: Any) -> torch.Tensor:
+    """The batch's latents: stored ones, or the VAE's on its [-1, 1] images (the same
+    ``latent_dist.mean * scaling_factor`` the store holds)."""
+    if "latents" in batch:
+        return batch["latents"].float()  # (B, 4, bucket_h / f, bucket_w / f)
+    with torch.no_grad():  # images (B, 3, bucket_h, bucket_w) in [-1, 1]
+        return vae.encode(batch["image"].float()).latent_dist.mean * vae.config.scaling_factor
+
+
+def step_loss(unet: nn.Module, text: HashTextEncoder, scheduler: Any, latents: torch.Tensor,
+              batch: dict[str, Any], generator: torch.Generator | None = None) -> torch.Tensor:
+    """The denoising loss of one batch (noise and timesteps from ``generator``)."""
+    noise = torch.randn(latents.shape, generator=generator)
+    t = torch.randint(0, scheduler.config.num_train_timesteps, (len(latents),),
+                      generator=generator)
+    noisy = scheduler.add_noise(latents, noise, t)
+    hidden, pooled = text(batch["caption"])
+    time_ids = torch.cat([batch["original_size"], batch["crop_top_left"],
+                          batch["target_size"]], dim=1).float()  # SDXL's add_time_ids
+    pred = unet(noisy, t, encoder_hidden_states=hidden,
+                added_cond_kwargs={"text_embeds": pooled, "time_ids": time_ids}).sample
+    return F.mse_loss(pred, noise)
+
+
+def train(loader: DataLoader, sampler: BucketBatchSampler, steps: int,
+          models: tuple[nn.Module, nn.Module, HashTextEncoder]) -> list[float]:
     from diffusers import DDPMScheduler
 
-    vae, unet, text = build_models()
+    vae, unet, text = models
     scheduler = DDPMScheduler(num_train_timesteps=1000)
     params = list(unet.parameters()) + list(text.parameters())
     opt = torch.optim.AdamW(params, lr=1e-3)
@@ -151,25 +213,17 @@ def train(loader: DataLoader, sampler: BucketBatchSampler, steps: int) -> list[f
     while len(losses) < steps:
         sampler.set_epoch(epoch)
         for batch in loader:
-            images = batch["image"].float()  # (B, 3, bucket_h, bucket_w) in [-1, 1]
-            with torch.no_grad():
-                latents = vae.encode(images).latent_dist.sample() * 0.18215
-            noise = torch.randn_like(latents)
-            t = torch.randint(0, scheduler.config.num_train_timesteps, (len(latents),))
-            noisy = scheduler.add_noise(latents, noise, t)
-            hidden, pooled = text(batch["caption"])
-            time_ids = torch.cat([batch["original_size"], batch["crop_top_left"],
-                                  batch["target_size"]], dim=1).float()  # SDXL's add_time_ids
-            pred = unet(noisy, t, encoder_hidden_states=hidden,
-                        added_cond_kwargs={"text_embeds": pooled, "time_ids": time_ids}).sample
-            loss = F.mse_loss(pred, noise)
+            latents = batch_latents(batch, vae)
+            loss = step_loss(unet, text, scheduler, latents, batch)
             opt.zero_grad()
             loss.backward()
             opt.step()
             losses.append(loss.item())
-            h, w = images.shape[2:]
+            h, w = (int(v) for v in batch["target_size"][0])
+            time_ids = torch.cat([batch[k][0] for k in ("original_size", "crop_top_left",
+                                                        "target_size")])
             print(f"step {len(losses)}: bucket {h}x{w}, loss {losses[-1]:.4f}, "
-                  f"time_ids[0] {time_ids[0].int().tolist()}, caption[0] "
+                  f"time_ids[0] {time_ids.int().tolist()}, caption[0] "
                   f"{batch['caption'][0][:40]!r}", flush=True)
             if len(losses) == steps:
                 break

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # what type checkers and the API reference see: the names of 
     from npu_data.common.buckets import make_buckets as make_buckets
     from npu_data.device import resolve_device as resolve_device
     from npu_data.errors import UserError as UserError
+    from npu_data.latents import encode_latents as encode_latents
     from npu_data.loaders import BucketBatchSampler as BucketBatchSampler
     from npu_data.loaders import DataLoader as DataLoader
     from npu_data.loaders import NpuDistributedSampler as NpuDistributedSampler
@@ -70,6 +71,7 @@ _LAZY = {
     "parse_export": "npu_data.annotations",
     "resolve_device": "npu_data.device",
     "UserError": "npu_data.errors",
+    "encode_latents": "npu_data.latents",
 }
 
 __all__ = sorted(_LAZY)

@@ -18,7 +18,7 @@ from npu_data.errors import UserError, flags, spelled_as
 
 # Modules under npu_data.commands, in the order --help lists them.
 COMMANDS = (
-    "import_", "inspect", "verify", "show", "parity", "bench", "demo", "pull", "export_wds",
+    "import_", "encode", "inspect", "verify", "show", "parity", "bench", "demo", "pull", "export_wds",
     "doctor",
 )
 

@@ -30,15 +30,18 @@ ALLOWED: dict[str, set[str]] = {
     "shards": BASE | {"annotations", "codecs", "kinds"},
     "loaders": BASE | {"annotations", "buffers", "codecs", "device", "kinds", "shards",
                        "transforms"},
+    # frozen encoders run once into a latents store (npu_data.latents): reads shards,
+    # preprocesses with the transforms, collates with the loaders
+    "latents": BASE | {"device", "loaders", "shards", "transforms"},
     "formats": BASE | {"annotations", "buffers", "codecs", "device", "kinds", "loaders",
                        "shards", "transforms"},
     "tools": BASE | {"annotations", "buffers", "codecs", "device", "formats", "kinds",
                      "loaders", "shards", "transforms"},
     # the bench suite (npu_data.bench): measures the parts above; only commands.bench runs it
     "bench": BASE | {"annotations", "buffers", "codecs", "device", "formats", "kinds",
-                     "loaders", "shards", "tools", "transforms"},
+                     "latents", "loaders", "shards", "tools", "transforms"},
     "commands": BASE | {"annotations", "bench", "buffers", "codecs", "device", "formats",
-                        "kinds", "loaders", "shards", "tools", "transforms"},
+                        "kinds", "latents", "loaders", "shards", "tools", "transforms"},
 }
 ALLOWED["cli"] = ALLOWED["commands"] | {"commands"}
 

@@ -25,6 +25,7 @@ from npu_data.common.ragged import offsets_problem
 from npu_data.kinds.base import Kind
 from npu_data.shards.format import (
     ALIGN,
+    ENC_LATENTS,
     ENC_RAW,
     ENCODINGS,
     ORIGINAL_SIZE,
@@ -85,10 +86,14 @@ def open_npy(path: Path, dtype: np.dtype, trailing: tuple[int, ...],
                          ).view(np.ndarray)
 
 
-def check_index(index: np.ndarray, samples: int, data_size: int, max_pixels: int) -> None:
+def check_index(index: np.ndarray, samples: int, data_size: int, max_pixels: int,
+                latents: tuple[int, int] | None = None) -> None:
     """``Damaged`` unless ``index`` has ``samples`` records, each inside a ``data.bin`` of
     ``data_size`` bytes, aligned, 3 channels, a known encoding, 1 to ``max_pixels`` pixels
-    and, raw, exactly ``height * width * 3`` bytes long."""
+    and, raw, exactly ``height * width * 3`` bytes long. ``latents``: a latents store's
+    ``(factor, bytes per latent cell)``: every record is then a latents payload of exactly
+    ``(height / factor) * (width / factor)`` cells; without it a latents payload is
+    refused."""
     if len(index) != samples:
         raise Damaged("index.npy", f"holds {len(index)} samples, the manifest says {samples}")
     if not samples:
@@ -104,6 +109,9 @@ def check_index(index: np.ndarray, samples: int, data_size: int, max_pixels: int
                                          "max_pixels if such images are genuine)"),
         (np.asarray(index["channels"]) != 3, "claims other than 3 channels"),
         (enc >= len(ENCODINGS), "has an unknown encoding"),
+        ((enc == ENC_LATENTS) != (latents is not None),
+         "is a latents payload in an image store" if latents is None else
+         "is an image in a latents store"),
         (length > np.uint64(data_size), "runs past the end of data.bin"),
         (off > np.uint64(data_size) - np.minimum(length, np.uint64(data_size)),
          "runs past the end of data.bin"),
@@ -113,6 +121,14 @@ def check_index(index: np.ndarray, samples: int, data_size: int, max_pixels: int
         if bad.any():
             j = int(np.flatnonzero(bad)[0])
             raise Damaged("index.npy", f"sample {j} {why} ({_record(index[j])})")
+    if latents is not None:
+        f, cell = (np.uint64(v) for v in latents)
+        wrong = (h % f != 0) | (w % f != 0) | (length != (h // f) * (w // f) * cell)
+        if wrong.any():
+            j = int(np.flatnonzero(wrong)[0])
+            raise Damaged("index.npy", f"sample {j} is not a latents payload of its size "
+                          f"(height and width multiples of {int(f)}, {int(cell)} bytes per "
+                          f"latent cell) ({_record(index[j])})")
     raw = (enc == ENC_RAW) & (length != pixels * np.uint64(3))
     if raw.any():
         j = int(np.flatnonzero(raw)[0])

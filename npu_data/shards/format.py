@@ -28,8 +28,9 @@ COMPLETE = "complete.json"
 DATA = "data.bin"
 INDEX = "index.npy"
 
-ENCODINGS = ("raw", "jpeg", "png", "other")
-ENC_RAW, ENC_JPEG, ENC_PNG, ENC_OTHER = 0, 1, 2, 3
+ENCODINGS = ("raw", "jpeg", "png", "other", "latents")
+ENC_RAW, ENC_JPEG, ENC_PNG, ENC_OTHER, ENC_LATENTS = 0, 1, 2, 3, 4
+STORES = ("raw", "encoded", "latents")  # a latents store holds VAE latents (docs/format.md)
 
 INDEX_DTYPE = np.dtype([
     ("offset", "<u8"), ("length", "<u8"), ("height", "<u4"), ("width", "<u4"),

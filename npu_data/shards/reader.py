@@ -32,6 +32,15 @@ from npu_data.shards.format import (
 from npu_data.shards.images import MAX_PIXELS
 from npu_data.shards.schema import read_manifest
 
+
+def latent_layout(manifest: dict[str, Any]) -> tuple[int, int] | None:
+    """A latents store's payload layout (``npu_data.shards.latent_format.layout``), else None."""
+    if manifest.get("store") != "latents":
+        return None
+    from npu_data.shards.latent_format import layout
+
+    return layout(manifest)
+
 T = TypeVar("T")
 
 
@@ -43,7 +52,8 @@ class _Shard:
     entry; ``fix``: what a message tells the user to do about a damaged file."""
 
     def __init__(self, root: Path, entry: dict[str, Any], max_pixels: int = MAX_PIXELS,
-                 fix: str = "", vocab: checks.Vocab | None = None) -> None:
+                 fix: str = "", vocab: checks.Vocab | None = None,
+                 latents: tuple[int, int] | None = None) -> None:
         self.root = root
         self.vocab = vocab
         self.files: dict[str, Any] = entry["files"]
@@ -52,7 +62,7 @@ class _Shard:
         self.index: np.ndarray = self._open(INDEX, INDEX_DTYPE, ())
         data_size = int(self.files[DATA]["size"])
         self._checked(lambda: checks.check_index(self.index, self.samples, data_size,
-                                                 max_pixels))
+                                                 max_pixels, latents))
         self._data: np.ndarray | None = None
         self._cols: dict[str, np.ndarray] = {}
 
@@ -102,6 +112,24 @@ class _Shard:
                                      f"— {self.fix}")
         return arr
 
+    def open_columns(self, spec: dict[str, tuple[np.dtype, tuple[int, ...]]]) -> None:
+        """Open columns outside the annotation schema (a latents store's, ``spec``: column ->
+        (dtype, trailing shape)), each file checked; a text column (``.bytes`` +
+        ``.offsets``) must hold one string per sample, any other column one row each."""
+        if all(c in self._cols for c in spec):
+            return
+        cols = {c: self._open(column_file(c), dt, shape) for c, (dt, shape) in spec.items()}
+        for c, arr in cols.items():
+            if c.endswith(".offsets"):
+                self._check_text(cols, c[:-len(".offsets")])
+            elif not c.endswith(".bytes") and len(arr) != self.samples:
+                raise DataCorruption(f"{self.root / column_file(c)}: holds {len(arr)} rows, "
+                                     f"the shard has {self.samples} samples — {self.fix}")
+        self._cols.update(cols)
+
+    def _check_text(self, cols: dict[str, np.ndarray], name: str) -> None:
+        self._checked(lambda: checks.check_text(cols, name, self.samples))
+
     def sizes(self) -> np.ndarray:
         """(samples, 2) int64 height, width of every stored image."""
         return np.stack([self.index["height"], self.index["width"]], axis=1).astype(np.int64)
@@ -140,8 +168,10 @@ class _Shard:
         """Map every file now: a remote cache may evict (unlink) them later, open maps stay."""
         self.data  # noqa: B018
         for fname in files:
-            if fname.startswith("ann.") and fname.endswith(".npy"):
-                self.col(fname[len("ann."):-len(".npy")])
+            col = fname[len("ann."):-len(".npy")]
+            if fname.startswith("ann.") and fname.endswith(".npy") \
+                    and checks.group_columns(col.split(".", 1)[0]):
+                self.col(col)
         return self
 
 
@@ -153,6 +183,10 @@ class ShardDataset:
     dataset has rows of, ``ds.kinds``); ``ds.__getitems__(indices)``
     (called by torch's DataLoader) a ``SampleBatch`` that ``collate_samples`` reads
     column-wise into the same batch as collating the ``ds[i]`` dicts.
+
+    A latents store (``npu-data encode``, docs/format.md "Latents stores") gives the sample
+    dicts of ``shards.latent_read`` instead (``latents``, ``latents_flipped``, the SDXL sizes,
+    ``caption``, text embeddings), and ``__getitems__`` a list of them for torch's collate.
 
     A URL's shards are downloaded on first use into a node-local cache (see
     ``npu_data.shards.remote``) and ``self.path`` is that cache folder.
@@ -223,6 +257,10 @@ class ShardDataset:
         self._names: list[str] = [s["name"] for s in self.manifest["shards"]]
         self._shards: dict[int, _Shard] = {}
         self._sizes: np.ndarray | None = None
+        # a latents store (``npu_data.latents``): its record, and its payloads' layout
+        self.latents: dict[str, Any] | None = self.manifest.get("latents") \
+            if self.store == "latents" else None
+        self._layout = latent_layout(self.manifest)
 
     # --- pickling: never ship memory maps to DataLoader workers --------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -254,12 +292,13 @@ class ShardDataset:
             entry = self.manifest["shards"][k]
             if self._remote is None:
                 sh = self._shards[k] = _Shard(inside(self.path, self._names[k]), entry,
-                                              self.max_pixels, self._fix, self._vocab)
+                                              self.max_pixels, self._fix, self._vocab,
+                                              latents=self._layout)
             else:  # downloaded and checked into the node-local cache, then mapped
                 files, fix = list(entry["files"]), self._remote_fix()
                 sh = self._shards[k] = self._remote.fetch(
-                    k, lambda p: _Shard(p, entry, self.max_pixels, fix, self._vocab
-                                        ).preload(files))
+                    k, lambda p: _Shard(p, entry, self.max_pixels, fix, self._vocab,
+                                        self._layout).preload(files))
                 self._remote.trim(self._shards)
         return sh
 
@@ -285,7 +324,7 @@ class ShardDataset:
             entry = self.manifest["shards"][k]
             try:
                 checks.check_index(index, int(entry["samples"]), int(entry["files"][DATA]["size"]),
-                                   self.max_pixels)
+                                   self.max_pixels, self._layout)
             except checks.Damaged as exc:
                 raise DataCorruption(f"{self.path / self._names[k] / exc.fname}: {exc.reason} "
                                      f"— {self._remote_fix()}") from None
@@ -324,8 +363,11 @@ class ShardDataset:
             raise DataCorruption(f"{self.path / self._names[k]}: sample {j} (dataset index "
                                  f"{i % len(self)}) unreadable: {exc} — {fix}") from None
 
-    def __getitems__(self, indices: Sequence[int]) -> SampleBatch:
-        """Samples ``indices`` as one lazy ``SampleBatch`` (read in one shot by collate)."""
+    def __getitems__(self, indices: Sequence[int]) -> SampleBatch | list[dict[str, Any]]:
+        """Samples ``indices`` as one lazy ``SampleBatch`` (read in one shot by collate); a
+        latents store's as a list of sample dicts (stacked by torch's collate)."""
+        if self.latents is not None:
+            return [self[i] for i in indices]
         return SampleBatch(self, indices)
 
     def image(self, k: int, j: int) -> np.ndarray:
@@ -348,6 +390,10 @@ class ShardDataset:
         return out
 
     def _sample(self, k: int, j: int, gi: int) -> dict[str, Any]:
+        if self.latents is not None:
+            from npu_data.shards.latent_read import latent_sample
+
+            return latent_sample(self, k, j, gi)
         sh = self.shard(k)
         rec = sh.index[j]
         s: dict[str, Any] = {"image": self.image(k, j), "index": gi,

@@ -34,6 +34,7 @@ from npu_data.shards.format import (
     INDEX,
     INDEX_DTYPE,
     MANIFEST,
+    STORES,
     column_file,
     column_schema,
 )
@@ -99,8 +100,14 @@ def validate_manifest(manifest: Any, where: str) -> dict[str, Any]:
     for key in ("store", "controls", "labels", "shards", "counts"):
         if key not in manifest:
             c.fail(key, "is missing")
-    if manifest["store"] not in ("raw", "encoded"):
-        c.fail("store", f"is {_shown(manifest['store'])}, not 'raw' or 'encoded'")
+    if manifest["store"] not in STORES:
+        c.fail("store", f"is {_shown(manifest['store'])}, not one of {', '.join(STORES)}")
+    if manifest["store"] == "latents":
+        from npu_data.shards.latent_format import record_problem
+
+        why = record_problem(manifest.get("latents"))
+        if why is not None:
+            c.fail("latents", why)
     c.strings(manifest["controls"], "controls")
     labels = c.typed(manifest["labels"], dict, "labels", "an object")
     for control, label_names in labels.items():

@@ -21,6 +21,7 @@ from npu_data.progress import progress
 from npu_data.shards import checks
 from npu_data.shards.format import DATA, INDEX, INDEX_DTYPE, column_file
 from npu_data.shards.images import MAX_PIXELS
+from npu_data.shards.latent_format import cell_bytes, column_spec
 from npu_data.shards.schema import read_manifest
 
 
@@ -55,6 +56,11 @@ def verify_dataset(path: str | os.PathLike[str],
     root = Path(path)
     manifest = read_manifest(root)
     problems: list[Problem] = []
+    if manifest["store"] == "latents":  # the dataset-level files: the empty prompt's
+        for fname, meta in manifest["latents"]["empty_prompt"].items():
+            why = _file_problem(root, fname, meta)
+            if why is not None:
+                problems.append(Problem(".", why))
     start = 0
     for sh in progress(manifest["shards"], total=len(manifest["shards"]), desc="verify",
                        unit="shard"):
@@ -69,7 +75,8 @@ def verify_dataset(path: str | os.PathLike[str],
                     bad_files.add(fname)
         if not bad_files & {DATA, INDEX}:
             problems.extend(_check_structure(folder, sh, bad_files, start, max_pixels,
-                                             (manifest["controls"], manifest["labels"])))
+                                             (manifest["controls"], manifest["labels"]),
+                                             manifest.get("latents")))
         start += int(sh["samples"])
     return problems
 
@@ -95,12 +102,15 @@ def _file_problem(folder: Path, fname: str, meta: dict[str, Any]) -> str | None:
 
 
 def _check_structure(folder: Path, sh: dict[str, Any], bad_files: set[str], start: int,
-                     max_pixels: int, vocab: checks.Vocab) -> list[Problem]:
-    """The shard's structure (``shards.checks``), then each sample's crc32."""
+                     max_pixels: int, vocab: checks.Vocab,
+                     latents: dict[str, Any] | None = None) -> list[Problem]:
+    """The shard's structure (``shards.checks``; ``latents``: a latents store's record),
+    then each sample's crc32."""
     name, samples, files = sh["name"], int(sh["samples"]), sh["files"]
+    layout = None if latents is None else (int(latents["factor"]), cell_bytes(latents))
     try:
         index = checks.open_npy(folder / INDEX, INDEX_DTYPE, (), files[INDEX]["size"])
-        checks.check_index(index, samples, int(files[DATA]["size"]), max_pixels)
+        checks.check_index(index, samples, int(files[DATA]["size"]), max_pixels, layout)
     except checks.Damaged as exc:
         return [Problem(name, str(exc))]
     out: list[Problem] = []
@@ -117,7 +127,39 @@ def _check_structure(folder: Path, sh: dict[str, Any], bad_files: set[str], star
             checks.check_group(group, BY_NAME.get(group), cols, samples, sizes, vocab)
         except checks.Damaged as exc:
             out.append(Problem(name, str(exc)))
+    if latents is not None:
+        out += _check_latent_columns(folder, name, files, bad_files, samples, latents)
     return out + _check_samples(folder, name, index, start)
+
+
+def _check_latent_columns(folder: Path, name: str, files: dict[str, Any], bad_files: set[str],
+                          samples: int, latents: dict[str, Any]) -> list[Problem]:
+    """A latents store's columns: listed, the dtype and shape of the record, one row (or
+    string) per sample."""
+    spec = column_spec(latents)
+    out: list[Problem] = []
+    cols = {}
+    for c, (dt, shape) in spec.items():
+        fname = column_file(c)
+        if fname not in files:
+            out.append(Problem(name, f"{fname} is not listed in the manifest"))
+            continue
+        if fname in bad_files:
+            continue
+        try:
+            cols[c] = checks.open_npy(folder / fname, dt, shape, files[fname]["size"])
+        except checks.Damaged as exc:
+            out.append(Problem(name, str(exc)))
+    for c, arr in cols.items():
+        try:
+            if c.endswith(".offsets") and f"{c[:-8]}.bytes" in cols:
+                checks.check_text(cols, c[:-len(".offsets")], samples)
+            elif not c.endswith((".bytes", ".offsets")) and len(arr) != samples:
+                raise checks.Damaged(column_file(c), f"holds {len(arr)} rows, the shard has "
+                                     f"{samples} samples")
+        except checks.Damaged as exc:
+            out.append(Problem(name, str(exc)))
+    return out
 
 
 def _check_samples(folder: Path, name: str, index: np.ndarray, start: int) -> list[Problem]:

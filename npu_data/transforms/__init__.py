@@ -31,6 +31,7 @@ from npu_data.transforms.detection import RandomIoUCrop, RandomZoomOut, ScaleJit
 from npu_data.transforms.draws import sample_params
 from npu_data.transforms.flip import RandomHorizontalFlip
 from npu_data.transforms.geometric import RandomAffine, RandomRotation, RandomVerticalFlip
+from npu_data.transforms.latents import LatentCaptionDropout, RandomLatentFlip
 from npu_data.transforms.mixing import CutMix, MixUp
 from npu_data.transforms.normalize import Normalize
 from npu_data.transforms.pixel_ops import (
@@ -64,6 +65,7 @@ __all__ = [
     "CutMix",
     "GaussianBlur",
     "MixUp",
+    "LatentCaptionDropout",
     "Normalize",
     "NpuPreprocessor",
     "ParityReport",
@@ -75,6 +77,7 @@ __all__ = [
     "RandomHorizontalFlip",
     "RandomIoUCrop",
     "RandomPhotometricDistort",
+    "RandomLatentFlip",
     "RandomResizedCrop",
     "RandomRotation",
     "RandomVerticalFlip",

@@ -25,18 +25,28 @@ Batch = dict[str, Any]
 Params = dict[str, torch.Tensor]
 
 
-def as_batch(data: Any, who: str, *, need_uint8: bool = True) -> tuple[Batch, bool]:
-    """``(batch dict, was_bare_tensor)`` for a batch dict or a bare ``(B, C, H, W)`` tensor."""
+def as_batch(data: Any, who: str, *, need_uint8: bool = True,
+             latents: bool = False) -> tuple[Batch, bool]:
+    """``(batch dict, was_bare_tensor)`` for a batch dict or a bare ``(B, C, H, W)`` tensor;
+    ``latents``: a latents store's batch (``latents (B, C, h, w)`` and ``sizes``, no image)
+    is taken too."""
     if isinstance(data, torch.Tensor):
         check_image(data, who, need_uint8=need_uint8)
         b, _, h, w = data.shape
         sizes = _host_sizes(h, w, data.device).expand(b, 2).contiguous()
         return {"image": data, "sizes": sizes}, True
     if isinstance(data, Mapping):
+        if latents and "image" not in data and isinstance(data.get("latents"), torch.Tensor):
+            if not isinstance(data.get("sizes"), torch.Tensor):
+                raise UserValueError(f"{who}: the latents batch has no 'sizes' tensor — feed "
+                                     "the batches of ShardDataset(latents store) unchanged")
+            return dict(data), False
         if "image" not in data:
             raise UserValueError(
                 f"{who}: the batch has no 'image' key — pass a batch dict from the DataLoader "
-                "or a uint8 tensor (B, C, H, W)"
+                "or a uint8 tensor (B, C, H, W)" + (" (a latents batch takes only the latent "
+                "transforms: RandomLatentFlip, LatentCaptionDropout)" if "latents" in data
+                                                    else "")
             )
         batch = dict(data)
         image: torch.Tensor = batch["image"]
@@ -125,13 +135,15 @@ class Transform:
 
     name = "Transform"
     needs_uint8 = True
+    takes_latents = False  # applies to a latents store's batches (no image)
 
     def __call__(self, data: Any, generator: torch.Generator | None = None) -> Any:
         return self.run(data, generator)[0]
 
     def run(self, data: Any, generator: torch.Generator | None = None) -> tuple[Any, Params]:
         """Transform ``data`` and also return the parameters that were drawn."""
-        batch, bare = as_batch(data, self.name, need_uint8=self.needs_uint8)
+        batch, bare = as_batch(data, self.name, need_uint8=self.needs_uint8,
+                               latents=self.takes_latents)
         params = self.get_params(batch, generator)
         return finish(self._apply(batch, params), bare), params
 
@@ -140,8 +152,9 @@ class Transform:
         device; None: torch's default there): :meth:`make_params` with
         ``draws.GeneratorDraws``, host tensors. A transform without ``make_params`` has
         none."""
-        batch, _ = as_batch(data, self.name, need_uint8=self.needs_uint8)
-        image = batch["image"]
+        batch, _ = as_batch(data, self.name, need_uint8=self.needs_uint8,
+                            latents=self.takes_latents)
+        image = batch["image"] if "image" in batch else batch["latents"]
         check_generator(generator, image.device, self.name)
         if not self.keyed:
             return {}
@@ -151,7 +164,8 @@ class Transform:
     def apply(self, data: Any, params: Params) -> Any:
         """Apply already drawn ``params`` (deterministic), host tensors or on the batch's
         device: host ones are copied where needed without waiting for the device."""
-        batch, bare = as_batch(data, self.name, need_uint8=self.needs_uint8)
+        batch, bare = as_batch(data, self.name, need_uint8=self.needs_uint8,
+                               latents=self.takes_latents)
         return finish(self._apply(batch, params), bare)
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:

@@ -40,6 +40,7 @@ class CaptionDropout(Transform):
 
     name = "CaptionDropout"
     needs_uint8 = False
+    takes_latents = True  # captions only: a latents store's batches too
 
     def __init__(self, p: float = 0.1, key: str = "caption") -> None:
         if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:

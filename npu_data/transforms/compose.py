@@ -55,10 +55,11 @@ class Compose(Transform):
         self.transforms = items
 
     def run(self, data: Any, generator: torch.Generator | None = None) -> tuple[Any, Params]:
-        batch, bare = as_batch(data, self.name, need_uint8=False)
-        check_generator(generator, batch["image"].device, self.name)
-        if self.keyed:  # every stage's parameters first (a flip moves the crop before it)
-            params = self.get_params(batch, generator)
+        batch, bare = as_batch(data, self.name, need_uint8=False, latents=self.takes_latents)
+        lead = batch["image"] if "image" in batch else batch["latents"]
+        check_generator(generator, lead.device, self.name)
+        if self.keyed and "image" in batch:  # every stage's parameters first (a flip moves
+            params = self.get_params(batch, generator)  # the crop before it)
             return finish(self._apply(batch, params), bare), params
         params = {}
         for i, t in enumerate(self.transforms):
@@ -80,6 +81,10 @@ class Compose(Transform):
     @property
     def keyed(self) -> bool:
         return all(t.keyed for t in self.transforms)
+
+    @property
+    def takes_latents(self) -> bool:  # type: ignore[override]
+        return all(t.takes_latents for t in self.transforms)
 
     def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
         for t in self.transforms:

@@ -1,0 +1,85 @@
+"""``npu-data encode``: run the frozen VAE (and SDXL's text encoders) once over a shard
+dataset into a latents store (``npu_data.latents.encode_latents``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import torch
+
+from npu_data.errors import UserError, UserValueError
+
+NAME = "encode"
+HELP = ("Precompute VAE latents (and SDXL text embeddings) of a shard dataset into a latents "
+        "store, bucketed, checksummed and resumable.")
+# options whose flag is not --<keyword with dashes> (npu_data.errors spells them)
+FLAGS = {"text_encoders": "--text-encoder/--text-encoder-2",
+         "tokenizers": "--tokenizer/--tokenizer-2", "flip": "--no-flip"}
+DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16,
+          "fp16": torch.float16, "float32": torch.float32, "fp32": torch.float32}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of ``npu-data encode``."""
+    p.add_argument("dataset", metavar="SHARDS", help="dataset folder written by `npu-data import`")
+    p.add_argument("--vae", required=True, metavar="DIR",
+                   help="folder of a diffusers AutoencoderKL (save_pretrained; local files only)")
+    p.add_argument("--out", required=True, metavar="DIR", help="latents store folder to write")
+    p.add_argument("--text-encoder", metavar="DIR", help="CLIPTextModel folder (SDXL's first)")
+    p.add_argument("--text-encoder-2", metavar="DIR",
+                   help="CLIPTextModelWithProjection folder (SDXL's second)")
+    p.add_argument("--tokenizer", metavar="DIR", help="CLIPTokenizer folder of --text-encoder")
+    p.add_argument("--tokenizer-2", metavar="DIR", help="CLIPTokenizer folder of --text-encoder-2")
+    p.add_argument("--buckets", default="sdxl", metavar="sdxl|HxW,...",
+                   help="aspect-ratio buckets: 'sdxl' or a list such as 1024x1024,832x1216 "
+                        "(sides multiples of the VAE's factor, 8) (default: sdxl)")
+    p.add_argument("--device", default="auto", help="auto (npu, cuda, cpu), cpu, cuda[:N], npu[:N]")
+    p.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES),
+                   help="stored dtype of latents and embeddings (default: bfloat16)")
+    p.add_argument("--batch-size", type=int, default=8, metavar="N",
+                   help="samples per VAE call, one bucket each (default: 8)")
+    p.add_argument("--shard-size", type=int, default=1024, metavar="N",
+                   help="source samples per output shard (default: 1024)")
+    p.add_argument("--no-flip", dest="flip", action="store_false",
+                   help="do not store the mirrored variant (RandomLatentFlip needs it)")
+    p.add_argument("--latent", choices=("mean", "sample"), default="mean",
+                   help="store the posterior's mean (default) or one draw per sample and "
+                        "variant, keyed by --seed")
+    p.add_argument("--seed", type=int, default=0, help="the draws' seed with --latent sample")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the complete shards of an interrupted encode and write the rest")
+
+
+def parse_buckets(text: str) -> Any:
+    """``"sdxl"`` or ``"HxW,HxW,..."`` as ``encode_latents``' buckets."""
+    if text == "sdxl":
+        return text
+    try:
+        return [tuple(int(v) for v in item.lower().split("x", 1)) for item in text.split(",")]
+    except ValueError:
+        raise UserValueError(f"{{buckets}}: {text!r} is not 'sdxl' or a list such as "
+                             "1024x1024,832x1216", option="buckets") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Encode, then print what was written."""
+    from npu_data.latents import encode_latents
+
+    pairs = [(args.text_encoder, args.tokenizer), (args.text_encoder_2, args.tokenizer_2)]
+    given = [(e, t) for e, t in pairs if e or t]
+    if any(not e or not t for e, t in given):
+        raise UserError("each --text-encoder needs its --tokenizer (and --text-encoder-2 its "
+                        "--tokenizer-2) — give both of a pair")
+    ds = encode_latents(args.dataset, args.out, args.vae, buckets=parse_buckets(args.buckets),
+                        batch_size=args.batch_size, device=args.device,
+                        dtype=DTYPES[args.dtype], flip=args.flip,
+                        text_encoders=[e for e, _ in given] or None,
+                        tokenizers=[t for _, t in given] or None,
+                        shard_size=args.shard_size, resume=args.resume,
+                        latent=args.latent, seed=args.seed)
+    size = sum(m["size"] for s in ds.manifest["shards"] for m in s["files"].values())
+    per = size / max(1, len(ds))
+    print(f"{args.out}: {len(ds)} samples, {len(ds.manifest['shards'])} shard(s), "
+          f"{size / 1e6:.1f} MB ({per / 1e3:.1f} kB per sample)")
+    return 0

@@ -1,0 +1,124 @@
+"""The on-disk layout of a latents store (docs/format.md, "Latents stores", written by
+``npu_data.latents``): dtypes, the per-sample array columns, the dataset-level empty-prompt
+files, and the checks of the manifest's ``latents`` record.
+
+Arrays are stored little-endian as ``float32`` (``<f4``), ``float16`` (``<f2``) or
+``bfloat16``; NumPy has no bfloat16, so a bfloat16 array is stored as ``<u2`` holding each
+value's 16 bits (the upper half of its float32), exactly torch's ``bfloat16`` bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+# storage name -> (NumPy dtype of the file, torch dtype of the values)
+DTYPES: dict[str, tuple[str, torch.dtype]] = {
+    "float32": ("<f4", torch.float32),
+    "float16": ("<f2", torch.float16),
+    "bfloat16": ("<u2", torch.bfloat16),
+}
+SIZE_COLUMNS = ("original_size", "crop_top_left", "target_size")  # (2,) <i8: (y, x) order
+EMPTY_PROMPT = ("prompt_embeds", "pooled_prompt_embeds")  # file empty_prompt.<name>.npy
+GROUP = "latent"  # the columns' group: ann.latent.<name>.npy
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """The storage name of ``dtype`` (a key of ``DTYPES``); ValueError for others."""
+    for name, (_, t) in DTYPES.items():
+        if t == dtype:
+            return name
+    raise ValueError(f"{dtype} is not a stored dtype: use {', '.join(DTYPES)}")
+
+
+def to_numpy(t: torch.Tensor, name: str) -> np.ndarray:
+    """``t`` cast to storage dtype ``name``, as the NumPy array that is written."""
+    npd, td = DTYPES[name]
+    host = t.detach().to(td).contiguous().cpu()
+    if td == torch.bfloat16:
+        return host.view(torch.int16).numpy().view("<u2")
+    return host.numpy().astype(npd, copy=False)
+
+
+def to_torch(a: np.ndarray, name: str) -> torch.Tensor:
+    """A stored array (a copy of ``a``) as a torch tensor of storage dtype ``name``."""
+    npd, td = DTYPES[name]
+    host = torch.from_numpy(np.array(a, dtype=npd))
+    return host.view(torch.bfloat16) if td == torch.bfloat16 else host
+
+
+def column_spec(record: dict[str, Any]) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+    """Every ``ann.latent.<name>.npy`` of a shard of a store with ``record`` (the manifest's
+    ``latents``): column -> (dtype, trailing shape)."""
+    i8 = np.dtype("<i8")
+    cols: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
+        f"{GROUP}.{n}": (i8, (2,)) for n in SIZE_COLUMNS}
+    if record["flip"]:
+        cols[f"{GROUP}.crop_top_left_flipped"] = (i8, (2,))
+    cols[f"{GROUP}.caption.bytes"] = (np.dtype("u1"), ())
+    cols[f"{GROUP}.caption.offsets"] = (i8, ())
+    text = record.get("text")
+    if text:
+        npd = np.dtype(DTYPES[record["dtype"]][0])
+        cols[f"{GROUP}.prompt_embeds"] = (npd, (text["tokens"], text["dim"]))
+        cols[f"{GROUP}.pooled_prompt_embeds"] = (npd, (text["pooled"],))
+    return dict(sorted(cols.items()))
+
+
+def empty_prompt_spec(record: dict[str, Any]) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+    """The dataset-level files of the empty prompt's embeddings (text encoders only):
+    file name -> (dtype, shape without the leading 1)."""
+    text = record.get("text")
+    if not text:
+        return {}
+    npd = np.dtype(DTYPES[record["dtype"]][0])
+    return {"empty_prompt.prompt_embeds.npy": (npd, (text["tokens"], text["dim"])),
+            "empty_prompt.pooled_prompt_embeds.npy": (npd, (text["pooled"],))}
+
+
+def cell_bytes(record: dict[str, Any]) -> int:
+    """Bytes of one latent cell of a payload: ``channels`` values of the stored dtype, twice
+    with the flipped variant."""
+    item = np.dtype(DTYPES[record["dtype"]][0]).itemsize
+    return int(record["channels"]) * item * (2 if record["flip"] else 1)
+
+
+def layout(manifest: dict[str, Any]) -> tuple[int, int] | None:
+    """``(factor, bytes per latent cell)`` of a latents store (``checks.check_index``);
+    None for an image store."""
+    if manifest.get("store") != "latents":
+        return None
+    record = manifest["latents"]
+    return int(record["factor"]), cell_bytes(record)
+
+
+def _count(v: Any, low: int = 1) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and low <= v <= 1 << 30
+
+
+def record_problem(record: Any) -> str | None:
+    """What is wrong with a manifest's ``latents`` record (None: usable)."""
+    if not isinstance(record, dict):
+        return "is not an object"
+    if not _count(record.get("channels")) or not _count(record.get("factor")):
+        return "needs positive integers 'channels' and 'factor'"
+    if record.get("dtype") not in DTYPES:
+        return f"has dtype {record.get('dtype')!r}, not one of {', '.join(DTYPES)}"
+    if not isinstance(record.get("flip"), bool):
+        return "needs a boolean 'flip'"
+    text = record.get("text")
+    if text is not None and not (isinstance(text, dict) and all(
+            _count(text.get(k)) for k in ("tokens", "dim", "pooled"))):
+        return "has a 'text' that is not {tokens, dim, pooled} positive integers"
+    files = record.get("empty_prompt")
+    want = set(empty_prompt_spec(record))
+    if not isinstance(files, dict) or set(files) != want:
+        return f"lists empty-prompt files {sorted(files) if isinstance(files, dict) else files}" \
+               f", the store has {sorted(want)}"
+    for meta in files.values():
+        if not isinstance(meta, dict) or not _count(meta.get("size"), 0) \
+                or not isinstance(meta.get("sha256"), str):
+            return "has an empty-prompt file without an integer size and a sha256"
+    return None
