@@ -61,17 +61,19 @@ class Coverage:
     textarea: int = 0
     data: dict[str, int] | None = None
     none: int = 0
+    stored: int = 0  # a latents store's captions, as encoded
 
     def line(self) -> str:
         """One line: ``captions: 20 from TextArea results, 5 from task data 'caption', ...``."""
         parts = [f"{self.textarea} from TextArea results"] if self.textarea else []
+        parts += [f"{self.stored} stored with the latents"] if self.stored else []
         parts += [f"{n} from task data {k!r}" for k, n in sorted((self.data or {}).items())]
         parts.append(f"{self.none} without")
         return "captions: " + ", ".join(parts)
 
     @property
     def any(self) -> bool:
-        return bool(self.textarea or self.data)
+        return bool(self.textarea or self.data or self.stored)
 
 
 def coverage(texts: Sequence[Sequence[str]], raws: Sequence[bytes],

@@ -38,6 +38,19 @@ def latent_record(ds: Any) -> dict[str, Any]:
     return dict(ds.latents)
 
 
+def caption_counts(ds: Any) -> tuple[int, int]:
+    """(samples with a non-empty stored caption, samples) of latents store ``ds``."""
+    record = latent_record(ds)
+    with_caption = total = 0
+    for k in range(len(ds._names)):
+        sh = ds.shard(k)
+        sh.open_columns(column_spec(record))
+        lengths = np.diff(np.asarray(sh.col(f"{GROUP}.caption.offsets"), np.int64))
+        with_caption += int((lengths > 0).sum())
+        total += sh.samples
+    return with_caption, total
+
+
 def latent_sample(ds: Any, k: int, j: int, gi: int) -> dict[str, Any]:
     """Sample ``j`` of shard ``k`` (dataset index ``gi``) of latents store ``ds``."""
     record = latent_record(ds)

@@ -411,6 +411,12 @@ class ShardDataset:
         known = self.__dict__.get("_coverage")
         if known is not None:
             return known  # type: ignore[no-any-return]
+        if self.latents is not None:  # captions stored with the latents, as encoded
+            from npu_data.shards.latent_read import caption_counts
+
+            stored, total = caption_counts(self)
+            self._coverage = captions.Coverage(data={}, none=total - stored, stored=stored)
+            return self._coverage
         texts: list[list[str]] = []
         raws: list[bytes] = []
         for k in range(len(self._names)):
