@@ -45,6 +45,9 @@ def make_buckets(resolution: int, step: int = 64, min_side: int | None = None,
 
     Returns:
         ``(height, width)`` pairs.
+
+    Raises:
+        UserValueError: a side or step that is not a positive int, or sides out of order.
     """
     for what, v in (("resolution", resolution), ("step", step)):
         if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
@@ -120,9 +123,20 @@ def buckets_of(spec: BucketSpec, size: int | None = None, *, step: int = 64,
     when it is not 1024), ``"kohya"`` (:func:`make_buckets` at ``size``, 1024 by default) or a
     list of ``(height, width)``.
 
+    Args:
+        spec: the buckets, as above.
+        size: the resolution a preset is scaled or generated at (None: 1024).
+        step: what sides are multiples of.
+        no_upscale: a photo smaller than its bucket gets one inside it.
+        who: the name in error messages.
+
+    Returns:
+        The buckets and their rule.
+
     Raises:
-        UserError: an unknown preset, an empty list, a bad pair or size, or a scaled preset
-            whose rounding would merge two buckets.
+        UserValueError: an unknown preset, an empty list, a bad pair or size, or a scaled
+            preset whose rounding would merge two buckets.
+        UserTypeError: a list that is not of (height, width) pairs.
     """
     if isinstance(spec, Buckets):
         return replace(spec, no_upscale=True) if no_upscale else spec

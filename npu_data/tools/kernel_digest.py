@@ -21,8 +21,7 @@ import numpy as np
 import torch
 
 from npu_data.transforms import backends
-from npu_data.transforms._kernels.layout import normalize_table
-from npu_data.transforms.backends import vertical_first_rule
+from npu_data.transforms.backends import normalize_table, vertical_first_rule
 
 # (top, left, height, width) -> (out_h, out_w): shrink 4x, enlarge, one axis each way, odd sizes
 _CROPS = [((0, 0, 300, 400), (224, 224)), ((13, 7, 257, 91), (61, 37)),

@@ -12,9 +12,10 @@ import torch
 
 from npu_data.transforms import _dispatch, _native
 from npu_data.transforms._kernels import accelerator_path
+from npu_data.transforms._kernels.layout import normalize_table
 from npu_data.transforms._kernels.resample import vertical_first_rule
 
-__all__ = ["accelerator_path", "compiled_for", "compiled_ops", "simd_paths", "torch_kernels",
+__all__ = ["accelerator_path", "compiled_for", "compiled_ops", "normalize_table", "simd_paths", "torch_kernels",
            "vertical_first_rule"]
 
 @contextlib.contextmanager

@@ -17,11 +17,10 @@ import torch
 from PIL import Image, ImageEnhance, ImageOps
 
 from npu_data.errors import UserTypeError, UserValueError
+from npu_data.transforms.reference_checks import _check_factor, _check_image
 
 
 def _check(img: np.ndarray, who: str) -> np.ndarray:
-    from npu_data.transforms.reference import _check_image
-
     return _check_image(img, who)
 
 
@@ -148,8 +147,6 @@ def adjust_sharpness(img: np.ndarray, factor: float) -> np.ndarray:
     Returns:
         HxWx3 uint8.
     """
-    from npu_data.transforms.reference import _check_factor
-
     f = _check_factor(factor, "adjust_sharpness")
     out = ImageEnhance.Sharpness(_pil(_check(img, "adjust_sharpness"))).enhance(f)
     return np.asarray(out).copy()

@@ -86,8 +86,8 @@ def test_a_new_kind_is_one_module_and_one_registry_line(tmp_path: Path) -> None:
     assert got["rejected"] == 1  # the one-point line: the kind's own check
     assert got["sample"] == [[[4.0, 10.0], [20.0, 20.0]]]  # percent -> pixels of 40 x 20
     assert got["shape"] == [1, 1, 2, 2] and got["label"] == ["edge"]
-    assert set(got["keys"]) == {"image", "sizes", "index", "task_id", "caption", "lines.valid",
-                                "lines.points", "lines.label", "lines.control",
+    assert set(got["keys"]) == {"image", "sizes", "index", "task_id", "original_size",
+                                "caption", "lines.valid", "lines.points", "lines.label", "lines.control",
                                 "lines.annotation", "lines.source", "lines.rid"}
     assert got["crop"] == [[[[2.0, 5.0], [10.0, 10.0]]]]
     assert got["wds"]["keys"] and got["wds"]["points"]  # streamed sample == ds[0]

@@ -36,7 +36,7 @@ HOOKS = ("check", "extract", "stored_columns", "empty_columns", "row_columns", "
 ALLOWED = {
     "tools/baseline.py": "'boxes' there is RandomResizedCrop's crop-box parameter",
 }
-SAMPLE_KEYS = {"image", "sizes", "index", "task_id", "caption"}
+SAMPLE_KEYS = {"image", "sizes", "index", "task_id", "original_size", "caption"}
 
 
 def test_every_kind_module_is_registered_once() -> None:
@@ -125,7 +125,7 @@ def test_a_boxes_only_dataset_has_only_box_keys(boxes_only: ShardDataset) -> Non
     ds = boxes_only
     assert [k.name for k in ds.kinds] == ["boxes"]
     box_keys = set(BY_NAME["boxes"].sample_keys())
-    assert set(ds[0]) == {"image", "index", "task_id", "caption"} | box_keys
+    assert set(ds[0]) == {"image", "index", "task_id", "original_size", "caption"} | box_keys
     per_sample = collate_samples([ds[i] for i in range(len(ds))])
     batched = collate_samples(ds.__getitems__(list(range(len(ds)))))
     want = SAMPLE_KEYS | box_keys | {"boxes.valid"}
@@ -213,7 +213,7 @@ def test_a_boxes_only_webdataset_stream_carries_only_box_keys(
     box_keys = set(BY_NAME["boxes"].sample_keys())
     for s in got:
         ref = boxes_only[s["index"]]
-        assert set(s) == {"image", "index", "task_id", "caption"} | box_keys == set(ref)
+        assert set(s) == {"image", "index", "task_id", "original_size", "caption"} | box_keys == set(ref)
         for k, v in ref.items():
             if isinstance(v, np.ndarray):
                 assert s[k].dtype == v.dtype and s[k].tobytes() == v.tobytes(), k

@@ -92,7 +92,8 @@ def annotate(smp: WdsSample, image: Any, h: int, w: int) -> dict[str, Any]:
         cols = sample_columns(ann)
         size = int(ann["height"]), int(ann["width"])
         s: dict[str, Any] = {"image": image, "index": int(ann["index"]),
-                             "task_id": int(ann["task_id"])}
+                             "task_id": int(ann["task_id"]),
+                             "original_size": np.array([h, w], np.int64)}
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise bad_annotations(smp, exc) from None
     if size != (h, w):
