@@ -168,7 +168,9 @@ make_site() {
   if [ -f "$marker" ] && [ "$(cat "$marker")" = "$want" ]; then echo "cached: $want"; return; fi
   rm -rf "$root/opt/site"
   wheel_set "$cache/wheels"
-  "$python" -m pip install -q --target "$root/opt/site" --no-deps --no-index "$cache"/wheels/*.whl
+  # the wheels are aarch64's: pip judges their tags by the platform named, not the host's
+  "$python" -m pip install -q --target "$root/opt/site" --no-deps --no-index \
+    "${platform_args[@]}" "$cache"/wheels/*.whl
   echo "$want" > "$marker"
 }
 
