@@ -32,15 +32,19 @@ def release(text: str) -> tuple[int, int]:
 TORCH = release(torch.__version__)
 
 # torch.compiler.is_compiling (2.3+); torch._dynamo.is_compiling before, traced the same way
-_IS_COMPILING: Callable[[], bool] = (
-    getattr(getattr(torch, "compiler", None), "is_compiling", None)
-    or torch._dynamo.is_compiling  # type: ignore[attr-defined]
-)
+# (imported on first use: importing torch._dynamo loads optional packages such as transformers)
+_IS_COMPILING: Callable[[], bool] | None = getattr(getattr(torch, "compiler", None),
+                                                   "is_compiling", None)
 
 
 def is_compiling() -> bool:
     """Whether the caller runs inside a ``torch.compile`` trace (False when eager)."""
-    return bool(_IS_COMPILING())
+    check = _IS_COMPILING
+    if check is None:
+        import torch._dynamo
+
+        check = torch._dynamo.is_compiling
+    return bool(check())
 
 
 def autocast_available(device_type: str) -> bool:

@@ -57,10 +57,14 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "adjust_sharpness": (0, 0.0),
     "permute_channels": (0, 0.0),
     "gaussian_blur": (1, 0.01),  # separable float32 passes vs torchvision's 2-D convolution
-    # the policies (nearest warps), the SSD colour distortion, MixUp / CutMix (uint8)
-    "trivial_augment_wide": (0, 0.0),
-    "rand_augment": (0, 0.0),
-    "auto_augment": (0, 0.0),
+    # the policies (nearest warps), the SSD colour distortion, MixUp / CutMix (uint8). The
+    # policies chain Pillow's floating-point enhance ops: exact on x86-64 (tests/transforms/
+    # test_parity.py asserts 0 there), one level off in rare pixels on aarch64 (emulated
+    # Kunpeng 920, 2026-12-06: max 1, mean 1.3e-4 levels), whose Pillow build computes them
+    # differently
+    "trivial_augment_wide": (1, 0.001),
+    "rand_augment": (1, 0.001),
+    "auto_augment": (1, 0.001),
     "photometric_distort": (0, 0.0),
     "mixup": (0, 0.0),
     "cutmix": (0, 0.0),
@@ -83,7 +87,8 @@ must be below it, or exactly 0 when the bound is 0); ``normalize`` is in float u
 # <mode>)"): they have no matmul, so the pixels are Pillow's exactly; normalize (float32 out)
 # and the bilinear warps (integer kernels, Pillow's double) keep their budgets. The loader
 # runs in its own processes and has no such rows.
-_KEPT = ("normalize", "affine_bilinear", "rotate_bilinear", "gaussian_blur")
+_KEPT = ("normalize", "affine_bilinear", "rotate_bilinear", "gaussian_blur",
+         "trivial_augment_wide", "rand_augment", "auto_augment")
 PRECISION_TOLERANCES: dict[str, tuple[float, float]] = {
     k: (TOLERANCES[k] if k in _KEPT else (0, 0.0)) for k in TOLERANCES if k != "loader"
 }

@@ -101,7 +101,9 @@ def test_suite_passes_on_cpu_for_every_kernel() -> None:
         budgeted = ("normalize", "affine_bilinear", "rotate_bilinear", "gaussian_blur")
         if base not in budgeted:
             assert r.max == 0, r
-        if "(torch, " in r.kernel and base not in budgeted:
+        # the policies: exact here, a level of budget for aarch64's Pillow (parity.TOLERANCES)
+        policies = ("trivial_augment_wide", "rand_augment", "auto_augment")
+        if "(torch, " in r.kernel and base not in budgeted + policies:
             assert r.tolerance == "exact", r
 
 
