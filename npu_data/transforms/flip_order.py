@@ -57,21 +57,21 @@ def mirror_crops(stages: Sequence[Transform], params: Params,
         while i >= 0 and not isinstance(stages[i], _CropBase) and _between_ok(stages[i]):
             i -= 1
         if i >= 0 and isinstance(stages[i], _CropBase):
-            mirror_window(params, f"{first + i}.", flip.to(torch.bool), inputs[i])
+            mirror_window(params, f"{first + i}.", flip.to(torch.bool).cpu(), inputs[i])
 
 
 def mirror_window(params: Params, prefix: str, flip: torch.Tensor, sizes: np.ndarray) -> None:
     """The crop ``prefix``'s source window mirrored where ``flip`` (B,) is set; its
-    ``crop_top_left`` (the window in the mirrored image) stays as drawn."""
+    ``crop_top_left`` (the window in the mirrored image) stays as drawn. Drawn parameters are
+    host tensors: this is numpy work on the host, no device op."""
+    mask = flip.numpy()
     windows = params.get(prefix + "windows")
     if windows is not None:
-        out = params[prefix + "out"]
-        moved = windows.clone()
-        moved[:, 1] = torch.where(flip, windows[:, 3] - windows[:, 1] - out[:, 1], windows[:, 1])
-        params[prefix + "windows"] = moved
+        w = windows.numpy().copy()
+        out = params[prefix + "out"].numpy()
+        w[:, 1] = np.where(mask, w[:, 3] - w[:, 1] - out[:, 1], w[:, 1])
+        params[prefix + "windows"] = torch.from_numpy(w)
         return
-    boxes = params[prefix + "boxes"]
-    width = torch.from_numpy(np.ascontiguousarray(sizes[:, 1])).to(boxes.dtype)
-    moved = boxes.clone()
-    moved[:, 1] = torch.where(flip, width - boxes[:, 1] - boxes[:, 3], boxes[:, 1])
-    params[prefix + "boxes"] = moved
+    b = params[prefix + "boxes"].numpy().copy()
+    b[:, 1] = np.where(mask, sizes[:, 1] - b[:, 1] - b[:, 3], b[:, 1])
+    params[prefix + "boxes"] = torch.from_numpy(b)
