@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-Sample = dict[str, Any]
+Sample = dict[str, Any]  # one sample as a dataset returns it
+Batch = dict[str, Any]  # a collated batch: image, sizes, geometry groups, meta (architecture.md)
 
 
 @dataclass

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from npu_data.common.batch import Batch
 from npu_data.common.ragged import offsets_of
 from npu_data.kinds.protocols import (
     Canvas,
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
     import torch
 
 Col = tuple[np.dtype, tuple[int, ...]]  # dtype, trailing shape
-Batch = dict[str, Any]
 I8, I16, I32, U8 = np.dtype("<i8"), np.dtype("<i2"), np.dtype("<i4"), np.dtype("u1")
 F32, F64 = np.dtype("<f4"), np.dtype("<f8")
 COMMON: dict[str, Col] = {"control": (I16, ()), "annotation": (I8, ()), "source": (U8, ())}

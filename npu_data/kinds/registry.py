@@ -36,6 +36,7 @@ KINDS: tuple[Kind, ...] = (
 BY_NAME: dict[str, Kind] = {k.name: k for k in KINDS}
 OF_TYPE: dict[str, Kind] = {t: k for k in KINDS for t in k.result_types}  # result type -> kind
 PADDED: tuple[Kind, ...] = tuple(k for k in KINDS if k.row_key is not None)
+PADDED_BY_NAME: dict[str, Kind] = {k.name: k for k in PADDED}  # kinds padded to (B, N, ...)
 
 
 def kinds_named(names: list[str] | tuple[str, ...] | None) -> tuple[Kind, ...]:

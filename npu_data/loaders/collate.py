@@ -32,16 +32,13 @@ from npu_data.buffers import (
     torch_dtype,
     zeros_host,
 )
-from npu_data.common.batch import ColumnBatch
+from npu_data.common.batch import Batch, ColumnBatch, Sample
 from npu_data.errors import UserError
 from npu_data.kinds.base import Kind
-from npu_data.kinds.registry import PADDED
+from npu_data.kinds.registry import PADDED_BY_NAME
 from npu_data.loaders import stream_crop
 from npu_data.loaders.collate_columns import collate_columns
 
-Sample = dict[str, Any]
-Batch = dict[str, Any]
-PADDED_BY_NAME: dict[str, Kind] = {k.name: k for k in PADDED}  # kinds padded to (B, N, ...)
 Path = tuple[int | str, ...]
 _MIXED_FIX = ("resize them to one size in the dataset, store them as shards (padded batches "
               "with 'sizes'), or pass a collate_fn")

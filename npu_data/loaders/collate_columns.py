@@ -8,7 +8,6 @@ tensor share one buffer: one storage to send to the main process or to page-lock
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import torch
@@ -22,13 +21,10 @@ from npu_data.buffers import (
     sizes_tensor,
     torch_dtype,
 )
-from npu_data.common.batch import BatchColumns, CropPlan
+from npu_data.common.batch import Batch, BatchColumns, CropPlan
 from npu_data.kinds.base import Kind
-from npu_data.kinds.registry import PADDED
+from npu_data.kinds.registry import PADDED_BY_NAME
 from npu_data.loaders import crop_read
-
-Batch = dict[str, Any]
-PADDED_BY_NAME: dict[str, Kind] = {k.name: k for k in PADDED}
 
 
 def collate_columns(cols: BatchColumns, pin: bool, crop: CropPlan | None = None) -> Batch:

@@ -12,14 +12,13 @@ sample's valid width ``w``. Geometry cut by a crop is clipped to the output and 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 
+from npu_data.common.batch import Batch
 from npu_data.kinds.registry import KINDS
 from npu_data.transforms._kernels import to_device
 
-Batch = dict[str, Any]
 """A batch dict: ``image``, ``sizes`` and the kinds' geometry keys (docs/architecture.md)."""
 
 

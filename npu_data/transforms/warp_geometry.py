@@ -12,11 +12,10 @@ output and stays valid while ``min_visible`` of its area remains.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 
+from npu_data.common.batch import Batch
 from npu_data.kinds.registry import KINDS
 from npu_data.transforms import geometry as G
 from npu_data.transforms._kernels import to_device
@@ -24,7 +23,6 @@ from npu_data.transforms._kernels import warp as _warp
 from npu_data.transforms._kernels.warp_tables import NEAREST_SHIFT, nearest_tables
 from npu_data.transforms.maps import forward_matrices
 
-Batch = dict[str, Any]
 """A batch dict: ``image``, ``sizes`` and the kinds' geometry keys (docs/architecture.md)."""
 
 
