@@ -115,7 +115,7 @@ def _kornia_step(crop: int) -> Step:
 
 
 def _h2d_step(device: torch.device) -> Step:
-    from npu_data.loaders.dataloader import to_device
+    from npu_data.loaders.prefetch import to_device
 
     return lambda b: to_device(b, device, non_blocking=True)
 

@@ -130,7 +130,7 @@ class Pipeline:
 
 def _epoch(loader: Any, device: torch.device, move: bool) -> tuple[float, float]:
     """(img/s, bytes per image of the host batches handed to the device)."""
-    from npu_data.loaders.dataloader import tensor_bytes, to_device
+    from npu_data.loaders.prefetch import tensor_bytes, to_device
 
     t, n, moved = time.perf_counter(), 0, 0
     before = getattr(loader, "host_bytes", 0)

@@ -48,7 +48,7 @@ def adopt(loader: Any) -> None:
     if state is None:
         return
     device = torch.device(state.device)
-    if loader._auto_device:
+    if loader.auto_device:
         loader.device = device
     elif (loader.device.type, loader.device.index or 0) != (device.type, device.index or 0):
         raise UserError(f"accelerator.prepare(DataLoader): the loader feeds {loader.device} but "
@@ -57,7 +57,7 @@ def adopt(loader: Any) -> None:
     world, rank = int(state.num_processes), int(state.process_index)
     if world == 1 or isinstance(loader.dataset, IterableDataset):
         return
-    order = loader._order
+    order = loader.order
     if isinstance(order, (ShuffledOrder, SequentialOrder)):
         order.place(world, rank)
     elif not (isinstance(order, DistributedSampler) and order.num_replicas == world):

@@ -51,7 +51,7 @@ from torch.utils.data import (
 from npu_data.errors import UserError
 from npu_data.loaders.buckets import BucketBatchSampler
 from npu_data.loaders.sampler import EpochOrder
-from npu_data.loaders.states import MAX_EPOCH, Fields
+from npu_data.loaders.states import MAX_EPOCH, SEED_MAX, Fields, loader_seed
 
 LOADER_VERSION = 3  # 3: a BucketBatchSampler's own state; 2: its snapshot replayed
 _LOADER_READS = (1, 2, 3)  # 1: states before versions (no key)
@@ -235,6 +235,7 @@ class Resume:
     native: bool
     replay: dict[str, Any] | None
     state: dict[str, Any]
+    seed: int | None = None  # the state's (its low 63 bits); None: it has none
 
 
 def snapshot_pass(p: Pass, order: Any, replay: dict[str, Any] | None) -> None:
@@ -285,7 +286,8 @@ def read_state(state: Any, order: Any, length: int | None, stream: bool) -> Resu
     epoch = f.integer("epoch", 0, MAX_EPOCH)
     batches = f.integer("batches", 0, default=0)
     repeat = f.integer("repeat", 0, (1 << 31) - 1, default=0)
-    f.integer("seed", default=0)
+    seed = None if "seed" not in state else loader_seed(f.integer("seed", 0, SEED_MAX),
+                                                        "DataLoader state")
     f.optional_integer("batch_size", 1)
     sampler = f.mapping("sampler") if state.get("sampler") is not None else None
     replay = f.mapping("replay") if state.get("replay") is not None else None
@@ -310,12 +312,13 @@ def read_state(state: Any, order: Any, length: int | None, stream: bool) -> Resu
             raise UserError(f"DataLoader state: {why}, {batches} batches into epoch {epoch} — "
                             f"resume from the start of that epoch (set_epoch({epoch})) or of "
                             "the next one")
-        return Resume(epoch, batches, repeat, True, None, dict(state))
+        return Resume(epoch, batches, repeat, True, None, dict(state), seed)
     if replay is not None:
         check_replay(Fields(replay, "DataLoader state: replay", f.fix))
     if not stream and length is not None and batches > length:
         raise f.fail("batches", f"={batches} is past the end of the epoch ({length} batches)")
-    return Resume(epoch, batches, repeat, False, dict(replay) if replay else None, dict(state))
+    return Resume(epoch, batches, repeat, False, dict(replay) if replay else None, dict(state),
+                  seed)
 
 
 def check_replay(f: Fields, depth: int = 0) -> None:

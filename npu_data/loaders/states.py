@@ -23,6 +23,7 @@ from npu_data.errors import UserError, UserTypeError, UserValueError
 
 SEED_MIN, SEED_MAX = -(1 << 63), (1 << 64) - 1  # what torch.Generator.manual_seed takes
 MAX_EPOCH = (1 << 63) - 1
+_LOW_63 = (1 << 63) - 1
 MAX_LAYOUTS = 256  # elastic resumes one epoch may record (each replays the layout once)
 _MISSING: Any = object()
 
@@ -194,3 +195,10 @@ def checked_seed(seed: Any, who: str, lo: int = SEED_MIN) -> int:
         raise UserValueError(f"{who}: seed={value} is out of range — use an integer from "
                              f"{_power(lo)} to {_power(SEED_MAX)}")
     return value
+
+
+def loader_seed(seed: Any, who: str) -> int:
+    """A DataLoader's seed: ``seed`` checked (``checked_seed``, from 0) and its low 63 bits
+    kept, so ``seed + epoch`` is a generator seed for every epoch up to ``MAX_EPOCH``. The one
+    rule for a seed passed, a generator's and a loaded state's."""
+    return checked_seed(seed, who, lo=0) & _LOW_63

@@ -1,0 +1,139 @@
+"""Host batches to the device, a few batches ahead.
+
+``DevicePrefetcher.batches`` reads the next ``depth`` host batches, draws each one's keyed
+parameters on the host and queues its copy to the device with ``non_blocking`` copies on a
+side stream; when a batch is due the consuming stream waits on that stream and every tensor
+of the batch is ``record_stream``'d, so its memory is not reused early. On the CPU the same
+path runs without streams or copies. A batch that fails to load raises when it is due (after
+the batches before it), as torch's loader does; nothing is read past it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import torch
+
+from npu_data import device as dev
+from npu_data.transforms.base import Params
+
+Aug = tuple[Params, Params]  # (parameters kept in batch["aug"], parameters applied)
+
+
+def to_device(batch: Any, device: torch.device, non_blocking: bool) -> Any:
+    """Move every tensor of a (nested) batch to ``device``; other values pass through and
+    containers keep their type (dict, list, tuple, named tuple)."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, Mapping):
+        out = {k: to_device(v, device, non_blocking) for k, v in batch.items()}
+        if type(batch) is dict:
+            return out
+        try:
+            return type(batch)(out)  # type: ignore[call-arg]
+        except TypeError:
+            return out
+    if isinstance(batch, (list, tuple)) and _has_tensor(batch):
+        return rebuild(batch, [to_device(v, device, non_blocking) for v in batch])
+    return batch
+
+
+def tensor_bytes(batch: Any) -> int:
+    """Bytes of every tensor of a (nested) batch."""
+    if isinstance(batch, torch.Tensor):
+        return batch.numel() * batch.element_size()
+    values = _values(batch)
+    return sum(tensor_bytes(v) for v in values if type(v) not in _LEAVES) if values else 0
+
+
+def rebuild(batch: list[Any] | tuple[Any, ...], items: list[Any]) -> Any:
+    """``items`` in a container of ``batch``'s type (named tuples included)."""
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*items)
+    return type(batch)(items)
+
+
+def _has_tensor(batch: Any) -> bool:
+    if isinstance(batch, torch.Tensor):
+        return True
+    values = _values(batch)
+    return bool(values) and any(type(v) not in _LEAVES and _has_tensor(v) for v in values)
+
+
+_LEAVES = frozenset({str, bytes, int, float, bool, type(None)})  # hold no tensor: not walked
+
+
+def _values(batch: Any) -> Any:
+    """The items of a container (None for anything else)."""
+    if isinstance(batch, Mapping):
+        return batch.values()
+    return batch if isinstance(batch, (list, tuple)) else None
+
+
+def _record(batch: Any, stream: Any) -> None:
+    if isinstance(batch, torch.Tensor):
+        batch.record_stream(stream)
+    elif isinstance(batch, dict):
+        for v in batch.values():
+            _record(v, stream)
+    elif isinstance(batch, (list, tuple)):
+        for v in batch:
+            _record(v, stream)
+
+
+class DevicePrefetcher:
+    """One loader's copies to the device (module doc); ``host_bytes`` counts the bytes of
+    the host batches it handed to the device so far, over every pass."""
+
+    def __init__(self) -> None:
+        self.host_bytes = 0
+
+    def batches(self, source: Iterator[Any], device: torch.device, depth: int,
+                draw: Callable[[Any], Params | None],
+                discard: int = 0) -> Iterator[tuple[Any, Aug | None, bool]]:
+        """``(batch on device, its keyed parameters or None, whether it is the last)`` for
+        each batch of ``source`` after the first ``discard`` (read and dropped: a resumed
+        stream), copied up to ``depth`` batches ahead (0: when due). ``draw(host_batch)``
+        gives a batch's keyed parameters, drawn before its copy is queued."""
+        stream = dev.new_stream(device) if depth > 0 else None
+        accel = dev.is_accelerator(device)
+        pending: deque[tuple[Any, Aug | None]] = deque()
+
+        def submit() -> bool:
+            nonlocal discard
+            if pending and isinstance(pending[-1][0], Exception):
+                return False  # nothing is read past a failed batch
+            try:
+                while discard:
+                    next(source)
+                    discard -= 1
+                host = next(source)
+            except StopIteration:
+                return False
+            except Exception as exc:  # raised when its batch is due, as torch's loader does
+                pending.append((exc, None))
+                return False
+            drawn = draw(host)
+            self.host_bytes += tensor_bytes(host)
+            with dev.stream_context(stream):  # on the CPU every tensor already is there
+                moved = to_device(host, device, non_blocking=accel) if accel else host
+                # apply() takes the host parameters as they are (the kernels queue what they
+                # need on the device and read pass orders on the host, never back)
+                pending.append((moved, None if drawn is None else (drawn, drawn)))
+            return True
+
+        for _ in range(max(1, depth)):
+            if not submit():
+                break
+        while pending:
+            batch, aug = pending.popleft()
+            if isinstance(batch, Exception):
+                raise batch
+            if stream is not None:
+                consumer = dev.current_stream(device)
+                consumer.wait_stream(stream)
+                _record(batch, consumer)
+            submit()
+            yield batch, aug, not pending
