@@ -1,9 +1,7 @@
-"""DataLoader: a ``torch.utils.data.DataLoader`` subclass that yields transformed batches
-already on the device: torch's loader reads and collates host batches, a
-``DevicePrefetcher`` (``loaders.prefetch``) copies them to the device ahead, the device
-transform runs on whole batches, and an ``EpochState`` (``loaders.epochs``) decides each
-pass's epoch, its length and its resume state. How a batch travels: docs/architecture.md.
-"""
+"""DataLoader: torch's loader reads and collates host batches, a ``DevicePrefetcher``
+(``loaders.prefetch``) copies them to the device ahead, the device transform runs on whole
+batches, and an ``EpochState`` (``loaders.epochs``) decides each pass's epoch, length and
+resume state. The whole path: docs/architecture.md."""
 
 from __future__ import annotations
 
@@ -22,12 +20,10 @@ from npu_data.common.batch import ColumnBatch
 from npu_data.common.compat import DATALOADER_ARGS, dataloader_kwargs
 from npu_data.errors import UserError, UserValueError
 from npu_data.loaders import frameworks, host_transform, resume
-from npu_data.loaders.buckets import bind_buckets
-from npu_data.loaders.caption_check import check_captions
 from npu_data.loaders.collate import collate_samples, is_collate_samples
 from npu_data.loaders.crop_at_read import CropAtRead, refusal
 from npu_data.loaders.epochs import EpochState, batch_seed
-from npu_data.loaders.loader_args import check_extras, worker_init
+from npu_data.loaders.loader_args import READ_AHEAD, check_extras, loader_transform, worker_init
 from npu_data.loaders.loader_args import image_position as _image_position
 from npu_data.loaders.loader_args import ours as _ours
 from npu_data.loaders.prefetch import DevicePrefetcher
@@ -42,14 +38,13 @@ from npu_data.transforms.base import Params, Transform
 from npu_data.transforms.donate import donating
 
 BatchTransform = Callable[..., Any]
-_READ_AHEAD = 2  # batches a read thread works ahead of the transform
-# The importing thread's torch thread count, fixed now: a thread that first asks after torch's
-# pin-memory thread ran (it calls set_num_threads(1)) would get 1. The read thread uses it.
-torch.get_num_threads()
 
 
 class DataLoader(TorchDataLoader):
-    """``torch.utils.data.DataLoader`` that feeds ``device`` (see module doc).
+    """``torch.utils.data.DataLoader`` that yields batches transformed on ``device``: host
+    batches are copied ahead (``device_prefetch``) and transformed whole there. An npu_data
+    transform's parameters are drawn per sample from (seed, epoch, sample index), so a
+    sample's pixels depend on no batch size, worker count, rank or resume point.
 
     A subclass, so frameworks that check for torch's loader (Lightning's sampler injection,
     Accelerate's ``prepare``) treat it as one; every extra is an attribute of the same name,
@@ -119,10 +114,6 @@ class DataLoader(TorchDataLoader):
     _is_accelerate_prepared = True
     use_stateful_dataloader = True
 
-    # Accelerate: prepare() returns this loader as it is; save_state() saves state_dict()
-    _is_accelerate_prepared = True
-    use_stateful_dataloader = True
-
     def __init__(self, dataset: Any, batch_size: int | None = 1, shuffle: bool | None = None,
                  sampler: Any = None, batch_sampler: Any = None, num_workers: int = 0,
                  collate_fn: Callable[[list[Any]], Any] | None = None, pin_memory: bool = False,
@@ -173,12 +164,9 @@ class DataLoader(TorchDataLoader):
         self.read_crop, self.decode, self.read_thread = read_crop, decode, read_thread
         self._read_threads = torch.get_num_threads()  # the read thread's (read_ahead)
         weakref.finalize(self, release_reused)  # the batch buffers kept for reuse go with it
-        if transform is None and _ours(dataset):  # torchvision's .transform is per sample
-            transform = getattr(dataset, "transform", None)
-        self.transform = transform
-        bind_buckets(transform, self.batch_sampler if batch_sampler is not None else None,
-                     batch_size)
-        check_captions(dataset, transform)
+        self.transform = loader_transform(
+            transform, dataset, self.batch_sampler if batch_sampler is not None else None,
+            batch_size)
         self._indices = PassIndices(super()._index_sampler)
         self._crop_read = CropAtRead(dataset, self._indices if self.batch_sampler is not None
                                      else None)
@@ -211,14 +199,12 @@ class DataLoader(TorchDataLoader):
     # --- epochs and length (loaders.epochs) ------------------------------------------------
     @property
     def epoch(self) -> int:
-        """The epoch the next pass serves (a resumed one, one chosen by ``set_epoch``, else
-        the one after the last pass)."""
+        """The epoch the next pass serves (a resumed one, a chosen one, else the next)."""
         return self._epochs.epoch
 
     def set_epoch(self, epoch: int) -> None:
-        """Serve ``epoch`` next (its order and augmentation): sets the epoch of the loader, of
-        its sampler and of an iterable dataset that has ``set_epoch`` (e.g.
-        WebDatasetStream). A pending resume of another epoch is dropped."""
+        """Serve ``epoch`` next (its order and augmentation; the sampler's or an iterable
+        dataset's ``set_epoch`` too). A pending resume of another epoch is dropped."""
         self._epochs.set_epoch(epoch)
 
     def __len__(self) -> int:
@@ -227,10 +213,9 @@ class DataLoader(TorchDataLoader):
         return self._epochs.length(super().__len__)
 
     def state_dict(self) -> dict[str, Any]:
-        """Plain state to resume exactly where this loader stands: the epoch, the batches of
-        it already yielded and what re-creates its order (``loaders.resume``). Saved between
-        epochs, it starts the next epoch. Never raises for a sampler: one that cannot be
-        re-created exactly is resumed as closely as possible, with a warning."""
+        """Plain state to resume exactly here: the epoch, its batches yielded and what
+        re-creates its order (``loaders.resume``); saved between epochs, the next one. Never
+        raises for a sampler: one not re-created exactly resumes closely, with a warning."""
         in_order = self.num_workers == 0 or getattr(self, "in_order", True) is not False
         return self._epochs.state_dict(self.seed, self.batch_size, in_order)
 
@@ -238,18 +223,16 @@ class DataLoader(TorchDataLoader):
         """Make the next pass continue the saved epoch with exactly the unseen batches.
 
         Raises:
-            UserError: a state whose keys are missing, of the wrong type or out of range, of
-                another dataset, or one that cannot resume this sampler exactly (nothing is
-                changed).
+            UserError: a state with keys missing, mistyped or out of range, of another
+                dataset, or that cannot resume this sampler exactly (nothing changes).
         """
         seed = self._epochs.load_state_dict(state, self.batch_size, super().__len__)
         if seed is not None:
             self.seed = seed
 
     # --- torch and Accelerate hooks ---------------------------------------------------------
-    def __setattr__(self, name: str, value: Any) -> None:
-        super().__setattr__(name, value)
-        # accelerator.prepare() marks the loader it returns: adopt now, so it fails there
+    def __setattr__(self, name: str, value: Any) -> None:  # prepare() fails at once, not later
+        super().__setattr__(name, value)  # accelerator.prepare() marks the loader it returns
         if name == "_is_accelerate_prepared" and value and self.__dict__.get("_adopted") is False:
             self._adopt()
 
@@ -259,8 +242,8 @@ class DataLoader(TorchDataLoader):
             self._adopted = True
             frameworks.adopt(self)
 
-    @property
-    def _index_sampler(self) -> Any:  # torch's iterators and len() take the batches from here
+    @property  # torch's iterators and len() take batches here; frameworks read batch_sampler
+    def _index_sampler(self) -> Any:
         crop_read = self.__dict__.get("_crop_read")
         if crop_read is not None and crop_read.batches is not None:
             return crop_read.batches  # a batch's crop drawn with it (loaders.crop_at_read)
@@ -271,12 +254,6 @@ class DataLoader(TorchDataLoader):
     def _rank(self) -> int:
         rank = getattr(self.order, "rank", 0)  # a stream's may be None (read when it runs)
         return rank if isinstance(rank, int) else 0
-
-    def _reads_ahead(self) -> bool:
-        """Whether this pass reads on a background thread (``read_thread``; see the class)."""
-        if self.num_workers > 0:
-            return False
-        return self.read_thread if self.read_thread is not None else _ours(self.dataset)
 
     def _host_params(self, host: Any, epoch: int) -> Params | None:
         """Keyed per-sample parameters on the host (``transforms.draws``), or None when the
@@ -333,8 +310,8 @@ class DataLoader(TorchDataLoader):
         source: Iterator[Any] = super().__iter__()
         if self.num_workers == 0:  # read here: our datasets serve raw samples to us
             source = host_transform.loader_reads(source)
-        if self._reads_ahead():
-            source = read_ahead(source, _READ_AHEAD, self._read_threads)
+            if self.read_thread or (self.read_thread is None and _ours(self.dataset)):
+                source = read_ahead(source, READ_AHEAD, self._read_threads)  # (see the class)
         link = frameworks.GradientStateLink(self) if self._adopted else None
         try:
             for batch, aug, last in self._prefetcher.batches(

@@ -1,5 +1,5 @@
-"""The DataLoader's own arguments checked (one line naming the argument and the fix), and
-the worker setup it hands torch."""
+"""The DataLoader's own arguments checked (one line naming the argument and the fix), its
+default transform, the worker setup it hands torch, and where a batch's image is."""
 
 from __future__ import annotations
 
@@ -12,6 +12,13 @@ import torch
 
 from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.loaders import host_transform
+from npu_data.loaders.buckets import bind_buckets
+from npu_data.loaders.caption_check import check_captions
+
+READ_AHEAD = 2  # batches a DataLoader's read thread works ahead of the transform
+# The importing thread's torch thread count, fixed now: a thread that first asks after torch's
+# pin-memory thread ran (it calls set_num_threads(1)) would get 1. The read thread uses it.
+torch.get_num_threads()
 
 
 def check_extras(device_prefetch: int, image_key: Any, read_crop: Any, decode: Any,
@@ -29,6 +36,18 @@ def check_extras(device_prefetch: int, image_key: Any, read_crop: Any, decode: A
     if decode not in ("exact", "fast"):
         raise UserValueError(f"DataLoader: decode={decode!r} must be 'exact' (the pixels of a "
                              "full decode) or 'fast' (DCT-scaled JPEG decoding, not exact)")
+
+
+def loader_transform(transform: Any, dataset: Any, batch_sampler: Any,
+                     batch_size: int | None) -> Any:
+    """The loader's device transform: ``transform``, else the dataset's for this package's
+    datasets (torchvision's ``.transform`` is per sample); given the user's ``batch_sampler``
+    buckets (``buckets.bind_buckets``) and checked against the dataset's captions."""
+    if transform is None and ours(dataset):
+        transform = getattr(dataset, "transform", None)
+    bind_buckets(transform, batch_sampler, batch_size)
+    check_captions(dataset, transform)
+    return transform
 
 
 def worker_init(user_init: Callable[[int], None] | None) -> Callable[[int], None]:
