@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import warnings
+import weakref
 from typing import Any
 
 import pytest
 import torch
 from loaders_fakes import ArrayDataset, noisy_flip
 from torch.utils.data import (
+    BatchSampler,
     DistributedSampler,
     IterableDataset,
     RandomSampler,
@@ -18,6 +21,8 @@ from torch.utils.data import (
 )
 
 from npu_data.loaders import DataLoader, NpuDistributedSampler
+from npu_data.loaders.epochs import EpochState
+from npu_data.loaders.resume import PassIndices
 from npu_data.loaders.sampler import SequentialOrder, ShuffledOrder
 from npu_data.transforms import ColorJitter, Compose, RandomHorizontalFlip, RandomResizedCrop
 
@@ -295,3 +300,53 @@ def test_the_loaders_own_order_looks_like_torchs_to_frameworks() -> None:
     assert isinstance(DataLoader(ds, device="cpu").sampler, (SequentialSampler, SequentialOrder))
     assert not isinstance(DataLoader(ds, shuffle=True, device="cpu").sampler, DistributedSampler)
     assert isinstance(NpuDistributedSampler(ds, 2, 0), DistributedSampler)
+
+
+def test_epoch_state_alone_decides_epochs_repeats_and_lengths() -> None:
+    """The loader only delegates: the same rules hold on an EpochState over any order."""
+    order = NpuDistributedSampler(list(range(N)), num_replicas=1, rank=0, seed=1)
+    indices = PassIndices(BatchSampler(order, 5, drop_last=False))
+    state = EpochState(order, indices, stream=False)
+    torch_len = indices.__len__
+    assert (state.epoch, state.length(torch_len)) == (0, 5)
+    assert [(p.epoch, p.repeat) for p in (state.begin(torch_len) for _ in range(2))] == [
+        (0, 0), (1, 0)]
+    state.set_epoch(1)  # the same epoch again: a repeat, new augmentation
+    p = state.begin(torch_len)
+    assert (p.epoch, p.repeat, order.epoch, p.length) == (1, 1, 1, 5)
+    order.set_epoch(6)  # chosen on the order itself: it wins
+    assert state.epoch == 6
+    saved = state.state_dict(seed=1, batch_size=5)
+    assert (saved["epoch"], saved["batches"], saved["repeat"]) == (6, 0, 0)
+    again = EpochState(order, indices, stream=False)
+    assert again.load_state_dict(saved, 5, torch_len) == 1 and again.epoch == 6
+
+
+def test_the_loader_exposes_its_order_and_device_choice_read_only() -> None:
+    ds = ArrayDataset(N)
+    auto = DataLoader(ds, shuffle=True)
+    assert auto.order is auto.sampler and auto.auto_device
+    sampler = NpuDistributedSampler(ds, 2, 1)
+    fixed = DataLoader(ds, batch_size=4, sampler=sampler, device="cpu")
+    assert fixed.order is sampler and not fixed.auto_device
+    with pytest.raises(AttributeError):
+        fixed.order = sampler  # type: ignore[misc]
+
+
+def test_a_dropped_loader_is_freed_at_once_not_by_the_garbage_collector() -> None:
+    """No reference cycle through the loader's parts: persistent workers and pooled buffers
+    go when the last reference does."""
+    gc.disable()
+    try:
+        loader = DataLoader(ArrayDataset(N), batch_size=5, shuffle=True, device="cpu")
+        list(loader)
+        it = iter(loader)
+        next(it)
+        loader.state_dict()
+        assert len(loader) == 5
+        del it
+        ref = weakref.ref(loader)
+        del loader
+        assert ref() is None
+    finally:
+        gc.enable()

@@ -88,3 +88,36 @@ def test_the_loader_keeps_the_low_63_bits_of_a_seed_or_of_its_generator() -> Non
     got = [b["index"].tolist() for b in BUILDERS["DataLoader"](np.int64(11))]
     assert got == [b["index"].tolist() for b in BUILDERS["DataLoader"](11)]
     assert sorted(sum(got, [])) == list(range(6))
+
+
+@pytest.mark.parametrize(("seed", "says"), [
+    (2**64, r"seed=18446744073709551616 is out of range \(must be between 0 and "
+     r"18446744073709551615\)"),
+    (-1, r"seed=-1 is out of range"),
+    (1.0, r"seed=1.0 is not an integer"),
+    (True, r"seed=True is not an integer")])
+def test_a_loaded_seed_is_checked_like_a_passed_one_and_nothing_changes(seed: Any,
+                                                                         says: str) -> None:
+    loader = BUILDERS["DataLoader"](5)
+    before = [b["index"].tolist() for b in BUILDERS["DataLoader"](5)]
+    with pytest.raises(UserError, match=r"^DataLoader state: " + says) as err:
+        loader.load_state_dict({**loader.state_dict(), "seed": seed})
+    assert "\n" not in str(err.value) and "pass the state_dict() this loader saved" in str(
+        err.value)
+    assert loader.seed == 5 and [b["index"].tolist() for b in loader] == before
+
+
+def test_a_loaded_seed_keeps_its_low_63_bits_and_a_state_without_one_keeps_the_loaders() -> None:
+    top = BUILDERS["DataLoader"](2**64 - 1)
+    saved = top.state_dict()
+    assert saved["seed"] == 2**63 - 1  # what the loader kept: loads back as it is
+    other = BUILDERS["DataLoader"](0)
+    other.load_state_dict(saved)
+    assert other.seed == 2**63 - 1
+    assert [b["index"].tolist() for b in other] == [b["index"].tolist() for b in top]
+    edited = BUILDERS["DataLoader"](0)
+    edited.load_state_dict({**saved, "seed": 2**63 + 5})  # the same rule as seed=
+    assert edited.seed == BUILDERS["DataLoader"](2**63 + 5).seed == 5
+    kept = BUILDERS["DataLoader"](9)
+    kept.load_state_dict({k: v for k, v in saved.items() if k != "seed"})
+    assert kept.seed == 9
