@@ -163,6 +163,7 @@ class DataLoader(TorchDataLoader):
         self.device_prefetch, self.jit_compile, self.image_key = device_prefetch, jit_compile, image_key
         self.read_crop, self.decode, self.read_thread = read_crop, decode, read_thread
         self._read_threads = torch.get_num_threads()  # the read thread's (read_ahead)
+        self._ours = _ours(dataset)  # a dataset of this package: read ahead by default
         weakref.finalize(self, release_reused)  # the batch buffers kept for reuse go with it
         self.transform = loader_transform(
             transform, dataset, self.batch_sampler if batch_sampler is not None else None,
@@ -180,7 +181,6 @@ class DataLoader(TorchDataLoader):
         self._adopted = False
         self._transform_generator: torch.Generator | None = None
 
-    # --- what frameworks read -------------------------------------------------------------
     @property
     def order(self) -> Any:
         """What decides each epoch's samples (``resume.order_of``)."""
@@ -196,7 +196,6 @@ class DataLoader(TorchDataLoader):
         """Bytes of the host batches handed to the device so far."""
         return self._prefetcher.host_bytes
 
-    # --- epochs and length (loaders.epochs) ------------------------------------------------
     @property
     def epoch(self) -> int:
         """The epoch the next pass serves (a resumed one, a chosen one, else the next)."""
@@ -226,11 +225,9 @@ class DataLoader(TorchDataLoader):
             UserError: a state with keys missing, mistyped or out of range, of another
                 dataset, or that cannot resume this sampler exactly (nothing changes).
         """
-        seed = self._epochs.load_state_dict(state, self.batch_size, super().__len__)
-        if seed is not None:
-            self.seed = seed
+        self.seed = self._epochs.load_state_dict(state, self.batch_size, super().__len__,
+                                                 self.seed)
 
-    # --- torch and Accelerate hooks ---------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:  # prepare() fails at once, not later
         super().__setattr__(name, value)  # accelerator.prepare() marks the loader it returns
         if name == "_is_accelerate_prepared" and value and self.__dict__.get("_adopted") is False:
@@ -254,6 +251,11 @@ class DataLoader(TorchDataLoader):
     def _rank(self) -> int:
         rank = getattr(self.order, "rank", 0)  # a stream's may be None (read when it runs)
         return rank if isinstance(rank, int) else 0
+
+    def _reads_ahead(self) -> bool:
+        """Whether this pass reads on a background thread (``read_thread``; see the class)."""
+        read_thread = self.read_thread if self.read_thread is not None else self._ours
+        return self.num_workers == 0 and read_thread
 
     def _host_params(self, host: Any, epoch: int) -> Params | None:
         """Keyed per-sample parameters on the host (``transforms.draws``), or None when the
@@ -310,8 +312,8 @@ class DataLoader(TorchDataLoader):
         source: Iterator[Any] = super().__iter__()
         if self.num_workers == 0:  # read here: our datasets serve raw samples to us
             source = host_transform.loader_reads(source)
-            if self.read_thread or (self.read_thread is None and _ours(self.dataset)):
-                source = read_ahead(source, READ_AHEAD, self._read_threads)  # (see the class)
+        if self._reads_ahead():
+            source = read_ahead(source, READ_AHEAD, self._read_threads)
         link = frameworks.GradientStateLink(self) if self._adopted else None
         try:
             for batch, aug, last in self._prefetcher.batches(

@@ -160,9 +160,9 @@ class EpochState:
         return done or chosen or self._moved(epoch_mark(self.order), p.epoch)
 
     def load_state_dict(self, state: Mapping[str, Any], batch_size: int | None,
-                        torch_len: Callable[[], int]) -> int | None:
+                        torch_len: Callable[[], int], seed: int) -> int:
         """Make the next pass continue the saved epoch with exactly the unseen batches;
-        returns the state's seed (``states.loader_seed``; None when it has none). Raises
+        returns the seed to use: the state's (``states.loader_seed``), else ``seed``. Raises
         ``UserError`` as ``DataLoader.load_state_dict`` (nothing is changed)."""
         order = self.order
         try:  # the epoch's batches, to bound a fast-forward
@@ -187,4 +187,4 @@ class EpochState:
             resume.set_epoch(order, epoch)
         self._resume = pending
         self._epoch, self._chosen, self._mark = epoch, None, epoch_mark(order)
-        return pending.seed
+        return seed if pending.seed is None else pending.seed

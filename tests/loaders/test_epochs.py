@@ -319,7 +319,9 @@ def test_epoch_state_alone_decides_epochs_repeats_and_lengths() -> None:
     saved = state.state_dict(seed=1, batch_size=5)
     assert (saved["epoch"], saved["batches"], saved["repeat"]) == (6, 0, 0)
     again = EpochState(order, indices, stream=False)
-    assert again.load_state_dict(saved, 5, torch_len) == 1 and again.epoch == 6
+    assert again.load_state_dict(saved, 5, torch_len, seed=0) == 1 and again.epoch == 6
+    assert again.load_state_dict({k: v for k, v in saved.items() if k != "seed"}, 5,
+                                 torch_len, seed=3) == 3
 
 
 def test_the_loader_exposes_its_order_and_device_choice_read_only() -> None:
