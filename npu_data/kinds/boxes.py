@@ -87,7 +87,6 @@ class Boxes(Kind):
             canvas.text(pts[0], canvas.name(sample, self.name, j), colour)
 
 
-
 def _inside_image(ctx: ExtractionContext, raw: np.ndarray, clipped: np.ndarray,
                   rotation: np.ndarray, b: ResultBatch) -> np.ndarray:
     """Upright boxes clipped by their edges into the image (0..100%), not field by field: a

@@ -63,7 +63,6 @@ class Ellipses(Kind):
                         canvas.name(sample, self.name, j), colour)
 
 
-
 KIND = Ellipses(
     name="ellipses", result_types=("ellipselabels", "ellipse"),
     fixed={**COMMON, "params": (F64, (5,)), "label": (I32, ())},

@@ -48,7 +48,6 @@ class Keypoints(Kind):
             canvas.text((x * s + r, y * s), canvas.name(sample, self.name, j), colour)
 
 
-
 KIND = Keypoints(
     name="keypoints", result_types=("keypointlabels", "keypoint"),
     fixed={**COMMON, "xy": (F64, (2,)), "size": (F64, ()), "label": (I32, ())},

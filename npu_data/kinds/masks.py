@@ -197,7 +197,6 @@ class Masks(Kind):
                 "masks.bit_offsets": offsets_of([len(p) for p in parts])}
 
 
-
 KIND = Masks(
     name="masks", result_types=("brushlabels", "brush"),
     fixed={**COMMON, "height": (I32, ()), "width": (I32, ()), "label": (I32, ())},

@@ -89,7 +89,6 @@ class Polygons(Kind):
         cols["polygons.point_offsets"] = offsets_of([len(p) for p in parts])
 
 
-
 KIND = Polygons(
     name="polygons", result_types=("polygonlabels", "polygon"),
     fixed={**COMMON, "closed": (U8, ()), "label": (I32, ())},
