@@ -2,10 +2,11 @@
 
 A kind is one group of rows in the ``AnnotationTable`` and in a shard (``<name>.<column>``
 columns plus ``<name>.offsets``). Its module (``npu_data/kinds/<name>.py``) owns the schema,
-the percent -> pixel conversion, the columns the writer adds, how a sample's and a batch's
-rows are read, how its results are read from an export, how collate pads them and how they
-follow a resized crop and a flip; the registry (``npu_data/kinds/registry.py``) lists the kinds
-and is the only such list.
+the columns the writer adds, how a sample's and a batch's rows are read and how its results
+are read from an export, and declares its geometry (``Kind.geometry``, a layout of
+``npu_data.kinds.geometry``: how collate pads it and how it follows a resized crop, a flip or
+a warp); the registry (``npu_data/kinds/registry.py``) lists the kinds and is the only such
+list.
 
 Kind modules import no torch at module level (``npu_data.annotations``, whose parser never
 needs torch, imports the registry); the collate hooks import it when they are called. Kinds
