@@ -28,7 +28,10 @@ class Rows:
 
     def take(self, mask: np.ndarray) -> Rows:
         """The rows where ``mask`` is true."""
-        idx = np.flatnonzero(mask)
+        return self.pick(np.flatnonzero(mask))
+
+    def pick(self, idx: np.ndarray) -> Rows:
+        """Rows ``idx`` (int64 row numbers), in that order."""
         out = Rows(self.group)
         out.sample, out.slot = self.sample[idx], self.slot[idx]
         out.fixed = {k: v[idx] for k, v in self.fixed.items()}
@@ -62,8 +65,7 @@ class GroupBuilder:
         if not keep.all():
             cat = cat.take(keep)
         if order_needed:
-            order = np.argsort(cat.sample, kind="stable")
-            cat = cat.take(np.ones(len(cat), bool)) if order.size == 0 else _permute(cat, order)
+            cat = cat.pick(np.argsort(cat.sample, kind="stable"))
         cols: dict[str, np.ndarray] = {
             f"{g}.offsets": offsets_of(np.bincount(cat.sample, minlength=num_samples)[:num_samples])
         }
@@ -81,16 +83,6 @@ class GroupBuilder:
             cols[f"{g}.{nest.values}"] = vals.astype(nest.dtype, copy=False)
             cols[f"{g}.{nest.offsets}"] = off
         return cols
-
-
-def _permute(rows: Rows, order: np.ndarray) -> Rows:
-    out = Rows(rows.group)
-    out.sample, out.slot = rows.sample[order], rows.slot[order]
-    out.fixed = {k: v[order] for k, v in rows.fixed.items()}
-    for store, src in ((out.text, rows.text), (out.nested, rows.nested)):
-        for k, (vals, off) in src.items():
-            store[k] = take_runs(vals, off, order)
-    return out
 
 
 def _concat(pieces: list[Rows], group: str) -> Rows:

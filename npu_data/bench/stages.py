@@ -17,11 +17,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from npu_data import device as dev
+
+if TYPE_CHECKING:
+    from npu_data.tools.baseline import JpegDataset
 
 STAGES = ("read", "decode", "augment_cpu", "collate", "h2d", "augment")
 KIND = {"read": "IO", "decode": "compute", "augment_cpu": "compute", "collate": "memory",
@@ -125,10 +128,8 @@ def baseline_plan(files: list[Path], export: Path, crop: int, device: torch.devi
     ``device`` a training loop does)."""
     from npu_data.tools import baseline
 
-    ds = baseline.JpegReference(files, baseline.targets(export, files), crop)
-    return StagePlan(lambda n: [ds.read(i) for i in range(min(n, len(ds)))],
-                     [("decode", ds.decode), ("augment_cpu", ds.augment)], baseline.collate,
-                     [("h2d", _h2d_step(device))])
+    return _jpeg_plan(baseline.JpegReference(files, baseline.targets(export, files), crop),
+                      device)
 
 
 def torchvision_plan(files: list[Path], export: Path, crop: int, device: torch.device
@@ -137,7 +138,14 @@ def torchvision_plan(files: list[Path], export: Path, crop: int, device: torch.d
     from npu_data.bench import torchvision_baseline
     from npu_data.tools import baseline
 
-    ds = torchvision_baseline.TorchvisionJpeg(files, baseline.targets(export, files), crop)
+    return _jpeg_plan(torchvision_baseline.TorchvisionJpeg(
+        files, baseline.targets(export, files), crop), device)
+
+
+def _jpeg_plan(ds: JpegDataset, device: torch.device) -> StagePlan:
+    """A ``tools.baseline.JpegDataset``'s stages, its collate and the copy to ``device``."""
+    from npu_data.tools import baseline
+
     return StagePlan(lambda n: [ds.read(i) for i in range(min(n, len(ds)))],
                      [("decode", ds.decode), ("augment_cpu", ds.augment)], baseline.collate,
                      [("h2d", _h2d_step(device))])

@@ -45,18 +45,10 @@ def transforms(crop: int = 224) -> Any:
                        v2.PILToTensor(), v2.SanitizeBoundingBoxes()])
 
 
-class TorchvisionJpeg(torch.utils.data.Dataset):  # type: ignore[type-arg]
-    """One JPEG through Pillow and torchvision's v2 transforms (``read``, ``decode`` and
-    ``augment`` are the stages ``__getitem__`` chains, for the stage breakdown)."""
+class TorchvisionJpeg(baseline.JpegDataset):
+    """One JPEG through Pillow and torchvision's v2 transforms."""
 
-    def __init__(self, files: list[Path], boxes: list[baseline.Target], crop: int = 224) -> None:
-        if len(files) != len(boxes):
-            raise ValueError(f"{len(files)} files but {len(boxes)} box lists")
-        self.files, self.boxes = list(files), list(boxes)
-        self.transforms = transforms(crop)
-
-    def __len__(self) -> int:
-        return len(self.files)
+    pipeline = staticmethod(transforms)
 
     def read(self, i: int) -> tuple[int, Path]:
         """Open the file (Pillow reads lazily: the bytes come with the decode)."""
@@ -75,20 +67,13 @@ class TorchvisionJpeg(torch.utils.data.Dataset):  # type: ignore[type-arg]
         target = {"boxes": tv_tensors.BoundingBoxes(torch.from_numpy(t.xyxy), format="XYXY",
                                                     canvas_size=(im.height, im.width)),
                   "labels": torch.from_numpy(t.label)}
-        image, target = self.transforms(im, target)
+        image, target = self.augmentation(im, target)
         return {"image": image, "boxes.xyxy": target["boxes"].as_subclass(torch.Tensor),
                 "boxes.label": target["labels"]}
-
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        return self.augment(self.decode(self.read(i)))
 
 
 def loader(files: list[Path], batch_size: int, workers: int, crop: int = 224,
            export: Path | None = None, pin_memory: bool = False) -> Any:
-    """The torchvision DataLoader (shuffled, persistent workers when there are any)."""
-    export = export if export is not None else files[0].parent.parent / "export.json"
-    return torch.utils.data.DataLoader(
-        TorchvisionJpeg(files, baseline.targets(export, files), crop), batch_size=batch_size,
-        shuffle=True, num_workers=workers, collate_fn=baseline.collate, pin_memory=pin_memory,
-        persistent_workers=workers > 0, prefetch_factor=4 if workers else None,
-        generator=torch.Generator().manual_seed(0))
+    """The torchvision DataLoader (``tools.baseline.loader`` of ``TorchvisionJpeg``)."""
+    return baseline.loader(files, batch_size, workers, crop, export, pin_memory,
+                           dataset=TorchvisionJpeg)

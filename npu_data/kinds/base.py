@@ -2,10 +2,11 @@
 
 A kind is one group of rows in the ``AnnotationTable`` and in a shard (``<name>.<column>``
 columns plus ``<name>.offsets``). Its module (``npu_data/kinds/<name>.py``) owns the schema,
-the percent -> pixel conversion, the columns the writer adds, how a sample's and a batch's
-rows are read, how its results are read from an export, how collate pads them and how they
-follow a resized crop and a flip; the registry (``npu_data/kinds/registry.py``) lists the kinds
-and is the only such list.
+the columns the writer adds, how a sample's and a batch's rows are read and how its results
+are read from an export, and declares its geometry (``Kind.geometry``, a layout of
+``npu_data.kinds.geometry``: how collate pads it and how it follows a resized crop, a flip or
+a warp); the registry (``npu_data/kinds/registry.py``) lists the kinds and is the only such
+list.
 
 Kind modules import no torch at module level (``npu_data.annotations``, whose parser never
 needs torch, imports the registry); the collate hooks import it when they are called. Kinds
@@ -45,6 +46,8 @@ from npu_data.kinds.protocols import (
 if TYPE_CHECKING:
     import torch
 
+    from npu_data.kinds.geometry import Geometry
+
 Col = tuple[np.dtype, tuple[int, ...]]  # dtype, trailing shape
 I8, I16, I32, U8 = np.dtype("<i8"), np.dtype("<i2"), np.dtype("<i4"), np.dtype("u1")
 F32, F64 = np.dtype("<f4"), np.dtype("<f8")
@@ -59,6 +62,7 @@ class Nested:
     offsets: str
     dtype: np.dtype
     shape: tuple[int, ...]
+    sample: str | None = None  # the sample key of the values unpacked (None: as stored)
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,8 @@ class Kind:
     whose first dimension counts a sample's rows — the kinds with one are padded into
     ``(B, N, ...)`` with ``<name>.valid``, the others collate their rows as they are;
     ``top_level``: its results hold their fields at the top level (no ``value``, no
-    ``from_name``; ``control`` is -1).
+    ``from_name``; ``control`` is -1); ``geometry``: how its padded rows sit in a batch and
+    follow the image (``kinds.geometry``; None: they do not move).
     """
 
     name: str
@@ -87,6 +92,7 @@ class Kind:
     top_level: bool = False
     json_text: tuple[str, ...] = ()  # text columns holding JSON (version-1 tars: JSON values)
     paint_first: bool = False  # drawn under the other kinds (translucent areas)
+    geometry: Geometry | None = None
 
     # --- schema ------------------------------------------------------------------------
     def stored_columns(self) -> dict[str, Col]:
@@ -137,8 +143,19 @@ class Kind:
     def to_pixels(self, cols: Mapping[str, np.ndarray], heights: np.ndarray,
                   widths: np.ndarray) -> dict[str, np.ndarray]:
         """This kind's columns of ``cols`` that change when percent becomes pixels of images
-        ``heights`` x ``widths`` (per sample, float64); none by default."""
-        return {}
+        ``heights`` x ``widths`` (per sample, float64): by default its stored ``pixel``
+        columns, fixed or nested, through ``percent_to_pixels``."""
+        n, stored = self.name, [c for c in self.pixel if c not in self.derived]
+        if not stored:
+            return {}
+        rows = row_sample(cols[f"{n}.offsets"])
+        out: dict[str, np.ndarray] = {}
+        for c in stored:
+            nest = next((t for t in self.nested if t.values == c), None)
+            r = rows if nest is None else rows[row_sample(cols[f"{n}.{nest.offsets}"])]
+            a = np.asarray(cols[f"{n}.{c}"]).reshape(-1, *self.pixel[c])
+            out[f"{n}.{c}"] = percent_to_pixels(a, widths[r], heights[r]).astype(F32)
+        return out
 
     # --- one sample (``ShardDataset[i]``) ------------------------------------------------
     def sample_keys(self) -> list[str]:
@@ -146,7 +163,8 @@ class Kind:
         n = self.name
         keys = [f"{n}.{c}" for c in self.fixed] + [f"{n}.{c}" for c in self.text]
         for nest in self.nested:
-            keys += [f"{n}.{nest.values}", f"{n}.{nest.offsets}"]
+            keys += ([f"{n}.{nest.sample}"] if nest.sample else
+                     [f"{n}.{nest.values}", f"{n}.{nest.offsets}"])
         return keys + [f"{n}.{c}" for c in self.derived]
 
     def read_sample(self, col: Callable[[str], np.ndarray], j: int,
@@ -179,14 +197,16 @@ class Kind:
         """The sample keys of one nested column: values and local offsets (start at 0)."""
         return {f"{self.name}.{nest.values}": values, f"{self.name}.{nest.offsets}": offsets}
 
-    # --- collate (padded kinds) -----------------------------------------------------------
+    # --- collate and geometry (padded kinds: ``self.geometry``'s) -------------------------
     def own_keys(self) -> tuple[str, ...]:
         """Sample keys the padding hooks below handle (the rest: generic row padding)."""
-        return ()
+        return () if self.geometry is None else self.geometry.own_keys(self.name)
 
     def pad_samples(self, samples: Sequence[Mapping[str, Any]], counts: np.ndarray,
                     nmax: int, hw: tuple[int, int], pin: bool, batch: Batch) -> None:
         """Pad ``own_keys`` of sample dicts into ``batch`` (``counts`` rows each, > 0 max)."""
+        if self.geometry is not None:
+            self.geometry.pad_samples(self.name, samples, counts, nmax, hw, pin, batch)
 
     def pad_columns(self, nested: Mapping[str, tuple[np.ndarray, np.ndarray]],
                     sample: np.ndarray, slot: np.ndarray, bn: tuple[int, int],
@@ -194,26 +214,35 @@ class Kind:
         """Pad ``own_keys`` from a batch read column-wise: ``nested[<name>.<values>] =
         (values, per-row lengths)`` in batch row order; row ``r`` goes to
         ``(sample[r], slot[r])`` of ``bn = (B, N)``; ``sizes``: each sample's image size."""
+        if self.geometry is not None:
+            self.geometry.pad_columns(self.name, nested, sample, slot, bn, sizes, batch)
 
     def pad_empty(self, b: int, hw: tuple[int, int], batch: Batch) -> None:
         """``own_keys`` for a batch without any row of this kind."""
+        if self.geometry is not None:
+            self.geometry.pad_empty(self.name, b, hw, batch)
 
-    # --- geometry (padded batches on any device) -----------------------------------------
     def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
                      min_visible: float, G: GeometryKernels) -> Batch:
         """This kind's keys of ``batch`` through a resized crop (only the keys present);
         ``G``: the geometry kernels (``npu_data.transforms.geometry``)."""
-        return {}
+        if self.geometry is None:
+            return {}
+        return self.geometry.resized_crop(self.name, batch, crop_boxes, out_size, min_visible, G)
 
     def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
               G: GeometryKernels) -> Batch:
         """This kind's keys of ``batch`` mirrored where ``flip`` (B,) is set."""
-        return {}
+        if self.geometry is None:
+            return {}
+        return self.geometry.hflip(self.name, batch, widths, flip, G)
 
     def warp(self, batch: Batch, W: GeometryWarp, G: GeometryKernels) -> Batch:
         """This kind's keys of ``batch`` through an affine warp ``W`` (affine, rotation,
         vertical flip, zoom-out, crops: the pixels' maps)."""
-        return {}
+        if self.geometry is None:
+            return {}
+        return self.geometry.warp(self.name, batch, W, G)
 
     # --- WebDataset JSON (pixel coordinates of the stored image) --------------------------
     def json_columns(self) -> list[tuple[str, np.dtype, tuple[int, ...]]]:
@@ -286,12 +315,9 @@ class Kind:
 
     def to_percent(self, column: str, a: np.ndarray, w: np.ndarray,
                    h: np.ndarray) -> np.ndarray:
-        """Pixel column ``column`` (float64, rows on images ``w`` x ``h``) in percent; by
-        default for ``(..., 2)`` x, y points."""
-        if self.pixel[column][-1:] != (2,):
-            raise NotImplementedError(f"kind {self.name!r}: no to_percent for {column!r}")
-        scale = np.stack([100.0 / w, 100.0 / h], axis=1)
-        return a * scale.reshape(len(a), *([1] * (a.ndim - 2)), 2)
+        """Pixel column ``column`` (float64, rows on images ``w`` x ``h``) in percent: the
+        inverse of ``to_pixels`` (``pixels_to_percent``)."""
+        return pixels_to_percent(a, w, h)
 
     def table_nested(self, per: Sequence[Mapping[str, Any]], rows_w: np.ndarray,
                      rows_h: np.ndarray) -> dict[str, np.ndarray]:
@@ -325,12 +351,35 @@ class Kind:
                 if isinstance(batch.get(k), np.ndarray) and batch[k].shape[:2] == keep.shape}
 
 
-def xywh_percent(a: np.ndarray, w: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """Pixel rows ``x, y, w, h, ...`` (float64, on images ``w`` x ``h``) in percent."""
-    a = a.copy()
-    a[:, [0, 2]] *= (100.0 / w)[:, None]
-    a[:, [1, 3]] *= (100.0 / h)[:, None]
-    return a
+def _per_axis(a: np.ndarray, w: np.ndarray, h: np.ndarray,
+              f: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """Rows ``a`` (float64) with their x values through ``f(values, w)`` and their y values
+    through ``f(values, h)`` (``w``, ``h``: per row). By trailing shape: ``(..., 2)`` x, y
+    points; ``(5,)`` x, y, width, height and an angle (kept); ``()`` a length along x."""
+    wr = w.reshape(len(a), *([1] * (a.ndim - 1)))
+    if a.ndim == 1:
+        return f(a, wr)
+    hr = h.reshape(len(a), *([1] * (a.ndim - 1)))
+    if a.shape[-1] == 2:
+        xs, ys = [0], [1]
+    elif a.shape[1:] == (5,):
+        xs, ys = [0, 2], [1, 3]
+    else:
+        raise NotImplementedError(f"no percent <-> pixels rule for rows of shape {a.shape[1:]}")
+    out = a.astype(np.float64)
+    out[..., xs] = f(a[..., xs], wr)
+    out[..., ys] = f(a[..., ys], hr)
+    return out
+
+
+def percent_to_pixels(a: np.ndarray, w: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """Percent rows (``_per_axis``'s shapes) as pixels of images ``w`` x ``h`` (per row)."""
+    return _per_axis(a, w, h, lambda v, size: v * size / 100.0)
+
+
+def pixels_to_percent(a: np.ndarray, w: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """Pixel rows (``_per_axis``'s shapes) on images ``w`` x ``h`` (per row) in percent."""
+    return _per_axis(a, w, h, lambda v, size: v * (100.0 / size))
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -348,13 +397,3 @@ def read_texts(col: Callable[[str], np.ndarray], name: str, a: int, b: int) -> l
     off = col(f"{name}.offsets")[a:b + 1]
     data = col(f"{name}.bytes")
     return [bytes(data[int(off[t]):int(off[t + 1])]).decode("utf-8") for t in range(b - a)]
-
-
-def valid(batch: Batch, name: str, like: torch.Tensor) -> torch.Tensor:
-    """``<name>.valid`` of ``batch`` as bool, all true when absent (``like``: (B, N, ...))."""
-    import torch
-
-    v = batch.get(f"{name}.valid")
-    if v is None:
-        return torch.ones(like.shape[:2], dtype=torch.bool, device=like.device)
-    return v.to(torch.bool)

@@ -3,34 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from npu_data.kinds import geometry
 from npu_data.kinds.base import (
     COMMON,
     F32,
     F64,
     I32,
-    Batch,
     Kind,
+    percent_to_pixels,
     row_sample,
-    valid,
-    xywh_percent,
 )
 from npu_data.kinds.protocols import (
     Canvas,
     Extraction,
     ExtractionContext,
-    GeometryKernels,
-    GeometryWarp,
     ResultBatch,
     RowsT,
     ValueChecks,
 )
-
-if TYPE_CHECKING:
-    import torch
 
 
 def box_pixels(xywhr: np.ndarray, w: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -39,17 +33,14 @@ def box_pixels(xywhr: np.ndarray, w: np.ndarray, h: np.ndarray) -> tuple[np.ndar
     Corners follow Label Studio: the top-left corner is fixed and the box turns clockwise by
     ``rotation`` degrees; percent is converted to pixels before rotating.
     """
-    x = xywhr[:, 0] * w / 100.0
-    y = xywhr[:, 1] * h / 100.0
-    bw = xywhr[:, 2] * w / 100.0
-    bh = xywhr[:, 3] * h / 100.0
+    px = percent_to_pixels(xywhr, w, h)
+    x, y, bw, bh = px[:, 0], px[:, 1], px[:, 2], px[:, 3]
     rad = np.deg2rad(xywhr[:, 4])
     c, s = np.cos(rad), np.sin(rad)
     cx = np.stack([x, x + bw * c, x + bw * c - bh * s, x - bh * s], axis=1)
     cy = np.stack([y, y + bw * s, y + bw * s + bh * c, y + bh * c], axis=1)
     corners = np.stack([cx, cy], axis=2)
     xyxy = np.stack([cx.min(1), cy.min(1), cx.max(1), cy.max(1)], axis=1)
-    px = np.stack([x, y, bw, bh, xywhr[:, 4]], axis=1)
     return px.astype(F32), corners.astype(F32), xyxy.astype(F32)
 
 
@@ -88,62 +79,12 @@ class Boxes(Kind):
         w, h = np.full(len(rows), float(W)), np.full(len(rows), float(H))
         cols["boxes.xywhr"], cols["boxes.corners"], cols["boxes.xyxy"] = box_pixels(pct, w, h)
 
-    def to_percent(self, column: str, a: np.ndarray, w: np.ndarray,
-                   h: np.ndarray) -> np.ndarray:
-        return xywh_percent(a, w, h)
-
     def paint(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         for j, c in enumerate(np.asarray(sample.get("boxes.corners", np.zeros((0, 4, 2))))):
             colour = canvas.colour(sample["boxes.label"][j])
             pts = canvas.points(c)
             canvas.draw.polygon(pts, outline=colour, width=canvas.width)
             canvas.text(pts[0], canvas.name(sample, self.name, j), colour)
-
-    def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
-                     min_visible: float, G: GeometryKernels) -> Batch:
-        out: Batch = {}
-        corners = _corners(batch, G)
-        if corners is not None:
-            mapped, out["boxes.xyxy"], out["boxes.valid"] = G.resized_crop_corners(
-                corners, valid(batch, "boxes", corners), crop_boxes, out_size, min_visible)
-            if "boxes.corners" in batch:
-                out["boxes.corners"] = mapped
-            if "boxes.xywhr" in batch:
-                out["boxes.xywhr"] = G.xywhr_from_corners(mapped)
-        elif "boxes.xyxy" in batch:
-            xyxy = batch["boxes.xyxy"]
-            out["boxes.xyxy"], out["boxes.valid"] = G.resized_crop_xyxy(
-                xyxy, valid(batch, "boxes", xyxy), crop_boxes, out_size, min_visible)
-        return out
-
-    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
-              G: GeometryKernels) -> Batch:
-        out: Batch = {}
-        if "boxes.xyxy" in batch:
-            out["boxes.xyxy"] = G.hflip_xyxy(batch["boxes.xyxy"], widths, flip)
-        corners = _corners(batch, G)
-        if corners is not None:
-            flipped = G.hflip_corners(corners, widths, flip)
-            if "boxes.corners" in batch:
-                out["boxes.corners"] = flipped
-            if "boxes.xywhr" in batch:
-                out["boxes.xywhr"] = G.xywhr_from_corners(flipped)
-        return out
-
-    def warp(self, batch: Batch, W: GeometryWarp, G: GeometryKernels) -> Batch:
-        out: Batch = {}
-        corners = _corners(batch, G)
-        if corners is not None:  # rotated boxes move exactly; xyxy is their clipped envelope
-            moved, out["boxes.xyxy"], out["boxes.valid"] = W.corners(
-                corners, valid(batch, "boxes", corners))
-            if "boxes.corners" in batch:
-                out["boxes.corners"] = moved
-            if "boxes.xywhr" in batch:
-                out["boxes.xywhr"] = G.xywhr_from_corners(moved)
-        elif "boxes.xyxy" in batch:
-            xyxy = batch["boxes.xyxy"]
-            out["boxes.xyxy"], out["boxes.valid"] = W.xyxy(xyxy, valid(batch, "boxes", xyxy))
-        return out
 
 
 def _inside_image(ctx: ExtractionContext, raw: np.ndarray, clipped: np.ndarray,
@@ -170,18 +111,9 @@ def _inside_image(ctx: ExtractionContext, raw: np.ndarray, clipped: np.ndarray,
     return out
 
 
-def _corners(batch: Batch, G: GeometryKernels) -> torch.Tensor | None:
-    """The boxes' corners (B, N, 4, 2): stored, or from ``xywhr``; None without either."""
-    if "boxes.corners" in batch:
-        return batch["boxes.corners"]
-    if "boxes.xywhr" in batch:
-        return G.corners_from_xywhr(batch["boxes.xywhr"])
-    return None
-
-
 KIND = Boxes(
     name="boxes", result_types=("rectanglelabels", "rectangle"),
     fixed={**COMMON, "xywhr": (F64, (5,)), "label": (I32, ()), "score": (F32, ())},
     pixel={"xywhr": (5,), "corners": (4, 2), "xyxy": (4,)}, derived=("corners", "xyxy"),
-    row_key="xyxy",
+    row_key="xyxy", geometry=geometry.RotatedBoxes("xyxy"),
 )

@@ -3,34 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from npu_data.kinds import geometry
 from npu_data.kinds.base import (
     COMMON,
-    F32,
     F64,
     I32,
-    Batch,
     Kind,
-    row_sample,
-    valid,
-    xywh_percent,
 )
 from npu_data.kinds.protocols import (
     Canvas,
     Extraction,
     ExtractionContext,
-    GeometryKernels,
-    GeometryWarp,
     ResultBatch,
     RowsT,
     ValueChecks,
 )
-
-if TYPE_CHECKING:
-    import torch
 
 
 def ellipse_points(params: np.ndarray, n: int = 48) -> np.ndarray:
@@ -62,37 +53,6 @@ class Ellipses(Kind):
         rows.fixed["label"] = lab
         return rows
 
-    def to_pixels(self, cols: Mapping[str, np.ndarray], heights: np.ndarray,
-                  widths: np.ndarray) -> dict[str, np.ndarray]:
-        e = row_sample(cols["ellipses.offsets"])
-        p = cols["ellipses.params"].reshape(-1, 5)
-        w, h = widths[e], heights[e]
-        return {"ellipses.params": np.stack([p[:, 0] * w / 100.0, p[:, 1] * h / 100.0,
-                                             p[:, 2] * w / 100.0, p[:, 3] * h / 100.0,
-                                             p[:, 4]], axis=1).astype(F32)}
-
-    def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
-                     min_visible: float, G: GeometryKernels) -> Batch:
-        if "ellipses.params" not in batch:
-            return {}
-        el = batch["ellipses.params"]
-        params, keep = G.resized_crop_ellipses(el, valid(batch, "ellipses", el), crop_boxes,
-                                               out_size)
-        return {"ellipses.params": params, "ellipses.valid": keep}
-
-    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
-              G: GeometryKernels) -> Batch:
-        if "ellipses.params" not in batch:
-            return {}
-        return {"ellipses.params": G.hflip_ellipses(batch["ellipses.params"], widths, flip)}
-
-    def warp(self, batch: Batch, W: GeometryWarp, G: GeometryKernels) -> Batch:
-        if "ellipses.params" not in batch:
-            return {}
-        el = batch["ellipses.params"]
-        params, keep = W.ellipses(el, valid(batch, "ellipses", el))
-        return {"ellipses.params": params, "ellipses.valid": keep}
-
     def paint(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
         params = np.asarray(sample.get("ellipses.params", np.zeros((0, 5))))
         s = canvas.scale
@@ -102,13 +62,9 @@ class Ellipses(Kind):
             canvas.text((float(params[j, 0]) * s, float(params[j, 1]) * s),
                         canvas.name(sample, self.name, j), colour)
 
-    def to_percent(self, column: str, a: np.ndarray, w: np.ndarray,
-                   h: np.ndarray) -> np.ndarray:
-        return xywh_percent(a, w, h)
-
 
 KIND = Ellipses(
     name="ellipses", result_types=("ellipselabels", "ellipse"),
     fixed={**COMMON, "params": (F64, (5,)), "label": (I32, ())},
-    pixel={"params": (5,)}, row_key="params",
+    pixel={"params": (5,)}, row_key="params", geometry=geometry.Ellipses("params"),
 )

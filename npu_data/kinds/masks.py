@@ -8,39 +8,25 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from PIL import Image
 
 from npu_data.common.ragged import offsets_of
-from npu_data.kinds.base import COMMON, I32, U8, Batch, Kind, Nested, row_sample, valid
+from npu_data.kinds import geometry
+from npu_data.kinds.base import COMMON, I32, U8, Kind, Nested, row_sample
+from npu_data.kinds.geometry import unpack_mask
 from npu_data.kinds.protocols import (
     Canvas,
     Extraction,
     ExtractionContext,
-    GeometryKernels,
-    GeometryWarp,
     ResultBatch,
     RowsT,
     ValueChecks,
 )
 
-if TYPE_CHECKING:
-    import torch
-
-
 _SIZE = ("height", "width")  # masks.height / masks.width: the image's, not in the JSON
-
-
-def unpack_mask(bits: np.ndarray, h: int, w: int) -> np.ndarray:
-    """One (h, w) uint8 0/1 mask from its packed bits (``np.packbits`` of the row-major mask);
-    ValueError when ``bits`` holds fewer than ``h * w`` bits (numpy would fill the rest with
-    whatever memory held)."""
-    if len(bits) * 8 < h * w:
-        raise ValueError(f"a mask of {h}x{w} needs {(h * w + 7) // 8} bytes of bits, "
-                         f"{len(bits)} stored")
-    return np.unpackbits(bits, count=h * w).reshape(h, w)
 
 
 def resize_masks(cols: Mapping[str, np.ndarray], heights: np.ndarray,
@@ -124,9 +110,6 @@ class Masks(Kind):
     def to_pixels(self, cols: Mapping[str, np.ndarray], heights: np.ndarray,
                   widths: np.ndarray) -> dict[str, np.ndarray]:
         return resize_masks(cols, heights.astype(np.int64), widths.astype(np.int64))
-
-    def sample_keys(self) -> list[str]:
-        return [*(f"masks.{c}" for c in (*self.fixed, *self.text)), "masks.mask"]
 
     def stored_problem(self, col: Callable[[str], np.ndarray],
                        sizes: np.ndarray) -> str | None:
@@ -213,69 +196,10 @@ class Masks(Kind):
         return {"masks.bits": bits.astype(np.uint8),
                 "masks.bit_offsets": offsets_of([len(p) for p in parts])}
 
-    def own_keys(self) -> tuple[str, ...]:
-        return ("masks.mask",)
-
-    def pad_samples(self, samples: Sequence[Mapping[str, Any]], counts: np.ndarray,
-                    nmax: int, hw: tuple[int, int], pin: bool, batch: Batch) -> None:
-        import torch
-
-        from npu_data.buffers import zeros_host
-
-        out = zeros_host((len(samples), nmax, hw[0], hw[1]), torch.uint8, pin)
-        view = out.numpy()
-        for i, s in enumerate(samples):
-            m = s.get("masks.mask")
-            if m is not None and counts[i]:
-                view[i, :counts[i], :m.shape[1], :m.shape[2]] = m
-        batch["masks.mask"] = out
-
-    def pad_columns(self, nested: Mapping[str, tuple[np.ndarray, np.ndarray]],
-                    sample: np.ndarray, slot: np.ndarray, bn: tuple[int, int],
-                    sizes: Sequence[tuple[int, int]], batch: Batch) -> None:
-        import torch
-
-        bits, per_row = nested["masks.bits"]
-        hmax = max((h for h, _ in sizes), default=0)
-        wmax = max((w for _, w in sizes), default=0)
-        out = torch.zeros((*bn, hmax, wmax), dtype=torch.uint8)
-        view = out.numpy()
-        off = offsets_of(per_row).tolist()
-        for r, (i, t) in enumerate(zip(sample.tolist(), slot.tolist(), strict=True)):
-            h, w = sizes[i]
-            view[i, t, :h, :w] = unpack_mask(bits[off[r]:off[r + 1]], h, w)
-        batch["masks.mask"] = out
-
-    def pad_empty(self, b: int, hw: tuple[int, int], batch: Batch) -> None:
-        import torch
-
-        batch["masks.mask"] = torch.zeros((b, 0, hw[0], hw[1]), dtype=torch.uint8)
-
-    def resized_crop(self, batch: Batch, crop_boxes: torch.Tensor, out_size: tuple[int, int],
-                     min_visible: float, G: GeometryKernels) -> Batch:
-        if "masks.mask" not in batch:
-            return {}
-        mk = batch["masks.mask"]
-        mask, keep = G.resized_crop_masks(mk, valid(batch, "masks", mk), crop_boxes, out_size,
-                                          min_visible)
-        return {"masks.mask": mask, "masks.valid": keep}
-
-    def hflip(self, batch: Batch, widths: torch.Tensor, flip: torch.Tensor,
-              G: GeometryKernels) -> Batch:
-        if "masks.mask" not in batch:
-            return {}
-        return {"masks.mask": G.hflip_masks(batch["masks.mask"], widths, flip)}
-
-    def warp(self, batch: Batch, W: GeometryWarp, G: GeometryKernels) -> Batch:
-        if "masks.mask" not in batch:
-            return {}
-        mk = batch["masks.mask"]
-        mask, keep = W.masks(mk, valid(batch, "masks", mk))
-        return {"masks.mask": mask, "masks.valid": keep}
-
 
 KIND = Masks(
     name="masks", result_types=("brushlabels", "brush"),
     fixed={**COMMON, "height": (I32, ()), "width": (I32, ()), "label": (I32, ())},
-    nested=(Nested("bits", "bit_offsets", U8, ()),), row_key="mask", paint_first=True,
+    nested=(Nested("bits", "bit_offsets", U8, (), sample="mask"),), row_key="mask",
+    paint_first=True, geometry=geometry.BitMasks("mask"),
 )

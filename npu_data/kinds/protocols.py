@@ -11,7 +11,8 @@ it structurally:
   ``Kind.extract(ctx, b, R)`` (``annotations.results``' ``Context``, ``Batch``, the
   ``builders.Rows`` it makes, and the module itself as the toolkit ``R``);
 - ``GeometryKernels``: ``Kind.resized_crop(..., G)`` / ``Kind.hflip(..., G)`` /
-  ``Kind.warp(..., G)`` (the module ``transforms.geometry``);
+  ``Kind.warp(..., G)``, handed on to the kind's ``kinds.geometry`` layout (the module
+  ``transforms.geometry``);
 - ``GeometryWarp``: ``Kind.warp(batch, W, G)`` (``transforms.warp_geometry.Warp``);
 - ``Canvas``: ``Kind.paint(canvas, sample)`` (``tools.preview.Canvas``).
 

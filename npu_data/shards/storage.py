@@ -54,27 +54,27 @@ class Stamp:
 
 def _refused(exc: BaseException) -> bool:
     """Whether ``exc`` is the store refusing a write's condition (HTTP 412)."""
-    while exc is not None:
-        if isinstance(exc, FileExistsError):
-            return True
-        err = getattr(exc, "response", None)
-        if isinstance(err, dict) and (err.get("Error", {}).get("Code") == "PreconditionFailed"
-                                      or err.get("ResponseMetadata", {})
-                                      .get("HTTPStatusCode") == 412):
-            return True
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
-    return False
+    return _store_says(exc, "PreconditionFailed", 412, FileExistsError)
 
 
 def _unsupported(exc: BaseException) -> bool:
     """Whether ``exc`` is a store that does not know conditional writes (HTTP 501)."""
+    return _store_says(exc, "NotImplemented", 501)
+
+
+def _store_says(exc: BaseException | None, code: str, status: int,
+                local: type[BaseException] | None = None) -> bool:
+    """Whether ``exc`` or an exception behind it is a store's answer ``code`` / HTTP
+    ``status`` (boto's ``response`` dict), or a ``local`` one (a local store's own)."""
     while exc is not None:
-        err = getattr(exc, "response", None)
-        if isinstance(err, dict) and (err.get("Error", {}).get("Code") == "NotImplemented"
-                                      or err.get("ResponseMetadata", {})
-                                      .get("HTTPStatusCode") == 501):
+        if local is not None and isinstance(exc, local):
             return True
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        err = getattr(exc, "response", None)
+        if isinstance(err, dict) and (err.get("Error", {}).get("Code") == code
+                                      or err.get("ResponseMetadata", {})
+                                      .get("HTTPStatusCode") == status):
+            return True
+        exc = exc.__cause__ or exc.__context__
     return False
 
 

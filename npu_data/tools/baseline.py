@@ -94,21 +94,46 @@ def flip_boxes(t: Target, width: int) -> Target:
     return Target(xyxy, t.label)
 
 
-class JpegReference(torch.utils.data.Dataset):  # type: ignore[type-arg]
-    """Read one JPEG, decode it with Pillow, augment it and its boxes alone on the CPU.
-
-    ``read``, ``decode`` and ``augment`` are the stages ``__getitem__`` chains (the stage
-    breakdown times them one by one).
-    """
+class JpegDataset(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    """JPEG files and their boxes, one sample at a time: ``read``, ``decode`` and ``augment``
+    are the stages ``__getitem__`` chains (the stage breakdown times them one by one), each
+    subclass's own, as is ``pipeline(crop)``, the augmentation it makes."""
 
     def __init__(self, files: list[Path], boxes: list[Target], crop: int = 224) -> None:
         if len(files) != len(boxes):
             raise ValueError(f"{len(files)} files but {len(boxes)} box lists")
         self.files, self.boxes = list(files), list(boxes)
-        self.augmentation = augmentation(crop)
+        self.augmentation = self.pipeline(crop)
+
+    @staticmethod
+    def pipeline(crop: int) -> Any:
+        """The augmentation of every sample."""
+        raise NotImplementedError
+
+    def read(self, i: int) -> tuple[int, Any]:
+        """Sample ``i``'s file, read as far as the decode wants it."""
+        raise NotImplementedError
+
+    def decode(self, item: tuple[int, Any]) -> tuple[int, Any]:
+        """The read file decoded."""
+        raise NotImplementedError
+
+    def augment(self, item: tuple[int, Any]) -> dict[str, Any]:
+        """The decoded image and its boxes augmented: ``image``, ``boxes.xyxy``,
+        ``boxes.label``."""
+        raise NotImplementedError
 
     def __len__(self) -> int:
         return len(self.files)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return self.augment(self.decode(self.read(i)))
+
+
+class JpegReference(JpegDataset):
+    """Read one JPEG, decode it with Pillow, augment it and its boxes alone on the CPU."""
+
+    pipeline = staticmethod(augmentation)
 
     def read(self, i: int) -> tuple[int, bytes]:
         """The file's bytes."""
@@ -138,9 +163,6 @@ class JpegReference(torch.utils.data.Dataset):  # type: ignore[type-arg]
                 "boxes.xyxy": torch.from_numpy(target.xyxy),
                 "boxes.label": torch.from_numpy(target.label)}
 
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        return self.augment(self.decode(self.read(i)))
-
 
 def collate(samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
     """Stack the images; pad the boxes to the batch's most (``boxes.valid``, label -1)."""
@@ -157,14 +179,16 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
 
 
 def loader(files: list[Path], batch_size: int, workers: int, crop: int = 224,
-           export: Path | None = None, pin_memory: bool = False) -> Any:
-    """The baseline torch DataLoader (shuffled, persistent workers when there are any).
+           export: Path | None = None, pin_memory: bool = False,
+           dataset: type[JpegDataset] = JpegReference) -> Any:
+    """The baseline torch DataLoader of ``dataset`` (shuffled, persistent workers when there
+    are any).
 
     Boxes come from ``export`` (default: ``export.json`` beside the images folder).
     """
     export = export if export is not None else files[0].parent.parent / "export.json"
     return torch.utils.data.DataLoader(
-        JpegReference(files, targets(export, files), crop), batch_size=batch_size,
+        dataset(files, targets(export, files), crop), batch_size=batch_size,
         shuffle=True, num_workers=workers, collate_fn=collate, pin_memory=pin_memory,
         persistent_workers=workers > 0, prefetch_factor=4 if workers else None,
         generator=torch.Generator().manual_seed(0))

@@ -339,7 +339,7 @@ class RandomIoUCrop(Transform):
         if "boxes.xyxy" not in batch:
             raise UserValueError(f"{self.name}: the batch has no boxes ('boxes.xyxy') — the "
                                  "crop is chosen by its overlap with them")
-        from npu_data.kinds.base import valid
+        from npu_data.kinds.geometry import valid
 
         xyxy = batch["boxes.xyxy"]
         crop, inside = self.choose(xyxy, valid(batch, "boxes", xyxy), params)

@@ -274,8 +274,7 @@ def adjust_brightness(
         UserError: A tensor of the wrong dtype or shape, or a negative factor (host factors
             only are read: no device synchronisation).
     """
-    _check_images(images, sizes)
-    f = _checked_nonneg(factors, images, "brightness")
+    f = _enhance_factors(images, sizes, factors, "brightness")
     return kernel("adjust_brightness", images)(images, sizes, f)
 
 
@@ -297,8 +296,7 @@ def adjust_contrast(
         UserError: A tensor of the wrong dtype or shape, or a negative factor (host factors
             only are read: no device synchronisation).
     """
-    _check_images(images, sizes)
-    f = _checked_nonneg(factors, images, "contrast")
+    f = _enhance_factors(images, sizes, factors, "contrast")
     return kernel("adjust_contrast", images)(images, sizes, f)
 
 
@@ -319,8 +317,7 @@ def adjust_saturation(
         UserError: A tensor of the wrong dtype or shape, or a negative factor (host factors
             only are read: no device synchronisation).
     """
-    _check_images(images, sizes)
-    f = _checked_nonneg(factors, images, "saturation")
+    f = _enhance_factors(images, sizes, factors, "saturation")
     return kernel("adjust_saturation", images)(images, sizes, f)
 
 
@@ -400,6 +397,14 @@ def _hue_shifts(factors: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
     if _kernels.host_values(f) and bool(torch.any((f < -0.5) | (f > 0.5))):
         raise UserValueError("hue factors must lie in [-0.5, 0.5]")
     return _color.hue_shift(f)  # where the factors are: the kernels move what they need
+
+
+def _enhance_factors(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor,
+                     name: str) -> torch.Tensor:
+    """The checks of ``adjust_<name>`` (brightness, contrast, saturation, sharpness): the
+    images, then the factors, non-negative, as (B,) or a scalar."""
+    _check_images(images, sizes)
+    return _checked_nonneg(factors, images, name)
 
 
 def _checked_nonneg(factors: torch.Tensor, images: torch.Tensor, name: str) -> torch.Tensor:
@@ -653,8 +658,7 @@ def adjust_sharpness(images: torch.Tensor, sizes: torch.Tensor, factors: torch.T
     Raises:
         UserError: A tensor of the wrong dtype or shape, or a negative host factor.
     """
-    _check_images(images, sizes)
-    f = _checked_nonneg(factors, images, "sharpness")
+    f = _enhance_factors(images, sizes, factors, "sharpness")
     return kernel("adjust_sharpness", images)(images, sizes, f)  # type: ignore[no-any-return]
 
 

@@ -155,6 +155,39 @@ def test_baseline_reads_boxes_from_the_export(tmp_path: Path) -> None:
                                                 (v["y"] + v["height"]) * 0.48], rtol=1e-5)
 
 
+class _Sizes(baseline.JpegDataset):
+    """A baseline dataset of its own stages: the image's size as its only pixel values."""
+
+    pipeline = staticmethod(lambda crop: crop)
+
+    def read(self, i: int) -> tuple[int, Path]:
+        return i, self.files[i]
+
+    def decode(self, item: tuple[int, Path]) -> tuple[int, Image.Image]:
+        with Image.open(item[1]) as im:
+            return item[0], im.copy()
+
+    def augment(self, item: tuple[int, Image.Image]) -> dict[str, object]:
+        i, im = item
+        t = self.boxes[i]
+        image = torch.full((3, self.augmentation, self.augmentation), im.width % 256)
+        return {"image": image.to(torch.uint8), "boxes.xyxy": torch.from_numpy(t.xyxy),
+                "boxes.label": torch.from_numpy(t.label)}
+
+
+def test_one_baseline_dataset_class_serves_every_baseline_loader(tmp_path: Path) -> None:
+    data = datasets.ensure(tmp_path, 4, 64, 48)
+    ds = baseline.JpegReference(data.files, baseline.targets(data.export, data.files), 32)
+    assert len(ds) == 4 and tuple(ds[1]["image"].shape) == (3, 32, 32)  # read, decode, augment
+    batches = list(baseline.loader(data.files, 2, 0, 16, dataset=_Sizes))
+    assert [tuple(b["image"].shape) for b in batches] == [(2, 3, 16, 16)] * 2
+    assert all(bool((b["image"] == 64).all()) for b in batches)
+    counts = sorted(int(v.sum()) for b in batches for v in b["boxes.valid"])
+    assert counts == sorted(len(t.label) for t in baseline.targets(data.export, data.files))
+    with pytest.raises(ValueError, match="4 files but 3 box lists"):
+        _Sizes(data.files, baseline.targets(data.export, data.files)[:3])
+
+
 def test_optional_frameworks_say_whether_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
 

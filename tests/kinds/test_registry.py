@@ -41,7 +41,7 @@ SAMPLE_KEYS = {"image", "sizes", "index", "task_id", "original_size", "caption"}
 
 def test_every_kind_module_is_registered_once() -> None:
     modules = {m.name for m in pkgutil.iter_modules(npu_data.kinds.__path__)}
-    assert modules - {"base", "protocols", "registry"} == NAMES
+    assert modules - {"base", "geometry", "protocols", "registry"} == NAMES
     assert len(NAMES) == len(KINDS) and set(BY_NAME) == NAMES
     types = [t for k in KINDS for t in k.result_types]
     assert len(types) == len(set(types)) == len(OF_TYPE)

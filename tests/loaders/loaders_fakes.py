@@ -1,11 +1,16 @@
-"""Stand-in datasets for the loader tests: numpy columns, sample dicts like ShardDataset's."""
+"""Stand-in datasets for the loader tests: numpy columns, sample dicts like ShardDataset's,
+and small generated photo projects."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from npu_data.loaders import LabelStudioDataset
+from npu_data.tools.sample_data import make_sample_project
 
 
 class ArrayDataset(torch.utils.data.Dataset):
@@ -54,3 +59,10 @@ def noisy_flip(batch: dict[str, Any], generator: torch.Generator | None = None) 
     out = torch.where(flip[:, None, None, None], img.flip(-1), img)
     return {**batch, "image": (out.to(torch.int16) + shift).clamp(0, 255).to(torch.uint8),
             "flip": flip}
+
+
+def photo_dataset(root: Path, n_images: int, width: int, height: int) -> LabelStudioDataset:
+    """A generated project of ``n_images`` photos (``width`` x ``height``) under ``root``,
+    read as a ``LabelStudioDataset`` with its cache beside it."""
+    project = make_sample_project(root / "proj", n_images=n_images, width=width, height=height)
+    return LabelStudioDataset(project.export_path, cache_dir=root / "cache")

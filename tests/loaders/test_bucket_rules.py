@@ -9,12 +9,12 @@ import math
 import numpy as np
 import pytest
 import torch
+from loaders_fakes import photo_dataset
 
 import npu_data
 from npu_data.common.buckets import SDXL, Buckets, buckets_of, make_buckets
 from npu_data.errors import UserError
 from npu_data.loaders import BucketBatchSampler, DataLoader, LabelStudioDataset
-from npu_data.tools.sample_data import make_sample_project
 from npu_data.transforms import Compose, RandomHorizontalFlip, ResizeCrop
 
 
@@ -76,9 +76,7 @@ def test_no_upscale_gives_small_photos_a_bucket_inside_them() -> None:
 
 @pytest.fixture(scope="module")
 def photos(tmp_path_factory: pytest.TempPathFactory) -> LabelStudioDataset:
-    root = tmp_path_factory.mktemp("rules")
-    project = make_sample_project(root / "proj", n_images=12, width=150, height=100)
-    return LabelStudioDataset(project.export_path, cache_dir=root / "cache")
+    return photo_dataset(tmp_path_factory.mktemp("rules"), 12, 150, 100)
 
 
 MINE = [(64, 64), (48, 80), (80, 48)]

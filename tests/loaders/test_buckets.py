@@ -8,12 +8,12 @@ import json
 import numpy as np
 import pytest
 import torch
+from loaders_fakes import photo_dataset
 
 import npu_data
 from npu_data.common.buckets import SDXL, assign, bucket_list
 from npu_data.errors import UserError
 from npu_data.loaders import BucketBatchSampler, DataLoader, LabelStudioDataset
-from npu_data.tools.sample_data import make_sample_project
 from npu_data.transforms import CaptionDropout, Compose, Normalize, RandomHorizontalFlip, ResizeCrop
 
 
@@ -159,9 +159,7 @@ def test_state_is_checked_against_the_sampler() -> None:
 
 @pytest.fixture(scope="module")
 def photos(tmp_path_factory: pytest.TempPathFactory) -> LabelStudioDataset:
-    root = tmp_path_factory.mktemp("aigc")
-    project = make_sample_project(root / "proj", n_images=14, width=160, height=96)
-    return LabelStudioDataset(project.export_path, cache_dir=root / "cache")
+    return photo_dataset(tmp_path_factory.mktemp("aigc"), 14, 160, 96)
 
 
 BUCKETS = [(64, 64), (48, 80), (80, 48)]
