@@ -189,7 +189,7 @@ class Transform:
     params, ctx)`` (module doc).
 
     The class attributes below declare what a pipeline may do with a stage (``compose``,
-    ``flip_order``, ``read_crop`` read them; all False here).
+    ``flip_order``, ``compose.split`` read them; all False here).
     """
 
     name = "Transform"

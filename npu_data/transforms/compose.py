@@ -146,7 +146,6 @@ class Compose(Transform):
         return f"{self.name}([{inner}])"
 
 
-
 @dataclass(frozen=True)
 class Rest:
     """The stages of a pipeline after its leading crop, for a reader that applied the crop.
