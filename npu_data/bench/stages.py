@@ -202,10 +202,14 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     from npu_data.shards.batch_read import SampleBatch, read_columns
     from npu_data.tools.baseline import augmentation
     from npu_data.transforms import ReadCrop, draws, read_crop
+    from npu_data.transforms.compose import split
 
     aug = augmentation(crop)
     leading = ReadCrop.of(aug, fast)
     assert leading is not None
+    lead = split(aug)
+    assert lead is not None
+    rest = lead.rest
     first = leading.crop
     ids = np.arange(min(n, len(ds)))
     groups = [ids[a:a + batch_size] for a in range(0, len(ids), batch_size)]
@@ -234,7 +238,7 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
         crop_read.take(b)
     params = [aug.draw_keyed(sizes[g], k) for g, k in zip(groups, keys, strict=True)]
     moved, t_h2d = timed(lambda: [_h2d_step(device)(b) for b in batches])
-    _, t_aug = timed(lambda: [aug.apply_rest(b, p) for b, p in zip(moved, params, strict=True)])
+    _, t_aug = timed(lambda: [rest.apply(b, p) for b, p in zip(moved, params, strict=True)])
     ms = 1000 / max(len(ids), 1)
     encoded = any(not isinstance(im, np.ndarray) for c in cols for im in c.images)
     out_ms = {"read": t_read * ms, "decode": t_decode * ms if encoded else None,
@@ -278,10 +282,14 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
     from npu_data.loaders import collate_samples, crop_read
     from npu_data.tools.baseline import augmentation
     from npu_data.transforms import ReadCrop, draws, read_crop
+    from npu_data.transforms.compose import split
 
     aug = augmentation(crop)
     plan = ReadCrop.of(aug, fast)
     assert plan is not None
+    lead = split(aug)
+    assert lead is not None
+    rest = lead.rest
 
     def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
         fn()
@@ -315,7 +323,7 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
     for b in cropped:
         crop_read.take(b)
     moved, t_h2d = timed(lambda: [_h2d_step(device)(b) for b in cropped])
-    _, t_aug = timed(lambda: [aug.apply_rest(b, p) for b, p in zip(moved, params, strict=True)])
+    _, t_aug = timed(lambda: [rest.apply(b, p) for b, p in zip(moved, params, strict=True)])
     ms = 1000 / max(len(members), 1)
     return {"read": t_read * ms, "decode": t_decode * ms, "augment_cpu": t_crop * ms,
             "collate": max(t_all - t_decode - t_crop, 0.0) * ms,

@@ -8,7 +8,7 @@ collate is ours and the dataset is a ``ShardDataset`` or a stream that crops whe
 a stream is armed for the pass (``stream_crop``) and draws each batch's plan where it reads
 it. Either way the reader applies the plan (``crop_read.crop_batch``) and marks the batch;
 the loader takes the mark off, draws the whole pipeline's parameters from the stored sizes
-and runs the rest of the pipeline (``Transform.apply_rest``).
+and runs the rest of the pipeline (``compose.Split.rest``).
 """
 
 from __future__ import annotations

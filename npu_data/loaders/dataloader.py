@@ -35,6 +35,7 @@ from npu_data.loaders.sampler import loader_order
 from npu_data.loaders.states import loader_seed
 from npu_data.transforms import draws
 from npu_data.transforms.base import Params, Transform
+from npu_data.transforms.compose import split
 from npu_data.transforms.donate import donating
 
 BatchTransform = Callable[..., Any]
@@ -283,7 +284,8 @@ class DataLoader(TorchDataLoader):
             mine = batch.get("image") if is_collate_samples(self.collate_fn) else None
             t = cast(Transform, self.transform)  # keyed: one of ours (_host_params)
             with donating(mine):
-                out = t.apply_rest(batch, params) if cropped else t.apply(batch, params)
+                lead = split(t) if cropped else None
+                out = lead.rest.apply(batch, params) if lead else t.apply(batch, params)
             out["aug"] = host_params
             return out
         if self._transform_generator is None:

@@ -20,7 +20,7 @@ import torch
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import functional as F
 from npu_data.transforms import maps
-from npu_data.transforms.base import Batch, Params, Transform
+from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
 from npu_data.transforms.draws import Uniforms
 
 Bins = Callable[[int, int, int], "torch.Tensor | None"]
@@ -189,7 +189,7 @@ class _Policy(Transform):
                 # host maps for functional.warp (never shipped to the device)
                 "matrix": torch.from_numpy(mats)}
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         x, sizes = batch["image"], batch["sizes"]
         for j in range(params["op"].shape[1]):
             step = F.policy_step(x, sizes, params["op"][:, j], params["factor"][:, j],

@@ -1,18 +1,33 @@
 """The ``Transform`` base class and its plumbing: batch handling, validation, parameter draws.
 
-A transform is called on a batch dict (see docs/architecture.md) or on a bare uint8 tensor
-``(B, C, H, W)`` and returns the same kind. Its parameters come from one sampler,
-:meth:`Transform.make_params` (torchvision v2's name): vectorised over the batch, in float64
-on the host, from the samples' sizes and uniform numbers — the keyed draws the DataLoader
-uses (:meth:`Transform.draw_keyed`) or a torch generator's (:meth:`Transform.get_params`,
-``t(batch, generator)``; they and the sizes are read back from the batch's device once).
-They are plain host tensors that :meth:`Transform.apply` takes on any device, so a batch can
-be replayed sample by sample through ``npu_data.transforms.reference``.
+The contract, in torchvision v2's terms: a transform defines two things,
+
+- :meth:`Transform.make_params` ``(sizes, rng) -> params``: the sampler, vectorised over the
+  batch, in float64 on the host, from the samples' sizes and uniform numbers — the keyed
+  draws the DataLoader uses (:meth:`Transform.draw_keyed`) or a torch generator's
+  (:meth:`Transform.get_params`, ``t(batch, generator)``; they and the sizes are read back
+  from the batch's device once). Deterministic transforms have none.
+- ``_apply(batch, params, ctx)``: the transform kernel, deterministic, on a checked batch
+  dict; ``ctx`` (:class:`ApplyContext`) is what a pipeline knows about the batch (a folded
+  mirror, no padding), the same signature for every transform.
+
+and :meth:`Transform.apply_reference`, one sample through the CPU reference. Everything else
+is the base's: ``t(data)``, :meth:`Transform.run` (output and params), :meth:`Transform.apply`
+(drawn params, plain host tensors, on any device: a batch replays sample by sample through
+``npu_data.transforms.reference``). A transform is called on a batch dict (see
+docs/architecture.md) or on a bare uint8 tensor ``(B, C, H, W)`` and returns the same kind.
+
+What a pipeline may do with a stage it reads from the stage's declared capabilities
+(:class:`Transform`'s ``crops``, ``fills``, ``folds_flip``, ``is_hflip``, ``keeps_full``,
+``mirror_free``), never from its class. A pipeline's parameters are one flat dict, stage
+``i``'s keys prefixed ``"i."``: :func:`stage_params` and :func:`with_stage` are the one home of
+that naming.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,6 +38,46 @@ from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms.draws import Draws, GeneratorDraws, Uniforms
 
 Params = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True, eq=False)
+class ApplyContext:
+    """What a pipeline knows about the batch a stage applies to (``compose.fusions``); a
+    stage reads the fields it can use and ignores the rest.
+
+    Attributes:
+        flip: a later mirror's (B,) mask, for a crop that :attr:`Transform.folds_flip` to
+            mirror its output's pixels while resizing (the mirror stage still moves the
+            geometry).
+        pixels: False: an earlier crop already mirrored this mirror's pixels; mirror the
+            geometry only.
+        full: True: every sample fills the whole batch (no padding), told to the stages that
+            keep it full (``Transform.keeps_full``: the colour jitter skips the padding);
+            None: not known.
+    """
+
+    flip: torch.Tensor | None = None
+    pixels: bool = True
+    full: bool | None = None
+
+
+DEFAULT = ApplyContext()
+
+
+def stage_key(index: int, key: str) -> str:
+    """The flat key of stage ``index``'s parameter ``key`` in its pipeline's params."""
+    return f"{index}.{key}"
+
+
+def stage_params(params: Params, index: int) -> Params:
+    """Stage ``index``'s own parameters out of its pipeline's flat ``params``."""
+    prefix = stage_key(index, "")
+    return {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
+
+
+def with_stage(index: int, params: Params) -> Params:
+    """Stage ``index``'s ``params`` under its pipeline's flat keys."""
+    return {stage_key(index, k): v for k, v in params.items()}
 
 
 def as_batch(data: Any, who: str, *, need_uint8: bool = True,
@@ -130,12 +185,24 @@ class Transform:
     applies them with :meth:`apply`; :meth:`apply_reference` replays one sample's
     parameters on the CPU reference (Pillow semantics). A random transform defines
     :meth:`make_params`, the one sampler both :meth:`get_params` (a generator) and
-    :meth:`draw_keyed` (the keyed draws) run.
+    :meth:`draw_keyed` (the keyed draws) run; every transform defines ``_apply(batch,
+    params, ctx)`` (module doc).
+
+    The class attributes below declare what a pipeline may do with a stage (``compose``,
+    ``flip_order``, ``compose.split`` read them; all False here).
     """
 
     name = "Transform"
     needs_uint8 = True
     takes_latents = False  # applies to a latents store's batches (no image)
+    # a resized crop (``crop_base``): per-sample boxes or windows that a reader may apply
+    # while reading (keyed) and that a later mirror moves (``flip_order``)
+    crops = False
+    fills = False  # every sample fills its output (no padding) after it
+    folds_flip = False  # mirrors its output's pixels while resizing (``ApplyContext.flip``)
+    is_hflip = False  # a horizontal mirror a crop may fold (``flip`` param, ``ctx.pixels``)
+    keeps_full = False  # uint8 pixels and sizes as they came: a full batch stays full
+    mirror_free = False  # commutes with a horizontal mirror (per pixel, or no pixels)
 
     def __call__(self, data: Any, generator: torch.Generator | None = None) -> Any:
         return self.run(data, generator)[0]
@@ -208,19 +275,8 @@ class Transform:
         return self.make_params(np.asarray(sizes, dtype=np.int64).reshape(-1, 2),
                                 Draws(keys, position))
 
-    # --- crop at read (see transforms.read_crop) ------------------------------------------
-    def leading_crop(self, position: int = 0) -> tuple[Transform, int] | None:
-        """The crop a reader may apply to this transform's input while reading it, with its
-        draw position (this transform at ``position``); None: none. :meth:`apply_rest` runs
-        what is left."""
-        return None
-
-    def apply_rest(self, batch: Batch, params: Params) -> Batch:
-        """What is left of this transform once a reader applied :meth:`leading_crop`, with
-        the whole transform's keyed ``params``."""
-        raise NotImplementedError(f"{self.name} has no leading crop to apply while reading")
-
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+        """The transform kernel: ``params`` applied to a checked batch dict (module doc)."""
         raise NotImplementedError
 
     def __repr__(self) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from npu_data.errors import UserError, UserValueError
-from npu_data.transforms.base import Batch, Params, Transform
+from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
 from npu_data.transforms.draws import Uniforms
 
 SOURCES = ("texts.text", "choices.label")  # the batch keys a caption may come from
@@ -39,6 +39,7 @@ class CaptionDropout(Transform):
     """
 
     name = "CaptionDropout"
+    mirror_free = True  # no pixels
     needs_uint8 = False
     takes_latents = True  # captions only: a latents store's batches too
 
@@ -51,7 +52,7 @@ class CaptionDropout(Transform):
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         return {"drop": torch.from_numpy(rng.uniform(1)[:, 0] < self.p)}
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         captions = batch.get(self.key)
         if not isinstance(captions, list):
             raise UserError(f"{self.name}: the batch has no list of captions at {self.key!r} "
@@ -88,6 +89,7 @@ class RandomCaption(Transform):
     """
 
     name = "RandomCaption"
+    mirror_free = True  # no pixels
     needs_uint8 = False
 
     def __init__(self, source: str = "texts.text", control: str | None = None,
@@ -136,7 +138,7 @@ class RandomCaption(Transform):
                 out.append(names[lab])
         return out
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         b = batch["image"].shape[0]
         current = batch.get(self.key)
         captions = list(current) if isinstance(current, list) else [""] * b

@@ -10,7 +10,7 @@ import torch
 
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import functional as F
-from npu_data.transforms.base import Batch, Params, Transform
+from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
 from npu_data.transforms.draws import Uniforms
 
 OPS = F.COLOR_OPS
@@ -71,6 +71,8 @@ class ColorJitter(Transform):
     """
 
     name = "ColorJitter"
+    keeps_full = True
+    mirror_free = True  # per pixel; contrast's mean is mirror-free
 
     def __init__(
         self,
@@ -111,13 +113,13 @@ class ColorJitter(Transform):
             params[op] = torch.from_numpy(values.astype(np.float32))
         return params
 
-    def _apply(self, batch: Batch, params: Params, full: bool | None = None) -> Batch:
-        """``full``: Compose knows every sample fills the batch (after a crop)."""
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+        """``ctx.full``: Compose knows every sample fills the batch (after a crop)."""
         order = params["order"] if self.order == "random" else None
         out = dict(batch)
         out["image"] = F.color_jitter(batch["image"], batch["sizes"], self.enabled, order,
                                       params["brightness"], params["contrast"],
-                                      params["saturation"], params["hue"], full=full)
+                                      params["saturation"], params["hue"], full=ctx.full)
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:

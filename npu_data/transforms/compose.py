@@ -1,9 +1,15 @@
-"""Compose: a pipeline whose parameters are one flat dict and can be replayed."""
+"""Compose: a pipeline whose parameters are one flat dict and can be replayed.
+
+:meth:`Compose.split` hands a reader the pipeline's leading crop (:class:`Split`) and what is
+left after it; :func:`apply_stages` runs stages, fusing them by their declared capabilities
+(:func:`fusions`) and telling each what it knows through one ``ApplyContext``.
+"""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -11,12 +17,16 @@ import torch
 
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms.base import (
+    DEFAULT,
+    ApplyContext,
     Batch,
     Params,
     Transform,
     as_batch,
     check_generator,
     finish,
+    stage_params,
+    with_stage,
 )
 from npu_data.transforms.donate import donating, fresh
 from npu_data.transforms.draws import Uniforms, child_position
@@ -64,7 +74,7 @@ class Compose(Transform):
         params = {}
         for i, t in enumerate(self.transforms):
             batch, p = t.run(batch, generator)
-            params.update({f"{i}.{k}": v for k, v in p.items()})
+            params.update(with_stage(i, p))
         return finish(batch, bare), params
 
     def get_params(self, data: Any, generator: torch.Generator | None = None) -> Params:
@@ -93,7 +103,7 @@ class Compose(Transform):
 
     def drawn_sizes(self, sizes: np.ndarray, params: Params) -> np.ndarray:
         for i, t in enumerate(self.transforms):
-            sizes = t.drawn_sizes(sizes, self._split(params, i))
+            sizes = t.drawn_sizes(sizes, stage_params(params, i))
         return sizes
 
     def draw_keyed(self, sizes: np.ndarray, keys: np.ndarray, position: int = 0) -> Params:
@@ -109,34 +119,26 @@ class Compose(Transform):
         for i, t in enumerate(self.transforms):
             inputs.append(sizes)
             p = draw(i, t, sizes)
-            params.update({f"{i}.{k}": v for k, v in p.items()})
+            params.update(with_stage(i, p))
             sizes = t.drawn_sizes(sizes, p)
         mirror_crops(self.transforms, params, inputs)
         return params
 
-    def leading_crop(self, position: int = 0) -> tuple[Transform, int] | None:
-        """The first stage's crop when every stage is keyed (not a nested Compose's)."""
+    def split(self) -> Split | None:
+        """The pipeline's leading crop and the stages after it, when every stage is keyed
+        and the first is a crop (:attr:`Transform.crops`; a nested Compose is not)."""
         first = self.transforms[0]
-        if not self.keyed or isinstance(first, Compose):
+        if not self.keyed or not first.crops:
             return None
-        return first.leading_crop(child_position(position, 0))
+        rest = Rest(tuple(self.transforms[1:]), first=1, full=first.fills)
+        return Split(first, child_position(0, 0), rest)
 
-    def apply_rest(self, batch: Batch, params: Params) -> Batch:
-        """The stages after the first (a reader applied it), with the pipeline's params; the
-        batch is full (no padding) when that crop fills its output."""
-        return apply_stages(self.transforms[1:], batch, params, first=1,
-                            full=bool(getattr(self.transforms[0], "fills", False)))
-
-    def _split(self, params: Params, i: int) -> Params:
-        prefix = f"{i}."
-        return {k[len(prefix) :]: v for k, v in params.items() if k.startswith(prefix)}
-
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         return apply_stages(self.transforms, batch, params)
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         for i, t in enumerate(self.transforms):
-            image = t.apply_reference(image, self._split(params, i), index)
+            image = t.apply_reference(image, stage_params(params, i), index)
         return image
 
     def __repr__(self) -> str:
@@ -144,33 +146,87 @@ class Compose(Transform):
         return f"{self.name}([{inner}])"
 
 
+@dataclass(frozen=True)
+class Rest:
+    """The stages of a pipeline after its leading crop, for a reader that applied the crop.
+
+    Attributes:
+        stages: the stages after the crop, in order.
+        first: the index of ``stages[0]`` in the pipeline.
+        full: the crop fills its output: every sample fills the batch (no padding).
+    """
+
+    stages: tuple[Transform, ...] = ()
+    first: int = 1
+    full: bool = False
+
+    def apply(self, batch: Batch, params: Params) -> Batch:
+        """The stages on the cropped ``batch``, with the WHOLE pipeline's ``params`` (drawn
+        once, a later flip's mirroring of the crop included)."""
+        return apply_stages(self.stages, batch, params, first=self.first, full=self.full)
+
+
+@dataclass(frozen=True)
+class Split:
+    """A keyed transform as a reader runs it: ``crop`` while reading, then ``rest``.
+
+    Attributes:
+        crop: the leading crop (:attr:`Transform.crops`, keyed).
+        position: its draw position in the transform (``draws.child_position``).
+        rest: what is left after it (:meth:`Rest.apply` takes the whole transform's params).
+    """
+
+    crop: Transform
+    position: int
+    rest: Rest
+
+
+def split(transform: Any) -> Split | None:
+    """The leading crop a reader may apply for ``transform`` while reading its input: a keyed
+    crop alone (nothing left) or a keyed Compose's first stage (:meth:`Compose.split`); None:
+    none (not one of ours, not keyed, no leading crop)."""
+    if isinstance(transform, Compose):
+        return transform.split()
+    if isinstance(transform, Transform) and transform.crops and transform.keyed:
+        return Split(transform, 0, Rest())
+    return None
+
 
 def fusions(stages: Sequence[Transform], full: bool = False
             ) -> tuple[dict[int, int], list[bool]]:
-    """What :func:`apply_stages` fuses: ``{crop: flip}`` for a RandomHorizontalFlip that
-    follows a crop with only ColorJitters between (they commute with a mirror: per pixel, and
-    contrast's mean is mirror-free), whose pixels the crop's resize mirrors instead; and per
-    stage whether every sample fills the batch when it runs (after a crop; ``full`` at the
-    start)."""
-    from npu_data.transforms.color import ColorJitter
-    from npu_data.transforms.crop_base import _CropBase
-    from npu_data.transforms.flip import RandomHorizontalFlip
-
+    """What :func:`apply_stages` fuses, from the stages' declared capabilities:
+    ``{crop: mirror}`` for a horizontal mirror (``is_hflip``) after a crop that fills its
+    output and mirrors while resizing (``fills``, ``folds_flip``) with only stages between
+    that commute with a mirror and keep the batch full (``mirror_free``, ``keeps_full``: the
+    colour jitter), whose pixels the crop's resize mirrors instead; and per stage whether
+    every sample fills the batch when it runs (after such a crop, through ``keeps_full``
+    stages; ``full`` at the start)."""
     folds: dict[int, int] = {}
     filled = []
     for i, t in enumerate(stages):
         filled.append(full)
-        if isinstance(t, _CropBase) and t.fills:
-            full = True
-            for j in range(i + 1, len(stages)):
-                if isinstance(stages[j], RandomHorizontalFlip):
-                    folds[i] = j
-                    break
-                if not isinstance(stages[j], ColorJitter):
-                    break
-        elif isinstance(t, _CropBase) or not isinstance(t, ColorJitter | RandomHorizontalFlip):
-            full = False
+        full = t.fills or (full and t.keeps_full)
+        if not (t.fills and t.folds_flip):
+            continue
+        for j in range(i + 1, len(stages)):
+            if stages[j].is_hflip:
+                folds[i] = j
+                break
+            if not (stages[j].mirror_free and stages[j].keeps_full):
+                break
     return folds, filled
+
+
+def stage_context(index: int, stages: Sequence[Transform], params: Params, first: int,
+                  folds: dict[int, int], filled: list[bool]) -> ApplyContext:
+    """What :func:`apply_stages` tells stage ``index`` (:func:`fusions`' findings)."""
+    mirror = folds.get(index)
+    flip = None if mirror is None else stage_params(params, first + mirror)["flip"]
+    pixels = index not in folds.values()
+    full = True if filled[index] and stages[index].keeps_full else None
+    if flip is None and pixels and full is None:
+        return DEFAULT
+    return ApplyContext(flip=flip, pixels=pixels, full=full)
 
 
 def apply_stages(stages: Sequence[Transform], batch: Batch, params: Params, first: int = 0,
@@ -179,30 +235,17 @@ def apply_stages(stages: Sequence[Transform], batch: Batch, params: Params, firs
     An image one stage allocated is donated to the next ones (``transforms.donate``: they may
     write into it); the caller's image only if the caller donated it. ``full``: every sample
     fills the incoming batch (no padding). Crops, flips and jitters fuse (:func:`fusions`)."""
-    from npu_data.transforms.color import ColorJitter
-
     folds, filled = fusions(stages, full)
-    folded = set(folds.values())
-
-    def share(i: int) -> Params:
-        prefix = f"{i + first}."
-        return {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
-
     owned: torch.Tensor | None = None  # the image an earlier stage allocated
     for i, t in enumerate(stages):
-        hints: dict[str, Any] = {}
-        if i in folds:
-            hints["flip"] = share(folds[i])["flip"]
-        if i in folded:
-            hints["pixels"] = False
-        if filled[i] and isinstance(t, ColorJitter):
-            hints["full"] = True
+        ctx = stage_context(i, stages, params, first, folds, filled)
+        own = stage_params(params, first + i)
         before = batch.get("image")
         with donating(owned) if owned is not None and before is owned else _caller():
-            if hints:  # a batch dict already: the stage's own checks run in functional
-                batch = t._apply(batch, share(i), **hints)  # type: ignore[call-arg]
-            else:
-                batch = t.apply(batch, share(i))
+            if ctx is DEFAULT:
+                batch = t.apply(batch, own)
+            else:  # a batch dict already: the stage's own checks run in functional
+                batch = t._apply(batch, own, ctx)
         after = batch.get("image")
         if fresh(after, before):
             owned = after

@@ -27,7 +27,7 @@ import torch
 from npu_data.errors import UserValueError
 from npu_data.transforms import functional as F
 from npu_data.transforms import geometry
-from npu_data.transforms.base import Batch, Params, Transform
+from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
 
 MICRO_KEYS = ("original_size", "crop_top_left", "target_size")
 
@@ -119,14 +119,17 @@ class _CropBase(Transform):
     size: tuple[int, int] | None
     min_visible: float = 0.25
     interpolation: str = "bilinear"  # the resize filter (``functional.INTERPOLATIONS``)
+    crops = True
     # every sample fills the whole output (no padding): Compose may fold a following flip into
     # the resize and tell the colour steps after it that there is no padding
     fills = True
+    folds_flip = True
 
-    def _apply(self, batch: Batch, params: Params, flip: torch.Tensor | None = None) -> Batch:
-        """``flip``: a later RandomHorizontalFlip's mask, folded into the resize by Compose
-        for crops that fill their output (:attr:`fills`; the pixels only, the flip stage
-        still mirrors the geometry)."""
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+        """``ctx.flip``: a later mirror's mask, folded into the resize by Compose for crops
+        that fill their output (:attr:`fills`; the pixels only, the mirror stage still moves
+        the geometry)."""
+        flip = ctx.flip
         shape = out_shape(params, self.size)
         out = dict(batch)
         sizes = batch["sizes"]
@@ -166,14 +169,6 @@ class _CropBase(Transform):
         window = [int(v) for v in windows[index].tolist()]
         valid = tuple(int(v) for v in params["out"][index].tolist())
         return reference.resized_window(image, box, window, valid, self.interpolation)
-
-    def leading_crop(self, position: int = 0) -> tuple[Transform, int] | None:
-        """This crop, at ``position``, when its parameters are keyed (``read_crop``)."""
-        return (self, position) if self.keyed else None
-
-    def apply_rest(self, batch: Batch, params: Params) -> Batch:
-        """Nothing is left once a reader applied the crop."""
-        return batch
 
     def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
         assert self.size is not None

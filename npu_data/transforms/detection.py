@@ -23,7 +23,7 @@ import torch
 
 from npu_data.errors import UserValueError
 from npu_data.transforms import functional as F
-from npu_data.transforms.base import Batch, Params, Transform, pair
+from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform, pair
 from npu_data.transforms.crop_base import check_min_visible
 from npu_data.transforms.draws import Uniforms
 from npu_data.transforms.geometric import degrees_range
@@ -125,7 +125,7 @@ class RandomZoomOut(_DrawnSize):
         return {"out": _host(np.stack([canvas_h, canvas_w], 1)),
                 "offset": _host(np.stack([top, left], 1)), "sizes": _host(sizes)}
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         sizes = _in_sizes(params, batch)
         shape = self.out_shape(params)
         offset = params["offset"].numpy()
@@ -184,7 +184,7 @@ class ScaleJitter(_DrawnSize):
         new = np.stack([(h * r).astype(np.int64), (w * r).astype(np.int64)], 1)
         return {"out": _host(np.maximum(new, 1)), "sizes": _host(sizes)}
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         sizes = _in_sizes(params, batch)
         shape = self.out_shape(params)
         new = params["out"]
@@ -335,7 +335,7 @@ class RandomIoUCrop(Transform):
         return crop, torch.where(pick[:, None], inside, torch.ones(b, n, dtype=torch.bool,
                                                                     device=dev))
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         if "boxes.xyxy" not in batch:
             raise UserValueError(f"{self.name}: the batch has no boxes ('boxes.xyxy') — the "
                                  "crop is chosen by its overlap with them")

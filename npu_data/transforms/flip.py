@@ -8,7 +8,7 @@ import torch
 from npu_data.errors import UserValueError
 from npu_data.transforms import functional as F
 from npu_data.transforms import geometry
-from npu_data.transforms.base import Batch, Params, Transform
+from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
 from npu_data.transforms.draws import Uniforms
 
 
@@ -24,6 +24,9 @@ class RandomHorizontalFlip(Transform):
     """
 
     name = "RandomHorizontalFlip"
+    is_hflip = True
+    keeps_full = True
+    mirror_free = True
 
     def __init__(self, p: float = 0.5) -> None:
         if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
@@ -33,12 +36,12 @@ class RandomHorizontalFlip(Transform):
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         return {"flip": torch.from_numpy(rng.uniform(1)[:, 0] < self.p)}
 
-    def _apply(self, batch: Batch, params: Params, pixels: bool = True) -> Batch:
-        """``pixels=False``: Compose folded the image flip into an earlier crop; the geometry
-        is mirrored here all the same."""
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+        """``ctx.pixels=False``: Compose folded the image flip into an earlier crop; the
+        geometry is mirrored here all the same."""
         flip = params["flip"].to(torch.bool)
         out = dict(batch)
-        if pixels:
+        if ctx.pixels:
             out["image"] = F.hflip(batch["image"], batch["sizes"], flip)
         out.update(geometry.hflip_geometry(batch, batch["sizes"][:, 1], flip))
         return out

@@ -21,57 +21,45 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from npu_data.transforms.base import Params, Transform
-
-
-def _between_ok(t: Transform) -> bool:
-    """Stages a mirror passes through unchanged (per pixel or no pixels at all)."""
-    from npu_data.transforms.captions import CaptionDropout, RandomCaption
-    from npu_data.transforms.color import ColorJitter
-    from npu_data.transforms.flip import RandomHorizontalFlip
-    from npu_data.transforms.normalize import Normalize
-
-    return isinstance(t, ColorJitter | RandomHorizontalFlip | Normalize | CaptionDropout
-                      | RandomCaption)
+from npu_data.transforms.base import Params, Transform, stage_key
 
 
 def mirror_crops(stages: Sequence[Transform], params: Params,
                  inputs: Sequence[np.ndarray], first: int = 0) -> None:
-    """Move, in place, the crop before each ``RandomHorizontalFlip`` of ``stages`` to the
-    mirror image of the samples it flips (module doc).
+    """Move, in place, the crop before each horizontal mirror of ``stages`` to the mirror
+    image of the samples it flips (module doc). Only stages that commute with a mirror
+    (``Transform.mirror_free``) may stand between the two.
 
     Args:
         stages: a pipeline's stages in order.
-        params: its flat parameters, stage ``i``'s keys prefixed ``"{first + i}."``.
+        params: its flat parameters, stage ``i``'s keys those of ``first + i``
+            (``base.stage_key``).
         inputs: each stage's input sizes (B, 2).
-        first: the prefix of stage 0.
+        first: the index of stage 0.
     """
-    from npu_data.transforms.crop_base import _CropBase
-    from npu_data.transforms.flip import RandomHorizontalFlip
-
     for j, t in enumerate(stages):
-        flip = params.get(f"{first + j}.flip")
-        if not isinstance(t, RandomHorizontalFlip) or flip is None:
+        flip = params.get(stage_key(first + j, "flip"))
+        if not t.is_hflip or flip is None:
             continue
         i = j - 1
-        while i >= 0 and not isinstance(stages[i], _CropBase) and _between_ok(stages[i]):
+        while i >= 0 and not stages[i].crops and stages[i].mirror_free:
             i -= 1
-        if i >= 0 and isinstance(stages[i], _CropBase):
-            mirror_window(params, f"{first + i}.", flip.to(torch.bool).cpu(), inputs[i])
+        if i >= 0 and stages[i].crops:
+            mirror_window(params, first + i, flip.to(torch.bool).cpu(), inputs[i])
 
 
-def mirror_window(params: Params, prefix: str, flip: torch.Tensor, sizes: np.ndarray) -> None:
-    """The crop ``prefix``'s source window mirrored where ``flip`` (B,) is set; its
-    ``crop_top_left`` (the window in the mirrored image) stays as drawn. Drawn parameters are
-    host tensors: this is numpy work on the host, no device op."""
+def mirror_window(params: Params, index: int, flip: torch.Tensor, sizes: np.ndarray) -> None:
+    """The source window of the crop at stage ``index`` mirrored where ``flip`` (B,) is set;
+    its ``crop_top_left`` (the window in the mirrored image) stays as drawn. Drawn parameters
+    are host tensors: this is numpy work on the host, no device op."""
     mask = flip.numpy()
-    windows = params.get(prefix + "windows")
+    windows = params.get(stage_key(index, "windows"))
     if windows is not None:
         w = windows.numpy().copy()
-        out = params[prefix + "out"].numpy()
+        out = params[stage_key(index, "out")].numpy()
         w[:, 1] = np.where(mask, w[:, 3] - w[:, 1] - out[:, 1], w[:, 1])
-        params[prefix + "windows"] = torch.from_numpy(w)
+        params[stage_key(index, "windows")] = torch.from_numpy(w)
         return
-    b = params[prefix + "boxes"].numpy().copy()
+    b = params[stage_key(index, "boxes")].numpy().copy()
     b[:, 1] = np.where(mask, sizes[:, 1] - b[:, 1] - b[:, 3], b[:, 1])
-    params[prefix + "boxes"] = torch.from_numpy(b)
+    params[stage_key(index, "boxes")] = torch.from_numpy(b)

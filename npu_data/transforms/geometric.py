@@ -19,7 +19,7 @@ import torch
 
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import functional as F
-from npu_data.transforms.base import Batch, Params, Transform
+from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
 from npu_data.transforms.crop_base import check_min_visible
 from npu_data.transforms.draws import Uniforms
 from npu_data.transforms.maps import (
@@ -83,7 +83,7 @@ class _Warping(Transform):
     def pixels(self, images: torch.Tensor, sizes: torch.Tensor, params: Params) -> torch.Tensor:
         raise NotImplementedError
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         sizes = _host_sizes(params, batch)
         out = dict(batch)
         out["image"] = self.pixels(batch["image"], sizes, params)

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from npu_data.errors import UserError, UserTypeError, UserValueError
-from npu_data.transforms.base import Batch, Params, Transform
+from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
 from npu_data.transforms.draws import Uniforms
 
 
@@ -53,7 +53,7 @@ class RandomLatentFlip(Transform):
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         return {"flip": torch.from_numpy(rng.uniform(1)[:, 0] < self.p)}
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         if "latents_flipped" not in batch:
             raise UserError(f"{self.name}: the batch has no 'latents_flipped' — the store was "
                             "encoded with flip=False; encode it again with flip=True (the "
@@ -103,7 +103,7 @@ class LatentCaptionDropout(Transform):
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         return {"drop": torch.from_numpy(rng.uniform(1)[:, 0] < self.p)}
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         if "prompt_embeds" not in batch or "pooled_prompt_embeds" not in batch:
             raise UserError(f"{self.name}: the batch has no prompt embeddings — the store was "
                             "encoded without text encoders; use CaptionDropout on captions")

@@ -20,7 +20,15 @@ import torch
 
 from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.transforms import functional as F
-from npu_data.transforms.base import Batch, Params, Transform, as_batch, finish
+from npu_data.transforms.base import (
+    DEFAULT,
+    ApplyContext,
+    Batch,
+    Params,
+    Transform,
+    as_batch,
+    finish,
+)
 from npu_data.transforms.draws import Uniforms
 
 _TRIES = 12  # gamma tries: each rejects with probability < 5%
@@ -148,7 +156,7 @@ class MixUp(_Mixing):
         return {"partner": torch.from_numpy(partner), "lam": torch.from_numpy(lam32),
                 "label_lam": torch.from_numpy(lam32.copy())}
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         out = dict(batch)
         out["image"] = F.mixup(batch["image"], params["partner"], params["lam"])
         out[self.labels_key] = self.soft_labels(batch[self.labels_key], params["partner"],
@@ -206,7 +214,7 @@ class CutMix(_Mixing):
         return {"partner": torch.from_numpy(partner), "boxes": torch.from_numpy(boxes),
                 "label_lam": torch.from_numpy(label_lam.astype(np.float32))}
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         out = dict(batch)
         out["image"] = F.cutmix(batch["image"], params["partner"], params["boxes"])
         out[self.labels_key] = self.soft_labels(batch[self.labels_key], params["partner"],

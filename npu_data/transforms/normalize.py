@@ -10,7 +10,7 @@ import torch
 
 from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.transforms import functional as F
-from npu_data.transforms.base import Batch, Params, Transform
+from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
 from npu_data.transforms.draws import Uniforms
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -47,6 +47,7 @@ class Normalize(Transform):
     """
 
     name = "Normalize"
+    mirror_free = True  # per channel
 
     def __init__(
         self,
@@ -77,7 +78,7 @@ class Normalize(Transform):
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         return {}
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         image = batch["image"]
         if image.shape[1] != len(self.mean):
             raise UserError(

@@ -11,7 +11,7 @@ import torch
 
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import functional as F
-from npu_data.transforms.base import Batch, Params, Transform
+from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
 from npu_data.transforms.draws import Uniforms
 
 
@@ -65,7 +65,7 @@ class GaussianBlur(Transform):
         return {"sigma": torch.from_numpy((lo + rng.uniform(1)[:, 0] * (hi - lo)
                                            ).astype(np.float32))}
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         out = dict(batch)
         out["image"] = F.gaussian_blur(batch["image"], batch["sizes"], self.kernel_size,
                                        params["sigma"])
@@ -95,7 +95,7 @@ class RandomGrayscale(Transform):
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         return {"grey": torch.from_numpy(rng.uniform(1)[:, 0] < self.p)}
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         out = dict(batch)
         out["image"] = F.rgb_to_grayscale(batch["image"], batch["sizes"], params["grey"])
         return out
@@ -167,7 +167,7 @@ class RandomErasing(Transform):
                           w[rows, first]], 1) * erase[:, None]
         return {"boxes": torch.from_numpy(boxes.astype(np.int64))}
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         out = dict(batch)
         out["image"] = F.erase(batch["image"], batch["sizes"], params["boxes"],
                                torch.tensor(self.value, dtype=torch.uint8))
@@ -234,7 +234,7 @@ class RandomPhotometricDistort(Transform):
             np.where(permute[:, None], order, np.arange(3)).astype(np.int64))
         return params
 
-    def _apply(self, batch: Batch, params: Params) -> Batch:
+    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         x, sizes = batch["image"], batch["sizes"]
         before = params["contrast_before"].to(torch.bool)
         one = torch.ones_like(params["contrast"])

@@ -2,9 +2,9 @@
 
 Every sample's crop parameters are a pure function of (seed, epoch, sample id) and of its
 stored size (``transforms.draws``), so a reader knows each crop box before it reads a pixel.
-A transform says which leading crop a reader may apply (:meth:`Transform.leading_crop`: a
+A transform says which leading crop a reader may apply (``compose.split``: a
 crop alone, or the first stage of a keyed ``Compose``) and runs what is left after it
-(:meth:`Transform.apply_rest`). :class:`ReadCrop` is that crop for one pass; its
+(``Split.rest``). :class:`ReadCrop` is that crop for one pass; its
 :meth:`ReadCrop.plan` draws a batch's ``CropPlan`` (plain data: boxes, windows, output size),
 one plan type whatever the source — a memory map, a JPEG region, a tar stream.
 :func:`crop_geometry` moves a collated batch's geometry keys through a plan and
@@ -27,7 +27,8 @@ from npu_data.common.batch import CropPlan
 from npu_data.transforms import _dispatch, draws, geometry
 from npu_data.transforms import functional as F
 from npu_data.transforms._kernels.crop import window_regions
-from npu_data.transforms.base import Batch, Params, Transform
+from npu_data.transforms.base import Batch, Params, Transform, stage_params
+from npu_data.transforms.compose import split
 from npu_data.transforms.crop_base import (
     _CropBase,
     effective_boxes,
@@ -63,11 +64,11 @@ class ReadCrop:
     @classmethod
     def of(cls, transform: Any, fast: bool = False) -> ReadCrop | None:
         """The crop a reader may apply for ``transform`` (None: none, e.g. not keyed)."""
-        stage = transform.leading_crop() if isinstance(transform, Transform) else None
-        if stage is None or not isinstance(stage[0], _CropBase):
+        lead = split(transform)
+        if lead is None or not isinstance(lead.crop, _CropBase):
             return None
-        whole = transform if stage[0] is not transform else None
-        return cls(stage[0], stage[1], fast=bool(fast), pipeline=whole)
+        whole = transform if lead.crop is not transform else None
+        return cls(lead.crop, lead.position, fast=bool(fast), pipeline=whole)
 
     def at(self, seed: int, epoch: int, fast: bool | None = None) -> ReadCrop:
         """This crop in the pass of ``seed`` and ``epoch`` (``fast`` kept when None)."""
@@ -83,7 +84,7 @@ class ReadCrop:
             params = self.crop.draw_keyed(sizes, keys, self.position)
         else:  # the whole pipeline's draw: a later flip moves the crop (flip_order)
             every = self.pipeline.draw_keyed(sizes, keys)
-            params = {k[2:]: v for k, v in every.items() if k.startswith("0.")}
+            params = stage_params(every, 0)
         shape = out_shape(params, self.crop.size)
         arrays = {k: np.ascontiguousarray(v.numpy(), dtype=np.int64) for k, v in params.items()}
         windows = arrays.get("windows")
