@@ -24,7 +24,8 @@ import gc
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader as TorchDataLoader
@@ -36,18 +37,18 @@ from npu_data.common.batch import ColumnBatch
 from npu_data.common.compat import DATALOADER_ARGS, dataloader_kwargs
 from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.loaders import frameworks, host_transform, resume
+from npu_data.loaders.assemble import HostBatch, collate_host, is_collate_samples
 from npu_data.loaders.buckets import bind_buckets
 from npu_data.loaders.caption_check import check_captions
-from npu_data.loaders.collate import collate_samples, is_collate_samples
-from npu_data.loaders.crop_at_read import CropAtRead, refusal
 from npu_data.loaders.read_ahead import read_ahead
+from npu_data.loaders.request import Requests, refusal, sample_ids, state_of
 from npu_data.loaders.resume import PassIndices, epoch_mark, warn_once
-from npu_data.loaders.sample_ids import sample_ids
 from npu_data.loaders.sampler import loader_order
 from npu_data.loaders.states import checked_seed
 from npu_data.transforms import draws
-from npu_data.transforms.base import Params, Transform
+from npu_data.transforms.base import Params
 from npu_data.transforms.donate import donating
+from npu_data.transforms.read_crop import apply_after_read
 
 BatchTransform = Callable[..., Any]
 _MASK = (1 << 63) - 1
@@ -55,6 +56,15 @@ _READ_AHEAD = 2  # batches a read thread works ahead of the transform
 # The importing thread's torch thread count, fixed now: a thread that first asks after torch's
 # pin-memory thread ran (it calls set_num_threads(1)) would get 1. The read thread uses it.
 torch.get_num_threads()
+
+
+@dataclass(frozen=True)
+class Keyed:
+    """A batch's keyed parameters on the host (the whole pipeline's) and whether its reader
+    applied the leading crop (then only the rest of the pipeline runs)."""
+
+    params: Params
+    cropped: bool = False
 
 
 def batch_seed(seed: int, epoch: int, rank: int, batch: int) -> int:
@@ -229,7 +239,8 @@ class DataLoader(TorchDataLoader):
         accel = dev.is_accelerator(self.device)
         pin = bool(pin_memory) and accel
         if collate_fn is None and (batch_size is not None or batch_sampler is not None):
-            collate_fn = functools.partial(collate_samples, pin=pin and num_workers == 0)
+            collate_fn = functools.partial(collate_host, pin=pin and num_workers == 0,
+                                           stream=state_of(dataset))
         elif collate_fn is not None and not (is_collate_samples(collate_fn)
                                              or _wraps(collate_fn, _listed)):
             collate_fn = functools.partial(_listed, collate_fn)
@@ -279,8 +290,8 @@ class DataLoader(TorchDataLoader):
             )
         self.read_thread = read_thread
         self._indices = PassIndices(super()._index_sampler)
-        self._crop_read = CropAtRead(dataset, self._indices if self.batch_sampler is not None
-                                     else None)
+        self._crop_read = Requests(dataset, self._indices if self.batch_sampler is not None
+                                   else None)
         if read_crop:
             why = refusal(self)
             if why:
@@ -353,7 +364,7 @@ class DataLoader(TorchDataLoader):
     def _index_sampler(self) -> Any:  # torch's iterators take their batches from here
         crop_read = self.__dict__.get("_crop_read")
         if crop_read is not None and crop_read.batches is not None:
-            return crop_read.batches  # a batch's crop drawn with it (loaders.crop_at_read)
+            return crop_read.batches  # batches as requests (loaders.request)
         indices = self.__dict__.get("_indices")
         return indices if indices is not None else super()._index_sampler
 
@@ -366,34 +377,45 @@ class DataLoader(TorchDataLoader):
             return self.read_thread
         return _ours(self.dataset)
 
-    def _host_params(self, host: Any, epoch: int) -> Params | None:
-        """Keyed per-sample parameters on the host (``transforms.draws``), or None when the
-        transform cannot draw them or the batch carries no sample ids (then the transform
-        runs with a generator seeded per batch)."""
-        t = self.transform
-        if not isinstance(t, Transform) or not t.keyed or self.image_key is not None:
-            return None
-        if not isinstance(host, Mapping) or not isinstance(host.get("sizes"), torch.Tensor):
-            return None
-        ids = sample_ids(host)
-        if ids is None:
-            return None
-        keys = draws.sample_keys(self.seed, epoch, ids)
-        return t.draw_keyed(self._crop_read.stored_sizes(host, self.seed, epoch), keys)
+    def _host_params(self, host: Any, epoch: int) -> tuple[Any, Keyed | None]:
+        """The batch to deliver and its keyed per-sample parameters on the host: the
+        request's (drawn once, ``loaders.request``), else drawn here (``transforms.draws``)
+        from its sizes and sample ids; None when the transform cannot draw them or the batch
+        carries no sample ids (then the transform runs with a generator seeded per batch)."""
+        params: Params | None = None
+        cropped = False
+        if isinstance(host, HostBatch):
+            request = host.request
+            if request is not None and (request.seed, request.epoch) != (self.seed, epoch):
+                raise UserError(
+                    f"crop at read: a batch's crops were drawn for seed {request.seed}, epoch "
+                    f"{request.epoch} but this pass is seed {self.seed}, epoch {epoch} — one "
+                    "stream feeds two loaders at once; give each loader its own stream or "
+                    "pass read_crop=False")
+            params, cropped, host = host.params, host.cropped, host.as_dict()
+        t = self._crop_read.transform
+        if t is None or not isinstance(host, Mapping) or \
+                not isinstance(host.get("sizes"), torch.Tensor):
+            return host, None
+        if params is None:
+            ids = sample_ids(host)
+            if ids is None:
+                return host, None
+            keys = draws.sample_keys(self.seed, epoch, ids)
+            params = t.draw_keyed(host["sizes"].numpy(), keys)
+        return host, Keyed(params, cropped)
 
-    def _transform(self, batch: Any, number: int, epoch: int,
-                   aug: tuple[Params, Params] | None = None) -> Any:
-        cropped = self._crop_read.take(batch)  # the reader ran the leading crop
+    def _transform(self, batch: Any, number: int, epoch: int, aug: Keyed | None = None) -> Any:
         if self.transform is None:
             return batch
         if aug is not None:  # keyed: parameters drawn on the host, shipped with the batch
-            host_params, params = aug
             # a batch our collate built is the loader's alone: the kernels may write into it
             mine = batch.get("image") if is_collate_samples(self.collate_fn) else None
-            t = cast(Transform, self.transform)  # keyed: one of ours (_host_params)
+            t = self._crop_read.transform
+            assert t is not None  # aug is drawn only for a keyed transform (_host_params)
             with donating(mine):
-                out = t.apply_rest(batch, params) if cropped else t.apply(batch, params)
-            out["aug"] = host_params
+                out = apply_after_read(t, batch, aug.params, aug.cropped)
+            out["aug"] = aug.params
             return out
         if self._transform_generator is None:
             self._transform_generator = torch.Generator(device=self.device)
@@ -478,13 +500,12 @@ class DataLoader(TorchDataLoader):
             except Exception as exc:  # raised when its batch is due, as torch's loader does
                 pending.append((exc, None))
                 return False
-            drawn = self._host_params(host, aug_epoch)
+            host, aug = self._host_params(host, aug_epoch)
             self.host_bytes += tensor_bytes(host)
             with dev.stream_context(stream):  # on the CPU every tensor already is there
                 moved = to_device(host, self.device, non_blocking=accel) if accel else host
                 # apply() takes the host parameters as they are (the kernels queue what they
                 # need on the device and read pass orders on the host, never back)
-                aug = None if drawn is None else (drawn, drawn)
                 pending.append((moved, aug))
             return True
 

@@ -26,8 +26,8 @@ from typing import Any
 import torch
 from torch.utils.data import default_collate, get_worker_info
 
+from npu_data.loaders.request import sample_ids
 from npu_data.loaders.resume import warn_once
-from npu_data.loaders.sample_ids import sample_ids
 from npu_data.transforms import draws
 from npu_data.transforms.base import Transform
 
@@ -62,7 +62,7 @@ def loader_reads(source: Iterator[Any]) -> Iterator[Any]:
 
 def transformed(transform: Any, samples: Any, owner: str) -> dict[str, Any]:
     """``samples`` (sample dicts or a ``SampleBatch``) collated and transformed on the host."""
-    from npu_data.loaders.collate import collate_samples
+    from npu_data.loaders.assemble import collate_samples
 
     info = get_worker_info()
     if info is None or info.id == 0:
