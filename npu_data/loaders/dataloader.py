@@ -241,6 +241,11 @@ class DataLoader(TorchDataLoader):
         if collate_fn is None and (batch_size is not None or batch_sampler is not None):
             collate_fn = functools.partial(collate_host, pin=pin and num_workers == 0,
                                            stream=state_of(dataset))
+        elif is_collate_samples(collate_fn) and not _wraps(collate_fn, collate_host):
+            # collate_samples passed as collate_fn: the same assembler, its HostBatch kept
+            given = collate_fn.keywords if isinstance(collate_fn, functools.partial) else {}
+            collate_fn = functools.partial(collate_host, pin=bool(given.get("pin", False)),
+                                           stream=state_of(dataset))
         elif collate_fn is not None and not (is_collate_samples(collate_fn)
                                              or _wraps(collate_fn, _listed)):
             collate_fn = functools.partial(_listed, collate_fn)

@@ -17,6 +17,10 @@ with the same parameters — the crop is drawn once.
   the seed, epoch and decode mode sit in shared memory, so persistent workers follow every
   pass); the assembler draws each batch's request from its sample ids and stored sizes
   (:func:`stream_request`).
+
+Our datasets serve npu_data's DataLoader raw samples (it transforms them itself) and torch's
+loader transformed ones (``loaders.host_transform``): the loader's workers
+(:func:`mark_worker`) and its in-process reads (:func:`loader_reads`) mark themselves.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import pickle
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +53,37 @@ def sample_ids(batch: Mapping[str, Any]) -> np.ndarray | None:
     if isinstance(names, (list, tuple)) and names and all(isinstance(k, str) for k in names):
         return draws.string_ids(list(names))
     return None
+
+
+# --- who reads ------------------------------------------------------------------------------
+_local = threading.local()
+_in_loader_worker = False
+
+
+def mark_worker() -> None:
+    """This process is a worker of npu_data's DataLoader: datasets serve raw samples."""
+    global _in_loader_worker
+    _in_loader_worker = True
+
+
+def by_loader() -> bool:
+    """Whether npu_data's DataLoader is reading (it applies the transform itself)."""
+    return _in_loader_worker or bool(getattr(_local, "reading", False))
+
+
+def loader_reads(source: Iterator[Any]) -> Iterator[Any]:
+    """``source``'s items, each read marked as npu_data DataLoader's (on whichever thread
+    consumes this iterator)."""
+    while True:
+        _local.reading = True
+        try:
+            item = next(source)
+        except StopIteration:
+            return
+        finally:
+            _local.reading = False
+        yield item
+
 
 
 def as_arrays(params: Params) -> dict[str, np.ndarray]:

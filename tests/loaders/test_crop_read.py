@@ -297,3 +297,28 @@ def test_batches_kept_by_the_caller_survive_later_epochs(stores: dict[str, Shard
     assert torch.equal(kept, want_kept) and (kept_np == want_np).all()
     assert {b["image"].data_ptr() for b in second} & ptrs, "no buffer was reused"
     buffers.release_reused()
+
+
+def test_collate_samples_as_collate_fn_crops_once(stores: dict[str, ShardDataset],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """``collate_fn=collate_samples`` is the loader's own assembler: the batches are those of
+    the default collate (cropped while read, the rest of the pipeline after), and the crop's
+    parameters are drawn once per batch."""
+    from npu_data.loaders import collate_samples
+    from npu_data.transforms.crop import RandomResizedCrop as Crop
+
+    draws: list[int] = []
+    real = Crop.make_params
+
+    def spy(self: Any, sizes: Any, *rest: Any) -> Any:
+        draws.append(len(sizes))
+        return real(self, sizes, *rest)
+
+    monkeypatch.setattr(Crop, "make_params", spy)
+    ds = stores["encoded"]
+    default = _batches(ds, True, "pipeline")
+    draws.clear()
+    given = _batches(ds, True, "pipeline", collate_fn=collate_samples)
+    assert len(draws) == len(given)
+    for a, b in zip(default, given, strict=True):
+        _same_batch(a, b)
