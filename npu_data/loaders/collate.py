@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch.utils.data import default_collate
 
+from npu_data.common.batch import EncodedImage
 from npu_data.errors import UserError
 from npu_data.kinds.registry import PADDED_BY_NAME
 
@@ -100,10 +101,13 @@ def _default_collate(samples: list[Any]) -> Any:
 
 def is_shard_sample(sample: Any) -> bool:
     """True for our sample layout (``ShardDataset``'s dicts): a dict whose ``image`` is an
-    HWC uint8 ndarray with 3 channels, or with ``<group>.<column>`` geometry keys."""
+    HWC uint8 ndarray with 3 channels (or an ``EncodedImage``), or with ``<group>.<column>``
+    geometry keys."""
     if not isinstance(sample, Mapping):
         return False
     image = sample.get("image")
+    if isinstance(image, EncodedImage):  # a JPEG left encoded for the crop at read
+        return True
     if isinstance(image, np.ndarray):
         return image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
     if image is not None:

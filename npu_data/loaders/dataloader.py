@@ -10,8 +10,9 @@ sample index) (``transforms.draws``), shipped with the batch and kept in ``batch
 a sample's pixels do not depend on batch size, workers, rank, world size, prefetch depth or
 resume point; other callables get a generator seeded from (seed, epoch, rank, batch number).
 On the CPU the same path runs without streams.
-Datasets with ``__getitems__`` (``ShardDataset``) are read a batch at a time and collated in
-one shot by the default collate; a user ``collate_fn`` still gets the list of sample dicts.
+A ``ShardDataset`` is read a batch at a time, each batch asked for by a ``BatchRequest`` that
+carries its keyed parameters (drawn once, ``loaders.request``), and assembled in one shot
+(``loaders.assemble``); a user ``collate_fn`` still gets the list of sample dicts.
 Any other sample structure (tuples, lists, tensors, numbers, plain dicts) is collated by
 ``torch.utils.data.default_collate``, so batches are exactly torch's; a user ``collate_fn``'s
 return value passes through whatever its type.
@@ -162,9 +163,9 @@ class DataLoader(TorchDataLoader):
         sampler: As torch's (``NpuDistributedSampler`` for distributed runs).
         batch_sampler: As torch's (``BucketBatchSampler`` for aspect-ratio buckets).
         num_workers: Worker processes, as torch's.
-        collate_fn: Default: ``collate_samples`` (a padded batch dict; other sample
-            structures go through ``torch.utils.data.default_collate``). A user's gets the
-            list of samples; its return value passes through whatever its type.
+        collate_fn: Default: ``collate_samples``'s assembler (a padded batch dict; other
+            sample structures go through ``torch.utils.data.default_collate``). A user's gets
+            the list of samples; its return value passes through whatever its type.
         pin_memory: Pin host batches (on accelerators only).
         drop_last: As torch's.
         timeout: As torch's.
@@ -188,7 +189,7 @@ class DataLoader(TorchDataLoader):
         image_key: Which element of a tuple/dict batch the transform gets.
         read_crop: Apply the keyed transform's leading crop while reading a ``ShardDataset``
             or a ``WebDatasetStream``: only each crop box is read or decoded, the same pixels
-            (``loaders.crop_at_read``). None (default): wherever it can;
+            (``loaders.request``). None (default): wherever it can;
             True: fail when it cannot.
         decode: ``"exact"`` (the pixels of a full decode) or ``"fast"`` (a JPEG crop box at
             least twice the output is decoded DCT-scaled — less work, a few levels off, see
