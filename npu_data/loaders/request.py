@@ -232,9 +232,13 @@ def is_collate_samples(fn: Any) -> bool:
     return fn in ASSEMBLERS
 
 
-def refusal(loader: Any, crop: ReadCrop | None | bool = True) -> str:
-    """Why ``loader`` cannot crop while reading ("" when it can); ``crop``: its transform's
-    ``ReadCrop.of`` when known."""
+def refusal(loader: Any) -> str:
+    """Why ``loader`` cannot crop while reading ("" when it can)."""
+    return _refusal(loader, ReadCrop.of(loader.transform))
+
+
+def _refusal(loader: Any, crop: ReadCrop | None) -> str:
+    """:func:`refusal`, with the loader's transform's ``ReadCrop.of`` already known."""
     if not isinstance(loader.dataset, ShardDataset) and state_of(loader.dataset) is None:
         return "the dataset is not a ShardDataset or a WebDatasetStream"
     if loader.batch_size is None and loader.batch_sampler is None:
@@ -243,7 +247,7 @@ def refusal(loader: Any, crop: ReadCrop | None | bool = True) -> str:
         return "a collate_fn gets the full samples"
     if loader.image_key is not None:
         return "image_key= selects a batch element, not the batch dict"
-    if (ReadCrop.of(loader.transform) if crop is True else crop) is None:
+    if crop is None:
         return "the transform does not start with an npu_data crop (RandomResizedCrop, ...)"
     return ""
 
@@ -273,7 +277,7 @@ class Requests:
         crop = None
         if loader.read_crop is not False:
             crop = ReadCrop.of(loader.transform, loader.decode == "fast", loader.seed, epoch)
-            crop = None if refusal(loader, crop) else crop
+            crop = None if _refusal(loader, crop) else crop
         self.transform = keyed(loader)
         if self.batches is not None:
             ours = is_collate_samples(loader.collate_fn)

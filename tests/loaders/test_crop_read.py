@@ -322,3 +322,33 @@ def test_collate_samples_as_collate_fn_crops_once(stores: dict[str, ShardDataset
     assert len(draws) == len(given)
     for a, b in zip(default, given, strict=True):
         _same_batch(a, b)
+
+
+def test_a_request_is_read_into_one_host_batch(stores: dict[str, ShardDataset]) -> None:
+    """The loader's batch sampler yields a ``BatchRequest`` (plain data: arrays, no tensor)
+    with the whole pipeline's parameters and the crop's plan; the read batch is one
+    ``HostBatch`` that says the crop is applied, keeps the stored sizes and hands the
+    request's parameters to the rest of the pipeline; no hidden key in the batch."""
+    import pickle
+
+    from npu_data.common.batch import BatchRequest
+    from npu_data.kinds.registry import PADDED_BY_NAME
+    from npu_data.loaders.assemble import HostBatch, collate_host
+
+    ds = stores["encoded"]
+    loader = DataLoader(ds, batch_size=4, device="cpu", seed=5, transform=_pipeline("pipeline"))
+    loader._crop_read.begin(loader, 0)
+    request = next(iter(loader._index_sampler))
+    assert isinstance(request, BatchRequest) and request.crop is not None
+    assert request.params and all(isinstance(v, np.ndarray) for v in request.params.values())
+    assert pickle.loads(pickle.dumps(request)).indices == request.indices
+    host = collate_host(ds.__getitems__(request))
+    assert isinstance(host, HostBatch) and host.cropped and host.request is request
+    assert host.image is not None and host.image.shape == (4, 3, 24, 24)
+    assert (host.stored_sizes == ds.sizes()[list(request.indices)]).all()
+    assert host.params is not None and host.params.keys() == request.params.keys()
+    assert set(host.geometry) <= set(PADDED_BY_NAME) and host.geometry
+    assert {"index", "caption"} <= set(host.meta)
+    batch = host.as_dict()
+    assert not [k for k in batch if k.startswith("__")]
+    assert list(next(iter(loader))) == [*batch, "aug"]
