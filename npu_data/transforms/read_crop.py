@@ -114,8 +114,18 @@ class ReadCrop:
 
 
 def apply_after_read(transform: Transform, batch: Batch, params: Params, cropped: bool) -> Batch:
-    """``transform`` on a batch read with ``params``: what is left after its leading crop
-    when the reader applied it (``cropped``), else the whole transform."""
+    """``transform`` on a batch read with ``params``.
+
+    Args:
+        transform: The keyed transform the parameters were drawn for.
+        batch: The batch as read (its leading crop applied when ``cropped``).
+        params: The whole transform's keyed parameters (:meth:`ReadCrop.draw`).
+        cropped: Whether the reader applied the leading crop.
+
+    Returns:
+        The batch through what is left after the leading crop when the reader applied it,
+        else through the whole transform.
+    """
     return transform.apply_rest(batch, params) if cropped else transform.apply(batch, params)
 
 
