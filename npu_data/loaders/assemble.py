@@ -189,6 +189,8 @@ def label_dtype(dtype: torch.dtype, name: str) -> torch.dtype:
 # --- sample dicts ---------------------------------------------------------------------------
 def _from_samples(samples: Sequence[Sample], pin: bool, crop: read_crop.ReadCrop | None
                   ) -> HostBatch:
+    """The batch of sample dicts in our layout; with a stream's armed ``crop`` its request
+    is drawn here (its ids and stored sizes are known now) and its crop applied."""
     batch: Batch = {}
     keys = list(samples[0].keys())
     hw = (0, 0)
@@ -212,7 +214,7 @@ def _from_samples(samples: Sequence[Sample], pin: bool, crop: read_crop.ReadCrop
         if group is not None and group in PADDED_BY_NAME:
             groups.setdefault(group, []).append(key)
             continue
-        batch[key] = _meta(key, [s[key] for s in samples])
+        batch[key] = _meta([s[key] for s in samples])
     for group, gkeys in groups.items():
         _group(samples, PADDED_BY_NAME[group], gkeys, pin, batch, hw)
     if images is None or crop is None:
@@ -225,7 +227,9 @@ def _from_samples(samples: Sequence[Sample], pin: bool, crop: read_crop.ReadCrop
     return HostBatch.of(cropped, stored, request, cropped=True)
 
 
-def _meta(key: str, values: list[Any]) -> Any:
+def _meta(values: list[Any]) -> Any:
+    """One meta key of the samples in the batch: ints as int64, floats as float64, arrays of
+    one shape stacked, lists as lists of lists, anything else as a list."""
     first = values[0]
     if isinstance(first, (bool, int, np.integer)):
         return torch.tensor(values, dtype=torch.int64)
