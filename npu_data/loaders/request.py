@@ -38,6 +38,7 @@ import torch
 
 from npu_data.common.batch import BatchRequest
 from npu_data.errors import UserError
+from npu_data.loaders.buckets import BucketBatchSampler
 from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import draws
 from npu_data.transforms.base import Params, Transform
@@ -128,19 +129,21 @@ class RequestBatches:
         self.batches = batches
         self.draw: PassDraw | None = None
         self.sizes: np.ndarray | None = None
+        self.buckets: np.ndarray | None = None  # (N,) each sample's bucket, when bucketed
 
     def __len__(self) -> int:
         return len(self.batches)
 
     def __iter__(self) -> Iterator[Any]:
-        draw, sizes = self.draw, self.sizes
+        draw, sizes, buckets = self.draw, self.sizes, self.buckets
         if draw is None or sizes is None:
             yield from self.batches
             return
         n = max(len(sizes), 1)
         for batch in self.batches:
             ids = np.asarray(batch, dtype=np.int64).reshape(-1) % n
-            yield draw.request(batch, ids, sizes[ids], getattr(batch, "bucket", None))
+            bucket = int(buckets[ids[0]]) if buckets is not None and len(ids) else None
+            yield draw.request(batch, ids, sizes[ids], bucket)
 
 
 # --- streams --------------------------------------------------------------------------------
@@ -284,6 +287,8 @@ class Requests:
             self.batches.draw = None if self.transform is None or not ours else PassDraw(
                 self.transform, loader.seed, epoch, crop)
             self.batches.sizes = self.dataset.sizes() if self.batches.draw is not None else None
+            bucketed = isinstance(loader.batch_sampler, BucketBatchSampler)
+            self.batches.buckets = loader.batch_sampler.bucket_of if bucketed else None
         state = state_of(self.dataset)
         if state is None:
             return Armed(None, 0)
