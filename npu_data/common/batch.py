@@ -66,10 +66,10 @@ class BatchRequest:
     """One batch as the loader asks for it (plain data; pickles small): the dataset
     ``indices``, the augmentation keys' sample ``ids``, the ``seed`` and augmentation
     ``epoch`` they were drawn for, the aspect-ratio ``bucket`` (the ``BucketBatchSampler``'s
-    group index; None: none), the keyed
-    pipeline's parameters drawn once from the stored sizes (``params``: name -> array; None
-    when the transform draws none) and the leading crop the reader applies (``crop``; None:
-    the reader applies none). Iterates over its indices, as the list it replaces."""
+    group index; None: none), the keyed pipeline's parameters drawn once from the stored
+    sizes (``params``: name -> array; None when the transform draws none) and the leading
+    crop the reader applies (``crop``; None: the reader applies none). Iterates over its
+    indices, as the list it replaces."""
 
     indices: tuple[int, ...]
     ids: np.ndarray
