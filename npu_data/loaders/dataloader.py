@@ -25,7 +25,6 @@ import gc
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -42,7 +41,7 @@ from npu_data.loaders.assemble import HostBatch, collate_host, is_collate_sample
 from npu_data.loaders.buckets import bind_buckets
 from npu_data.loaders.caption_check import check_captions
 from npu_data.loaders.read_ahead import read_ahead
-from npu_data.loaders.request import Requests, refusal, sample_ids, state_of
+from npu_data.loaders.request import Keyed, Requests, refusal, sample_ids, state_of
 from npu_data.loaders.resume import PassIndices, epoch_mark, warn_once
 from npu_data.loaders.sampler import loader_order
 from npu_data.loaders.states import checked_seed
@@ -57,15 +56,6 @@ _READ_AHEAD = 2  # batches a read thread works ahead of the transform
 # The importing thread's torch thread count, fixed now: a thread that first asks after torch's
 # pin-memory thread ran (it calls set_num_threads(1)) would get 1. The read thread uses it.
 torch.get_num_threads()
-
-
-@dataclass(frozen=True)
-class Keyed:
-    """A batch's keyed parameters on the host (the whole pipeline's) and whether its reader
-    applied the leading crop (then only the rest of the pipeline runs)."""
-
-    params: Params
-    cropped: bool = False
 
 
 def batch_seed(seed: int, epoch: int, rank: int, batch: int) -> int:

@@ -98,6 +98,15 @@ def as_params(arrays: Mapping[str, np.ndarray]) -> Params:
 
 
 @dataclass(frozen=True)
+class Keyed:
+    """A batch's keyed parameters on the host (the whole pipeline's) and whether its reader
+    applied the leading crop (then only the rest of the pipeline runs)."""
+
+    params: Params
+    cropped: bool = False
+
+
+@dataclass(frozen=True)
 class PassDraw:
     """What one pass draws its requests with: the keyed ``transform``, the loader's ``seed``,
     the pass's augmentation ``epoch`` and the crop the reader applies (None: none)."""
