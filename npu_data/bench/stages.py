@@ -190,15 +190,16 @@ def dali_plan() -> StagePlan:
 
 def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
                       device: torch.device, repeats: int) -> dict[str, float]:
-    """The crop-at-read path (``loaders.crop_read``), stage by stage: read = the batch's
+    """The crop-at-read path (``loaders.request``, ``loaders.assemble``), stage by stage: read = the batch's
     columns (JPEGs left encoded), decode = the crop boxes' JPEG regions, augment_cpu = the
     crop into the batch buffer (all three in the workers), collate = the rest of the
     worker's batch (annotations, geometry, shared buffer); augment = the pipeline after the
     crop on the main process."""
     import numpy as np
 
-    from npu_data.common.batch import PlannedIndices
-    from npu_data.loaders import collate_samples, crop_read
+    from npu_data.common.batch import BatchRequest
+    from npu_data.loaders import assemble, collate_samples
+    from npu_data.loaders.request import as_arrays
     from npu_data.shards.batch_read import SampleBatch, read_columns
     from npu_data.tools.baseline import augmentation
     from npu_data.transforms import ReadCrop, draws, read_crop
@@ -215,18 +216,20 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     groups = [ids[a:a + batch_size] for a in range(0, len(ids), batch_size)]
     sizes = ds.sizes()
     keys = [draws.sample_keys(0, 0, g) for g in groups]
-    plans = [PlannedIndices(g.tolist(), leading.plan(sizes[g], g)) for g in groups]
-    out = [torch.empty((len(g), 3, *p.crop.size), dtype=torch.uint8) for g, p in zip(
-        groups, plans, strict=True)]
+    drawn = [leading.draw_plan(sizes[g], g) for g in groups]
+    plans = [BatchRequest(tuple(g.tolist()), g, params=as_arrays(d[0]), crop=d[1])
+             for g, d in zip(groups, drawn, strict=True)]
+    out = [torch.empty((len(g), 3, *d[1].size), dtype=torch.uint8) for g, d in zip(
+        groups, drawn, strict=True)]
 
     def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
         fn()
         return _timed(fn, device, repeats)
 
     cols, t_read = timed(lambda: [read_columns(ds, g.tolist(), lazy_jpeg=True) for g in groups])
-    boxes = [torch.from_numpy(p.crop.boxes) for p in plans]
-    decoded, t_decode = timed(lambda: [crop_read.decode_boxes(c.images, b,
-                                                              first.size if fast else None)
+    boxes = [torch.from_numpy(d[1].boxes) for d in drawn]
+    decoded, t_decode = timed(lambda: [assemble.decode_boxes(c.images, b,
+                                                             first.size if fast else None)
                                        for c, b in zip(cols, boxes, strict=True)])
     def crops() -> None:
         for (im, b), o in zip(decoded, out, strict=True):
@@ -234,8 +237,6 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
 
     _, t_crop = timed(crops)
     batches, t_all = timed(lambda: [collate_samples(SampleBatch(ds, p)) for p in plans])
-    for b in batches:
-        crop_read.take(b)
     params = [aug.draw_keyed(sizes[g], k) for g, k in zip(groups, keys, strict=True)]
     moved, t_h2d = timed(lambda: [_h2d_step(device)(b) for b in batches])
     _, t_aug = timed(lambda: [rest.apply(b, p) for b, p in zip(moved, params, strict=True)])
@@ -273,13 +274,14 @@ def wds_plan(tars: list[Path], crop: int, device: torch.device,
 def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: bool, n: int,
                           batch_size: int, device: torch.device,
                           repeats: int) -> dict[str, float]:
-    """The crop-at-read path of a stream (``loaders.stream_crop``), stage by stage: read =
+    """The crop-at-read path of a stream (``loaders.assemble``), stage by stage: read =
     the tar members, decode = the crop boxes' JPEG regions, augment_cpu = the crop into the
     batch buffer, collate = the rest of the worker's work (JPEG headers, annotations into
     sample dicts, geometry, boxes drawn); augment = the pipeline after the crop on the main
     process."""
     from npu_data.formats.webdataset.stages import planned as planned_sample
-    from npu_data.loaders import collate_samples, crop_read
+    from npu_data.loaders import assemble
+    from npu_data.loaders.request import CropState
     from npu_data.tools.baseline import augmentation
     from npu_data.transforms import ReadCrop, draws, read_crop
     from npu_data.transforms.compose import split
@@ -290,6 +292,8 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
     lead = split(aug)
     assert lead is not None
     rest = lead.rest
+    state = CropState()
+    state.arm(plan)
 
     def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
         fn()
@@ -299,18 +303,19 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
     groups = [members[a:a + batch_size] for a in range(0, len(members), batch_size)]
 
     def batches() -> list[Any]:
-        return [collate_samples([planned_sample(m, plan) for m in g]) for g in groups]
+        return [assemble.collate_host([planned_sample(m, plan) for m in g], stream=state)
+                for g in groups]
 
     cropped, t_all = timed(batches)
     samples = [[planned_sample(m, plan) for m in g] for g in groups]
     images = [[s["image"] for s in g] for g in samples]
-    sizes = [b[crop_read.STORED_KEY].sizes for b in cropped]
-    keys = [draws.sample_keys(0, 0, b["index"].numpy()) for b in cropped]
+    sizes = [b.stored_sizes for b in cropped]
+    keys = [draws.sample_keys(0, 0, b.fields["index"].numpy()) for b in cropped]
     boxes = [plan.crop.draw_keyed(sz, k, plan.position)["boxes"] for sz, k in zip(sizes, keys,
                                                                                     strict=True)]
     size = plan.crop.size
     assert size is not None  # the bench's crop has a fixed size
-    decoded, t_decode = timed(lambda: [crop_read.decode_boxes(im, b, size if fast else None)
+    decoded, t_decode = timed(lambda: [assemble.decode_boxes(im, b, size if fast else None)
                                        for im, b in zip(images, boxes, strict=True)])
     out = [torch.empty((len(g), 3, *size), dtype=torch.uint8) for g in groups]
 
@@ -320,9 +325,7 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
 
     _, t_crop = timed(crops)
     params = [aug.draw_keyed(sz, k) for sz, k in zip(sizes, keys, strict=True)]
-    for b in cropped:
-        crop_read.take(b)
-    moved, t_h2d = timed(lambda: [_h2d_step(device)(b) for b in cropped])
+    moved, t_h2d = timed(lambda: [_h2d_step(device)(b.as_dict()) for b in cropped])
     _, t_aug = timed(lambda: [rest.apply(b, p) for b, p in zip(moved, params, strict=True)])
     ms = 1000 / max(len(members), 1)
     return {"read": t_read * ms, "decode": t_decode * ms, "augment_cpu": t_crop * ms,

@@ -1,12 +1,13 @@
-"""The batch types shared by the shard reader and the loaders: a batch read column-wise
-(``BatchColumns``), the crop a reader applies while reading (``CropPlan``, carried by
-``PlannedIndices``), a JPEG not decoded yet (``EncodedImage``), and ``ColumnBatch``, the lazy
-batch of sample dicts that ``collate_samples`` collates from its columns in one shot."""
+"""The batch types shared by the shard reader and the loaders: the request of one batch
+(``BatchRequest``: its samples and its parameters, drawn once in the main process), a batch
+read column-wise (``BatchColumns``), the crop a reader applies while reading (``CropPlan``),
+a JPEG not decoded yet (``EncodedImage``), and ``ColumnBatch``, the lazy batch of sample
+dicts that the loaders' assembler builds from its columns in one shot."""
 
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,15 +61,29 @@ class CropPlan:
     interpolation: str = "bilinear"
 
 
-class PlannedIndices(list[int]):
-    """A batch's dataset indices with the crop the reader applies (pickles with it)."""
+@dataclass(frozen=True)
+class BatchRequest:
+    """One batch as the loader asks for it (plain data; pickles small): the dataset
+    ``indices``, the augmentation keys' sample ``ids``, the ``seed`` and augmentation
+    ``epoch`` they were drawn for, the aspect-ratio ``bucket`` (the ``BucketBatchSampler``'s
+    group index; None: none), the keyed pipeline's parameters drawn once from the stored
+    sizes (``params``: name -> array; None when the transform draws none) and the leading
+    crop the reader applies (``crop``; None: the reader applies none). Iterates over its
+    indices, as the list it replaces."""
 
-    def __init__(self, indices: Sequence[int], crop: CropPlan) -> None:
-        super().__init__(indices)
-        self.crop = crop
+    indices: tuple[int, ...]
+    ids: np.ndarray
+    seed: int = 0
+    epoch: int = 0
+    bucket: int | None = None
+    params: dict[str, np.ndarray] | None = None
+    crop: CropPlan | None = None
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (PlannedIndices, (list(self), self.crop))
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.indices)
 
 
 @dataclass(frozen=True)
@@ -92,9 +107,9 @@ class EncodedImage:
 
 class ColumnBatch(Sequence[Sample]):
     """A batch of sample dicts that can also be read column-wise at once (``columns()``);
-    ``crop``: the ``CropPlan`` the reader applies (None: none)."""
+    ``request``: the ``BatchRequest`` it was read for (None: plain indices)."""
 
-    crop: CropPlan | None
+    request: BatchRequest | None
 
     @abstractmethod
     def columns(self) -> BatchColumns:

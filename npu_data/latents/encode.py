@@ -139,7 +139,7 @@ class _Encoder:
 
     def encode_shard(self, k: int, pb: Any) -> dict[str, Any]:
         """Encode and write shard ``k`` atomically; its completion record."""
-        from npu_data.loaders.collate import collate_samples
+        from npu_data.loaders import collate_samples
 
         lo, hi = self.shard_range(k)
         n = hi - lo

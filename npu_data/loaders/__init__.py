@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from npu_data.loaders.assemble import collate_samples
 from npu_data.loaders.buckets import BucketBatchSampler
-from npu_data.loaders.collate import collate_samples
 from npu_data.loaders.dataloader import DataLoader
 from npu_data.loaders.sampler import NpuDistributedSampler
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, cast
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader as TorchDataLoader
@@ -20,8 +20,7 @@ from npu_data.common.batch import ColumnBatch
 from npu_data.common.compat import DATALOADER_ARGS, dataloader_kwargs
 from npu_data.errors import UserError, UserValueError
 from npu_data.loaders import frameworks, host_transform, resume
-from npu_data.loaders.collate import collate_samples, is_collate_samples
-from npu_data.loaders.crop_at_read import CropAtRead, refusal
+from npu_data.loaders.assemble import collate_host, is_collate_samples, keyed_batch
 from npu_data.loaders.epochs import EpochState, batch_seed
 from npu_data.loaders.loader_args import READ_AHEAD, check_extras, loader_transform, worker_init
 from npu_data.loaders.loader_args import image_position as _image_position
@@ -29,14 +28,12 @@ from npu_data.loaders.loader_args import ours as _ours
 from npu_data.loaders.prefetch import DevicePrefetcher
 from npu_data.loaders.prefetch import rebuild as _rebuild
 from npu_data.loaders.read_ahead import read_ahead
+from npu_data.loaders.request import Keyed, Requests, refusal, state_of
 from npu_data.loaders.resume import PassIndices
-from npu_data.loaders.sample_ids import sample_ids
 from npu_data.loaders.sampler import loader_order
 from npu_data.loaders.states import loader_seed
-from npu_data.transforms import draws
-from npu_data.transforms.base import Params, Transform
-from npu_data.transforms.compose import split
 from npu_data.transforms.donate import donating
+from npu_data.transforms.read_crop import apply_after_read
 
 BatchTransform = Callable[..., Any]
 
@@ -95,7 +92,7 @@ class DataLoader(TorchDataLoader):
         image_key: Which element of a tuple/dict batch the transform gets.
         read_crop: Apply the keyed transform's leading crop while reading a ``ShardDataset``
             or a ``WebDatasetStream``: only each crop box is read or decoded, the same pixels
-            (``loaders.crop_at_read``). None (default): wherever it can;
+            (``loaders.request``). None (default): wherever it can;
             True: fail when it cannot.
         decode: ``"exact"`` (the pixels of a full decode) or ``"fast"`` (a JPEG crop box at
             least twice the output is decoded DCT-scaled — less work, a few levels off, see
@@ -143,7 +140,13 @@ class DataLoader(TorchDataLoader):
         accel = dev.is_accelerator(self.device)
         pin = bool(pin_memory) and accel
         if collate_fn is None and (batch_size is not None or batch_sampler is not None):
-            collate_fn = functools.partial(collate_samples, pin=pin and num_workers == 0)
+            collate_fn = functools.partial(collate_host, pin=pin and num_workers == 0,
+                                           stream=state_of(dataset))
+        elif is_collate_samples(collate_fn) and not _wraps(collate_fn, collate_host):
+            # collate_samples passed as collate_fn: the same assembler, its HostBatch kept
+            given = collate_fn.keywords if isinstance(collate_fn, functools.partial) else {}
+            collate_fn = functools.partial(collate_host, pin=bool(given.get("pin", False)),
+                                           stream=state_of(dataset))
         elif collate_fn is not None and not (is_collate_samples(collate_fn)
                                              or _wraps(collate_fn, _listed)):
             collate_fn = functools.partial(_listed, collate_fn)
@@ -170,8 +173,8 @@ class DataLoader(TorchDataLoader):
             transform, dataset, self.batch_sampler if batch_sampler is not None else None,
             batch_size)
         self._indices = PassIndices(super()._index_sampler)
-        self._crop_read = CropAtRead(dataset, self._indices if self.batch_sampler is not None
-                                     else None)
+        self._requests = Requests(dataset, self._indices if self.batch_sampler is not None
+                                   else None)
         if read_crop:
             why = refusal(self)
             if why:
@@ -242,9 +245,9 @@ class DataLoader(TorchDataLoader):
 
     @property  # torch's iterators and len() take batches here; frameworks read batch_sampler
     def _index_sampler(self) -> Any:
-        crop_read = self.__dict__.get("_crop_read")
-        if crop_read is not None and crop_read.batches is not None:
-            return crop_read.batches  # a batch's crop drawn with it (loaders.crop_at_read)
+        requests = self.__dict__.get("_requests")
+        if requests is not None and requests.batches is not None:
+            return requests.batches  # batches as requests (loaders.request)
         indices = self.__dict__.get("_indices")
         return indices if indices is not None else super()._index_sampler
 
@@ -258,35 +261,21 @@ class DataLoader(TorchDataLoader):
         read_thread = self.read_thread if self.read_thread is not None else self._ours
         return self.num_workers == 0 and read_thread
 
-    def _host_params(self, host: Any, epoch: int) -> Params | None:
-        """Keyed per-sample parameters on the host (``transforms.draws``), or None when the
-        transform cannot draw them or the batch carries no sample ids (then the transform
-        runs with a generator seeded per batch)."""
-        t = self.transform
-        if not isinstance(t, Transform) or not t.keyed or self.image_key is not None:
-            return None
-        if not isinstance(host, Mapping) or not isinstance(host.get("sizes"), torch.Tensor):
-            return None
-        ids = sample_ids(host)
-        if ids is None:
-            return None
-        keys = draws.sample_keys(self.seed, epoch, ids)
-        return t.draw_keyed(self._crop_read.stored_sizes(host, self.seed, epoch), keys)
+    def _host_params(self, host: Any, epoch: int) -> tuple[Any, Keyed | None]:
+        """The batch to deliver and its keyed parameters (``assemble.keyed_batch``)."""
+        return keyed_batch(host, self._requests.transform, self.seed, epoch)
 
-    def _transform(self, batch: Any, number: int, epoch: int,
-                   aug: tuple[Params, Params] | None = None) -> Any:
-        cropped = self._crop_read.take(batch)  # the reader ran the leading crop
+    def _transform(self, batch: Any, number: int, epoch: int, aug: Keyed | None = None) -> Any:
         if self.transform is None:
             return batch
         if aug is not None:  # keyed: parameters drawn on the host, shipped with the batch
-            host_params, params = aug
             # a batch our collate built is the loader's alone: the kernels may write into it
             mine = batch.get("image") if is_collate_samples(self.collate_fn) else None
-            t = cast(Transform, self.transform)  # keyed: one of ours (_host_params)
+            t = self._requests.transform
+            assert t is not None  # aug is drawn only for a keyed transform (_host_params)
             with donating(mine):
-                lead = split(t) if cropped else None
-                out = lead.rest.apply(batch, params) if lead else t.apply(batch, params)
-            out["aug"] = host_params
+                out = apply_after_read(t, batch, aug.params, aug.cropped)
+            out["aug"] = aug.params
             return out
         if self._transform_generator is None:
             self._transform_generator = torch.Generator(device=self.device)
@@ -310,7 +299,7 @@ class DataLoader(TorchDataLoader):
         self._adopt()
         p = self._epochs.begin(super().__len__)
         aug_epoch = p.epoch + (p.repeat << 32)  # a repeated epoch still gets new augmentation
-        armed = self._crop_read.begin(self, aug_epoch)  # ended with (or when dropping) the pass
+        armed = self._requests.begin(self, aug_epoch)  # ended with (or when dropping) the pass
         source: Iterator[Any] = super().__iter__()
         if self.num_workers == 0:  # read here: our datasets serve raw samples to us
             source = host_transform.loader_reads(source)

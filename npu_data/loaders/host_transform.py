@@ -14,55 +14,27 @@ state: new each epoch in torch's workers, reproducible under ``torch.manual_seed
 torch transform. The first such call says once which loader batches it on the device.
 
 npu_data's DataLoader reads raw samples: its workers (``mark_worker``, from its
-``worker_init_fn``) and its in-process reads (``loader_reads``) mark themselves.
+``worker_init_fn``) and its in-process reads (``loader_reads``) mark themselves
+(``loaders.request``, where the loader's reads are set up).
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch.utils.data import default_collate, get_worker_info
 
+from npu_data.loaders.request import by_loader, loader_reads, mark_worker, sample_ids
 from npu_data.loaders.resume import warn_once
-from npu_data.loaders.sample_ids import sample_ids
 from npu_data.transforms import draws
 from npu_data.transforms.base import Transform
-
-_local = threading.local()
-_in_loader_worker = False
-
-
-def mark_worker() -> None:
-    """This process is a worker of npu_data's DataLoader: datasets serve raw samples."""
-    global _in_loader_worker
-    _in_loader_worker = True
-
-
-def by_loader() -> bool:
-    """Whether npu_data's DataLoader is reading (it applies the transform itself)."""
-    return _in_loader_worker or bool(getattr(_local, "reading", False))
-
-
-def loader_reads(source: Iterator[Any]) -> Iterator[Any]:
-    """``source``'s items, each read marked as npu_data DataLoader's (on whichever thread
-    consumes this iterator)."""
-    while True:
-        _local.reading = True
-        try:
-            item = next(source)
-        except StopIteration:
-            return
-        finally:
-            _local.reading = False
-        yield item
 
 
 def transformed(transform: Any, samples: Any, owner: str) -> dict[str, Any]:
     """``samples`` (sample dicts or a ``SampleBatch``) collated and transformed on the host."""
-    from npu_data.loaders.collate import collate_samples
+    from npu_data.loaders.assemble import collate_samples
 
     info = get_worker_info()
     if info is None or info.id == 0:
@@ -120,6 +92,9 @@ def _collate_rows(found: list[BatchRow], *, collate_fn_map: Any = None) -> Any:
         return whole  # the rows of one batch: that batch, no copy
     return default_collate([dict(r) for r in found])
 
+
+__all__ = ["BatchRow", "by_loader", "loader_reads", "mark_worker", "rows", "sample",
+           "transformed"]
 
 try:  # torch's documented extension point of default_collate (torch >= 1.13)
     from torch.utils.data._utils.collate import default_collate_fn_map

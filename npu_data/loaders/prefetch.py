@@ -1,7 +1,7 @@
 """Host batches to the device, a few batches ahead.
 
-``DevicePrefetcher.batches`` reads the next ``depth`` host batches, draws each one's keyed
-parameters on the host and queues its copy to the device with ``non_blocking`` copies on a
+``DevicePrefetcher.batches`` reads the next ``depth`` host batches, prepares each one on the
+host (the batch to deliver and its keyed parameters) and queues its copy to the device with ``non_blocking`` copies on a
 side stream; when a batch is due the consuming stream waits on that stream and every tensor
 of the batch is ``record_stream``'d, so its memory is not reused early. On the CPU the same
 path runs without streams or copies. A batch that fails to load raises when it is due (after
@@ -17,9 +17,6 @@ from typing import Any
 import torch
 
 from npu_data import device as dev
-from npu_data.transforms.base import Params
-
-Aug = tuple[Params, Params]  # (parameters kept in batch["aug"], parameters applied)
 
 
 def to_device(batch: Any, device: torch.device, non_blocking: bool) -> Any:
@@ -91,15 +88,16 @@ class DevicePrefetcher:
         self.host_bytes = 0
 
     def batches(self, source: Iterator[Any], device: torch.device, depth: int,
-                draw: Callable[[Any], Params | None],
-                discard: int = 0) -> Iterator[tuple[Any, Aug | None, bool]]:
+                prepare: Callable[[Any], tuple[Any, Any]],
+                discard: int = 0) -> Iterator[tuple[Any, Any, bool]]:
         """``(batch on device, its keyed parameters or None, whether it is the last)`` for
         each batch of ``source`` after the first ``discard`` (read and dropped: a resumed
-        stream), copied up to ``depth`` batches ahead (0: when due). ``draw(host_batch)``
-        gives a batch's keyed parameters, drawn before its copy is queued."""
+        stream), copied up to ``depth`` batches ahead (0: when due). ``prepare(host_batch)``
+        gives ``(the batch to copy, its keyed parameters or None)``, before its copy is
+        queued."""
         stream = dev.new_stream(device) if depth > 0 else None
         accel = dev.is_accelerator(device)
-        pending: deque[tuple[Any, Aug | None]] = deque()
+        pending: deque[tuple[Any, Any]] = deque()
 
         def submit() -> bool:
             nonlocal discard
@@ -115,13 +113,13 @@ class DevicePrefetcher:
             except Exception as exc:  # raised when its batch is due, as torch's loader does
                 pending.append((exc, None))
                 return False
-            drawn = draw(host)
+            host, drawn = prepare(host)
             self.host_bytes += tensor_bytes(host)
             with dev.stream_context(stream):  # on the CPU every tensor already is there
                 moved = to_device(host, device, non_blocking=accel) if accel else host
                 # apply() takes the host parameters as they are (the kernels queue what they
                 # need on the device and read pass orders on the host, never back)
-                pending.append((moved, None if drawn is None else (drawn, drawn)))
+                pending.append((moved, drawn))
             return True
 
         for _ in range(max(1, depth)):

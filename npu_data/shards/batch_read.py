@@ -1,11 +1,13 @@
 """Batched reads of a ShardDataset: a whole batch's columns with a few numpy ops per shard.
 
 ``ShardDataset.__getitems__`` returns a ``SampleBatch``: a lazy sequence of the batch's sample
-dicts that ``collate_samples`` recognises and collates from ``read_columns`` in one shot (no
-per-sample dict, no per-sample array). ``read_columns`` groups the indices by shard, gathers
-every annotation column with one fancy index per shard (``ranges_index`` over the samples'
-rows), skips groups empty for the whole batch, and keeps the images as zero-copy views (raw)
-or decoded arrays (encoded) for collate to copy once into the padded buffer.
+dicts that the loaders' assembler (``loaders.assemble``) builds from ``read_columns`` in one
+shot (no per-sample dict, no per-sample array); given a ``BatchRequest`` it keeps it, and a
+request with a crop keeps JPEGs encoded for the crop's region decoder. ``read_columns``
+groups the indices by shard, gathers every annotation column with one fancy index per shard
+(``ranges_index`` over the samples' rows), skips groups empty for the whole batch, and keeps
+the images as zero-copy views (raw) or decoded arrays (encoded) for the assembler to copy
+once into the padded buffer.
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ from typing import Any, Protocol, overload
 import numpy as np
 
 from npu_data.annotations.table import ranges_index
-from npu_data.common.batch import BatchColumns, ColumnBatch, CropPlan, EncodedImage, Sample
+from npu_data.common.batch import (
+    BatchColumns,
+    BatchRequest,
+    ColumnBatch,
+    EncodedImage,
+    Sample,
+)
 from npu_data.errors import UserError
 from npu_data.kinds.base import Kind
 from npu_data.kinds.texts import CAPTION_OF
@@ -58,12 +66,12 @@ class Shards(Protocol):
 
 class SampleBatch(ColumnBatch):
     """The samples ``indices`` of ``dataset``: indexing gives ``dataset[i]`` dicts (cached);
-    ``columns()`` reads the whole batch at once for ``collate_samples``; ``crop`` is the
-    ``CropPlan`` of ``PlannedIndices`` (None otherwise)."""
+    ``columns()`` reads the whole batch at once for the assembler; ``request``: the
+    ``BatchRequest`` the batch was read for (None: plain indices)."""
 
-    def __init__(self, dataset: Shards, indices: Sequence[int]) -> None:
+    def __init__(self, dataset: Shards, indices: Sequence[int] | BatchRequest) -> None:
         self.dataset = dataset
-        self.crop: CropPlan | None = getattr(indices, "crop", None)
+        self.request = indices if isinstance(indices, BatchRequest) else None
         self.indices = [as_index(i) for i in indices]
         self._samples: list[Sample | None] = [None] * len(self.indices)
 
@@ -87,9 +95,10 @@ class SampleBatch(ColumnBatch):
         return (self[t] for t in range(len(self)))
 
     def columns(self) -> BatchColumns:
-        """The batch read column-wise (``read_columns``); with a crop plan JPEGs stay
-        encoded (``EncodedImage``) for the region decoder."""
-        return read_columns(self.dataset, self.indices, lazy_jpeg=self.crop is not None)
+        """The batch read column-wise (``read_columns``); with the request's crop JPEGs
+        stay encoded (``EncodedImage``) for the region decoder."""
+        lazy = self.request is not None and self.request.crop is not None
+        return read_columns(self.dataset, self.indices, lazy_jpeg=lazy)
 
 
 class _Part:

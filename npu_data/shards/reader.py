@@ -65,6 +65,7 @@ class _Shard:
                                                  max_pixels, latents))
         self._data: np.ndarray | None = None
         self._cols: dict[str, np.ndarray] = {}
+        self._originals: np.ndarray | None = None
 
     def _checked(self, check: Callable[[], T]) -> T:
         try:
@@ -148,9 +149,10 @@ class _Shard:
     def originals(self) -> np.ndarray:
         """(samples, 2) int64 height, width of every photo before ``max_side`` (datasets
         written before it was recorded: the stored sizes)."""
-        if column_file(ORIGINAL_SIZE) not in self.files:
-            return self.sizes()
-        return self.col(ORIGINAL_SIZE).astype(np.int64)
+        if self._originals is None:  # once per shard, not per batch
+            stored = column_file(ORIGINAL_SIZE) in self.files
+            self._originals = self.col(ORIGINAL_SIZE).astype(np.int64) if stored else self.sizes()
+        return self._originals
 
     def _open_group(self, group: str) -> None:
         """Every column of ``group`` (a kind, or a per-sample text column) opened and
@@ -181,8 +183,9 @@ class ShardDataset:
     Opening reads only ``manifest.json``; each shard's files are memory-mapped on first use.
     ``ds[i]`` returns the sample dict of docs/architecture.md (with the keys of the kinds the
     dataset has rows of, ``ds.kinds``); ``ds.__getitems__(indices)``
-    (called by torch's DataLoader) a ``SampleBatch`` that ``collate_samples`` reads
-    column-wise into the same batch as collating the ``ds[i]`` dicts.
+    (called by torch's DataLoader, with a list of indices or the loader's ``BatchRequest``)
+    a ``SampleBatch`` that the loaders' assembler (``collate_samples``) reads column-wise
+    into the same batch as collating the ``ds[i]`` dicts.
 
     A latents store (``npu-data encode``, docs/format.md "Latents stores") gives the sample
     dicts of ``shards.latent_read`` instead (``latents``, ``latents_flipped``, the SDXL sizes,
@@ -364,8 +367,9 @@ class ShardDataset:
                                  f"{i % len(self)}) unreadable: {exc} — {fix}") from None
 
     def __getitems__(self, indices: Sequence[int]) -> SampleBatch | list[dict[str, Any]]:
-        """Samples ``indices`` as one lazy ``SampleBatch`` (read in one shot by collate); a
-        latents store's as a list of sample dicts (stacked by torch's collate)."""
+        """Samples ``indices`` (or a ``BatchRequest``) as one lazy ``SampleBatch`` (read in one
+        shot by the assembler); a latents store's as a list of sample dicts (stacked by
+        torch's collate)."""
         if self.latents is not None:
             return [self[i] for i in indices]
         return SampleBatch(self, indices)
@@ -399,7 +403,7 @@ class ShardDataset:
         s: dict[str, Any] = {"image": self.image(k, j), "index": gi,
                              "task_id": int(rec["task_id"])}
         hw = (int(rec["height"]), int(rec["width"]))
-        s["original_size"] = sh.originals()[j]
+        s["original_size"] = sh.originals()[j].copy()  # not a view of the shared column
         for kind in self.kinds:
             s.update(kind.read_sample(sh.col, j, hw))
         s["caption"] = captions.pick(s.get(CAPTION_OF, []), sh.data_json(j), self.caption_field)

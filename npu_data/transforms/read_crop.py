@@ -4,9 +4,11 @@ Every sample's crop parameters are a pure function of (seed, epoch, sample id) a
 stored size (``transforms.draws``), so a reader knows each crop box before it reads a pixel.
 A transform says which leading crop a reader may apply (``compose.split``: a
 crop alone, or the first stage of a keyed ``Compose``) and runs what is left after it
-(``Split.rest``). :class:`ReadCrop` is that crop for one pass; its
-:meth:`ReadCrop.plan` draws a batch's ``CropPlan`` (plain data: boxes, windows, output size),
-one plan type whatever the source — a memory map, a JPEG region, a tar stream.
+(:func:`apply_after_read`). :class:`ReadCrop` is that crop for one pass; its
+:meth:`ReadCrop.draw` draws a batch's whole keyed parameters once and
+:meth:`ReadCrop.plan_from` takes the batch's ``CropPlan`` out of them (plain data: boxes,
+windows, output size), one plan type whatever the source — a memory map, a JPEG region, a
+tar stream.
 :func:`crop_geometry` moves a collated batch's geometry keys through a plan and
 :func:`resize_into` resizes each image's box straight into the batch buffer
 (``functional.resized_crop_list``). The values are those of collating the full images and
@@ -36,7 +38,7 @@ from npu_data.transforms.crop_base import (
     out_shape,
 )
 
-__all__ = ["ReadCrop", "crop_geometry", "decodes_regions", "read_regions", "resize_into"]
+__all__ = ["ReadCrop", "apply_after_read", "crop_geometry", "decodes_regions", "read_regions", "resize_into"]
 
 
 @dataclass(frozen=True)
@@ -62,36 +64,71 @@ class ReadCrop:
     pipeline: Transform | None = None
 
     @classmethod
-    def of(cls, transform: Any, fast: bool = False) -> ReadCrop | None:
-        """The crop a reader may apply for ``transform`` (None: none, e.g. not keyed)."""
+    def of(cls, transform: Any, fast: bool = False, seed: int = 0, epoch: int = 0
+           ) -> ReadCrop | None:
+        """The crop a reader may apply for ``transform`` (None: none, e.g. not keyed) in the
+        pass of ``seed`` and ``epoch``."""
         lead = split(transform)
         if lead is None or not isinstance(lead.crop, _CropBase):
             return None
         whole = transform if lead.crop is not transform else None
-        return cls(lead.crop, lead.position, fast=bool(fast), pipeline=whole)
+        return cls(lead.crop, lead.position, int(seed), int(epoch), bool(fast), whole)
 
     def at(self, seed: int, epoch: int, fast: bool | None = None) -> ReadCrop:
         """This crop in the pass of ``seed`` and ``epoch`` (``fast`` kept when None)."""
         return replace(self, seed=int(seed), epoch=int(epoch),
                        fast=self.fast if fast is None else bool(fast))
 
-    def plan(self, sizes: np.ndarray, ids: np.ndarray | Sequence[Any]) -> CropPlan:
-        """The crop of the samples ``ids`` (dataset indices or ``draws.string_ids``) whose
-        stored images are ``sizes (B, 2)``; a window never decodes DCT-scaled (its
-        coefficients are those of the whole image)."""
+    def draw(self, sizes: np.ndarray, ids: np.ndarray | Sequence[Any]) -> Params:
+        """The whole keyed transform's parameters (the pipeline's, or the crop's alone) for
+        the samples ``ids`` (dataset indices or ``draws.string_ids``) whose stored images
+        are ``sizes (B, 2)``: what the loader applies, drawn once."""
         keys = draws.sample_keys(self.seed, self.epoch, ids)
         if self.pipeline is None:
-            params = self.crop.draw_keyed(sizes, keys, self.position)
-        else:  # the whole pipeline's draw: a later flip moves the crop (flip_order)
-            every = self.pipeline.draw_keyed(sizes, keys)
-            params = stage_params(every, 0)
+            return self.crop.draw_keyed(sizes, keys, self.position)
+        return self.pipeline.draw_keyed(sizes, keys)
+
+    def plan(self, sizes: np.ndarray, ids: np.ndarray | Sequence[Any]) -> CropPlan:
+        """The crop of the samples ``ids`` whose stored images are ``sizes (B, 2)``."""
+        return self.plan_from(self.draw(sizes, ids))
+
+    def draw_plan(self, sizes: np.ndarray, ids: np.ndarray | Sequence[Any]
+                  ) -> tuple[Params, CropPlan]:
+        """:meth:`draw` and the crop's plan out of it: the crop drawn once."""
+        params = self.draw(sizes, ids)
+        return params, self.plan_from(params)
+
+    def plan_from(self, params: Params) -> CropPlan:
+        """The crop of a batch whose whole keyed parameters are ``params`` (:meth:`draw`;
+        a later flip has moved the crop, ``transforms.flip_order``); a window never decodes
+        DCT-scaled (its coefficients are those of the whole image)."""
+        if self.pipeline is not None:  # the crop's own, out of the whole pipeline's draw
+            params = stage_params(params, 0)
         shape = out_shape(params, self.crop.size)
-        arrays = {k: np.ascontiguousarray(v.numpy(), dtype=np.int64) for k, v in params.items()}
+        arrays = {k: np.ascontiguousarray(np.asarray(v), dtype=np.int64)
+                  for k, v in params.items()}
         windows = arrays.get("windows")
         return CropPlan(arrays["boxes"], shape, self.crop.min_visible,
                         self.fast and windows is None, windows, arrays.get("out"),
                         arrays.get("crop_top_left"), self.seed, self.epoch,
                         self.crop.interpolation)
+
+
+def apply_after_read(transform: Transform, batch: Batch, params: Params, cropped: bool) -> Batch:
+    """``transform`` on a batch read with ``params``.
+
+    Args:
+        transform: The keyed transform the parameters were drawn for.
+        batch: The batch as read (its leading crop applied when ``cropped``).
+        params: The whole transform's keyed parameters (:meth:`ReadCrop.draw`).
+        cropped: Whether the reader applied the leading crop.
+
+    Returns:
+        The batch through what is left after the leading crop when the reader applied it,
+        else through the whole transform.
+    """
+    lead = split(transform) if cropped else None
+    return transform.apply(batch, params) if lead is None else lead.rest.apply(batch, params)
 
 
 def plan_params(plan: CropPlan) -> Params:

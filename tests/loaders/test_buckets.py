@@ -243,3 +243,24 @@ def test_our_dataloader_moves_the_buckets_on_and_resumes_them_exactly(
         assert torch.equal(a["image"], b["image"])
     assert len(seen) + len(rest) == len(run)
     assert [b["index"].tolist() for b in resumed] != [b["index"].tolist() for b in again]
+
+
+def test_a_shard_batch_request_carries_its_bucket(photos: LabelStudioDataset) -> None:
+    """A ``ShardDataset`` batch of a ``BucketBatchSampler`` leaves the main process as a
+    request naming its bucket; the reader's ResizeCrop (crop at read) outputs that bucket."""
+    from npu_data.common.batch import BatchRequest
+    from npu_data.loaders.assemble import HostBatch, collate_host
+
+    ds = photos.dataset
+    sampler = BucketBatchSampler(ds, 3, BUCKETS, num_replicas=1, rank=0, seed=5)
+    pipe = Compose([ResizeCrop(None, crop="random", buckets=BUCKETS), RandomHorizontalFlip()])
+    loader = DataLoader(ds, batch_sampler=sampler, device="cpu", transform=pipe, seed=5)
+    loader._requests.begin(loader, 0)
+    requests = list(loader._index_sampler)
+    assert requests and all(isinstance(r, BatchRequest) for r in requests)
+    for r in requests:
+        assert r.bucket is not None
+        assert {int(sampler.bucket_of[i]) for i in r.indices} == {r.bucket}
+        host = collate_host(ds.__getitems__(r))
+        assert isinstance(host, HostBatch) and host.cropped and host.image is not None
+        assert tuple(host.image.shape[2:]) == sampler.groups[r.bucket]

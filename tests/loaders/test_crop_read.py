@@ -1,4 +1,4 @@
-"""Crop at read (loaders.crop_read): the leading crop applied while a batch is read gives the
+"""Crop at read (loaders.request, loaders.assemble): the leading crop applied while a batch is read gives the
 same batches, key for key and bit for bit, as reading full images and cropping after."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 from npu_data import codecs
 from npu_data.annotations.images import ImageOptions
 from npu_data.errors import UserError
-from npu_data.loaders import DataLoader, crop_read
+from npu_data.loaders import DataLoader, assemble
 from npu_data.shards.reader import ShardDataset
 from npu_data.shards.writer import WriteOptions, write_dataset
 from npu_data.transforms import (
@@ -106,14 +106,14 @@ def test_a_window_decodes_only_the_pixels_it_reads(jpegs: ShardDataset,
     window's support (Pillow's taps), narrower than the image, and the batch is unchanged
     (``test_jpeg_regions_decode_to_the_full_decode_cropped``)."""
     seen: list[tuple[np.ndarray, np.ndarray]] = []
-    real = crop_read.decode_boxes
+    real = assemble.decode_boxes
 
     def spy(images: Any, boxes: torch.Tensor, *rest: Any, **kw: Any) -> Any:
         if kw.get("regions") is not None:
             seen.append((kw["regions"].copy(), boxes.numpy().copy()))
         return real(images, boxes, *rest, **kw)
 
-    monkeypatch.setattr(crop_read, "decode_boxes", spy)
+    monkeypatch.setattr(assemble, "decode_boxes", spy)
     loader = DataLoader(jpegs, batch_size=6, device="cpu", seed=1,
                         transform=ResizeCrop((16, 16), crop="random"))
     batches = list(loader)
@@ -163,13 +163,13 @@ def test_crop_at_read_in_workers_and_with_the_torch_kernels(
 def test_crop_at_read_is_the_default_on_the_cpu(stores: dict[str, ShardDataset],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[int, ...]] = []
-    real = crop_read.crop_images
+    real = assemble.crop_images
 
     def spy(images: Any, plan: Any, out: torch.Tensor) -> None:
         calls.append(tuple(out.shape))
         real(images, plan, out)
 
-    monkeypatch.setattr(crop_read, "crop_images", spy)
+    monkeypatch.setattr(assemble, "crop_images", spy)
     batch = next(iter(DataLoader(stores["raw"], batch_size=4, device="cpu",
                                  transform=_pipeline("pipeline"))))
     assert calls and set(calls) == {(4, 3, 24, 24)} and batch["image"].shape == (4, 3, 24, 24)
@@ -252,7 +252,7 @@ def test_jpeg_regions_decode_to_the_full_decode_cropped(jpegs: ShardDataset,
 def test_fast_decode_scales_big_boxes_and_keeps_everything_else(jpegs: ShardDataset) -> None:
     """decode="fast": a box at least twice the output is decoded DCT-scaled — close to the
     exact pixels, not equal; parameters and geometry unchanged; small boxes stay exact."""
-    from npu_data.loaders.crop_read import dct_scales, scaled_regions
+    from npu_data.loaders.assemble import dct_scales, scaled_regions
 
     boxes = np.array([[0, 0, 61, 97], [3, 5, 16, 40], [10, 20, 15, 15]])
     assert dct_scales(boxes, (8, 8)).tolist() == [4, 2, 1]
@@ -297,3 +297,58 @@ def test_batches_kept_by_the_caller_survive_later_epochs(stores: dict[str, Shard
     assert torch.equal(kept, want_kept) and (kept_np == want_np).all()
     assert {b["image"].data_ptr() for b in second} & ptrs, "no buffer was reused"
     buffers.release_reused()
+
+
+def test_collate_samples_as_collate_fn_crops_once(stores: dict[str, ShardDataset],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """``collate_fn=collate_samples`` is the loader's own assembler: the batches are those of
+    the default collate (cropped while read, the rest of the pipeline after), and the crop's
+    parameters are drawn once per batch."""
+    from npu_data.loaders import collate_samples
+    from npu_data.transforms.crop import RandomResizedCrop as Crop
+
+    draws: list[int] = []
+    real = Crop.make_params
+
+    def spy(self: Any, sizes: Any, *rest: Any) -> Any:
+        draws.append(len(sizes))
+        return real(self, sizes, *rest)
+
+    monkeypatch.setattr(Crop, "make_params", spy)
+    ds = stores["encoded"]
+    default = _batches(ds, True, "pipeline")
+    draws.clear()
+    given = _batches(ds, True, "pipeline", collate_fn=collate_samples)
+    assert len(draws) == len(given)
+    for a, b in zip(default, given, strict=True):
+        _same_batch(a, b)
+
+
+def test_a_request_is_read_into_one_host_batch(stores: dict[str, ShardDataset]) -> None:
+    """The loader's batch sampler yields a ``BatchRequest`` (plain data: arrays, no tensor)
+    with the whole pipeline's parameters and the crop's plan; the read batch is one
+    ``HostBatch`` that says the crop is applied, keeps the stored sizes and hands the
+    request's parameters to the rest of the pipeline; no hidden key in the batch."""
+    import pickle
+
+    from npu_data.common.batch import BatchRequest
+    from npu_data.kinds.registry import PADDED_BY_NAME
+    from npu_data.loaders.assemble import HostBatch, collate_host
+
+    ds = stores["encoded"]
+    loader = DataLoader(ds, batch_size=4, device="cpu", seed=5, transform=_pipeline("pipeline"))
+    loader._requests.begin(loader, 0)
+    request = next(iter(loader._index_sampler))
+    assert isinstance(request, BatchRequest) and request.crop is not None
+    assert request.params and all(isinstance(v, np.ndarray) for v in request.params.values())
+    assert pickle.loads(pickle.dumps(request)).indices == request.indices
+    host = collate_host(ds.__getitems__(request))
+    assert isinstance(host, HostBatch) and host.cropped and host.request is request
+    assert host.image is not None and host.image.shape == (4, 3, 24, 24)
+    assert (host.stored_sizes == ds.sizes()[list(request.indices)]).all()
+    assert host.params is not None and host.params.keys() == request.params.keys()
+    assert set(host.geometry) <= set(PADDED_BY_NAME) and host.geometry
+    assert {"index", "caption"} <= set(host.meta)
+    batch = host.as_dict()
+    assert not [k for k in batch if k.startswith("__")]
+    assert list(next(iter(loader))) == [*batch, "aug"]

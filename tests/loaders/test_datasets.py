@@ -85,8 +85,7 @@ def test_the_articles_code_trains_with_torchs_own_dataloader(project, tmp_path: 
     """The article's code, as written (§5.1-5.2), with torch's DataLoader: the dataset
     applies its transform itself (on the host, exact) and torch's collate stacks the rows
     into the batch npu_data's loader makes."""
-    from npu_data.loaders import NpuDistributedSampler
-    from npu_data.loaders.collate import collate_samples
+    from npu_data.loaders import NpuDistributedSampler, collate_samples
     from npu_data.transforms import NpuPreprocessor
 
     preprocessor = NpuPreprocessor(image_size=32, augment_level=2)
@@ -150,7 +149,7 @@ def test_a_transformed_sample_outside_the_loader(project, tmp_path: Path) -> Non
 
 
 def test_batches_are_read_column_wise_like_the_shards(project, tmp_path: Path) -> None:
-    from npu_data.loaders.collate import collate_samples
+    from npu_data.loaders import collate_samples
     from npu_data.shards.batch_read import SampleBatch
 
     ds = LabelStudioDataset(project.export_path, cache_dir=tmp_path)

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from npu_data.errors import UserError
-from npu_data.loaders import DataLoader
-from npu_data.loaders.collate import MixedSizes, collate_samples
+from npu_data.loaders import DataLoader, collate_samples
+from npu_data.loaders.collate import MixedSizes
 from npu_data.loaders.sampler import epoch_permutation
 from tests.loaders.test_dropin import assert_same
 

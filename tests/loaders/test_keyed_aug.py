@@ -10,7 +10,7 @@ import torch
 from loaders_fakes import ArrayDataset
 
 from npu_data.loaders import DataLoader
-from npu_data.loaders.sample_ids import sample_ids as _sample_ids
+from npu_data.loaders.request import sample_ids as _sample_ids
 from npu_data.transforms import (
     ColorJitter,
     Compose,

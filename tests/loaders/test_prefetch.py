@@ -38,7 +38,7 @@ def _run(source: Source, depth: int, discard: int = 0,
     fetch = prefetcher or DevicePrefetcher()
     out = []
     for batch, aug, last in fetch.batches(iter(source), CPU, depth,
-                                          lambda host: {"n": int(host["x"][0, 0])}, discard):
+                                          lambda host: (host, {"n": int(host["x"][0, 0])}), discard):
         out.append((int(batch["x"][0, 0]), aug, last))
     return out
 
@@ -48,13 +48,13 @@ def test_batches_keep_their_order_and_only_the_last_is_flagged(depth: int) -> No
     got = _run(Source(4), depth)
     assert [n for n, _, _ in got] == [0, 1, 2, 3]
     assert [last for _, _, last in got] == [False, False, False, True]
-    assert [aug for _, aug, _ in got] == [({"n": i}, {"n": i}) for i in range(4)]
+    assert [aug for _, aug, _ in got] == [{"n": i} for i in range(4)]
 
 
 @pytest.mark.parametrize("depth", [0, 1, 3])
 def test_reads_at_most_depth_batches_ahead(depth: int) -> None:
     source = Source(10)
-    fetch = DevicePrefetcher().batches(iter(source), CPU, depth, lambda host: None)
+    fetch = DevicePrefetcher().batches(iter(source), CPU, depth, lambda host: (host, None))
     next(fetch)
     assert source.read == 1 + max(1, depth)  # the one due, then depth more (at least one)
 
@@ -62,7 +62,7 @@ def test_reads_at_most_depth_batches_ahead(depth: int) -> None:
 @pytest.mark.parametrize("depth", [0, 2])
 def test_a_failed_batch_raises_when_due_and_nothing_is_read_past_it(depth: int) -> None:
     source = Source(10, fail=2)
-    fetch = DevicePrefetcher().batches(iter(source), CPU, depth, lambda host: None)
+    fetch = DevicePrefetcher().batches(iter(source), CPU, depth, lambda host: (host, None))
     assert [int(next(fetch)[0]["x"][0, 0]) for _ in range(2)] == [0, 1]
     with pytest.raises(OSError, match="batch 2 is damaged"):
         next(fetch)

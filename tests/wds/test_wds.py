@@ -16,7 +16,7 @@ from npu_data.annotations import ImageOptions
 from npu_data.cli import main
 from npu_data.formats.webdataset import read_wds_samples, wds_to_table
 from npu_data.formats.webdataset.stream import WebDatasetStream, assignment
-from npu_data.loaders.collate import collate_samples
+from npu_data.loaders import collate_samples
 from npu_data.shards.reader import ShardDataset
 from npu_data.shards.writer import WriteOptions, write_dataset
 from npu_data.tools.sample_data import make_sample_project

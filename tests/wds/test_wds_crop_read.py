@@ -1,4 +1,4 @@
-"""Crop at read for WebDataset streams (loaders.stream_crop): batches, key for key and bit for
+"""Crop at read for WebDataset streams (loaders.request, loaders.assemble): batches, key for key and bit for
 bit, equal to decoding every JPEG whole and cropping after — in workers 0 and 2, persistent
 ones included, over several epochs and repeats."""
 
@@ -18,11 +18,12 @@ import torch
 from npu_data import codecs
 from npu_data.annotations.images import ImageOptions
 from npu_data.cli import main
+from npu_data.common.batch import BatchRequest
 from npu_data.errors import UserError
 from npu_data.formats.webdataset import stages
 from npu_data.formats.webdataset.stream import WebDatasetStream
-from npu_data.loaders import DataLoader, crop_read, stream_crop
-from npu_data.loaders.collate import collate_samples
+from npu_data.loaders import DataLoader, collate_samples
+from npu_data.loaders.assemble import HostBatch
 from npu_data.shards.writer import WriteOptions, write_dataset
 from npu_data.transforms import RandomHorizontalFlip, RandomResizedCrop, _native
 from tests.loaders.test_crop_read import _pipeline, _same_batch
@@ -122,13 +123,13 @@ def _passes(urls: list[str], read_crop: bool, kind: str = "pipeline", **kw: Any
 def cropped(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Whether each batch the main process got was cropped while read."""
     seen: list[bool] = []
-    real = crop_read.take
+    real = DataLoader._host_params
 
-    def spy(batch: Any) -> bool:
-        seen.append(real(batch))
-        return seen[-1]
+    def spy(self: DataLoader, host: Any, epoch: int) -> Any:
+        seen.append(isinstance(host, HostBatch) and host.cropped)
+        return real(self, host, epoch)
 
-    monkeypatch.setattr(crop_read, "take", spy)
+    monkeypatch.setattr(DataLoader, "_host_params", spy)
     return seen
 
 
@@ -208,9 +209,9 @@ def test_other_readers_of_the_stream_get_full_samples(tars: list[str]) -> None:
     assert [b["image"].shape[2:] for b in loader] == [(24, 24)] * 3  # on by default on CPU
     batch = next(iter(loader))  # a pass left early is disarmed when dropped
     gc.collect()
-    assert batch["image"].shape[2:] == (24, 24) and crop_read.STORED_KEY not in batch
+    assert batch["image"].shape[2:] == (24, 24) and "__stored_sizes__" not in batch
     for s in stream:
-        assert isinstance(s["image"], np.ndarray) and stream_crop.PLAN_KEY not in s
+        assert isinstance(s["image"], np.ndarray) and "__read_crop__" not in s
     torch_loader = torch.utils.data.DataLoader(stream, batch_size=4, num_workers=1,
                                                collate_fn=collate_samples)
     assert all(b["image"].shape[2] in (72, 96) for b in torch_loader)
@@ -227,12 +228,14 @@ def test_read_crop_true_on_a_stream_says_why_it_cannot(tars: list[str]) -> None:
         DataLoader(stream, batch_size=2, read_crop=True, transform=RandomHorizontalFlip())
 
 
-def test_a_batch_cropped_for_another_pass_is_refused() -> None:
-    mark = {crop_read.STORED_KEY: crop_read.Cropped(np.zeros((1, 2), np.int64), 3, 1)}
-    assert crop_read.stored_sizes(mark, 3, 1) is not None
-    assert crop_read.stored_sizes({}, 3, 1) is None
+def test_a_batch_cropped_for_another_pass_is_refused(tars: list[str]) -> None:
+    loader = DataLoader(WebDatasetStream(tars, rank=0, world_size=1), batch_size=1, seed=3,
+                        device="cpu", transform=_pipeline("rrc"))
+    request = BatchRequest((0,), np.zeros(1, np.int64), seed=3, epoch=1)
+    host = HostBatch.of({"sizes": torch.ones(1, 2, dtype=torch.int64)}, None, request)
+    assert loader._host_params(host, 1)[0].keys() == {"sizes"}
     with pytest.raises(UserError, match="two loaders at once"):
-        crop_read.stored_sizes(mark, 3, 2)
+        loader._host_params(host, 2)
 
 
 def test_decode_fast_reaches_the_stream(tmp_path: Path) -> None:

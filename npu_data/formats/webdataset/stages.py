@@ -29,7 +29,6 @@ from npu_data.formats.webdataset.reader import (
     shown,
 )
 from npu_data.kinds.registry import KINDS
-from npu_data.loaders.stream_crop import PLAN_KEY
 from npu_data.shards.images import MAX_PIXELS
 from npu_data.transforms.read_crop import ReadCrop
 
@@ -126,9 +125,9 @@ def decode(smp: WdsSample) -> dict[str, Any]:
 
 
 def planned(smp: WdsSample, plan: ReadCrop) -> dict[str, Any]:
-    """``decode`` for a pass that crops while reading: a plain JPEG stays encoded
-    (``TarJpeg``, its size from the header), any other image is decoded; tagged with
-    ``plan`` for the collate (``loaders.stream_crop``)."""
+    """``decode`` for a pass that crops while reading (``plan``): a plain JPEG stays encoded
+    (``TarJpeg``, its size from the header) for the assembler's region decoder
+    (``loaders.assemble``), any other image is decoded."""
     try:
         size = plain_jpeg_size(smp.image)
     except _BAD_IMAGE:
@@ -142,7 +141,6 @@ def planned(smp: WdsSample, plan: ReadCrop) -> dict[str, Any]:
                             f"than {MAX_PIXELS} — refused (a decompression bomb?)")
         data = np.frombuffer(smp.image, dtype=np.uint8)
         s = annotate(smp, TarJpeg(data, (h, w, 3), None, -1, -1, _where(smp)), h, w)
-    s[PLAN_KEY] = plan
     return s
 
 

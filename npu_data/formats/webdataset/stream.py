@@ -5,9 +5,10 @@ Work is split over ``rank x worker``: whole tars when there are at least as many
 consumers, otherwise each tar is shared by a group of consumers that take its samples
 round-robin — so no worker is left without data and nothing is read twice by one consumer.
 
-Under a ``DataLoader`` that crops while reading (``loaders.stream_crop``) a stream's JPEGs
-are not decoded here: only their header is read (the size the crop box needs) and the
-collate decodes each box alone.
+Under a ``DataLoader`` that crops while reading (``loaders.request``: the loader arms the
+stream's ``CropState`` for a pass) a stream's JPEGs are not decoded here: only their header
+is read (the size the crop box needs); the loader's assembler draws the batch's request from
+its sample ids and decodes each box alone (``loaders.assemble``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from npu_data.common.dist import place
 from npu_data.formats.webdataset import stages
 from npu_data.formats.webdataset.reader import DEFAULT_MAX_TAR_BYTES, TarAccess
 from npu_data.formats.webdataset.tar_members import DEFAULT_MAX_MEMBER, DEFAULT_MAX_TOTAL
-from npu_data.loaders.stream_crop import CropState
+from npu_data.loaders.request import CropState
 
 
 def _rank_world(rank: int | None, world: int | None) -> tuple[int, int]:
@@ -59,7 +60,7 @@ class WebDatasetStream(torch.utils.data.IterableDataset):
     reads, ``storage_options`` go to fsspec for s3://; ``max_member_bytes`` each member (and
     sample), ``max_unpacked_bytes`` each tar unpacked (``TarAccess``).
     ``crop_at_read``: armed by a ``DataLoader`` that applies its transform's leading crop
-    while reading (``loaders.stream_crop``) for the passes it runs; the batches are the same.
+    while reading (``loaders.request``) for the passes it runs; the batches are the same.
     """
 
     def __init__(self, urls: Sequence[str], shuffle: bool = False, seed: int = 0,

@@ -1,0 +1,557 @@
+"""The one assembler of the loaders: a batch's samples -> one ``HostBatch`` (docs/architecture.md).
+
+A ``ShardDataset`` batch (``ColumnBatch``, read for a ``BatchRequest``) is built from its
+columns with one vectorised scatter per column; a list of sample dicts (a stream's, or any
+dataset's in our layout, ``is_shard_sample``) key by key; both end in the same batch, key for
+key. Images are copied once, straight into a ``(B, Hmax, Wmax, 3)`` uint8 buffer that is
+returned as its ``(B, 3, Hmax, Wmax)`` channels-last view; only the padding is zeroed. Inside
+a DataLoader worker the buffers live in shared memory (a column batch's other tensors share
+the image's: one storage to send to the main process); with ``pin=True`` (main process) they
+are page-locked for the accelerator.
+
+When the request carries a leading crop (``request.crop``: a ``CropPlan``), the batch is
+assembled at its stored sizes and each image's crop box is resized straight into the batch
+buffer, the geometry moved with it (``transforms.read_crop``): the values of collating the
+full images and cropping after. A JPEG is decoded only in its box, or in the pixels its window
+reads (:func:`decode_boxes`, libjpeg-turbo: the pixels of a full decode). A stream's batch
+draws its request here, where its sample ids are known (``request.stream_request``).
+
+The ``HostBatch`` says what the batch is — images, sizes, stored sizes, the other keys
+(geometry by kind, meta), the request's parameters and whether the leading crop is applied —
+and the DataLoader hands its batch dict (:meth:`HostBatch.as_dict`) on. Any other sample
+structure goes to torch's ``default_collate`` (``loaders.collate``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import get_worker_info
+
+from npu_data import codecs
+from npu_data import device as dev
+from npu_data.buffers import (
+    copy_images,
+    empty_host,
+    image_sizes,
+    images_tensor,
+    reused_empty,
+    reused_scratch,
+    sizes_tensor,
+    torch_dtype,
+    zeros_host,
+)
+from npu_data.common.batch import (
+    Batch,
+    BatchColumns,
+    BatchRequest,
+    ColumnBatch,
+    CropPlan,
+    EncodedImage,
+    Sample,
+)
+from npu_data.errors import UserError
+from npu_data.kinds.base import Kind
+from npu_data.kinds.registry import PADDED_BY_NAME
+from npu_data.loaders.collate import default_collate_samples, is_shard_sample, pin_tree
+from npu_data.loaders.request import (
+    ASSEMBLERS,
+    CropState,
+    Keyed,
+    is_collate_samples,
+    sample_ids,
+    stream_request,
+)
+from npu_data.transforms import draws, read_crop
+from npu_data.transforms.base import Params, Transform
+
+__all__ = ["HostBatch", "collate_host", "collate_samples", "is_collate_samples", "keyed_batch"]
+
+
+@dataclass
+class HostBatch:
+    """One assembled batch on the host.
+
+    Attributes:
+        image: ``(B, 3, H, W)`` uint8 (shared memory in a worker, pinned or pooled); None
+            for samples without an image.
+        sizes: ``(B, 2)`` int64 (height, width) of each image in ``image``.
+        stored_sizes: ``(B, 2)`` int64 of the stored images (``sizes`` unless cropped).
+        fields: every other key of the batch dict, in order: the geometry groups
+            (``<kind>.<column>``, see :attr:`geometry`) and the meta (``index``,
+            ``task_id``, ``caption``, ...).
+        request: what the batch was read for (its parameters); None: plain indices.
+        cropped: the request's leading crop is applied.
+    """
+
+    image: torch.Tensor | None
+    sizes: torch.Tensor | None
+    stored_sizes: np.ndarray | None
+    fields: Batch
+    request: BatchRequest | None = None
+    cropped: bool = False
+
+    @classmethod
+    def of(cls, batch: Batch, stored: np.ndarray | None, request: BatchRequest | None = None,
+           cropped: bool = False) -> HostBatch:
+        """The ``HostBatch`` of an assembled batch dict."""
+        fields = dict(batch)
+        image, sizes = fields.pop("image", None), fields.pop("sizes", None)
+        return cls(image, sizes, stored, fields, request, cropped)
+
+    @property
+    def geometry(self) -> dict[str, Batch]:
+        """The geometry keys by kind: ``{"boxes": {"xyxy": ..., "valid": ...}, ...}``."""
+        out: dict[str, Batch] = {}
+        for key, value in self.fields.items():
+            group, _, name = key.partition(".")
+            if name and group in PADDED_BY_NAME:
+                out.setdefault(group, {})[name] = value
+        return out
+
+    @property
+    def meta(self) -> Batch:
+        """The keys that are not geometry (index, task_id, caption, ...)."""
+        return {k: v for k, v in self.fields.items()
+                if k.partition(".")[0] not in PADDED_BY_NAME or "." not in k}
+
+    @property
+    def params(self) -> Params | None:
+        """The request's keyed parameters as host tensors (None: none drawn)."""
+        if self.request is None or self.request.params is None:
+            return None
+        return {k: torch.from_numpy(v) for k, v in self.request.params.items()}
+
+    def as_dict(self) -> Batch:
+        """The batch dict users get (``image``, ``sizes``, then the other keys)."""
+        head = {k: v for k, v in (("image", self.image), ("sizes", self.sizes))
+                if v is not None or k in self.fields}
+        return {**head, **self.fields}
+
+    def pin_memory(self) -> HostBatch:
+        """Its tensors page-locked (torch's pin-memory thread calls this)."""
+        return dataclasses.replace(self, image=pin_tree(self.image), sizes=pin_tree(self.sizes),
+                                   fields=pin_tree(self.fields))
+
+
+def collate_samples(samples: Sequence[Any], pin: bool = False) -> Any:
+    """Pad a list of sample dicts into one batch dict; other samples: torch's default_collate.
+
+    The batch: ``image (B,3,Hmax,Wmax)`` uint8 channels-last (content top-left, zero
+    padding), ``sizes (B,2)`` int64 (height, width); every geometry group gets
+    ``<group>.<col> (B,N,...)`` padded with zeros (labels with -1, as int64) and
+    ``<group>.valid (B,N)``; polygons become ``points (B,N,V,2)`` + ``vertex_valid (B,N,V)``;
+    ``masks.mask`` is ``(B,M,Hmax,Wmax)``. Integer fields (``index``, ``task_id``) become int64
+    tensors; text lists become lists of lists, ``caption`` a list. A ``ShardDataset`` batch
+    read for a request with a crop comes back cropped (module doc).
+
+    Args:
+        samples: Sample dicts (``is_shard_sample``), a ``ShardDataset`` batch
+            (``__getitems__``), or any samples ``torch.utils.data.default_collate`` takes.
+        pin: Page-lock the tensors (useful only when an accelerator is present).
+
+    Returns:
+        The padded batch dict, or torch's batch for other samples.
+
+    Raises:
+        ValueError: ``samples`` is empty.
+        MixedSizes: Other samples whose tensors/arrays differ in shape (which element, which
+            shapes, the fix).
+    """
+    out = collate_host(samples, pin)
+    return out.as_dict() if isinstance(out, HostBatch) else out
+
+
+def collate_host(samples: Sequence[Any], pin: bool = False, stream: CropState | None = None
+                 ) -> Any:
+    """The DataLoader's collate: :class:`HostBatch` for our samples (``stream``: the crop
+    state of the stream they come from), torch's batch for any other."""
+    if not samples:
+        raise ValueError("collate_samples needs at least one sample")
+    pin = pin and dev.pin_memory_supported(dev.best_device_type())
+    if isinstance(samples, ColumnBatch):  # ShardDataset.__getitems__: one shot
+        return _from_columns(samples.columns(), pin, samples.request)
+    if not is_shard_sample(samples[0]):
+        return default_collate_samples(samples, pin)
+    crop = stream.plan() if stream is not None else None
+    return _from_samples(samples, pin, crop)
+
+
+ASSEMBLERS.update({collate_samples, collate_host})
+
+
+def label_dtype(dtype: torch.dtype, name: str) -> torch.dtype:
+    """The batch dtype of a padded column: labels are int64 (the dtype losses expect; -1
+    pads), anything else keeps its dtype."""
+    if name == "label" and dtype in (torch.int8, torch.int16, torch.int32):
+        return torch.int64
+    return dtype
+
+
+# --- sample dicts ---------------------------------------------------------------------------
+def _from_samples(samples: Sequence[Sample], pin: bool, crop: read_crop.ReadCrop | None
+                  ) -> HostBatch:
+    """The batch of sample dicts in our layout; with a stream's armed ``crop`` its request
+    is drawn here (its ids and stored sizes are known now) and its crop applied."""
+    batch: Batch = {}
+    keys = list(samples[0].keys())
+    hw = (0, 0)
+    images = [s["image"] for s in samples] if "image" in samples[0] else None
+    stored = None
+    if images is not None and crop is not None:  # the stored sizes: the crop writes the image
+        hs, ws = image_sizes(images)
+        batch["image"], batch["sizes"] = None, sizes_tensor(hs, ws)
+        hw = (int(hs.max()), int(ws.max()))
+    elif images is not None:
+        images = [im.decode() if isinstance(im, EncodedImage) else im for im in images]
+        batch["image"], batch["sizes"] = images_tensor(images, pin)
+        hw = (batch["image"].shape[2], batch["image"].shape[3])
+    if images is not None:
+        stored = batch["sizes"].numpy().copy()
+    groups: dict[str, list[str]] = {}
+    for key in keys:
+        if key == "image":
+            continue
+        group = key.split(".", 1)[0] if "." in key else None
+        if group is not None and group in PADDED_BY_NAME:
+            groups.setdefault(group, []).append(key)
+            continue
+        batch[key] = _meta([s[key] for s in samples])
+    for group, gkeys in groups.items():
+        _group(samples, PADDED_BY_NAME[group], gkeys, pin, batch, hw)
+    if images is None or crop is None:
+        return HostBatch.of(batch, stored)
+    assert stored is not None
+    request = stream_request(crop, batch, stored)
+    assert request.crop is not None
+    cropped = _crop(batch, images, request.crop,
+                    lambda _, shape: empty_host(shape, torch.uint8, pin))
+    return HostBatch.of(cropped, stored, request, cropped=True)
+
+
+def _meta(values: list[Any]) -> Any:
+    """One meta key of the samples in the batch: ints as int64, floats as float64, arrays of
+    one shape stacked, lists as lists of lists, anything else as a list."""
+    first = values[0]
+    if isinstance(first, (bool, int, np.integer)):
+        return torch.tensor(values, dtype=torch.int64)
+    if isinstance(first, (float, np.floating)):
+        return torch.tensor(values, dtype=torch.float64)
+    if isinstance(first, list):
+        return [list(v) for v in values]
+    if isinstance(first, np.ndarray) and all(
+            isinstance(v, np.ndarray) and v.shape == first.shape for v in values):
+        return torch.from_numpy(np.stack(values))
+    return values
+
+
+def _pad_rows(arrays: Sequence[np.ndarray | None], counts: np.ndarray, nmax: int, pin: bool,
+              fill: float) -> torch.Tensor:
+    first = next((a for a in arrays if a is not None), None)
+    tail = tuple(first.shape[1:]) if first is not None else ()
+    dtype = torch_dtype(first.dtype) if first is not None else torch.float32
+    dtype = label_dtype(dtype, "label" if fill < 0 else "")
+    out = zeros_host((len(arrays), nmax, *tail), dtype, pin, fill)
+    view = out.numpy()
+    for i, a in enumerate(arrays):
+        if a is not None and counts[i]:
+            view[i, :counts[i]] = a
+    return out
+
+
+def _group(samples: Sequence[Sample], kind: Kind, keys: list[str], pin: bool, batch: Batch,
+           hw: tuple[int, int]) -> None:
+    b = len(samples)
+    group = kind.name
+    row = f"{group}.{kind.row_key}"
+    counts = np.fromiter((len(s[row]) if row in s else 0 for s in samples), np.int64, count=b)
+    nmax = int(counts.max()) if b else 0
+    valid = torch.from_numpy(np.arange(nmax)[None, :] < counts[:, None])
+    batch[f"{group}.valid"] = valid
+    own = kind.own_keys()
+    if nmax == 0:  # fast path: a group no sample of this batch uses
+        _empty_group(samples[0], kind, [k for k in keys if k not in own], b, batch)
+        kind.pad_empty(b, hw, batch)
+        return
+    kind.pad_samples(samples, counts, nmax, hw, pin, batch)
+    for key in keys:
+        if key in own:
+            continue
+        name = key.split(".", 1)[1]
+        vals = [s.get(key) for s in samples]
+        if any(isinstance(v, list) for v in vals) or not all(
+                isinstance(v, np.ndarray) or v is None for v in vals):
+            batch[key] = [list(v) if v is not None else [] for v in vals]
+            continue
+        if any(v is not None and len(v) != c for v, c in zip(vals, counts, strict=True)):
+            batch[key] = [torch.from_numpy(np.ascontiguousarray(v)) if v is not None else None
+                          for v in vals]
+            continue
+        fill = -1.0 if name == "label" else 0.0
+        batch[key] = _pad_rows(vals, counts, nmax, pin, fill)
+
+
+def _empty_group(first: Sample, kind: Kind, keys: list[str], b: int, batch: Batch) -> None:
+    for key in keys:
+        name = key.split(".", 1)[1]
+        v = first[key]
+        if isinstance(v, np.ndarray):
+            dtype = label_dtype(torch_dtype(v.dtype), name)
+            batch[key] = torch.zeros((b, 0, *v.shape[1:]), dtype=dtype)
+        else:
+            batch[key] = [[] for _ in range(b)]
+
+
+# --- columns --------------------------------------------------------------------------------
+def _from_columns(cols: BatchColumns, pin: bool, request: BatchRequest | None) -> HostBatch:
+    """The batch of a ``ShardDataset`` read column-wise: the same batch, key for key, as
+    that of its sample dicts. With the request's crop each image is resized from its stored
+    pixels (a view of the memory map for raw shards, the decoded box of a JPEG) straight
+    into the batch buffer and the geometry follows the crop."""
+    b = len(cols)
+    hs, ws = image_sizes(cols.images)
+    hw = (int(hs.max()), int(ws.max())) if b else (0, 0)
+    batch: Batch = {"image": None, "sizes": sizes_tensor(hs, ws)}
+    stored = np.stack([hs, ws], axis=1) if b else np.zeros((0, 2), np.int64)
+    groups: dict[str, list[str]] = {}
+    for key in cols.keys:
+        if key == "image":
+            continue
+        group = key.split(".", 1)[0] if "." in key else None
+        if group is not None and group in PADDED_BY_NAME:
+            groups.setdefault(group, []).append(key)
+        elif key in cols.ints:
+            batch[key] = torch.from_numpy(cols.ints[key].astype(np.int64))
+        elif key in cols.strings:
+            batch[key] = list(cols.strings[key])
+        elif key in cols.texts:
+            batch[key] = cols.texts[key]  # fresh lists, one per sample
+        else:  # row columns of texts/taxonomy/relations: stacked when every count matches
+            counts = cols.counts[str(group)]
+            rows = cols.rows[key]
+            if b and bool((counts == counts[0]).all()):
+                stacked = np.array(rows.reshape(b, int(counts[0]), *rows.shape[1:]))
+                batch[key] = torch.from_numpy(stacked)  # a copy, like np.stack
+            else:
+                batch[key] = np.split(rows, np.cumsum(counts)[:-1])
+    for group, gkeys in groups.items():
+        _group_columns(cols, PADDED_BY_NAME[group], gkeys, batch, hw)
+    plan = request.crop if request is not None else None
+    if plan is not None:
+        cropped = _crop(batch, cols.images, plan, lambda out, shape: _pack(out, pin, shape))
+        return HostBatch.of(cropped, stored, request, cropped=True)
+    image = _pack(batch, pin, (b, *hw, 3))
+    copy_images(cols.images, hs, ws, image.numpy())
+    batch["image"] = image.permute(0, 3, 1, 2)
+    return HostBatch.of(batch, stored, request)
+
+
+def _pack(batch: Batch, pin: bool, image_shape: tuple[int, ...]) -> torch.Tensor:
+    """The (B, H, W, 3) image buffer; in a worker (shared memory) or with ``pin`` the
+    batch's other tensors move into the same buffer, after the image (empty ones too): one
+    storage to send to the main process or to page-lock instead of one per tensor."""
+    image_bytes = int(np.prod(image_shape))
+    if not pin and get_worker_info() is None:
+        return reused_empty(image_shape)
+    keys = [k for k, v in batch.items() if isinstance(v, torch.Tensor)]
+    starts, total = [], -(-image_bytes // 64) * 64
+    for k in keys:
+        starts.append(total)
+        total += -(-batch[k].numel() * batch[k].element_size() // 64) * 64
+    storage = empty_host((total,), torch.uint8, pin).untyped_storage()
+    for k, start in zip(keys, starts, strict=True):
+        t = batch[k]
+        stride = t.stride() if t.is_contiguous() else _contiguous_strides(t.shape)
+        view = torch.empty(0, dtype=t.dtype).set_(storage, start // t.element_size(), t.shape,
+                                                  stride)
+        view.copy_(t)
+        batch[k] = view
+    return torch.empty(0, dtype=torch.uint8).set_(storage, 0, image_shape,
+                                                  _contiguous_strides(image_shape))
+
+
+def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(tuple(shape)):
+        strides.append(step)
+        step *= max(int(n), 1)
+    return tuple(reversed(strides))
+
+
+def _slots(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sample, slot) of every row of a group whose samples hold ``counts`` rows."""
+    sample = np.repeat(np.arange(len(counts)), counts)
+    starts = np.cumsum(counts) - counts
+    return sample, np.arange(len(sample)) - np.repeat(starts, counts)
+
+
+def _group_columns(cols: BatchColumns, kind: Kind, keys: list[str], batch: Batch,
+                   hw: tuple[int, int]) -> None:
+    b = len(cols)
+    group = kind.name
+    counts = cols.counts[group]
+    nmax = int(counts.max()) if b else 0
+    batch[f"{group}.valid"] = torch.from_numpy(np.arange(nmax)[None, :] < counts[:, None])
+    own = kind.own_keys()
+    if nmax == 0:
+        for key in keys:
+            if key in own:
+                continue
+            if key in cols.texts:
+                batch[key] = [[] for _ in range(b)]
+            else:
+                rows = cols.rows[key]
+                batch[key] = torch.zeros((b, 0, *rows.shape[1:]), dtype=label_dtype(
+                    torch_dtype(rows.dtype), key.split(".", 1)[1]))
+        kind.pad_empty(b, hw, batch)
+        return
+    sample, slot = _slots(counts)
+    sizes = [(int(im.shape[0]), int(im.shape[1])) for im in cols.images]
+    kind.pad_columns(cols.nested, sample, slot, (b, nmax), sizes, batch)
+    for key in keys:
+        if key in own:
+            continue
+        name = key.split(".", 1)[1]
+        if key in cols.texts:
+            batch[key] = cols.texts[key]  # fresh lists, one per sample
+        else:
+            rows = cols.rows[key]
+            out = torch.full((b, nmax, *rows.shape[1:]), -1 if name == "label" else 0,
+                             dtype=label_dtype(torch_dtype(rows.dtype), name))
+            out.numpy()[sample, slot] = rows
+            batch[key] = out
+
+
+# --- the leading crop -----------------------------------------------------------------------
+def _crop(batch: Batch, images: Sequence[Any], plan: CropPlan,
+          buffer: Callable[[Batch, tuple[int, ...]], torch.Tensor]) -> Batch:
+    """A batch assembled at its stored ``sizes`` (``image`` not set) through ``plan``: the
+    geometry moved, ``sizes`` the output size, the image ``buffer(batch, (B, 3, h, w))``
+    (shared memory in a worker, pinned, or pooled) filled by :func:`crop_images`."""
+    cropped = read_crop.crop_geometry(batch, plan)
+    image = buffer(cropped, (len(images), 3, *plan.size))
+    crop_images(images, plan, image)
+    cropped["image"] = image
+    return cropped
+
+
+def crop_images(images: Sequence[Any], plan: CropPlan, out: torch.Tensor) -> None:
+    """Each image's box resized into ``out (B, 3, h, w)`` (contiguous): ``(H, W, 3)``
+    arrays, or ``EncodedImage`` JPEGs of which only the box, or the pixels its window reads,
+    is decoded (:func:`decode_boxes`; ``plan.fast``: DCT-scaled where the box is at least
+    twice the output)."""
+    boxes = torch.from_numpy(np.ascontiguousarray(plan.boxes, dtype=np.int64))
+    if any(isinstance(im, EncodedImage) for im in images):
+        images, boxes = decode_boxes(images, boxes, plan.size if plan.fast else None,
+                                     reuse=True, regions=read_crop.read_regions(plan))
+    read_crop.resize_into(images, boxes, out, plan.windows, plan.interpolation)
+
+
+def dct_scales(boxes: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """The largest DCT scale 1/s (s in 1, 2, 4, 8) that keeps each box at least ``size``."""
+    fit = np.minimum(boxes[:, 2] // max(size[0], 1), boxes[:, 3] // max(size[1], 1))
+    return np.select([fit >= 8, fit >= 4, fit >= 2], [8, 4, 2], 1).astype(np.int64)
+
+
+def scaled_regions(boxes: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """Each box in the pixels of its image decoded at 1/scale: the scaled pixels it covers
+    (top and left rounded down, bottom and right up)."""
+    s = scales[:, None]
+    start = boxes[:, :2] // s
+    stop = -(-(boxes[:, :2] + boxes[:, 2:]) // s)
+    return np.concatenate([start, stop - start], axis=1)
+
+
+_SLACK = 96  # pixels a decoded row may hold beyond its region (codecs/jpeg.cpp kSlack)
+
+
+def _arena(regions: np.ndarray) -> torch.Tensor:
+    """A pooled decode buffer that holds ``regions`` (``buffers.reused_scratch``)."""
+    need = int((np.maximum(regions[:, 2], 1) * (np.maximum(regions[:, 3], 1) + _SLACK)).sum()) * 3
+    return reused_scratch(need)
+
+
+def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
+                 fast: tuple[int, int] | None = None,
+                 reuse: bool = False,
+                 regions: np.ndarray | None = None) -> tuple[list[Any], torch.Tensor]:
+    """Each ``EncodedImage``'s crop box decoded alone (libjpeg-turbo, the pixels of a full
+    decode; ``npu_data.codecs``) and its box moved to the region's origin; the
+    JPEGs the region decoder leaves (EXIF orientation, CMYK, no libjpeg) decoded whole.
+    ``fast = (h, w)``: a box at least twice that is decoded DCT-scaled (1/2, 1/4 or 1/8 —
+    less work, not the exact pixels) and its box becomes the scaled region. ``reuse``: the
+    regions are views into a pooled decode buffer (kept across batches, threads and epochs:
+    no allocation, no fresh pages), reused once nothing holds a view of it. ``regions``
+    (B, 4): decode these instead of the boxes (a window's pixels; not with ``fast``), each
+    box then moved by its region's origin."""
+    items, boxes = list(images), boxes.clone()
+    lazy = [i for i, im in enumerate(items) if isinstance(im, EncodedImage)]
+    if not lazy:
+        return items, boxes
+    jpeg = codecs.jpeg_ops() if read_crop.decodes_regions(boxes) else None
+    left = lazy
+    if jpeg is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            streams = [torch.from_numpy(items[i].data) for i in lazy]
+        sizes = torch.tensor([items[i].shape[:2] for i in lazy], dtype=torch.int64)
+        wanted = boxes[lazy].numpy() if regions is None else regions[lazy]
+        scales = dct_scales(wanted, fast) if fast else np.ones(len(lazy), np.int64)
+        regions_at = scaled_regions(wanted, scales) if fast else wanted
+        regions, status = jpeg.decode_regions(
+            streams, torch.from_numpy(regions_at), sizes, torch.from_numpy(scales),
+            _arena(regions_at) if reuse else None)
+        left = []
+        for k, (i, region, ok) in enumerate(zip(lazy, regions, (status == 0).tolist(),
+                                                strict=True)):
+            if ok:
+                items[i] = region.numpy()
+                if fast:  # the box became the scaled region
+                    boxes[i] = torch.tensor([0, 0, *regions_at[k, 2:]])
+                else:  # the box in the region's pixels (the region itself for a box crop)
+                    boxes[i, :2] -= torch.from_numpy(regions_at[k, :2])
+            else:
+                left.append(i)
+    for i in left:
+        items[i] = items[i].decode()
+    return items, boxes
+
+
+def keyed_batch(host: Any, transform: Transform | None, seed: int, epoch: int
+                ) -> tuple[Any, Keyed | None]:
+    """The batch to deliver and its keyed per-sample parameters on the host: a
+    ``HostBatch``'s request's (drawn once, ``loaders.request``), else drawn here
+    (``transforms.draws``) from its sizes and sample ids; None when ``transform`` (the pass's
+    keyed one) is None or the batch carries no sample ids (then the transform runs with a
+    generator seeded per batch).
+
+    Raises:
+        UserError: The batch's request was drawn for another seed or epoch (one stream feeds
+            two loaders at once).
+    """
+    params: Params | None = None
+    cropped = False
+    if isinstance(host, HostBatch):
+        request = host.request
+        if request is not None and (request.seed, request.epoch) != (seed, epoch):
+            raise UserError(
+                f"crop at read: a batch's crops were drawn for seed {request.seed}, epoch "
+                f"{request.epoch} but this pass is seed {seed}, epoch {epoch} — one stream "
+                "feeds two loaders at once; give each loader its own stream or pass "
+                "read_crop=False")
+        params, cropped, host = host.params, host.cropped, host.as_dict()
+    if transform is None or not isinstance(host, Mapping) or \
+            not isinstance(host.get("sizes"), torch.Tensor):
+        return host, None
+    if params is None:
+        ids = sample_ids(host)
+        if ids is None:
+            return host, None
+        params = transform.draw_keyed(host["sizes"].numpy(), draws.sample_keys(seed, epoch, ids))
+    return host, Keyed(params, cropped)

@@ -1,0 +1,31 @@
+"""The path of one batch stays short (``npu_data.bench.batch_path``): one ``ShardDataset``
+batch through a keyed RandomResizedCrop + ColorJitter + flip, in process, raw and encoded.
+The leading crop is drawn once per batch (the request carries it to the reader and the rest
+of the pipeline), few calls cross between the loaders and the transforms, and the batch runs
+in few modules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from npu_data.bench.batch_path import CROP_DRAW, one_batch
+
+# ceilings of the path (docs/architecture.md "The path of a batch"); the modules' target is 30
+MODULES = 42
+CROSS_PACKAGE_CALLS = 300
+LOADERS_TRANSFORMS_CALLS = 8
+
+
+@pytest.mark.parametrize("store", ["raw", "encoded"])
+def test_one_batch_takes_a_short_path(tmp_path: Path, store: str) -> None:
+    summary = one_batch(tmp_path, store).summary()
+    assert summary["watched"].get(CROP_DRAW, 0) == 1  # the crop drawn once, not per reader
+    assert summary["loaders_transforms_calls"] <= LOADERS_TRANSFORMS_CALLS, \
+        summary["loaders_transforms_edges"]
+    assert summary["cross_package_calls"] <= CROSS_PACKAGE_CALLS, summary["crossings"]
+    assert summary["modules"] <= MODULES, summary["module_names"]
+    names = summary["module_names"]
+    assert "npu_data.loaders.request" in names and "npu_data.loaders.assemble" in names
+    assert not any(n.startswith("npu_data.loaders.crop") for n in names)
