@@ -1,0 +1,209 @@
+"""Latents stores on object storage (issue 38): ``encode_latents(..., out="s3://...")`` and
+``npu-data encode --out s3://...`` upload through the import's staging, lease and conditional
+writes; ``ShardDataset(url)`` reads the store through the node-local cache (the empty prompt's
+files fetched and checked, the latent columns valid across eviction); a killed encode resumes
+to the bytes of a local one. Moto's S3 server on 127.0.0.1 (``tests.shards.conftest``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import torch
+
+from npu_data import BucketBatchSampler, DataLoader, ShardDataset, cli
+from npu_data.errors import DataCorruption, UserError
+from npu_data.latents import empty_prompt, encode_latents
+from npu_data.shards.storage import RemoteFolder
+from npu_data.transforms import Compose, LatentCaptionDropout, RandomLatentFlip
+from tests.latents.conftest import encode_kwargs
+from tests.shards.conftest import BUCKET, KEY, SECRET
+from tests.shards.launchers import ROOT
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NPU_DATA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("NPU_DATA_QUIET", "1")
+
+
+def _local_files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and not any(part.startswith(".")
+                                       for part in p.relative_to(root).parts)}
+
+
+def _remote_files(s3: dict[str, Any], prefix: str) -> dict[str, bytes]:
+    fs = s3["fs"]
+    fs.invalidate_cache()
+    base = f"{BUCKET}/{prefix}"
+    return {p[len(base) + 1:]: fs.cat_file(p) for p in sorted(fs.find(base))}
+
+
+def _no_secret(text: str) -> None:
+    assert SECRET not in text and KEY not in text and "fAkEsEcReT" not in text
+
+
+def _batches(ds: ShardDataset, workers: int) -> list[dict[str, Any]]:
+    assert ds.latents is not None
+    sampler = BucketBatchSampler(ds, 3, [tuple(b) for b in ds.latents["buckets"]], seed=5)
+    pipeline = Compose([RandomLatentFlip(0.5), LatentCaptionDropout(0.5, empty_prompt(ds))])
+    return list(DataLoader(ds, batch_sampler=sampler, transform=pipeline, device="cpu",
+                           seed=5, num_workers=workers))
+
+
+def _same_batches(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> None:
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b, strict=True):
+        assert x["index"].tolist() == y["index"].tolist()
+        for key in ("latents", "crop_top_left", "prompt_embeds", "pooled_prompt_embeds",
+                    "original_size", "target_size"):
+            assert torch.equal(x[key], y[key]), key
+        assert x["caption"] == y["caption"]
+
+
+def test_encode_to_s3_reads_back_like_the_local_store(
+        s3: dict[str, Any], models: dict[str, Path], pixels: Path, store: Path,
+        tmp_path: Path) -> None:
+    url = f"s3://{BUCKET}/lat/one"
+    ds = encode_latents(pixels, url, models["vae"], **encode_kwargs(models))
+    assert _remote_files(s3, "lat/one") == _local_files(store)  # every object, byte for byte
+    assert not list((tmp_path / "cache" / "upload").glob("*/*"))  # staging removed
+    assert isinstance(ds, ShardDataset) and ds._remote is not None and len(ds) == 10
+    local = ShardDataset(store)
+    remote = ShardDataset(url, cache_dir=tmp_path / "read")
+    # the empty prompt: fetched into the cache, checked, the local store's tensors
+    for got, want in zip(empty_prompt(remote), empty_prompt(local), strict=True):
+        assert torch.equal(got, want)
+    assert sorted(p.name for p in remote.path.glob("empty_prompt.*")) == [
+        "empty_prompt.pooled_prompt_embeds.npy", "empty_prompt.prompt_embeds.npy"]
+    # the same batches (bucketed, flipped, captions dropped to the fetched empty prompt)
+    want = _batches(local, 0)
+    _same_batches(_batches(remote, 1), want)  # a worker: the store pickles, fetches there
+    empty_embeds, _ = empty_prompt(local)
+    dropped = [t for b in want for t, c in enumerate(b["caption"]) if c == ""]
+    assert dropped and all(torch.equal(b["prompt_embeds"][t], empty_embeds)
+                           for b in want for t, c in enumerate(b["caption"]) if c == "")
+
+
+def test_cli_encode_to_s3_and_verify(s3: dict[str, Any], models: dict[str, Path],
+                                     pixels: Path, store: Path, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"s3://{BUCKET}/lat/cli"
+    assert cli.main(_args(pixels, models, url)) == 0
+    out = capsys.readouterr()
+    _no_secret(out.out + out.err)
+    assert out.out.startswith(f"{url}: 10 samples, 3 shard(s)")
+    assert _remote_files(s3, "lat/cli") == _local_files(store)
+    assert cli.main(["verify", url]) == 0
+    assert f"{url}: ok" in capsys.readouterr().out
+    # a second encode onto the same prefix: refused unless resuming, one line
+    assert cli.main(_args(pixels, models, url)) == 1
+    err = capsys.readouterr().err
+    assert "already holds" in err and "--resume" in err and err.count("\n") == 1
+    # a rotten empty-prompt object: verify names it, exit 1; the reader refuses it
+    fs = s3["fs"]
+    name = "empty_prompt.pooled_prompt_embeds.npy"
+    data = bytearray(fs.cat_file(f"{BUCKET}/lat/cli/{name}"))
+    data[-1] ^= 0xFF
+    fs.pipe_file(f"{BUCKET}/lat/cli/{name}", bytes(data))
+    assert cli.main(["verify", url, "--cache-dir", str(tmp_path / "fresh")]) == 1
+    err = capsys.readouterr().err
+    assert f"{url}/{name}" in err and "sha256 differs" in err
+    with pytest.raises(DataCorruption) as exc:
+        empty_prompt(ShardDataset(url, cache_dir=store.parent / "fresh2"))
+    assert f"{url}/{name}" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_latent_columns_stay_valid_when_the_cache_evicts(
+        s3: dict[str, Any], store: Path, tmp_path: Path) -> None:
+    url = f"s3://{BUCKET}/lat/evict"
+    s3["fs"].put(str(store) + "/", f"{BUCKET}/lat/evict", recursive=True)
+    cache = tmp_path / "small"
+    local = ShardDataset(store)
+    a = ShardDataset(url, cache_dir=cache, cache_limit=1)
+    a.shard(0)  # opened (index, data), its latent columns not yet
+    b = ShardDataset(url, cache_dir=cache, cache_limit=1)  # another process of the node
+    b[5]  # shard 1 fetched: shard 0's files evicted (unlinked) from the cache
+    assert not (a.path / "shard-00000").exists()
+    for i in (0, 3, 5, 9, 1):
+        s, want = a[i], local[i]
+        for key in ("latents", "latents_flipped", "prompt_embeds", "pooled_prompt_embeds"):
+            assert torch.equal(s[key], want[key]), key
+        assert s["caption"] == want["caption"]
+        assert s["crop_top_left"].tolist() == want["crop_top_left"].tolist()
+
+
+def _upload_with(s3: dict[str, Any], store: Path, prefix: str,
+                 change: Any) -> str:
+    manifest = orjson.loads((store / "manifest.json").read_bytes())
+    change(manifest["latents"]["empty_prompt"])
+    fs = s3["fs"]
+    for p in store.glob("empty_prompt.*"):
+        fs.pipe_file(f"{BUCKET}/{prefix}/{p.name}", p.read_bytes())
+    fs.pipe_file(f"{BUCKET}/{prefix}/manifest.json", orjson.dumps(manifest))
+    return f"s3://{BUCKET}/{prefix}"
+
+
+def test_hostile_root_files_are_refused(s3: dict[str, Any], store: Path,
+                                        tmp_path: Path) -> None:
+    def rename(files: dict[str, Any]) -> None:
+        files["../../outside.npy"] = files.pop("empty_prompt.prompt_embeds.npy")
+
+    def oversize(files: dict[str, Any]) -> None:
+        files["empty_prompt.prompt_embeds.npy"]["size"] = 10**8  # not its array's size: never fetched whole
+
+    for prefix, change, what in (("lat/hostile", rename, "../../outside.npy"),
+                                 ("lat/huge", oversize, "more than its array needs")):
+        url = _upload_with(s3, store, prefix, change)
+        with pytest.raises(DataCorruption) as exc:
+            ShardDataset(url, cache_dir=tmp_path / "c")
+        msg = str(exc.value)
+        assert what in msg and f"{url}/manifest.json" in msg and "\n" not in msg
+    assert not (tmp_path / "outside.npy").exists()
+    assert not list((tmp_path / "c").rglob("*.npy"))  # nothing fetched
+
+
+def _args(pixels: Path, models: dict[str, Path], out: str) -> list[str]:
+    return ["encode", str(pixels), "--vae", str(models["vae"]), "--out", out,
+            "--text-encoder", str(models["text_encoder"]), "--tokenizer",
+            str(models["tokenizer"]), "--text-encoder-2", str(models["text_encoder_2"]),
+            "--tokenizer-2", str(models["tokenizer_2"]), "--buckets", "64x64,48x80,80x48",
+            "--device", "cpu", "--dtype", "float32", "--batch-size", "3", "--shard-size", "4"]
+
+
+def test_killed_s3_encode_resumes_to_identical_bytes(
+        s3: dict[str, Any], models: dict[str, Path], pixels: Path, store: Path,
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"s3://{BUCKET}/lat/killed"
+    staging = tmp_path / "cache" / "upload" / RemoteFolder(url).ident()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    one = ["--batch-size", "1", "--shard-size", "2"]  # (one sample per VAE call: the bytes
+    # do not depend on the thread count of the killed process and of this one)
+    proc = subprocess.Popen([sys.executable, "-m", "npu_data.cli",
+                             *_args(pixels, models, url), *one],
+                            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while not (staging / "shard-00000").is_dir() and proc.poll() is None \
+            and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    _, err = proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, err.decode()[-2000:]
+    left = _remote_files(s3, "lat/killed")
+    assert "manifest.json" not in left  # no half store for a reader
+    with pytest.raises(UserError):
+        ShardDataset(url, cache_dir=tmp_path / "r")
+    # the killed encode's lease (its process is gone) is taken over; its shards are kept
+    assert cli.main([*_args(pixels, models, url), *one, "--resume"]) == 0
+    _no_secret("".join(capsys.readouterr()))
+    assert cli.main([*_args(pixels, models, str(tmp_path / "whole")), *one]) == 0
+    assert _remote_files(s3, "lat/killed") == _local_files(tmp_path / "whole")
+    assert not list((tmp_path / "cache" / "upload").glob("*/*"))  # staging removed
