@@ -207,3 +207,17 @@ def test_killed_s3_encode_resumes_to_identical_bytes(
     assert cli.main([*_args(pixels, models, str(tmp_path / "whole")), *one]) == 0
     assert _remote_files(s3, "lat/killed") == _local_files(tmp_path / "whole")
     assert not list((tmp_path / "cache" / "upload").glob("*/*"))  # staging removed
+
+
+def test_bad_urls_fail_with_one_line_before_the_models_load(
+        s3: dict[str, Any], models: dict[str, Path], pixels: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    cases = {"s3://no-such-bucket-npu/lat": "not found",
+             f"s3://{KEY}:{SECRET}@{BUCKET}/lat": "credentials do not belong in the URL",
+             "nosuchscheme://bucket/lat": "Protocol not known: nosuchscheme — use an fsspec URL"}
+    for url, what in cases.items():
+        assert cli.main(_args(pixels, models, url)) == 1
+        out = capsys.readouterr()
+        assert what in out.err and out.err.count("\n") == 1, out.err
+        assert "Loading" not in out.err  # refused before any model was read
+        _no_secret(out.out + out.err)
