@@ -25,7 +25,7 @@ from npu_data.shards.storage import RemoteFolder
 from npu_data.transforms import Compose, LatentCaptionDropout, RandomLatentFlip
 from tests.latents.conftest import encode_kwargs
 from tests.shards.conftest import BUCKET, KEY, SECRET
-from tests.shards.launchers import ROOT
+from tests.shards.launchers import ROOT, two_nodes
 
 
 @pytest.fixture(autouse=True)
@@ -179,16 +179,27 @@ def _args(pixels: Path, models: dict[str, Path], out: str) -> list[str]:
             "--device", "cpu", "--dtype", "float32", "--batch-size", "3", "--shard-size", "4"]
 
 
+ONE = ["--batch-size", "1", "--shard-size", "2"]  # one sample per VAE call: the bytes do not
+# depend on the thread count of the processes that encode
+
+
+@pytest.fixture(scope="module")
+def whole(models: dict[str, Path], pixels: Path, tmp_path_factory: pytest.TempPathFactory
+          ) -> Path:
+    """The store of one uninterrupted process on disk (ONE's settings)."""
+    out = tmp_path_factory.mktemp("whole") / "out"
+    assert cli.main([*_args(pixels, models, str(out)), *ONE]) == 0
+    return out
+
+
 def test_killed_s3_encode_resumes_to_identical_bytes(
-        s3: dict[str, Any], models: dict[str, Path], pixels: Path, store: Path,
+        s3: dict[str, Any], models: dict[str, Path], pixels: Path, whole: Path,
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = f"s3://{BUCKET}/lat/killed"
     staging = tmp_path / "cache" / "upload" / RemoteFolder(url).ident()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    one = ["--batch-size", "1", "--shard-size", "2"]  # (one sample per VAE call: the bytes
-    # do not depend on the thread count of the killed process and of this one)
     proc = subprocess.Popen([sys.executable, "-m", "npu_data.cli",
-                             *_args(pixels, models, url), *one],
+                             *_args(pixels, models, url), *ONE],
                             env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 240
     while not (staging / "shard-00000").is_dir() and proc.poll() is None \
@@ -202,10 +213,9 @@ def test_killed_s3_encode_resumes_to_identical_bytes(
     with pytest.raises(UserError):
         ShardDataset(url, cache_dir=tmp_path / "r")
     # the killed encode's lease (its process is gone) is taken over; its shards are kept
-    assert cli.main([*_args(pixels, models, url), *one, "--resume"]) == 0
+    assert cli.main([*_args(pixels, models, url), *ONE, "--resume"]) == 0
     _no_secret("".join(capsys.readouterr()))
-    assert cli.main([*_args(pixels, models, str(tmp_path / "whole")), *one]) == 0
-    assert _remote_files(s3, "lat/killed") == _local_files(tmp_path / "whole")
+    assert _remote_files(s3, "lat/killed") == _local_files(whole)
     assert not list((tmp_path / "cache" / "upload").glob("*/*"))  # staging removed
 
 
@@ -221,3 +231,19 @@ def test_bad_urls_fail_with_one_line_before_the_models_load(
         assert what in out.err and out.err.count("\n") == 1, out.err
         assert "Loading" not in out.err  # refused before any model was read
         _no_secret(out.out + out.err)
+
+
+def test_two_nodes_upload_the_bytes_of_one_process(
+        s3: dict[str, Any], models: dict[str, Path], pixels: Path, whole: Path,
+        tmp_path: Path) -> None:
+    url = f"s3://{BUCKET}/lat/nodes"
+    envs = [{**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+             "NPU_DATA_CACHE": str(tmp_path / f"node{i}")} for i in range(2)]  # no shared disk
+    done = two_nodes(["-m", "npu_data.cli", *_args(pixels, models, url), *ONE], envs,
+                     timeout=500)
+    for rc, out, err in done:
+        assert rc == 0, err[-3000:]
+        _no_secret(out + err)
+    assert _remote_files(s3, "lat/nodes") == _local_files(whole)
+    staged = [p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("node*/upload/*/*")]
+    assert not staged  # each node's staging folder removed
