@@ -312,9 +312,9 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
                         "was made from")
     bucket_pairs = bucket_list(buckets, who="encode_latents")
     device_ = dev.resolve_device(device)
-    settings: dict[str, Any] = {"name": name, "flip": flip, "buckets": bucket_pairs, "latent": latent,
-                "seed": seed, "shard_size": shard_size, "batch_size": batch_size,
-                "resume": resume}
+    settings: dict[str, Any] = {"name": name, "flip": flip, "buckets": bucket_pairs,
+                                "latent": latent, "seed": seed, "shard_size": shard_size,
+                                "batch_size": batch_size, "resume": resume}
     joined = group is None
     g = import_group() if group is None else group
     url = str(out) if is_url(out) else None

@@ -158,7 +158,7 @@ def test_hostile_root_files_are_refused(s3: dict[str, Any], store: Path,
         files["../../outside.npy"] = files.pop("empty_prompt.prompt_embeds.npy")
 
     def oversize(files: dict[str, Any]) -> None:
-        files["empty_prompt.prompt_embeds.npy"]["size"] = 10**8  # not its array's size: never fetched whole
+        files["empty_prompt.prompt_embeds.npy"]["size"] = 10**8  # far above its array's
 
     for prefix, change, what in (("lat/hostile", rename, "../../outside.npy"),
                                  ("lat/huge", oversize, "more than its array needs")):
