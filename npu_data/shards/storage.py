@@ -154,7 +154,8 @@ class RemoteFolder:
         user = rest.partition("@")[0] if "@" in rest else ""  # a secret may hold a "/"
         if ":" in user and "/" not in user.partition(":")[0] \
                 and not self.url.lower().startswith(("http://", "https://")):
-            raise UserError(f"{self.shown}: credentials do not belong in the URL — set them in "
+            hidden = f"{self.url.partition('://')[0]}://REDACTED@{rest.partition('@')[2]}"
+            raise UserError(f"{hidden}: credentials do not belong in the URL — set them in "
                             "the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), a "
                             "profile (AWS_PROFILE) or storage_options key/secret")
         self._fs: Any = None
