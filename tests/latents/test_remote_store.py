@@ -247,3 +247,11 @@ def test_two_nodes_upload_the_bytes_of_one_process(
     assert _remote_files(s3, "lat/nodes") == _local_files(whole)
     staged = [p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("node*/upload/*/*")]
     assert not staged  # each node's staging folder removed
+
+
+def test_a_url_source_encodes_like_its_local_copy(s3: dict[str, Any], models: dict[str, Path],
+                                                  tmp_path: Path) -> None:
+    kw = encode_kwargs(models, text_encoders=None, tokenizers=None, shard_size=5)
+    encode_latents(s3["url"], tmp_path / "from-url", models["vae"], **kw)
+    encode_latents(s3["local"].path, tmp_path / "from-disk", models["vae"], **kw)
+    assert _local_files(tmp_path / "from-url") == _local_files(tmp_path / "from-disk")
