@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from npu_data.errors import UserError, UserValueError
+from npu_data.shards.storage import ENDPOINT_VARS, endpoint_options
 
 NAME = "encode"
 HELP = ("Precompute VAE latents (and SDXL text embeddings) of a shard dataset into a latents "
@@ -25,7 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dataset", metavar="SHARDS", help="dataset folder written by `npu-data import`")
     p.add_argument("--vae", required=True, metavar="DIR",
                    help="folder of a diffusers AutoencoderKL (save_pretrained; local files only)")
-    p.add_argument("--out", required=True, metavar="DIR", help="latents store folder to write")
+    p.add_argument("--out", required=True, metavar="DIR|URL",
+                   help="latents store folder to write, or its URL (s3://bucket/prefix: "
+                        "written locally, then uploaded, manifest last)")
     p.add_argument("--text-encoder", metavar="DIR", help="CLIPTextModel folder (SDXL's first)")
     p.add_argument("--text-encoder-2", metavar="DIR",
                    help="CLIPTextModelWithProjection folder (SDXL's second)")
@@ -49,6 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="the draws' seed with --latent sample")
     p.add_argument("--resume", action="store_true",
                    help="keep the complete shards of an interrupted encode and write the rest")
+    p.add_argument("--storage-endpoint", default=None,
+                   help=f"S3-compatible endpoint of an --out URL (MinIO, Huawei OBS; default: "
+                        f"${ENDPOINT_VARS[0]}, else ${ENDPOINT_VARS[1]})")
 
 
 def parse_buckets(text: str) -> Any:
@@ -77,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
                         text_encoders=[e for e, _ in given] or None,
                         tokenizers=[t for _, t in given] or None,
                         shard_size=args.shard_size, resume=args.resume,
-                        latent=args.latent, seed=args.seed)
+                        latent=args.latent, seed=args.seed,
+                        storage_options=endpoint_options(args.storage_endpoint))
     size = sum(m["size"] for s in ds.manifest["shards"] for m in s["files"].values())
     per = size / max(1, len(ds))
     print(f"{args.out}: {len(ds)} samples, {len(ds.manifest['shards'])} shard(s), "

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from npu_data.errors import DataCorruption
+from npu_data.shards.latent_format import root_files
 from npu_data.shards.remote import RemoteStore
 from npu_data.shards.storage import add_remote_arguments, endpoint_options, is_url
 from npu_data.shards.verify import Problem, verify_dataset
@@ -30,6 +31,11 @@ def remote_problems(url: str, cache_dir: str | None = None,
     checked sample by sample."""
     store = RemoteStore(url, cache_dir, storage_options=endpoint_options(endpoint))
     problems: list[Problem] = []
+    for fname in root_files(store.manifest):  # a latents store's empty prompt
+        try:
+            store.fetch_root(fname)
+        except DataCorruption as exc:
+            problems.append(Problem(".", str(exc)))
     for k, shard in enumerate(store.manifest["shards"]):
         try:
             store.fetch(k, lambda folder: None)

@@ -15,11 +15,18 @@ in bucket batches of that shard alone, so its bytes do not depend on ranks or re
 each shard is written into a temporary folder and renamed into place with its completion
 record (``resume=True`` keeps complete ones), the manifest last. Ranks (torchrun, or a
 ``Group``) split the shards as the distributed import does.
+
+``out="s3://bucket/prefix"`` (any fsspec URL) goes through the import's upload
+(``shards.upload.UrlTarget``): the URL's lease is taken first, the store is written into the
+node's staging folder, then every rank uploads its shards with conditional writes, rank 0 the
+empty prompt's files and the manifest last; ``resume=True`` keeps the staged shards and
+skips the objects already uploaded whole.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -71,6 +78,7 @@ from npu_data.shards.latent_format import (
     empty_prompt_spec,
     to_numpy,
 )
+from npu_data.shards.storage import is_url
 from npu_data.shards.writer import _completed, _prepare, _write_synced, import_lock
 
 SAMPLE_TEXT = ("image_ref", "data_json")  # kept from the source (what each latent came from)
@@ -255,12 +263,14 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
                    flip: bool = True, text_encoders: Sequence[Any] | None = None,
                    tokenizers: Sequence[Any] | None = None, shard_size: int = 1024,
                    resume: bool = False, group: Group | None = None,
-                   latent: str = "mean", seed: int = 0) -> Any:
+                   latent: str = "mean", seed: int = 0,
+                   storage_options: dict[str, Any] | None = None) -> Any:
     """Encode ``dataset`` once with the frozen ``vae`` (and text encoders) into ``out``.
 
     Args:
         dataset: A ``ShardDataset`` of images, or its folder.
-        out: The latents store's folder (empty, or with ``resume=True`` a killed encode's).
+        out: The latents store's folder (empty, or with ``resume=True`` a killed encode's),
+            or a URL such as ``s3://bucket/prefix`` (an empty prefix, or a killed encode's).
         vae: A diffusers ``AutoencoderKL`` or the local folder it was saved to.
         buckets: ``"sdxl"`` or a list of ``(height, width)``, each side a multiple of the
             VAE's factor (8 for SD/SDXL).
@@ -278,9 +288,11 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
         latent: ``"mean"`` (the posterior's mean) or ``"sample"`` (one draw per sample and
             variant, keyed by ``seed``, the variant and the sample's index).
         seed: The draws' seed with ``latent="sample"``.
+        storage_options: fsspec options of a URL ``out`` (endpoint, credentials; default:
+            the environment's, as for reading).
 
     Returns:
-        ``ShardDataset(out)``.
+        ``ShardDataset(out)`` (of a URL: read through the node-local cache).
 
     Raises:
         UserError: A bad argument, a model that does not load, a bucket the VAE cannot
@@ -300,33 +312,59 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
                         "was made from")
     bucket_pairs = bucket_list(buckets, who="encode_latents")
     device_ = dev.resolve_device(device)
-    models = load_models(vae, text_encoders, tokenizers, device_)
+    settings: dict[str, Any] = {"name": name, "flip": flip, "buckets": bucket_pairs,
+                                "latent": latent, "seed": seed, "shard_size": shard_size,
+                                "batch_size": batch_size, "resume": resume}
+    joined = group is None
+    g = import_group() if group is None else group
+    url = str(out) if is_url(out) else None
+    target = None
+    try:
+        if url is not None:  # the URL's lease and checks first: before the models load
+            from npu_data.shards.upload import UrlTarget
+
+            target = UrlTarget(url, resume, g, storage_options)
+        out_dir = Path(out) if target is None else target.staging
+        local = g if target is None else dataclasses.replace(g, shared=False)  # one per node
+        models = load_models(vae, text_encoders, tokenizers, device_)
+        try:
+            nshards = _encode(src, models, out_dir, local, **settings)
+        except OSError as exc:  # a full disk, a read-only folder, permissions: one line
+            raise os_error(exc, out_dir, "then rerun with resume=True (--resume)") from None
+        if target is not None:
+            target.upload(nshards)
+    finally:
+        if target is not None:
+            target.close()  # the URL's lease and the staging folder's lock
+        if joined:
+            leave(g)
+    if url is not None:
+        return ShardDataset(url, storage_options=storage_options)
+    return ShardDataset(out_dir)
+
+
+def _encode(src: Any, models: Models, out: Path, group: Group, *, name: str, flip: bool,
+            buckets: Sequence[tuple[int, int]], latent: str, seed: int, shard_size: int,
+            batch_size: int, resume: bool) -> int:
+    """The record and fingerprint of the loaded models, then the encode into folder ``out``;
+    the shard count."""
     f = factor_of(models.vae)
-    bad = [b for b in bucket_pairs if b[0] % f or b[1] % f]
+    bad = [b for b in buckets if b[0] % f or b[1] % f]
     if bad:
         raise UserValueError(f"{{buckets}}: {list(bad[0])} is not a multiple of the VAE's "
                              f"factor {f} — use buckets whose sides are multiples of {f}",
                              option="buckets")
-    record = encoder_record(models, name, flip, bucket_pairs, f, latent, seed)
+    record = encoder_record(models, name, flip, buckets, f, latent, seed)
     source_sha = hashlib.sha256((src.path / MANIFEST).read_bytes()).hexdigest()
     fp = {"options": {"shard_size": shard_size, "batch_size": batch_size,
-                      "device": device_.type, "latents": record},
+                      "device": models.device.type, "latents": record},
           "source_sha256": source_sha}
-    joined = group is None
-    g = import_group() if group is None else group
-    out_dir = Path(out)
-    try:
-        _run(src, models, record, out_dir, shard_size, batch_size, fp, resume, g)
-    except OSError as exc:  # a full disk, a read-only folder, permissions: one line
-        raise os_error(exc, out_dir, "then rerun with resume=True (--resume)") from None
-    finally:
-        if joined:
-            leave(g)
-    return ShardDataset(out_dir)
+    return _run(src, models, record, out, shard_size, batch_size, fp, resume, group)
 
 
 def _run(src: Any, models: Models, record: dict[str, Any], out: Path, shard_size: int,
-         batch_size: int, fp: dict[str, Any], resume: bool, group: Group) -> None:
+         batch_size: int, fp: dict[str, Any], resume: bool, group: Group) -> int:
+    """Encode this rank's shards into ``out``, then (rank 0) the manifest; the shard count."""
     with contextlib.ExitStack() as held:
         error = None
         if group.rank == 0:
@@ -360,6 +398,7 @@ def _run(src: Any, models: Models, record: dict[str, Any], out: Path, shard_size
         if group.rank == 0:
             _finish(out, src, models, record, fp, [records[k] for k in range(nshards)])
         group.barrier()
+    return nshards
 
 
 def _finish(out: Path, src: Any, models: Models, record: dict[str, Any], fp: dict[str, Any],

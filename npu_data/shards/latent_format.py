@@ -23,6 +23,8 @@ DTYPES: dict[str, tuple[str, torch.dtype]] = {
 SIZE_COLUMNS = ("original_size", "crop_top_left", "target_size")  # (2,) <i8: (y, x) order
 EMPTY_PROMPT = ("prompt_embeds", "pooled_prompt_embeds")  # file empty_prompt.<name>.npy
 GROUP = "latent"  # the columns' group: ann.latent.<name>.npy
+NPY_HEADER_MAX = 4096  # bytes an .npy file of the store may hold beyond its array
+MAX_ROOT_BYTES = 256 << 20  # the most a dataset-level file may claim (a reader fetches it whole)
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -78,6 +80,14 @@ def empty_prompt_spec(record: dict[str, Any]) -> dict[str, tuple[np.dtype, tuple
             "empty_prompt.pooled_prompt_embeds.npy": (npd, (text["pooled"],))}
 
 
+def root_files(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The dataset-level files of a store beyond the shard format (a latents store's empty
+    prompt): file name -> {size, sha256} as the manifest lists them; empty for others."""
+    if manifest.get("store") != "latents":
+        return {}
+    return dict(manifest["latents"].get("empty_prompt") or {})
+
+
 def cell_bytes(record: dict[str, Any]) -> int:
     """Bytes of one latent cell of a payload: ``channels`` values of the stored dtype, twice
     with the flipped variant."""
@@ -117,8 +127,13 @@ def record_problem(record: Any) -> str | None:
     if not isinstance(files, dict) or set(files) != want:
         return f"lists empty-prompt files {sorted(files) if isinstance(files, dict) else files}" \
                f", the store has {sorted(want)}"
-    for meta in files.values():
+    for fname, (dt, shape) in empty_prompt_spec(record).items():
+        meta = files[fname]
         if not isinstance(meta, dict) or not _count(meta.get("size"), 0) \
                 or not isinstance(meta.get("sha256"), str):
             return "has an empty-prompt file without an integer size and a sha256"
+        most = min(dt.itemsize * int(np.prod(shape, dtype=object)) + NPY_HEADER_MAX,
+                   MAX_ROOT_BYTES)
+        if meta["size"] > most:
+            return f"lists {fname} at {meta['size']} bytes, more than its array needs ({most})"
     return None

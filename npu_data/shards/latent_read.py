@@ -38,13 +38,25 @@ def latent_record(ds: Any) -> dict[str, Any]:
     return dict(ds.latents)
 
 
+def latent_shard(ds: Any, k: int, record: dict[str, Any]) -> Any:
+    """Shard ``k`` of latents store ``ds`` with its latent columns mapped. Of a remote store
+    they are opened under the cache's shard lock (fetched again if evicted since the shard
+    was opened): a map, once open, stays valid after the cache unlinks its file."""
+    sh = ds.shard(k)
+    spec = column_spec(record)
+    if ds._remote is not None and not all(c in sh._cols for c in spec):
+        ds._remote.fetch(k, lambda folder: sh.open_columns(spec))
+    else:
+        sh.open_columns(spec)
+    return sh
+
+
 def caption_counts(ds: Any) -> tuple[int, int]:
     """(samples with a non-empty stored caption, samples) of latents store ``ds``."""
     record = latent_record(ds)
     with_caption = total = 0
     for k in range(len(ds._names)):
-        sh = ds.shard(k)
-        sh.open_columns(column_spec(record))
+        sh = latent_shard(ds, k, record)
         lengths = np.diff(np.asarray(sh.col(f"{GROUP}.caption.offsets"), np.int64))
         with_caption += int((lengths > 0).sum())
         total += sh.samples
@@ -54,8 +66,7 @@ def caption_counts(ds: Any) -> tuple[int, int]:
 def latent_sample(ds: Any, k: int, j: int, gi: int) -> dict[str, Any]:
     """Sample ``j`` of shard ``k`` (dataset index ``gi``) of latents store ``ds``."""
     record = latent_record(ds)
-    sh = ds.shard(k)
-    sh.open_columns(column_spec(record))
+    sh = latent_shard(ds, k, record)
     rec = sh.index[j]
     th, tw = int(rec["height"]), int(rec["width"])
     f, c = int(record["factor"]), int(record["channels"])
@@ -91,8 +102,8 @@ def empty_prompt(ds: Any) -> tuple[torch.Tensor, torch.Tensor]:
                         "embedding — encode it again with --text-encoder/--text-encoder-2, or "
                         "drop captions with CaptionDropout and your own encoders")
     out = []
-    for fname, (dt, shape) in spec.items():
-        path = inside(ds.path, fname)
+    for fname, (dt, shape) in spec.items():  # a URL's: fetched into its cache, checked
+        path = inside(ds.path, fname) if ds._remote is None else ds._remote.fetch_root(fname)
         meta = record["empty_prompt"][fname]
         try:
             data = path.read_bytes()

@@ -18,6 +18,9 @@ a ``RemoteStore``, which
   is the least-recently-used clock, and shards are evicted, oldest first, while the complete
   shards exceed ``cache_limit`` bytes (a shard in use by another process — its lock held — is
   skipped; maps already open stay valid after the unlink);
+- fetches the dataset-level files a store lists beyond the shards (a latents store's
+  ``empty_prompt.*.npy``, ``fetch_root``) whole on first use, checked like a shard's files,
+  and never evicts them;
 - checks each cached shard on its first open in a process (``cache_check``: ``"sha256"``
   re-hashes every file, ``"size"`` checks sizes only) and fetches a file again when it differs;
 - prefetches: ``prefetch(shards)`` (called by ``NpuDistributedSampler`` as its rank enters
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -56,6 +60,7 @@ from npu_data.common.paths import inside
 from npu_data.errors import DataCorruption, UserError
 from npu_data.shards.download import CHUNK, ShardDownloads
 from npu_data.shards.format import MANIFEST
+from npu_data.shards.latent_format import root_files
 from npu_data.shards.schema import MAX_MANIFEST_BYTES, parse_manifest
 
 T = TypeVar("T")
@@ -121,6 +126,7 @@ class RemoteStore(ShardDownloads):
         self._listing = {s["name"]: s["files"] for s in self.manifest["shards"]}
         self._bytes = {name: sum(int(m["size"]) for m in files.values())
                        for name, files in self._listing.items()}
+        self._root_listing = root_files(self.manifest)  # fetched by ``fetch_root``
 
     # --- pickling: no file system, no per-process checks --------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -258,6 +264,34 @@ class RemoteStore(ShardDownloads):
         raise self._user(f"{self.shown}/{name}: evicted again before it could be opened — "
                          f"raise cache_limit ({self.cache_limit} bytes) above a few shards "
                          f"({self._bytes[name]} bytes each)")
+
+    def fetch_root(self, fname: str) -> Path:
+        """Dataset-level file ``fname`` (one the manifest lists beyond the shards,
+        ``latent_format.root_files``: a latents store's empty prompt) present and checked in
+        the cache folder; its path. Fetched whole (its size is capped by the manifest's
+        checks), kept only when size and sha256 match the manifest, written atomically under
+        the file's lock; never evicted."""
+        meta = self._root_listing.get(fname)
+        if meta is None:
+            raise self._user(f"{self.shown}/{fname}: not a file {MANIFEST} lists — read the "
+                             "files the manifest names", DataCorruption)
+        path = inside(self.root, fname, where=f"{self.shown}/{MANIFEST}")
+        full = self.cache_check == "sha256" and fname not in self._checked
+        with self._lock(fname, fcntl.LOCK_EX), self._os_errors(self.root):
+            if not self._file_ok(path, meta, full):
+                size = int(meta["size"])
+                for _ in range(2):  # a mismatch is fetched once more
+                    data = self._cat_many([fname], [size])[0] if size else b""
+                    if len(data) == size and hashlib.sha256(data).hexdigest() == meta["sha256"]:
+                        atomic_write_bytes(path, data)
+                        break
+                else:
+                    raise self._user(
+                        f"{self.shown}/{fname}: the remote file's size or sha256 differs from "
+                        f"the manifest ({size} bytes) — the upload is incomplete or corrupt: "
+                        "upload the dataset folder again (manifest.json last)", DataCorruption)
+            self._checked.add(fname)
+        return path
 
     def fetch_files(self, fname: str, ks: list[int], opener: Callable[[Path], T]) -> list[T]:
         """``opener(path)`` of file ``fname`` (e.g. ``index.npy`` for ``sizes()``) of each

@@ -150,9 +150,12 @@ class RemoteFolder:
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
         self.url = url.rstrip("/")
         self.storage_options = with_endpoint(self.url, storage_options or {})
-        user = self.url.partition("://")[2].partition("/")[0].rpartition("@")[0]
-        if ":" in user and not self.url.lower().startswith(("http://", "https://")):
-            raise UserError(f"{self.shown}: credentials do not belong in the URL — set them in "
+        rest = self.url.partition("://")[2]
+        user = rest.partition("@")[0] if "@" in rest else ""  # a secret may hold a "/"
+        if ":" in user and "/" not in user.partition(":")[0] \
+                and not self.url.lower().startswith(("http://", "https://")):
+            hidden = f"{self.url.partition('://')[0]}://REDACTED@{rest.partition('@')[2]}"
+            raise UserError(f"{hidden}: credentials do not belong in the URL — set them in "
                             "the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), a "
                             "profile (AWS_PROFILE) or storage_options key/secret")
         self._fs: Any = None

@@ -1,4 +1,5 @@
-"""``npu-data import ... --out s3://bucket/prefix``: write locally, upload, manifest last.
+"""``npu-data import ... --out s3://bucket/prefix`` (and ``npu-data encode``'s): write
+locally, upload, manifest last.
 
 The import is written into a staging folder under the cache (``cache_root("upload")/<key of
 URL and endpoint>``), then uploaded through fsspec one shard folder at a time (the folder's

@@ -16,7 +16,7 @@ import torch
 
 from npu_data.errors import DataCorruption, UserError
 from npu_data.loaders import collate_samples
-from npu_data.shards import remote
+from npu_data.shards import remote, storage
 from npu_data.shards.reader import ShardDataset
 from tests.shards.conftest import BUCKET, KEY, SECRET, N
 
@@ -476,6 +476,11 @@ def test_s3_errors_show_no_credentials(s3: dict[str, Any], tmp_path: Path) -> No
     exc = _assert_clean(lambda: ShardDataset(f"s3://{OPT_KEY}:{OPT_SECRET}@{BUCKET}/ds",
                                              cache_dir=tmp_path / "url"))
     assert "credentials do not belong in the URL" in str(exc)
+    # a secret holding "/" (as AWS secrets may): refused whole, never cut at its "/"
+    exc = _assert_clean(lambda: ShardDataset(f"s3://{OPT_KEY}:ab/{OPT_SECRET}@{BUCKET}/ds",
+                                             cache_dir=tmp_path / "slash"))
+    assert "credentials do not belong in the URL" in str(exc) and "ab/" not in str(exc)
+    storage.RemoteFolder(f"s3://{BUCKET}/a:b@c/ds")  # ":" and "@" inside a key: a path
 
 
 def test_http_dataset_errors_show_no_credentials(s3: dict[str, Any], tmp_path: Path) -> None:
