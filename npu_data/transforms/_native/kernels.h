@@ -31,6 +31,21 @@ void color_ops_(at::Tensor& images, const at::Tensor& sizes, const at::Tensor& o
                 const at::Tensor& factors, const at::Tensor& shifts);
 at::Tensor normalize(const at::Tensor& images, const at::Tensor& table, bool channels_last);
 
+// The augmentation kernels (augment.cpp), equal to their torch kernels byte for byte: the
+// affine warp through fixed-point source tables (B, w) / (B, h) (transforms/_kernels/warp.py),
+// per-channel histograms (B, C, 256) and Pillow's contrast keys of the valid pixels, one
+// auto-augment pixel step per sample (mode 0 its table, 1 Color, 2 Sharpness) and the
+// separable float32 Gaussian blur with per-sample weights.
+at::Tensor warp(const at::Tensor& images, const at::Tensor& sizes, const at::Tensor& out_sizes,
+                const at::Tensor& col_x, const at::Tensor& row_x, const at::Tensor& col_y,
+                const at::Tensor& row_y, bool bilinear, const at::Tensor& fill);
+at::Tensor histograms(const at::Tensor& images, const at::Tensor& sizes);
+at::Tensor contrast_keys(const at::Tensor& images, const at::Tensor& sizes);
+at::Tensor policy_pixels(const at::Tensor& images, const at::Tensor& sizes, const at::Tensor& luts,
+                         const at::Tensor& prods, const at::Tensor& mode);
+at::Tensor gaussian_blur(const at::Tensor& images, const at::Tensor& sizes, const at::Tensor& wx,
+                         const at::Tensor& wy);
+
 // The hand-written SIMD path each file was built with ("sse2", "neon", ..., or "none").
 const char* transpose_simd();
 const char* byte_tables_simd();

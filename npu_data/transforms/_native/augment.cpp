@@ -1,0 +1,341 @@
+// Augmentation kernels: the affine warp (nearest, bilinear), per-sample histograms and
+// contrast keys, the auto-augment pixel step (a table per sample, Color, Sharpness) and the
+// Gaussian blur. Each computes what its torch kernel computes (transforms/_kernels: warp.py,
+// pixel.py, blur.py) with the same integer and float32 operations in the same order, so the
+// bytes are equal. Plain C++ only (no intrinsics): every build (native, portable, scalar) on
+// x86-64 and aarch64 runs this code, vectorised by the compiler where it can.
+
+#include "kernels.h"
+#include "parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace npu_data_native {
+
+namespace {
+
+constexpr int kNearestShift = 16;   // warp_tables.NEAREST_SHIFT
+constexpr int kBilinearShift = 32;  // warp_tables.BILINEAR_SHIFT
+constexpr int kWeightBits = 24;     // warp._WEIGHT_BITS
+
+// floor(v / 2**s) for either sign (what torch.div(..., rounding_mode="floor") gives).
+inline int64_t floor_shift(int64_t v, int s) { return v >= 0 ? (v >> s) : ~((~v) >> s); }
+
+at::Tensor longs(const at::Tensor& t) { return t.to(at::kLong).contiguous(); }
+
+void check_images(const at::Tensor& images, const char* who) {
+  TORCH_CHECK(images.dim() == 4 && images.scalar_type() == at::kByte, who,
+              ": images must be uint8 (B, C, H, W)");
+}
+
+// Each sample's valid (height, width) from a (B, 2) int64 tensor, clamped to the batch (the
+// torch kernels' masks select the same pixels).
+struct Valid {
+  const int64_t* p;
+  int64_t H, W;
+  int64_t h(int64_t b) const { return std::clamp<int64_t>(p[2 * b], 0, H); }
+  int64_t w(int64_t b) const { return std::clamp<int64_t>(p[2 * b + 1], 0, W); }
+};
+
+// Pillow's L of one RGB pixel (pixel.grey).
+inline int32_t grey(int32_t r, int32_t g, int32_t b) {
+  return (r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16;
+}
+
+// pixel._truncate of pixel.blend_pixels: trunc(clamp(key + fl(f * (x - key)))).
+inline uint8_t blend(const float* prods, int32_t key, int32_t x) {
+  const float t = prods[x - key + 255] + static_cast<float>(key);
+  return static_cast<uint8_t>(std::min(std::max(t, 0.0f), 255.0f));
+}
+
+}  // namespace
+
+at::Tensor warp(const at::Tensor& images_in, const at::Tensor& sizes_in,
+                const at::Tensor& out_sizes_in, const at::Tensor& col_x_in,
+                const at::Tensor& row_x_in, const at::Tensor& col_y_in,
+                const at::Tensor& row_y_in, bool bilinear, const at::Tensor& fill_in) {
+  check_images(images_in, "warp");
+  const at::Tensor images = images_in.contiguous();
+  const int64_t B = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
+  const at::Tensor sizes = longs(sizes_in), out_sizes = longs(out_sizes_in);
+  const at::Tensor col_x = longs(col_x_in), row_x = longs(row_x_in);
+  const at::Tensor col_y = longs(col_y_in), row_y = longs(row_y_in);
+  const at::Tensor fill = fill_in.to(at::kByte).contiguous();
+  const int64_t oh = row_x.size(1), ow = col_x.size(1);
+  TORCH_CHECK(sizes.size(0) == B && out_sizes.size(0) == B && col_x.size(0) == B &&
+                  row_x.size(0) == B && col_y.sizes() == col_x.sizes() &&
+                  row_y.sizes() == row_x.sizes() && fill.numel() == C,
+              "warp: sizes, out_sizes and the tables need B rows, fill C values");
+  const int64_t* sz = sizes.data_ptr<int64_t>();
+  for (int64_t b = 0; b < B; ++b)
+    TORCH_CHECK(sz[2 * b] >= 1 && sz[2 * b] <= H && sz[2 * b + 1] >= 1 && sz[2 * b + 1] <= W,
+                "warp: sample ", b, "'s valid size is not inside its ", H, "x", W, " image");
+  at::Tensor out = at::empty({B, C, oh, ow}, images.options());
+  const uint8_t* in_p = images.data_ptr<uint8_t>();
+  uint8_t* out_p = out.data_ptr<uint8_t>();
+  const int64_t* osz = out_sizes.data_ptr<int64_t>();
+  const int64_t *cx = col_x.data_ptr<int64_t>(), *rx = row_x.data_ptr<int64_t>();
+  const int64_t *cy = col_y.data_ptr<int64_t>(), *ry = row_y.data_ptr<int64_t>();
+  const uint8_t* fl = fill.data_ptr<uint8_t>();
+  const int64_t plane_in = H * W, plane_out = oh * ow;
+  parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const uint8_t* src = in_p + b * C * plane_in;
+      uint8_t* dst = out_p + b * C * plane_out;
+      const int64_t src_h = sz[2 * b], src_w = sz[2 * b + 1];
+      const int64_t valid_h = osz[2 * b], valid_w = osz[2 * b + 1];
+      for (int64_t y = 0; y < oh; ++y) {
+        const int64_t ryx = rx[b * oh + y], ryy = ry[b * oh + y];
+        for (int64_t x = 0; x < ow; ++x) {
+          const int64_t o = y * ow + x;
+          if (y >= valid_h || x >= valid_w) {
+            for (int64_t c = 0; c < C; ++c) dst[c * plane_out + o] = 0;
+            continue;
+          }
+          int64_t gx = cx[b * ow + x] + ryx, gy = cy[b * ow + x] + ryy;
+          if (!bilinear) {
+            const int64_t xi = floor_shift(gx, kNearestShift), yi = floor_shift(gy, kNearestShift);
+            const bool inside = xi >= 0 && xi < src_w && yi >= 0 && yi < src_h;
+            const int64_t at = yi * W + xi;
+            for (int64_t c = 0; c < C; ++c)
+              dst[c * plane_out + o] = inside ? src[c * plane_in + at] : fl[c];
+            continue;
+          }
+          const int64_t unit = int64_t{1} << kBilinearShift;
+          if (!(gx >= 0 && gx < src_w * unit && gy >= 0 && gy < src_h * unit)) {
+            for (int64_t c = 0; c < C; ++c) dst[c * plane_out + o] = fl[c];
+            continue;
+          }
+          gx -= unit / 2;
+          gy -= unit / 2;
+          const int64_t x0 = floor_shift(gx, kBilinearShift), y0 = floor_shift(gy, kBilinearShift);
+          const int drop = kBilinearShift - kWeightBits;
+          const int64_t fx = floor_shift(gx - x0 * unit, drop), fy = floor_shift(gy - y0 * unit, drop);
+          const int64_t xa = std::min(std::max<int64_t>(x0, 0), src_w - 1);
+          const int64_t xb = std::min(std::max<int64_t>(x0 + 1, 0), src_w - 1);
+          const int64_t ya = std::min(std::max<int64_t>(y0, 0), src_h - 1);
+          const int64_t yb = std::min(std::max<int64_t>(y0 + 1, 0), src_h - 1);
+          const int64_t one = int64_t{1} << kWeightBits;
+          for (int64_t c = 0; c < C; ++c) {
+            const uint8_t* s = src + c * plane_in;
+            const int64_t p00 = s[ya * W + xa], p01 = s[ya * W + xb];
+            const int64_t p10 = s[yb * W + xa], p11 = s[yb * W + xb];
+            const int64_t top = p00 * one + (p01 - p00) * fx;
+            const int64_t bottom = p10 * one + (p11 - p10) * fx;
+            const int64_t v = floor_shift(top * one + (bottom - top) * fy, 2 * kWeightBits);
+            dst[c * plane_out + o] = static_cast<uint8_t>(v);
+          }
+        }
+      }
+    }
+  });
+  return out;
+}
+
+at::Tensor histograms(const at::Tensor& images_in, const at::Tensor& sizes_in) {
+  check_images(images_in, "histograms");
+  const at::Tensor images = images_in.contiguous();
+  const int64_t B = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
+  const at::Tensor sizes = longs(sizes_in);
+  TORCH_CHECK(sizes.size(0) == B, "histograms: sizes needs B rows");
+  at::Tensor out = at::zeros({B, C, 256}, images.options().dtype(at::kInt));
+  const uint8_t* in_p = images.data_ptr<uint8_t>();
+  int32_t* out_p = out.data_ptr<int32_t>();
+  const Valid v{sizes.data_ptr<int64_t>(), H, W};
+  parallel_for_samples(B * C, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t b = p / C, h = v.h(b), w = v.w(b);
+      int32_t part[4][256] = {};  // four counters: repeated levels do not wait on each other
+      for (int64_t y = 0; y < h; ++y) {
+        const uint8_t* row = in_p + p * H * W + y * W;
+        int64_t x = 0;
+        for (; x + 4 <= w; x += 4) {
+          ++part[0][row[x]];
+          ++part[1][row[x + 1]];
+          ++part[2][row[x + 2]];
+          ++part[3][row[x + 3]];
+        }
+        for (; x < w; ++x) ++part[0][row[x]];
+      }
+      int32_t* hist = out_p + p * 256;
+      for (int i = 0; i < 256; ++i) hist[i] = part[0][i] + part[1][i] + part[2][i] + part[3][i];
+    }
+  });
+  return out;
+}
+
+at::Tensor contrast_keys(const at::Tensor& images_in, const at::Tensor& sizes_in) {
+  check_images(images_in, "contrast_keys");
+  TORCH_CHECK(images_in.size(1) == 3, "contrast_keys: images must have 3 channels");
+  const at::Tensor images = images_in.contiguous();
+  const int64_t B = images.size(0), H = images.size(2), W = images.size(3);
+  const at::Tensor sizes = longs(sizes_in);
+  TORCH_CHECK(sizes.size(0) == B, "contrast_keys: sizes needs B rows");
+  at::Tensor out = at::empty({B}, sizes.options());
+  const uint8_t* in_p = images.data_ptr<uint8_t>();
+  int64_t* out_p = out.data_ptr<int64_t>();
+  const Valid v{sizes.data_ptr<int64_t>(), H, W};
+  parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t h = v.h(b), w = v.w(b), n = h * w;
+      const uint8_t* r = in_p + b * 3 * H * W;
+      int64_t total = 0;
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x) {
+          const int64_t i = y * W + x;
+          total += grey(r[i], r[H * W + i], r[2 * H * W + i]);
+        }
+      out_p[b] = (2 * total + n) / (2 * std::max<int64_t>(n, 1));  // int(mean + 0.5)
+    }
+  });
+  return out;
+}
+
+at::Tensor policy_pixels(const at::Tensor& images_in, const at::Tensor& sizes_in,
+                         const at::Tensor& luts_in, const at::Tensor& prods_in,
+                         const at::Tensor& mode_in) {
+  check_images(images_in, "policy_pixels");
+  const at::Tensor images = images_in.contiguous();
+  const int64_t B = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
+  const at::Tensor sizes = longs(sizes_in), mode = longs(mode_in);
+  const at::Tensor luts = luts_in.to(at::kByte).contiguous();
+  const at::Tensor prods = prods_in.to(at::kFloat).contiguous();
+  TORCH_CHECK(sizes.size(0) == B && mode.numel() == B && luts.dim() == 3 && luts.size(0) == B &&
+                  luts.size(1) == C && luts.size(2) == 256 && prods.dim() == 2 &&
+                  prods.size(0) == B && prods.size(1) == 511,
+              "policy_pixels: sizes (B, 2), luts (B, C, 256), prods (B, 511), mode (B,)");
+  const int64_t* md = mode.data_ptr<int64_t>();
+  for (int64_t b = 0; b < B; ++b)
+    TORCH_CHECK(md[b] >= 0 && md[b] <= 2 && (md[b] == 0 || C == 3),
+                "policy_pixels: mode 0 (table), 1 (Color) or 2 (Sharpness; 3 channels)");
+  at::Tensor out = at::zeros_like(images);
+  const uint8_t* in_p = images.data_ptr<uint8_t>();
+  uint8_t* out_p = out.data_ptr<uint8_t>();
+  const uint8_t* lut_p = luts.data_ptr<uint8_t>();
+  const float* prod_p = prods.data_ptr<float>();
+  const Valid v{sizes.data_ptr<int64_t>(), H, W};
+  const int64_t plane = H * W;
+  parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t h = v.h(b), w = v.w(b);
+      const uint8_t* src = in_p + b * C * plane;
+      uint8_t* dst = out_p + b * C * plane;
+      const float* prods_b = prod_p + b * 511;
+      if (md[b] == 0) {
+        for (int64_t c = 0; c < C; ++c) {
+          const uint8_t* lut = lut_p + (b * C + c) * 256;
+          for (int64_t y = 0; y < h; ++y) {
+            const uint8_t* s = src + c * plane + y * W;
+            uint8_t* d = dst + c * plane + y * W;
+            for (int64_t x = 0; x < w; ++x) d[x] = lut[s[x]];
+          }
+        }
+      } else if (md[b] == 1) {  // Color: each pixel blended with its own grey
+        for (int64_t y = 0; y < h; ++y)
+          for (int64_t x = 0; x < w; ++x) {
+            const int64_t i = y * W + x;
+            const int32_t r = src[i], g = src[plane + i], bl = src[2 * plane + i];
+            const int32_t key = grey(r, g, bl);
+            dst[i] = blend(prods_b, key, r);
+            dst[plane + i] = blend(prods_b, key, g);
+            dst[2 * plane + i] = blend(prods_b, key, bl);
+          }
+      } else {  // Sharpness: blended with SMOOTH inside a 1-px border, the border kept
+        for (int64_t c = 0; c < C; ++c) {
+          const uint8_t* s = src + c * plane;
+          uint8_t* d = dst + c * plane;
+          for (int64_t y = 0; y < h; ++y)
+            for (int64_t x = 0; x < w; ++x) {
+              const int64_t i = y * W + x;
+              int32_t key = s[i];
+              if (y >= 1 && y < h - 1 && x >= 1 && x < w - 1) {
+                const uint8_t* u = s + i - W;
+                const uint8_t* l = s + i + W;
+                const int32_t sum = u[-1] + u[0] + u[1] + s[i - 1] + 5 * s[i] + s[i + 1] +
+                                    l[-1] + l[0] + l[1];
+                key = (2 * sum + 13) / 26;
+              }
+              d[i] = blend(prods_b, key, s[i]);
+            }
+        }
+      }
+    }
+  });
+  return out;
+}
+
+at::Tensor gaussian_blur(const at::Tensor& images_in, const at::Tensor& sizes_in,
+                         const at::Tensor& wx_in, const at::Tensor& wy_in) {
+  check_images(images_in, "gaussian_blur");
+  const at::Tensor images = images_in.contiguous();
+  const int64_t B = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
+  const at::Tensor sizes = longs(sizes_in);
+  const at::Tensor wx = wx_in.to(at::kFloat).contiguous(), wy = wy_in.to(at::kFloat).contiguous();
+  TORCH_CHECK(sizes.size(0) == B && wx.dim() == 2 && wx.size(0) == B && wy.dim() == 2 &&
+                  wy.size(0) == B,
+              "gaussian_blur: sizes (B, 2) and weights (B, kx), (B, ky)");
+  const int64_t kx = wx.size(1), ky = wy.size(1);
+  at::Tensor out = at::zeros_like(images);
+  const uint8_t* in_p = images.data_ptr<uint8_t>();
+  uint8_t* out_p = out.data_ptr<uint8_t>();
+  const float *wx_p = wx.data_ptr<float>(), *wy_p = wy.data_ptr<float>();
+  const Valid v{sizes.data_ptr<int64_t>(), H, W};
+  // blur.reflect_index: j + t - taps // 2 reflected into [0, n) (period 2 (n - 1))
+  auto reflect = [](int64_t n, int64_t extent, int64_t taps, std::vector<int64_t>& idx) {
+    const int64_t period = std::max<int64_t>(2 * (n - 1), 1);
+    idx.resize(static_cast<size_t>(extent * taps));
+    for (int64_t j = 0; j < extent; ++j)
+      for (int64_t t = 0; t < taps; ++t) {
+        int64_t m = (j + t - taps / 2) % period;
+        if (m < 0) m += period;
+        idx[j * taps + t] = std::min(m >= n ? period - m : m, extent - 1);
+      }
+  };
+  parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
+    std::vector<int64_t> ix, iy;
+    std::vector<float> across, acc;
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t h = v.h(b), w = v.w(b);
+      if (h == 0 || w == 0) continue;
+      reflect(w, w, kx, ix);  // only the valid area is read and written
+      reflect(h, h, ky, iy);
+      const float* wxb = wx_p + b * kx;
+      const float* wyb = wy_p + b * ky;
+      across.assign(static_cast<size_t>(h * w), 0.0f);
+      acc.resize(static_cast<size_t>(w));
+      for (int64_t c = 0; c < C; ++c) {
+        const uint8_t* src = in_p + (b * C + c) * H * W;
+        uint8_t* dst = out_p + (b * C + c) * H * W;
+        for (int64_t y = 0; y < h; ++y) {
+          const uint8_t* row = src + y * W;
+          float* a = across.data() + y * w;
+          for (int64_t x = 0; x < w; ++x) {
+            float s = 0.0f;
+            const int64_t* id = ix.data() + x * kx;
+            for (int64_t t = 0; t < kx; ++t) s = s + wxb[t] * static_cast<float>(row[id[t]]);
+            a[x] = s;
+          }
+        }
+        for (int64_t y = 0; y < h; ++y) {
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          const int64_t* id = iy.data() + y * ky;
+          for (int64_t t = 0; t < ky; ++t) {
+            const float wt = wyb[t];
+            const float* a = across.data() + id[t] * w;
+            for (int64_t x = 0; x < w; ++x) acc[x] = acc[x] + wt * a[x];
+          }
+          uint8_t* d = dst + y * W;
+          for (int64_t x = 0; x < w; ++x)
+            d[x] = static_cast<uint8_t>(std::min(std::max(std::nearbyint(acc[x]), 0.0f), 255.0f));
+        }
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace npu_data_native
