@@ -248,19 +248,23 @@ at::Tensor policy_pixels(const at::Tensor& images_in, const at::Tensor& sizes_in
         for (int64_t c = 0; c < C; ++c) {
           const uint8_t* s = src + c * plane;
           uint8_t* d = dst + c * plane;
-          for (int64_t y = 0; y < h; ++y)
-            for (int64_t x = 0; x < w; ++x) {
-              const int64_t i = y * W + x;
-              int32_t key = s[i];
-              if (y >= 1 && y < h - 1 && x >= 1 && x < w - 1) {
-                const uint8_t* u = s + i - W;
-                const uint8_t* l = s + i + W;
-                const int32_t sum = u[-1] + u[0] + u[1] + s[i - 1] + 5 * s[i] + s[i + 1] +
-                                    l[-1] + l[0] + l[1];
-                key = (2 * sum + 13) / 26;
-              }
-              d[i] = blend(prods_b, key, s[i]);
+          for (int64_t y = 0; y < h; ++y) {
+            const uint8_t* row = s + y * W;
+            uint8_t* out_row = d + y * W;
+            if (y == 0 || y == h - 1 || w < 3) {
+              for (int64_t x = 0; x < w; ++x) out_row[x] = blend(prods_b, row[x], row[x]);
+              continue;
             }
+            const uint8_t* up = row - W;
+            const uint8_t* down = row + W;
+            out_row[0] = blend(prods_b, row[0], row[0]);
+            for (int64_t x = 1; x < w - 1; ++x) {
+              const int32_t sum = up[x - 1] + up[x] + up[x + 1] + row[x - 1] + 5 * row[x] +
+                                  row[x + 1] + down[x - 1] + down[x] + down[x + 1];
+              out_row[x] = blend(prods_b, (2 * sum + 13) / 26, row[x]);
+            }
+            out_row[w - 1] = blend(prods_b, row[w - 1], row[w - 1]);
+          }
         }
       }
     }
@@ -284,48 +288,49 @@ at::Tensor gaussian_blur(const at::Tensor& images_in, const at::Tensor& sizes_in
   uint8_t* out_p = out.data_ptr<uint8_t>();
   const float *wx_p = wx.data_ptr<float>(), *wy_p = wy.data_ptr<float>();
   const Valid v{sizes.data_ptr<int64_t>(), H, W};
-  // blur.reflect_index: j + t - taps // 2 reflected into [0, n) (period 2 (n - 1))
-  auto reflect = [](int64_t n, int64_t extent, int64_t taps, std::vector<int64_t>& idx) {
+  // blur.reflect_index: output j's tap t reads m = j + t - taps // 2 reflected into [0, n)
+  // (period 2 (n - 1)); it depends on j + t only, so one row of n + taps - 1 entries holds it
+  auto reflect = [](int64_t n, int64_t taps, std::vector<int64_t>& idx) {
     const int64_t period = std::max<int64_t>(2 * (n - 1), 1);
-    idx.resize(static_cast<size_t>(extent * taps));
-    for (int64_t j = 0; j < extent; ++j)
-      for (int64_t t = 0; t < taps; ++t) {
-        int64_t m = (j + t - taps / 2) % period;
-        if (m < 0) m += period;
-        idx[j * taps + t] = std::min(m >= n ? period - m : m, extent - 1);
-      }
+    idx.resize(static_cast<size_t>(n + taps - 1));
+    for (int64_t q = 0; q < n + taps - 1; ++q) {
+      int64_t m = (q - taps / 2) % period;
+      if (m < 0) m += period;
+      idx[q] = std::min(m >= n ? period - m : m, n - 1);
+    }
   };
   parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
     std::vector<int64_t> ix, iy;
-    std::vector<float> across, acc;
+    std::vector<float> across, acc, ext;
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t h = v.h(b), w = v.w(b);
       if (h == 0 || w == 0) continue;
-      reflect(w, w, kx, ix);  // only the valid area is read and written
-      reflect(h, h, ky, iy);
+      reflect(w, kx, ix);  // only the valid area is read and written
+      reflect(h, ky, iy);
       const float* wxb = wx_p + b * kx;
       const float* wyb = wy_p + b * ky;
-      across.assign(static_cast<size_t>(h * w), 0.0f);
+      across.resize(static_cast<size_t>(h * w));
       acc.resize(static_cast<size_t>(w));
+      ext.resize(static_cast<size_t>(w + kx - 1));
       for (int64_t c = 0; c < C; ++c) {
         const uint8_t* src = in_p + (b * C + c) * H * W;
         uint8_t* dst = out_p + (b * C + c) * H * W;
-        for (int64_t y = 0; y < h; ++y) {
+        for (int64_t y = 0; y < h; ++y) {  // across: sum_t wx[t] * row[ix[x + t]], t in order
           const uint8_t* row = src + y * W;
+          for (int64_t q = 0; q < w + kx - 1; ++q) ext[q] = static_cast<float>(row[ix[q]]);
           float* a = across.data() + y * w;
-          for (int64_t x = 0; x < w; ++x) {
-            float s = 0.0f;
-            const int64_t* id = ix.data() + x * kx;
-            for (int64_t t = 0; t < kx; ++t) s = s + wxb[t] * static_cast<float>(row[id[t]]);
-            a[x] = s;
+          std::fill(a, a + w, 0.0f);
+          for (int64_t t = 0; t < kx; ++t) {
+            const float wt = wxb[t];
+            const float* e = ext.data() + t;
+            for (int64_t x = 0; x < w; ++x) a[x] = a[x] + wt * e[x];
           }
         }
-        for (int64_t y = 0; y < h; ++y) {
+        for (int64_t y = 0; y < h; ++y) {  // down: the same over the rows iy[y + t]
           std::fill(acc.begin(), acc.end(), 0.0f);
-          const int64_t* id = iy.data() + y * ky;
           for (int64_t t = 0; t < ky; ++t) {
             const float wt = wyb[t];
-            const float* a = across.data() + id[t] * w;
+            const float* a = across.data() + iy[y + t] * w;
             for (int64_t x = 0; x < w; ++x) acc[x] = acc[x] + wt * a[x];
           }
           uint8_t* d = dst + y * W;
