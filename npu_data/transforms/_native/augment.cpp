@@ -74,7 +74,7 @@ at::Tensor warp(const at::Tensor& images_in, const at::Tensor& sizes_in,
   for (int64_t b = 0; b < B; ++b)
     TORCH_CHECK(sz[2 * b] >= 1 && sz[2 * b] <= H && sz[2 * b + 1] >= 1 && sz[2 * b + 1] <= W,
                 "warp: sample ", b, "'s valid size is not inside its ", H, "x", W, " image");
-  at::Tensor out = at::empty({B, C, oh, ow}, images.options());
+  at::Tensor out = at::zeros({B, C, oh, ow}, images.options());  // 0 outside the valid output
   const uint8_t* in_p = images.data_ptr<uint8_t>();
   uint8_t* out_p = out.data_ptr<uint8_t>();
   const int64_t* osz = out_sizes.data_ptr<int64_t>();
@@ -82,52 +82,67 @@ at::Tensor warp(const at::Tensor& images_in, const at::Tensor& sizes_in,
   const int64_t *cy = col_y.data_ptr<int64_t>(), *ry = row_y.data_ptr<int64_t>();
   const uint8_t* fl = fill.data_ptr<uint8_t>();
   const int64_t plane_in = H * W, plane_out = oh * ow;
+  constexpr int64_t unit = int64_t{1} << kBilinearShift, one = int64_t{1} << kWeightBits;
+  constexpr int drop = kBilinearShift - kWeightBits;
+  // Per output row: each pixel's source offsets and weights (-1: outside, the fill), then one
+  // pass per channel through them.
   parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
+    std::vector<int64_t> at00, at01, at10, at11, wx, wy;
     for (int64_t b = b0; b < b1; ++b) {
       const uint8_t* src = in_p + b * C * plane_in;
       uint8_t* dst = out_p + b * C * plane_out;
       const int64_t src_h = sz[2 * b], src_w = sz[2 * b + 1];
-      const int64_t valid_h = osz[2 * b], valid_w = osz[2 * b + 1];
-      for (int64_t y = 0; y < oh; ++y) {
+      const int64_t rows = std::clamp<int64_t>(osz[2 * b], 0, oh);
+      const int64_t cols = std::clamp<int64_t>(osz[2 * b + 1], 0, ow);
+      for (auto* v : {&at00, &at01, &at10, &at11, &wx, &wy}) v->resize(static_cast<size_t>(cols));
+      const int64_t* cxb = cx + b * ow;
+      const int64_t* cyb = cy + b * ow;
+      for (int64_t y = 0; y < rows; ++y) {
         const int64_t ryx = rx[b * oh + y], ryy = ry[b * oh + y];
-        for (int64_t x = 0; x < ow; ++x) {
-          const int64_t o = y * ow + x;
-          if (y >= valid_h || x >= valid_w) {
-            for (int64_t c = 0; c < C; ++c) dst[c * plane_out + o] = 0;
-            continue;
-          }
-          int64_t gx = cx[b * ow + x] + ryx, gy = cy[b * ow + x] + ryy;
+        for (int64_t x = 0; x < cols; ++x) {
+          int64_t gx = cxb[x] + ryx, gy = cyb[x] + ryy;
           if (!bilinear) {
             const int64_t xi = floor_shift(gx, kNearestShift), yi = floor_shift(gy, kNearestShift);
             const bool inside = xi >= 0 && xi < src_w && yi >= 0 && yi < src_h;
-            const int64_t at = yi * W + xi;
-            for (int64_t c = 0; c < C; ++c)
-              dst[c * plane_out + o] = inside ? src[c * plane_in + at] : fl[c];
+            at00[x] = inside ? yi * W + xi : -1;
             continue;
           }
-          const int64_t unit = int64_t{1} << kBilinearShift;
           if (!(gx >= 0 && gx < src_w * unit && gy >= 0 && gy < src_h * unit)) {
-            for (int64_t c = 0; c < C; ++c) dst[c * plane_out + o] = fl[c];
+            at00[x] = -1;
             continue;
           }
           gx -= unit / 2;
           gy -= unit / 2;
           const int64_t x0 = floor_shift(gx, kBilinearShift), y0 = floor_shift(gy, kBilinearShift);
-          const int drop = kBilinearShift - kWeightBits;
-          const int64_t fx = floor_shift(gx - x0 * unit, drop), fy = floor_shift(gy - y0 * unit, drop);
+          wx[x] = floor_shift(gx - x0 * unit, drop);
+          wy[x] = floor_shift(gy - y0 * unit, drop);
           const int64_t xa = std::min(std::max<int64_t>(x0, 0), src_w - 1);
           const int64_t xb = std::min(std::max<int64_t>(x0 + 1, 0), src_w - 1);
-          const int64_t ya = std::min(std::max<int64_t>(y0, 0), src_h - 1);
-          const int64_t yb = std::min(std::max<int64_t>(y0 + 1, 0), src_h - 1);
-          const int64_t one = int64_t{1} << kWeightBits;
-          for (int64_t c = 0; c < C; ++c) {
-            const uint8_t* s = src + c * plane_in;
-            const int64_t p00 = s[ya * W + xa], p01 = s[ya * W + xb];
-            const int64_t p10 = s[yb * W + xa], p11 = s[yb * W + xb];
-            const int64_t top = p00 * one + (p01 - p00) * fx;
-            const int64_t bottom = p10 * one + (p11 - p10) * fx;
-            const int64_t v = floor_shift(top * one + (bottom - top) * fy, 2 * kWeightBits);
-            dst[c * plane_out + o] = static_cast<uint8_t>(v);
+          const int64_t ya = std::min(std::max<int64_t>(y0, 0), src_h - 1) * W;
+          const int64_t yb = std::min(std::max<int64_t>(y0 + 1, 0), src_h - 1) * W;
+          at00[x] = ya + xa;
+          at01[x] = ya + xb;
+          at10[x] = yb + xa;
+          at11[x] = yb + xb;
+        }
+        for (int64_t c = 0; c < C; ++c) {
+          const uint8_t* s = src + c * plane_in;
+          uint8_t* d = dst + c * plane_out + y * ow;
+          const uint8_t f = fl[c];
+          if (!bilinear) {
+            for (int64_t x = 0; x < cols; ++x) d[x] = at00[x] < 0 ? f : s[at00[x]];
+            continue;
+          }
+          for (int64_t x = 0; x < cols; ++x) {
+            if (at00[x] < 0) {
+              d[x] = f;
+              continue;
+            }
+            const int64_t p00 = s[at00[x]], p01 = s[at01[x]], p10 = s[at10[x]], p11 = s[at11[x]];
+            const int64_t top = p00 * one + (p01 - p00) * wx[x];
+            const int64_t bottom = p10 * one + (p11 - p10) * wx[x];
+            d[x] = static_cast<uint8_t>(
+                floor_shift(top * one + (bottom - top) * wy[x], 2 * kWeightBits));
           }
         }
       }
