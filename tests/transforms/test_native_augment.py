@@ -111,6 +111,20 @@ def test_affine_rotate_and_crop_equal_the_torch_kernel(seed: int, interpolation:
     _assert_same("warp", x, lambda: F.crop(x, sizes, boxes))
 
 
+@pytest.mark.parametrize("interpolation", ["nearest", "bilinear"])
+def test_identity_maps_copy_each_sample(interpolation: str) -> None:
+    """The identity (an auto-augment step's samples whose op is not geometric) copies the
+    valid image and fills where the output is larger, as the torch kernel does."""
+    rng = np.random.default_rng(9)
+    x, sizes = _batch(rng, 4, 17, 23)
+    ident = np.tile([1.0, 0.0, 0.0, 0.0, 1.0, 0.0], (4, 1))
+    out = F.warp(x, sizes, ident, interpolation)
+    assert torch.equal(out, x)
+    big = np.array([[20, 30]] * 4)
+    _assert_same("warp", x, lambda: F.warp(x, sizes, ident, interpolation, [9, 8, 7], big,
+                                           (21, 30)))
+
+
 def test_the_compiled_warp_refuses_sizes_outside_the_batch() -> None:
     ops = backends.compiled_ops()
     x = torch.zeros(2, 3, 8, 8, dtype=torch.uint8)

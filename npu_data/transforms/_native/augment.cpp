@@ -52,6 +52,35 @@ inline uint8_t blend(const float* prods, int32_t key, int32_t x) {
   return static_cast<uint8_t>(std::min(std::max(t, 0.0f), 255.0f));
 }
 
+// Whether a sample's tables map each output pixel to the same source pixel: nearest's
+// source x << 16 (the scale path's exact indices), bilinear's pixel centre (x + 1/2) << 32
+// (zero weights: the pixel itself).
+bool is_identity(const int64_t* col_x, const int64_t* row_x, const int64_t* col_y,
+                 const int64_t* row_y, int64_t ow, int64_t oh, bool bilinear) {
+  const int shift = bilinear ? kBilinearShift : kNearestShift;
+  const int64_t half = bilinear ? int64_t{1} << (kBilinearShift - 1) : 0;
+  for (int64_t x = 0; x < ow; ++x)
+    if (col_x[x] != (x << shift) + half || col_y[x] != 0) return false;
+  for (int64_t y = 0; y < oh; ++y)
+    if (row_y[y] != (y << shift) + half || row_x[y] != 0) return false;
+  return true;
+}
+
+// The identity warp of one sample: the source where inside it, the fill elsewhere in the
+// valid output (rows x cols); the rest of the output stays 0.
+void copy_identity(const uint8_t* src, uint8_t* dst, int64_t plane_in, int64_t plane_out,
+                   int64_t W, int64_t ow, int64_t C, int64_t rows, int64_t cols, int64_t src_h,
+                   int64_t src_w, const uint8_t* fill) {
+  const int64_t inside = std::min(cols, src_w);
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t y = 0; y < rows; ++y) {
+      uint8_t* d = dst + c * plane_out + y * ow;
+      const int64_t n = y < src_h ? inside : 0;
+      if (n > 0) std::memcpy(d, src + c * plane_in + y * W, static_cast<size_t>(n));
+      std::memset(d + n, fill[c], static_cast<size_t>(cols - n));
+    }
+}
+
 }  // namespace
 
 at::Tensor warp(const at::Tensor& images_in, const at::Tensor& sizes_in,
@@ -97,6 +126,10 @@ at::Tensor warp(const at::Tensor& images_in, const at::Tensor& sizes_in,
       for (auto* v : {&at00, &at01, &at10, &at11, &wx, &wy}) v->resize(static_cast<size_t>(cols));
       const int64_t* cxb = cx + b * ow;
       const int64_t* cyb = cy + b * ow;
+      if (is_identity(cxb, rx + b * oh, cyb, ry + b * oh, ow, oh, bilinear)) {
+        copy_identity(src, dst, plane_in, plane_out, W, ow, C, rows, cols, src_h, src_w, fl);
+        continue;  // e.g. the samples of an auto-augment step whose op is not geometric
+      }
       for (int64_t y = 0; y < rows; ++y) {
         const int64_t ryx = rx[b * oh + y], ryy = ry[b * oh + y];
         for (int64_t x = 0; x < cols; ++x) {
