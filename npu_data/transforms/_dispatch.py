@@ -69,7 +69,7 @@ TABLE: dict[str, Kernel] = {
     "gaussian_blur": Kernel(blur.gaussian_blur, compiled_augment.gaussian_blur),
     "policy_step": Kernel(pixel.policy_step, compiled_augment.policy_step),
     "permute_channels": Kernel(mixing.permute_channels),
-    "choose": Kernel(mixing.choose),
+    "choose": Kernel(mixing.choose, compiled_augment.choose),
     "mixup": Kernel(mixing.mixup),
     "cutmix": Kernel(mixing.cutmix),
     "soft_labels": Kernel(mixing.soft_labels),

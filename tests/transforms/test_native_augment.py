@@ -13,7 +13,7 @@ import torch
 from npu_data.transforms import _dispatch, _native, backends
 from npu_data.transforms import functional as F
 
-_OPS = ("warp", "lut_op", "adjust_sharpness", "policy_step", "gaussian_blur")
+_OPS = ("warp", "lut_op", "adjust_sharpness", "policy_step", "gaussian_blur", "choose")
 
 
 def _batch(rng: np.random.Generator, b: int, h: int, w: int, levels: int = 256
@@ -184,6 +184,21 @@ def test_gaussian_blur_equals_the_torch_kernel(seed: int) -> None:
     kernel = (int(rng.choice([1, 3, 5, 9, 23])), int(rng.choice([1, 3, 7, 31])))
     sigma = torch.from_numpy(rng.uniform(0.1, 5.0, size=b).astype(np.float32))
     _assert_same("gaussian_blur", x, lambda: F.gaussian_blur(x, sizes, kernel, sigma))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32, torch.int64])
+def test_choose_equals_the_torch_kernel(dtype: torch.dtype) -> None:
+    rng = np.random.default_rng(11)
+    images = torch.from_numpy(rng.integers(0, 256, size=(7, 3, 5, 6))).to(dtype)
+    others = torch.from_numpy(rng.integers(0, 256, size=(7, 3, 5, 6))).to(dtype)
+    for mask in (rng.random(7) < 0.5, np.zeros(7, bool), np.ones(7, bool)):
+        m = torch.from_numpy(mask)
+        _assert_same("choose", images, lambda m=m: F.choose(m, images, others))
+        _assert_same("choose", images, lambda m=m: F.choose(m, images.transpose(2, 3),
+                                                            others.transpose(2, 3)))
+    empty = torch.zeros(0, 3, 2, 2, dtype=dtype)
+    _assert_same("choose", empty, lambda: F.choose(torch.zeros(0, dtype=torch.bool), empty,
+                                                   empty))
 
 
 def test_a_strided_batch_gives_the_same_bytes() -> None:

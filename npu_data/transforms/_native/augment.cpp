@@ -391,4 +391,27 @@ at::Tensor gaussian_blur(const at::Tensor& images_in, const at::Tensor& sizes_in
   return out;
 }
 
+at::Tensor choose(const at::Tensor& mask_in, const at::Tensor& images_in,
+                  const at::Tensor& others_in) {
+  TORCH_CHECK(images_in.dim() >= 1 && images_in.sizes() == others_in.sizes() &&
+                  images_in.scalar_type() == others_in.scalar_type(),
+              "choose: images and others need one shape and dtype");
+  const at::Tensor images = images_in.contiguous(), others = others_in.contiguous();
+  const at::Tensor mask = mask_in.to(at::kBool).contiguous();
+  const int64_t B = images.size(0);
+  TORCH_CHECK(mask.numel() == B, "choose: mask needs B values");
+  at::Tensor out = at::empty_like(images, at::MemoryFormat::Contiguous);
+  if (out.numel() == 0) return out;
+  const size_t bytes = static_cast<size_t>(images.numel() / B) * images.element_size();
+  const char* a = static_cast<const char*>(images.data_ptr());
+  const char* o = static_cast<const char*>(others.data_ptr());
+  char* dst = static_cast<char*>(out.data_ptr());
+  const bool* m = mask.data_ptr<bool>();
+  parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      std::memcpy(dst + b * bytes, (m[b] ? a : o) + b * bytes, bytes);
+  });
+  return out;
+}
+
 }  // namespace npu_data_native

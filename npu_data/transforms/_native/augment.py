@@ -22,6 +22,10 @@ def warp(images: torch.Tensor, sizes: torch.Tensor, out_sizes: torch.Tensor,
     return _ops().warp(images, sizes, out_sizes, col_x, row_x, col_y, row_y, bilinear, fill)
 
 
+def choose(mask: torch.Tensor, images: torch.Tensor, others: torch.Tensor) -> torch.Tensor:
+    return _ops().choose(mask, images, others)
+
+
 def _identity(batch: int, channels: int) -> torch.Tensor:
     return torch.arange(256, dtype=torch.uint8).view(1, 1, 256).expand(batch, channels, 256)
 

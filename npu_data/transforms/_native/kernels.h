@@ -45,6 +45,8 @@ at::Tensor policy_pixels(const at::Tensor& images, const at::Tensor& sizes, cons
                          const at::Tensor& prods, const at::Tensor& mode);
 at::Tensor gaussian_blur(const at::Tensor& images, const at::Tensor& sizes, const at::Tensor& wx,
                          const at::Tensor& wy);
+// Per sample, images where mask (B,) is set, others elsewhere (any dtype; one copy).
+at::Tensor choose(const at::Tensor& mask, const at::Tensor& images, const at::Tensor& others);
 
 // The hand-written SIMD path each file was built with ("sse2", "neon", ..., or "none").
 const char* transpose_simd();

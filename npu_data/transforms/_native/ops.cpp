@@ -50,6 +50,7 @@ TORCH_LIBRARY(npu_data, m) {
   m.def("contrast_keys(Tensor images, Tensor sizes) -> Tensor");
   m.def("policy_pixels(Tensor images, Tensor sizes, Tensor luts, Tensor prods, Tensor mode) -> Tensor");
   m.def("gaussian_blur(Tensor images, Tensor sizes, Tensor wx, Tensor wy) -> Tensor");
+  m.def("choose(Tensor mask, Tensor images, Tensor others) -> Tensor");
   m.def("color_ops_(Tensor(a!) images, Tensor sizes, Tensor order, Tensor factors, Tensor shifts) -> ()");
 }
 
@@ -70,4 +71,5 @@ TORCH_LIBRARY_IMPL(npu_data, CPU, m) {
   m.impl("contrast_keys", &npu_data_native::contrast_keys);
   m.impl("policy_pixels", &npu_data_native::policy_pixels);
   m.impl("gaussian_blur", &npu_data_native::gaussian_blur);
+  m.impl("choose", &npu_data_native::choose);
 }
