@@ -1,6 +1,7 @@
 """Per-kernel cost: device kernels on a batch vs the per-sample CPU versions (ms per image).
 
-    python -m npu_data.bench.kernels [--device cpu] [--batch 64] [--repeats 3] [--out results.json]
+    python -m npu_data.bench.kernels [--device cpu] [--batch 64] [--repeats 3] [--clock wall|cpu]
+                                     [--out results.json]
     python -m npu_data.bench.kernels --costs [--out costs.json]
 
 ``--costs``: device ops per batch and peak device memory per kernel, counted on the host
@@ -38,24 +39,31 @@ from npu_data.transforms import functional as F
 from npu_data.transforms import reference as R
 from npu_data.transforms.replay import replay_reference
 
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
-def _time(fn: Callable[[], Any], repeats: int, sync: Callable[[], None]) -> float:
+
+def _time(fn: Callable[[], Any], repeats: int, sync: Callable[[], None],
+          clock: Callable[[], float] = time.perf_counter) -> float:
     fn()
     sync()
     runs = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
         sync()
-        runs.append(time.perf_counter() - t0)
+        runs.append(clock() - t0)
     return statistics.median(runs)
 
 
 _NO_REFERENCE = ("normalize (float32)", "policy_step (TrivialAugmentWide's pixel ops)")
 
 
-def run(device: str = "cpu", batch: int = 64, repeats: int = 3, seed: int = 0) -> list[dict[str, Any]]:
-    """Measure every kernel; returns rows with ms/image for the batch kernel and the reference."""
+def run(device: str = "cpu", batch: int = 64, repeats: int = 3, seed: int = 0,
+        clock: str = "wall") -> list[dict[str, Any]]:
+    """Measure every kernel; returns rows with ms/image for the batch kernel and the reference.
+    ``clock="cpu"``: the process's CPU time (all its threads) instead of wall time: steadier
+    on a shared host, not for device kernels (their time is the device's)."""
+    tick = CLOCKS[clock]
     d = dev.resolve_device(device)
     rng = np.random.default_rng(seed)
     big = rng.integers(0, 256, (batch, 375, 500, 3), dtype=np.uint8)
@@ -98,12 +106,13 @@ def run(device: str = "cpu", batch: int = 64, repeats: int = 3, seed: int = 0) -
     compiled = backends.compiled_for(x)
     rows = []
     for name, kernel, ref in cases:
-        k = _time(kernel, repeats, sync) / batch * 1e3
+        k = _time(kernel, repeats, sync, tick) / batch * 1e3
         kt = float("nan")
         if compiled:
             with backends.torch_kernels():
-                kt = _time(kernel, repeats, sync) / batch * 1e3
-        r = _time(ref, repeats, lambda: None) / batch * 1e3 if name not in _NO_REFERENCE else float("nan")
+                kt = _time(kernel, repeats, sync, tick) / batch * 1e3
+        r = (_time(ref, repeats, lambda: None, tick) / batch * 1e3 if name not in _NO_REFERENCE
+             else float("nan"))
         rows.append({"kernel": name, "device": str(d), "batch_ms_per_image": k,
                      "torch_kernels_ms_per_image": kt,
                      "reference_ms_per_image": r, "speedup": r / k if k > 0 else float("nan")})
@@ -276,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                   help="wall time, or the process's CPU time (steadier on a shared host)")
     p.add_argument("--out", default=None, help="write the rows as JSON here")
     p.add_argument("--costs", action="store_true",
                    help="count device ops and peak device memory instead of timing")
@@ -287,8 +298,9 @@ def main(argv: list[str] | None = None) -> int:
             with open(a.out, "wb") as fh:
                 fh.write(orjson.dumps(cost_rows, option=orjson.OPT_INDENT_2))
         return 0
-    rows = run(a.device, a.batch, a.repeats)
-    print(f"torch threads: {torch.get_num_threads()}, device: {dev.describe(dev.resolve_device(a.device))}")
+    rows = run(a.device, a.batch, a.repeats, clock=a.clock)
+    print(f"torch threads: {torch.get_num_threads()}, device: "
+          f"{dev.describe(dev.resolve_device(a.device))}, clock: {a.clock}")
     print("| kernel | batch kernel ms/img | torch kernels ms/img | per-sample Pillow ms/img | "
           "Pillow / batch kernel |")
     print("|---|---:|---:|---:|---:|")
