@@ -67,11 +67,12 @@ def _random_maps(rng: np.random.Generator, b: int, h: int, w: int) -> np.ndarray
     m = rng.uniform(-2.0, 2.0, size=(b, 6))
     m[:, 2] = rng.uniform(-w, 2 * w, size=b)
     m[:, 5] = rng.uniform(-h, 2 * h, size=b)
-    kind = rng.integers(0, 4, size=b)
+    kind = rng.integers(0, 5, size=b)
     m[kind == 1, 1] = 0.0  # scale and shift only
     m[kind == 1, 3] = 0.0
     m[kind == 2] = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
     m[kind == 3, 2] += rng.choice([-1e12, 1e12])  # far outside: the tables' clamp
+    m[kind == 4] = 1e13  # sums of table entries past 2**63: int64 wraps on both backends
     return m
 
 

@@ -25,6 +25,12 @@ constexpr int kWeightBits = 24;     // warp._WEIGHT_BITS
 // floor(v / 2**s) for either sign (what torch.div(..., rounding_mode="floor") gives).
 inline int64_t floor_shift(int64_t v, int s) { return v >= 0 ? (v >> s) : ~((~v) >> s); }
 
+// a + b wrapping around as torch's int64 sums do (signed overflow is undefined in C++): the
+// tables of points far outside an image may sum past 2**63.
+inline int64_t wrap_add(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+
 at::Tensor longs(const at::Tensor& t) { return t.to(at::kLong).contiguous(); }
 
 void check_images(const at::Tensor& images, const char* who) {
@@ -133,7 +139,7 @@ at::Tensor warp(const at::Tensor& images_in, const at::Tensor& sizes_in,
       for (int64_t y = 0; y < rows; ++y) {
         const int64_t ryx = rx[b * oh + y], ryy = ry[b * oh + y];
         for (int64_t x = 0; x < cols; ++x) {
-          int64_t gx = cxb[x] + ryx, gy = cyb[x] + ryy;
+          int64_t gx = wrap_add(cxb[x], ryx), gy = wrap_add(cyb[x], ryy);
           if (!bilinear) {
             const int64_t xi = floor_shift(gx, kNearestShift), yi = floor_shift(gy, kNearestShift);
             const bool inside = xi >= 0 && xi < src_w && yi >= 0 && yi < src_h;
