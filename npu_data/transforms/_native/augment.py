@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from npu_data.errors import UserValueError
 from npu_data.transforms._kernels import blur, pixel
 from npu_data.transforms._native.backend import _ops
 
@@ -18,6 +19,14 @@ _COLOR, _SHARPNESS = pixel.POLICY_OPS.index("Color"), pixel.POLICY_OPS.index("Sh
 
 def warp(images: torch.Tensor, sizes: torch.Tensor, out_sizes: torch.Tensor,
          tables: tuple[torch.Tensor, ...], bilinear: bool, fill: torch.Tensor) -> torch.Tensor:
+    """Refuses a valid size outside the batch first: the kernel reads the source unchecked."""
+    h, w = images.shape[2], images.shape[3]
+    sz = sizes.to(torch.int64)
+    bad = (sz < 1).any(1) | (sz[:, 0] > h) | (sz[:, 1] > w)
+    if bool(bad.any()):
+        i = int(bad.to(torch.int64).argmax())
+        raise UserValueError(f"warp: sample {i}'s valid size {sz[i].tolist()} is not inside "
+                             f"the {h}x{w} batch — pass each image's own (height, width)")
     col_x, row_x, col_y, row_y = tables
     return _ops().warp(images, sizes, out_sizes, col_x, row_x, col_y, row_y, bilinear, fill)
 
