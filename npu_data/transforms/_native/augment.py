@@ -19,7 +19,7 @@ _COLOR, _SHARPNESS = pixel.POLICY_OPS.index("Color"), pixel.POLICY_OPS.index("Sh
 
 def warp(images: torch.Tensor, sizes: torch.Tensor, out_sizes: torch.Tensor,
          tables: tuple[torch.Tensor, ...], bilinear: bool, fill: torch.Tensor) -> torch.Tensor:
-    """Refuses a valid size outside the batch first: the kernel reads the source unchecked."""
+    """A valid size outside the batch is a user error here (the op itself only asserts)."""
     h, w = images.shape[2], images.shape[3]
     sz = sizes.to(torch.int64)
     bad = (sz < 1).any(1) | (sz[:, 0] > h) | (sz[:, 1] > w)
