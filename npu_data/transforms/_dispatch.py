@@ -60,10 +60,9 @@ TABLE: dict[str, Kernel] = {
     "adjust_hue_direct": Kernel(color.adjust_hue_direct),  # a host reference: torch only
     "color_jitter": Kernel(jitter.color_jitter, compiled.color_jitter),
     "normalize": Kernel(layout.normalize, compiled.normalize, compiled_takes=_uint8),
-    # the augmentations: compiled per-pixel passes on the CPU for the ops where they pay
-    # (bench/kernels.py), torch kernels elsewhere
-    "rgb_to_grayscale": Kernel(pixel.rgb_to_grayscale),
-    "erase": Kernel(pixel.erase),
+    # the augmentations: compiled per-pixel passes on the CPU, torch kernels elsewhere
+    "rgb_to_grayscale": Kernel(pixel.rgb_to_grayscale, compiled_augment.rgb_to_grayscale),
+    "erase": Kernel(pixel.erase, compiled_augment.erase),
     "lut_op": Kernel(pixel.lut_op, compiled_augment.lut_op),
     "adjust_sharpness": Kernel(pixel.adjust_sharpness, compiled_augment.adjust_sharpness),
     "gaussian_blur": Kernel(blur.gaussian_blur, compiled_augment.gaussian_blur),
@@ -75,7 +74,7 @@ TABLE: dict[str, Kernel] = {
     "soft_labels": Kernel(mixing.soft_labels),
     # affine, rotate, pad and crop: host tables, then one pass over the pixels
     "warp": Kernel(warp.warp, compiled_augment.warp),
-    "vflip": Kernel(warp.vflip),
+    "vflip": Kernel(warp.vflip, compiled_augment.vflip),
 }
 
 

@@ -14,7 +14,8 @@ from npu_data.errors import UserError
 from npu_data.transforms import _dispatch, _native, backends
 from npu_data.transforms import functional as F
 
-_OPS = ("warp", "lut_op", "adjust_sharpness", "policy_step", "gaussian_blur", "choose")
+_OPS = ("warp", "lut_op", "adjust_sharpness", "policy_step", "gaussian_blur", "choose", "vflip",
+        "erase", "rgb_to_grayscale")
 
 
 def _batch(rng: np.random.Generator, b: int, h: int, w: int, levels: int = 256
@@ -190,6 +191,25 @@ def test_gaussian_blur_equals_the_torch_kernel(seed: int) -> None:
     kernel = (int(rng.choice([1, 3, 5, 9, 23])), int(rng.choice([1, 3, 7, 31])))
     sigma = torch.from_numpy(rng.uniform(0.1, 5.0, size=b).astype(np.float32))
     _assert_same("gaussian_blur", x, lambda: F.gaussian_blur(x, sizes, kernel, sigma))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_vflip_erase_and_grayscale_equal_the_torch_kernels(seed: int) -> None:
+    rng = np.random.default_rng(600 + seed)
+    b = int(rng.integers(1, 8))
+    h, w = int(rng.integers(1, 30)), int(rng.integers(1, 30))
+    x, sizes = _batch(rng, b, h, w)
+    x[:, :, :, -1] = 200  # padding columns with values: the flip moves whole rows
+    flags = torch.from_numpy(rng.random(b) < 0.6)
+    # boxes inside, across the edges, empty and negative
+    boxes = torch.from_numpy(np.stack([rng.integers(-5, h + 3, b), rng.integers(-5, w + 3, b),
+                                       rng.integers(-2, h + 6, b), rng.integers(-2, w + 6, b)],
+                                      1))
+    value = torch.from_numpy(rng.integers(0, 256, size=(b, 3)))
+    _assert_same("vflip", x, lambda: F.vflip(x, sizes, flags))
+    _assert_same("erase", x, lambda: F.erase(x, sizes, boxes, value))
+    _assert_same("erase", x, lambda: F.erase(x, sizes, boxes, 17))
+    _assert_same("rgb_to_grayscale", x, lambda: F.rgb_to_grayscale(x, sizes, flags))
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32, torch.int64])

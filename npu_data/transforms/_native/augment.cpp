@@ -420,4 +420,90 @@ at::Tensor choose(const at::Tensor& mask_in, const at::Tensor& images_in,
   return out;
 }
 
+at::Tensor vflip(const at::Tensor& images_in, const at::Tensor& sizes_in,
+                 const at::Tensor& flip_in) {
+  check_images(images_in, "vflip");
+  const at::Tensor images = images_in.contiguous();
+  const int64_t B = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
+  const at::Tensor sizes = longs(sizes_in), flip = flip_in.to(at::kBool).contiguous();
+  TORCH_CHECK(sizes.size(0) == B && flip.numel() == B, "vflip: sizes and flip_mask need B rows");
+  at::Tensor out = at::empty_like(images);
+  const uint8_t* in_p = images.data_ptr<uint8_t>();
+  uint8_t* out_p = out.data_ptr<uint8_t>();
+  const int64_t* sz = sizes.data_ptr<int64_t>();
+  const bool* fl = flip.data_ptr<bool>();
+  for (int64_t b = 0; b < B; ++b)
+    TORCH_CHECK(!fl[b] || sz[2 * b] <= H, "vflip: sample ", b, "'s valid height ", sz[2 * b],
+                " is over the batch's ", H);
+  parallel_for_samples(B * C, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t b = p / C, h = sz[2 * b];  // whole rows: the padding columns move too
+      for (int64_t r = 0; r < H; ++r) {
+        const int64_t from = fl[b] && r < h ? h - 1 - r : r;
+        std::memcpy(out_p + (p * H + r) * W, in_p + (p * H + from) * W, static_cast<size_t>(W));
+      }
+    }
+  });
+  return out;
+}
+
+at::Tensor erase(const at::Tensor& images_in, const at::Tensor& boxes_in,
+                 const at::Tensor& value_in) {
+  check_images(images_in, "erase");
+  const at::Tensor images = images_in.contiguous();
+  const int64_t B = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
+  const at::Tensor boxes = longs(boxes_in), value = value_in.to(at::kByte).contiguous();
+  TORCH_CHECK(boxes.dim() == 2 && boxes.size(0) == B && boxes.size(1) == 4 &&
+                  value.numel() == B * C,
+              "erase: boxes (B, 4) and value (B, C)");
+  at::Tensor out = images.clone();
+  uint8_t* out_p = out.data_ptr<uint8_t>();
+  const int64_t* bx = boxes.data_ptr<int64_t>();
+  const uint8_t* v = value.data_ptr<uint8_t>();
+  parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {  // rows top <= r < top + height, the same for columns
+      const int64_t* box = bx + 4 * b;
+      const int64_t r0 = std::clamp<int64_t>(box[0], 0, H);
+      const int64_t r1 = std::clamp<int64_t>(wrap_add(box[0], box[2]), r0, H);
+      const int64_t c0 = std::clamp<int64_t>(box[1], 0, W);
+      const int64_t c1 = std::clamp<int64_t>(wrap_add(box[1], box[3]), c0, W);
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t r = r0; r < r1; ++r)
+          std::memset(out_p + ((b * C + c) * H + r) * W + c0, v[b * C + c],
+                      static_cast<size_t>(c1 - c0));
+    }
+  });
+  return out;
+}
+
+at::Tensor rgb_to_grayscale(const at::Tensor& images_in, const at::Tensor& mask_in) {
+  check_images(images_in, "rgb_to_grayscale");
+  TORCH_CHECK(images_in.size(1) == 3, "rgb_to_grayscale: images must have 3 channels");
+  const at::Tensor images = images_in.contiguous();
+  const int64_t B = images.size(0), plane = images.size(2) * images.size(3);
+  const at::Tensor mask = mask_in.to(at::kBool).contiguous();
+  TORCH_CHECK(mask.numel() == B, "rgb_to_grayscale: mask needs B values");
+  at::Tensor out = at::empty_like(images);
+  const uint8_t* in_p = images.data_ptr<uint8_t>();
+  uint8_t* out_p = out.data_ptr<uint8_t>();
+  const bool* m = mask.data_ptr<bool>();
+  parallel_for_samples(B, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const uint8_t* s = in_p + b * 3 * plane;
+      uint8_t* d = out_p + b * 3 * plane;
+      if (!m[b]) {
+        std::memcpy(d, s, static_cast<size_t>(3 * plane));
+        continue;
+      }
+      for (int64_t i = 0; i < plane; ++i) {  // the whole plane, padding included (0 stays 0)
+        const uint8_t g = static_cast<uint8_t>(grey(s[i], s[plane + i], s[2 * plane + i]));
+        d[i] = g;
+        d[plane + i] = g;
+        d[2 * plane + i] = g;
+      }
+    }
+  });
+  return out;
+}
+
 }  // namespace npu_data_native

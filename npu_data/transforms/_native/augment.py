@@ -35,6 +35,20 @@ def choose(mask: torch.Tensor, images: torch.Tensor, others: torch.Tensor) -> to
     return _ops().choose(mask, images, others)
 
 
+def vflip(images: torch.Tensor, sizes: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
+    return _ops().vflip(images, sizes, flip)
+
+
+def erase(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor, value: torch.Tensor
+          ) -> torch.Tensor:
+    return _ops().erase(images, boxes, value.to(torch.uint8))
+
+
+def rgb_to_grayscale(images: torch.Tensor, sizes: torch.Tensor, mask: torch.Tensor
+                     ) -> torch.Tensor:
+    return _ops().rgb_to_grayscale(images, mask)
+
+
 def _identity(batch: int, channels: int) -> torch.Tensor:
     return torch.arange(256, dtype=torch.uint8).view(1, 1, 256).expand(batch, channels, 256)
 

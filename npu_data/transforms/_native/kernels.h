@@ -47,6 +47,11 @@ at::Tensor gaussian_blur(const at::Tensor& images, const at::Tensor& sizes, cons
                          const at::Tensor& wy);
 // Per sample, images where mask (B,) is set, others elsewhere (any dtype; one copy).
 at::Tensor choose(const at::Tensor& mask, const at::Tensor& images, const at::Tensor& others);
+// Top-bottom mirror within each flagged sample's valid height; boxes (B, 4) (top, left, height,
+// width) set to value (B, C); Pillow's L in all 3 channels of each flagged sample.
+at::Tensor vflip(const at::Tensor& images, const at::Tensor& sizes, const at::Tensor& flip_mask);
+at::Tensor erase(const at::Tensor& images, const at::Tensor& boxes, const at::Tensor& value);
+at::Tensor rgb_to_grayscale(const at::Tensor& images, const at::Tensor& mask);
 
 // The hand-written SIMD path each file was built with ("sse2", "neon", ..., or "none").
 const char* transpose_simd();

@@ -51,6 +51,9 @@ TORCH_LIBRARY(npu_data, m) {
   m.def("policy_pixels(Tensor images, Tensor sizes, Tensor luts, Tensor prods, Tensor mode) -> Tensor");
   m.def("gaussian_blur(Tensor images, Tensor sizes, Tensor wx, Tensor wy) -> Tensor");
   m.def("choose(Tensor mask, Tensor images, Tensor others) -> Tensor");
+  m.def("vflip(Tensor images, Tensor sizes, Tensor flip_mask) -> Tensor");
+  m.def("erase(Tensor images, Tensor boxes, Tensor value) -> Tensor");
+  m.def("rgb_to_grayscale(Tensor images, Tensor mask) -> Tensor");
   m.def("color_ops_(Tensor(a!) images, Tensor sizes, Tensor order, Tensor factors, Tensor shifts) -> ()");
 }
 
@@ -72,4 +75,7 @@ TORCH_LIBRARY_IMPL(npu_data, CPU, m) {
   m.impl("policy_pixels", &npu_data_native::policy_pixels);
   m.impl("gaussian_blur", &npu_data_native::gaussian_blur);
   m.impl("choose", &npu_data_native::choose);
+  m.impl("vflip", &npu_data_native::vflip);
+  m.impl("erase", &npu_data_native::erase);
+  m.impl("rgb_to_grayscale", &npu_data_native::rgb_to_grayscale);
 }
