@@ -132,6 +132,11 @@ def _augment_cases(crops: torch.Tensor, csizes: torch.Tensor, small: np.ndarray,
     f_np = rng.uniform(0.1, 1.9, b).astype(np.float32)
     factors = torch.from_numpy(f_np).to(d)
     bits, sigmas = rng.integers(2, 8, b), rng.uniform(0.5, 2.0, b).astype(np.float32)
+    flip_np = rng.random(b) < 0.5
+    flips = torch.from_numpy(flip_np).to(d)
+    erase_np = np.stack([rng.integers(0, 112, b), rng.integers(0, 112, b),
+                         rng.integers(20, 112, b), rng.integers(20, 112, b)], 1)
+    erase_t = torch.from_numpy(erase_np).to(d)
     # TrivialAugmentWide's op mix: one op id per sample (Identity .. Equalize)
     op_ids = rng.integers(0, 14, b)
     levels = np.where(op_ids == F.POLICY_OPS.index("Posterize"), bits, 128)
@@ -152,6 +157,13 @@ def _augment_cases(crops: torch.Tensor, csizes: torch.Tensor, small: np.ndarray,
          lambda: [R.posterize(small[i], int(bits[i])) for i in range(b)]),
         ("adjust_sharpness", lambda: F.adjust_sharpness(crops, csizes, factors),
          lambda: [R.adjust_sharpness(small[i], float(f_np[i])) for i in range(b)]),
+        ("rgb_to_grayscale", lambda: F.rgb_to_grayscale(crops, csizes, flips),
+         lambda: [R.rgb_to_grayscale(small[i]) if flip_np[i] else small[i].copy()
+                  for i in range(b)]),
+        ("vflip", lambda: F.vflip(crops, csizes, flips),
+         lambda: [RG.vflip(small[i], bool(flip_np[i])) for i in range(b)]),
+        ("erase (RandomErasing's box)", lambda: F.erase(crops, csizes, erase_t, 0),
+         lambda: [R.erase(small[i], tuple(erase_np[i]), 0) for i in range(b)]),
         ("policy_step (TrivialAugmentWide's pixel ops)",
          lambda: F.policy_step(crops, csizes, ops_t, factors, levels_t), lambda: None)]
     return cases

@@ -8,7 +8,7 @@ Inputs come from numpy's PCG64 (the same numbers on every platform): noise, grad
 edges; crops that enlarge and shrink, take either pass order, and end inside and on the 16-pixel
 tiles of the transposes; each filter (bilinear, bicubic, Lanczos); the augmentation kernels
 (warps through tables of fixed maps, histograms, contrast keys, each auto-augment pixel mode,
-the blur with fixed weights) on padded samples. Every input is made with exact arithmetic
+the blur with fixed weights, vflip, grayscale, erase, choose) on padded samples. Every input is made with exact arithmetic
 only (no sin, cos or exp, whose last bit may differ between platforms' libraries).
 """
 
@@ -134,6 +134,13 @@ def _augment_cases(ops: Any, images: torch.Tensor, rng: np.random.Generator
     for mode, name in enumerate(("table", "Color", "Sharpness")):
         modes = torch.full((b,), mode, dtype=torch.int64)
         yield f"policy_pixels {name}", ops.policy_pixels(images, sizes, luts, prods, modes)
+    flags = torch.tensor([i % 2 == 0 for i in range(b)])
+    yield "vflip", ops.vflip(images, sizes, flags)
+    yield "rgb_to_grayscale", ops.rgb_to_grayscale(images, flags)
+    boxes = torch.tensor([[-3, 10, 50, 500], [100, -7, 400, 30], [5, 5, 0, 9], [280, 390, 9, 9]],
+                         dtype=torch.int64)[torch.arange(b) % 4]
+    yield "erase", ops.erase(images, boxes, luts[:, :, 0])
+    yield "choose", ops.choose(flags, images, images.flip(0))
     for kx, ky in ((1, 3), (9, 5), (23, 23)):
         wx = rng.integers(1, 1000, size=(b, kx)).astype(np.float32)
         wy = rng.integers(1, 1000, size=(b, ky)).astype(np.float32)
