@@ -8,8 +8,9 @@ Inputs come from numpy's PCG64 (the same numbers on every platform): noise, grad
 edges; crops that enlarge and shrink, take either pass order, and end inside and on the 16-pixel
 tiles of the transposes; each filter (bilinear, bicubic, Lanczos); the augmentation kernels
 (warps through tables of fixed maps, histograms, contrast keys, each auto-augment pixel mode,
-the blur with fixed weights, vflip, grayscale, erase, choose) on padded samples. Every input is made with exact arithmetic
-only (no sin, cos or exp, whose last bit may differ between platforms' libraries).
+the blur with fixed weights, vflip, grayscale, erase, choose) on padded samples. Every input
+is made with exact arithmetic only (no sin, cos or exp, whose last bit may differ between
+platforms' libraries).
 """
 
 from __future__ import annotations
