@@ -183,7 +183,7 @@ def test_policy_step_equals_the_torch_kernel(seed: int) -> None:
     _assert_same("policy_step", x, lambda: F.policy_step(x, sizes, ops, factors, levels))
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(16))
 def test_gaussian_blur_equals_the_torch_kernel(seed: int) -> None:
     rng = np.random.default_rng(500 + seed)
     b = int(rng.integers(1, 6))
