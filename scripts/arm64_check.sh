@@ -5,7 +5,8 @@
 #   1. the same output bytes as this x86-64 machine's build, kernel by kernel
 #      (npu_data.tools.kernel_digest), for the native, portable and scalar builds;
 #   2. `npu-data parity --device cpu`: 0 levels against Pillow (running on aarch64 too);
-#   3. the kernel and codec tests (tests/transforms/test_native.py, tests/codecs).
+#   3. the kernel and codec tests (tests/transforms/test_native.py, test_native_augment.py,
+#      test_simd_builds.py, tests/codecs).
 # Nothing global is touched: the root lives in the cache, qemu is registered in a private
 # binfmt_misc of a private user+mount+pid namespace (Linux >= 6.7), /proc/cpuinfo and the CPU's
 # sysfs ID register are a Kunpeng 920's. Emulated timings mean nothing; instruction counts per
@@ -192,7 +193,8 @@ parity_inside() { chrooted sh -c 'cd /work/npu-data && python3 -m npu_data.cli p
 
 tests_inside() {
   chrooted sh -c 'cd /work/npu-data && python3 -m pytest -q -p no:cacheprovider -o addopts="" \
-    tests/transforms/test_native.py tests/transforms/test_simd_builds.py tests/codecs'
+    tests/transforms/test_native.py tests/transforms/test_native_augment.py \
+    tests/transforms/test_simd_builds.py tests/codecs'
 }
 
 # Instructions per image of each kernel, by build: the root's python run by the dynamic

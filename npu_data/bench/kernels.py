@@ -1,6 +1,7 @@
 """Per-kernel cost: device kernels on a batch vs the per-sample CPU versions (ms per image).
 
-    python -m npu_data.bench.kernels [--device cpu] [--batch 64] [--repeats 3] [--out results.json]
+    python -m npu_data.bench.kernels [--device cpu] [--batch 64] [--repeats 3] [--clock wall|cpu]
+                                     [--out results.json]
     python -m npu_data.bench.kernels --costs [--out costs.json]
 
 ``--costs``: device ops per batch and peak device memory per kernel, counted on the host
@@ -14,8 +15,10 @@ default kernels are the compiled ones; the "torch kernels" column times the pure
 kernels (what runs on CUDA/NPU) on the same CPU. The last rows are whole transforms:
 ColorJitter(0.4, 0.4, 0.4, 0.1) in per-sample random order, and the bench's Compose
 (RandomResizedCrop(224) + that jitter + flip) on the 500x375 batch, against the same
-per-sample Pillow ops; the last row times the keyed host draw of that Compose's
-parameters against drawing them on the device with a generator.
+per-sample Pillow ops. The augmentation rows run TrivialAugmentWide's kernels (rotate, the
+pixel ops, one auto-augment step with a random op per sample) and the blur on the 224x224
+crops, and TrivialAugmentWide whole on them. The last row times the keyed host draw of that
+Compose's parameters against drawing them on the device with a generator.
 """
 
 from __future__ import annotations
@@ -36,21 +39,31 @@ from npu_data.transforms import functional as F
 from npu_data.transforms import reference as R
 from npu_data.transforms.replay import replay_reference
 
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
-def _time(fn: Callable[[], Any], repeats: int, sync: Callable[[], None]) -> float:
+
+def _time(fn: Callable[[], Any], repeats: int, sync: Callable[[], None],
+          clock: Callable[[], float] = time.perf_counter) -> float:
     fn()
     sync()
     runs = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
         sync()
-        runs.append(time.perf_counter() - t0)
+        runs.append(clock() - t0)
     return statistics.median(runs)
 
 
-def run(device: str = "cpu", batch: int = 64, repeats: int = 3, seed: int = 0) -> list[dict[str, Any]]:
-    """Measure every kernel; returns rows with ms/image for the batch kernel and the reference."""
+_NO_REFERENCE = ("normalize (float32)", "policy_step (TrivialAugmentWide's pixel ops)")
+
+
+def run(device: str = "cpu", batch: int = 64, repeats: int = 3, seed: int = 0,
+        clock: str = "wall") -> list[dict[str, Any]]:
+    """Measure every kernel; returns rows with ms/image for the batch kernel and the reference.
+    ``clock="cpu"``: the process's CPU time (all its threads) instead of wall time: steadier
+    on a shared host, not for device kernels (their time is the device's)."""
+    tick = CLOCKS[clock]
     d = dev.resolve_device(device)
     rng = np.random.default_rng(seed)
     big = rng.integers(0, 256, (batch, 375, 500, 3), dtype=np.uint8)
@@ -88,32 +101,86 @@ def run(device: str = "cpu", batch: int = 64, repeats: int = 3, seed: int = 0) -
         ("normalize (float32)", lambda: F.normalize(crops, [0.485, 0.456, 0.406],
                                                     [0.229, 0.224, 0.225]), lambda: None),
     ]
+    cases += _augment_cases(crops, csizes, small, rng)
     cases += _transform_cases(x, sizes, crops, csizes, big, small)
     compiled = backends.compiled_for(x)
     rows = []
     for name, kernel, ref in cases:
-        k = _time(kernel, repeats, sync) / batch * 1e3
+        k = _time(kernel, repeats, sync, tick) / batch * 1e3
         kt = float("nan")
         if compiled:
             with backends.torch_kernels():
-                kt = _time(kernel, repeats, sync) / batch * 1e3
-        r = _time(ref, repeats, lambda: None) / batch * 1e3 if name != "normalize (float32)" else float("nan")
+                kt = _time(kernel, repeats, sync, tick) / batch * 1e3
+        r = (_time(ref, repeats, lambda: None, tick) / batch * 1e3 if name not in _NO_REFERENCE
+             else float("nan"))
         rows.append({"kernel": name, "device": str(d), "batch_ms_per_image": k,
                      "torch_kernels_ms_per_image": kt,
                      "reference_ms_per_image": r, "speedup": r / k if k > 0 else float("nan")})
     return rows
 
 
+def _augment_cases(crops: torch.Tensor, csizes: torch.Tensor, small: np.ndarray,
+                   rng: np.random.Generator
+                   ) -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]:
+    """The augmentation kernels on the 224x224 crops (TrivialAugmentWide's ops, the blur),
+    against the per-sample Pillow ops (the blur's reference: torchvision's float32 kernel)."""
+    from npu_data.transforms import reference_geometric as RG
+
+    b, d = crops.shape[0], crops.device
+    angles = rng.uniform(-30.0, 30.0, b)
+    angle = torch.from_numpy(angles)
+    f_np = rng.uniform(0.1, 1.9, b).astype(np.float32)
+    factors = torch.from_numpy(f_np).to(d)
+    bits, sigmas = rng.integers(2, 8, b), rng.uniform(0.5, 2.0, b).astype(np.float32)
+    flip_np = rng.random(b) < 0.5
+    flips = torch.from_numpy(flip_np).to(d)
+    erase_np = np.stack([rng.integers(0, 112, b), rng.integers(0, 112, b),
+                         rng.integers(20, 112, b), rng.integers(20, 112, b)], 1)
+    erase_t = torch.from_numpy(erase_np).to(d)
+    # TrivialAugmentWide's op mix: one op id per sample (Identity .. Equalize)
+    op_ids = rng.integers(0, 14, b)
+    levels = np.where(op_ids == F.POLICY_OPS.index("Posterize"), bits, 128)
+    ops_t, levels_t = torch.from_numpy(op_ids), torch.from_numpy(levels)
+    def rotate(interp: str) -> tuple[str, Callable[[], Any], Callable[[], Any]]:
+        return (f"rotate ({interp})", lambda: F.rotate(crops, csizes, angle, interp),
+                lambda: [RG.rotate(small[i], float(angles[i]), interp) for i in range(b)])
+
+    cases = [rotate("nearest"), rotate("bilinear")]
+    cases += [
+        ("gaussian_blur 9x9", lambda: F.gaussian_blur(crops, csizes, 9, torch.from_numpy(sigmas)),
+         lambda: [R.gaussian_blur(small[i], 9, float(sigmas[i])) for i in range(b)]),
+        ("equalize", lambda: F.equalize(crops, csizes),
+         lambda: [R.equalize(small[i]) for i in range(b)]),
+        ("autocontrast", lambda: F.autocontrast(crops, csizes),
+         lambda: [R.autocontrast(small[i]) for i in range(b)]),
+        ("posterize", lambda: F.posterize(crops, csizes, torch.from_numpy(bits)),
+         lambda: [R.posterize(small[i], int(bits[i])) for i in range(b)]),
+        ("adjust_sharpness", lambda: F.adjust_sharpness(crops, csizes, factors),
+         lambda: [R.adjust_sharpness(small[i], float(f_np[i])) for i in range(b)]),
+        ("rgb_to_grayscale", lambda: F.rgb_to_grayscale(crops, csizes, flips),
+         lambda: [R.rgb_to_grayscale(small[i]) if flip_np[i] else small[i].copy()
+                  for i in range(b)]),
+        ("vflip", lambda: F.vflip(crops, csizes, flips),
+         lambda: [RG.vflip(small[i], bool(flip_np[i])) for i in range(b)]),
+        ("erase (RandomErasing's box)", lambda: F.erase(crops, csizes, erase_t, 0),
+         lambda: [R.erase(small[i], tuple(erase_np[i]), 0) for i in range(b)]),
+        ("policy_step (TrivialAugmentWide's pixel ops)",
+         lambda: F.policy_step(crops, csizes, ops_t, factors, levels_t), lambda: None)]
+    return cases
+
+
 def _transform_cases(x: torch.Tensor, sizes: torch.Tensor, crops: torch.Tensor,
                      csizes: torch.Tensor, big: np.ndarray, small: np.ndarray
                      ) -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]:
     from npu_data.tools.baseline import augmentation
-    from npu_data.transforms import ColorJitter
+    from npu_data.transforms import ColorJitter, TrivialAugmentWide
     from npu_data.transforms.draws import sample_keys
 
     out: list[tuple[str, Callable[[], Any], Callable[[], Any]]] = []
     for name, t, batch, images in (
             ("ColorJitter(0.4,0.4,0.4,0.1), random order", ColorJitter(0.4, 0.4, 0.4, 0.1),
+             {"image": crops, "sizes": csizes}, small),
+            ("TrivialAugmentWide (224x224)", TrivialAugmentWide(),
              {"image": crops, "sizes": csizes}, small),
             ("Compose: crop 224 + jitter + flip", augmentation(224), {"image": x, "sizes": sizes},
              big)):
@@ -230,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                   help="wall time, or the process's CPU time (steadier on a shared host)")
     p.add_argument("--out", default=None, help="write the rows as JSON here")
     p.add_argument("--costs", action="store_true",
                    help="count device ops and peak device memory instead of timing")
@@ -241,8 +310,9 @@ def main(argv: list[str] | None = None) -> int:
             with open(a.out, "wb") as fh:
                 fh.write(orjson.dumps(cost_rows, option=orjson.OPT_INDENT_2))
         return 0
-    rows = run(a.device, a.batch, a.repeats)
-    print(f"torch threads: {torch.get_num_threads()}, device: {dev.describe(dev.resolve_device(a.device))}")
+    rows = run(a.device, a.batch, a.repeats, clock=a.clock)
+    print(f"torch threads: {torch.get_num_threads()}, device: "
+          f"{dev.describe(dev.resolve_device(a.device))}, clock: {a.clock}")
     print("| kernel | batch kernel ms/img | torch kernels ms/img | per-sample Pillow ms/img | "
           "Pillow / batch kernel |")
     print("|---|---:|---:|---:|---:|")

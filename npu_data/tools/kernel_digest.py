@@ -6,7 +6,11 @@ two builds — x86-64 and aarch64, or the native, portable and scalar SIMD build
 ``python -m npu_data.tools.kernel_digest`` prints ``{"build": ..., "digests": {case: sha}}``.
 Inputs come from numpy's PCG64 (the same numbers on every platform): noise, gradients and hard
 edges; crops that enlarge and shrink, take either pass order, and end inside and on the 16-pixel
-tiles of the transposes; each filter (bilinear, bicubic, Lanczos).
+tiles of the transposes; each filter (bilinear, bicubic, Lanczos); the augmentation kernels
+(warps through tables of fixed maps, histograms, contrast keys, each auto-augment pixel mode,
+the blur with fixed weights, vflip, grayscale, erase, choose) on padded samples. Every input
+is made with exact arithmetic only (no sin, cos or exp, whose last bit may differ between
+platforms' libraries).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import numpy as np
 import torch
 
 from npu_data.transforms import backends
+from npu_data.transforms._kernels import pixel, warp_tables
 from npu_data.transforms.backends import normalize_table, vertical_first_rule
 
 # (top, left, height, width) -> (out_h, out_w): shrink 4x, enlarge, one axis each way, odd sizes
@@ -106,6 +111,45 @@ def _colour_cases(ops: Any, images: torch.Tensor, rng: np.random.Generator
                    ops.normalize(images, table, channels_last))
 
 
+# inverse maps (Pillow's six coefficients): a shear with a shift, a 2x zoom, a quarter turn
+# with a 0.75 scale, a mirror; exact binary fractions, so the tables are the same everywhere
+_MAPS = [(1.0, 0.25, -3.5, 0.0, 1.0, 2.0), (0.5, 0.0, 40.0, 0.0, 0.5, 30.0),
+         (0.0, -0.75, 250.0, 0.75, 0.0, -20.0), (-1.0, 0.0, 399.0, 0.125, 1.0, 0.0)]
+
+
+def _augment_cases(ops: Any, images: torch.Tensor, rng: np.random.Generator
+                   ) -> Iterator[tuple[str, torch.Tensor]]:
+    b, c, h, w = images.shape
+    sizes = torch.tensor([[h - 3 * i, w - 5 * i] for i in range(b)], dtype=torch.int64)
+    m = np.array([_MAPS[i % len(_MAPS)] for i in range(b)], dtype=np.float64)
+    fill = torch.tensor([7, 128, 250], dtype=torch.uint8)
+    for name, tables in (("nearest", warp_tables.nearest_tables(m, 224, 160)),
+                         ("bilinear", warp_tables.bilinear_tables(m, 224, 160))):
+        out_sizes = torch.tensor([[224 - i, 160 - 2 * i] for i in range(b)], dtype=torch.int64)
+        yield (f"warp {name} 224x160", ops.warp(images, sizes, out_sizes,
+               *(torch.from_numpy(t) for t in tables), name == "bilinear", fill))
+    yield "histograms", ops.histograms(images, sizes)
+    yield "contrast_keys", ops.contrast_keys(images, sizes)
+    luts = torch.from_numpy(rng.integers(0, 256, size=(b, c, 256), dtype=np.uint8))
+    prods = pixel.blend_products(torch.from_numpy(rng.uniform(0.0, 2.0, b).astype(np.float32)))
+    for mode, name in enumerate(("table", "Color", "Sharpness")):
+        modes = torch.full((b,), mode, dtype=torch.int64)
+        yield f"policy_pixels {name}", ops.policy_pixels(images, sizes, luts, prods, modes)
+    flags = torch.tensor([i % 2 == 0 for i in range(b)])
+    yield "vflip", ops.vflip(images, sizes, flags)
+    yield "rgb_to_grayscale", ops.rgb_to_grayscale(images, flags)
+    boxes = torch.tensor([[-3, 10, 50, 500], [100, -7, 400, 30], [5, 5, 0, 9], [280, 390, 9, 9]],
+                         dtype=torch.int64)[torch.arange(b) % 4]
+    yield "erase", ops.erase(images, boxes, luts[:, :, 0])
+    yield "choose", ops.choose(flags, images, images.flip(0))
+    for kx, ky in ((1, 3), (9, 5), (23, 23)):
+        wx = rng.integers(1, 1000, size=(b, kx)).astype(np.float32)
+        wy = rng.integers(1, 1000, size=(b, ky)).astype(np.float32)
+        wx, wy = wx / wx.sum(1, keepdims=True), wy / wy.sum(1, keepdims=True)
+        yield (f"gaussian_blur {kx}x{ky}",
+               ops.gaussian_blur(images, sizes, torch.from_numpy(wx), torch.from_numpy(wy)))
+
+
 def digests(seed: int = 0) -> dict[str, str]:
     """The sha256 (first 20 hex digits) of each case's output bytes with the loaded build.
 
@@ -118,6 +162,7 @@ def digests(seed: int = 0) -> dict[str, str]:
     rng = np.random.default_rng(seed)
     images = _images(rng, 4, 300, 400)
     cases = list(_crop_cases(ops, images)) + list(_colour_cases(ops, images, rng))
+    cases += list(_augment_cases(ops, images, rng))
     return {name: _sha(out) for name, out in cases}
 
 

@@ -29,6 +29,7 @@ from npu_data.transforms._kernels import (
     pixel,
     warp,
 )
+from npu_data.transforms._native import augment as compiled_augment
 from npu_data.transforms._native import backend as compiled
 
 COMPILED, TORCH = "compiled", "torch"
@@ -59,20 +60,21 @@ TABLE: dict[str, Kernel] = {
     "adjust_hue_direct": Kernel(color.adjust_hue_direct),  # a host reference: torch only
     "color_jitter": Kernel(jitter.color_jitter, compiled.color_jitter),
     "normalize": Kernel(layout.normalize, compiled.normalize, compiled_takes=_uint8),
-    # the pixel augmentations: torch kernels on every device
-    "rgb_to_grayscale": Kernel(pixel.rgb_to_grayscale),
-    "erase": Kernel(pixel.erase),
-    "lut_op": Kernel(pixel.lut_op),
-    "adjust_sharpness": Kernel(pixel.adjust_sharpness),
-    "gaussian_blur": Kernel(blur.gaussian_blur),
-    "policy_step": Kernel(pixel.policy_step),
+    # the augmentations: compiled per-pixel passes on the CPU, torch kernels elsewhere
+    "rgb_to_grayscale": Kernel(pixel.rgb_to_grayscale, compiled_augment.rgb_to_grayscale),
+    "erase": Kernel(pixel.erase, compiled_augment.erase),
+    "lut_op": Kernel(pixel.lut_op, compiled_augment.lut_op),
+    "adjust_sharpness": Kernel(pixel.adjust_sharpness, compiled_augment.adjust_sharpness),
+    "gaussian_blur": Kernel(blur.gaussian_blur, compiled_augment.gaussian_blur),
+    "policy_step": Kernel(pixel.policy_step, compiled_augment.policy_step),
     "permute_channels": Kernel(mixing.permute_channels),
-    "choose": Kernel(mixing.choose),
+    "choose": Kernel(mixing.choose, compiled_augment.choose),
     "mixup": Kernel(mixing.mixup),
     "cutmix": Kernel(mixing.cutmix),
     "soft_labels": Kernel(mixing.soft_labels),
-    "warp": Kernel(warp.warp),  # affine, rotate, pad and crop: host tables, torch ops
-    "vflip": Kernel(warp.vflip),
+    # affine, rotate, pad and crop: host tables, then one pass over the pixels
+    "warp": Kernel(warp.warp, compiled_augment.warp),
+    "vflip": Kernel(warp.vflip, compiled_augment.vflip),
 }
 
 

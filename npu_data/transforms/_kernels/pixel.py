@@ -13,6 +13,7 @@ comes out 0.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -259,6 +260,23 @@ def adjust_sharpness(images: torch.Tensor, sizes: torch.Tensor, factors: torch.T
     return _zero_padding(out, valid_mask(sizes, height, width, images.device))
 
 
+def lut_tables(op: str, batch: int, channels: int, device: torch.device,
+               level: torch.Tensor | None, hist: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """(B, C, 256) uint8 tables of one table op (see :func:`lut_op`); ``hist()`` gives the
+    histograms (:func:`histograms`) where the op needs them."""
+    if op == "posterize":
+        assert level is not None
+        return posterize_luts(to_device(level, device), channels)
+    if op == "solarize":
+        assert level is not None
+        return solarize_luts(to_device(level, device), channels)
+    if op == "invert":
+        return invert_luts(batch, device, channels)
+    if op == "equalize":
+        return equalize_luts(hist())
+    return autocontrast_luts(hist())
+
+
 def lut_op(images: torch.Tensor, sizes: torch.Tensor, op: str,
            level: torch.Tensor | None = None) -> torch.Tensor:
     """One table op for the whole batch: ``posterize`` (``level`` bits), ``solarize``
@@ -266,27 +284,38 @@ def lut_op(images: torch.Tensor, sizes: torch.Tensor, op: str,
     b, c, height, width = images.shape
     dev = images.device
     valid = valid_mask(sizes, height, width, dev)
-    if op == "posterize":
-        assert level is not None
-        luts = posterize_luts(to_device(level, dev), c)
-    elif op == "solarize":
-        assert level is not None
-        luts = solarize_luts(to_device(level, dev), c)
-    elif op == "invert":
-        luts = invert_luts(b, dev, c)
-    elif op == "equalize":
-        luts = equalize_luts(histograms(images, valid))
-    else:
-        luts = autocontrast_luts(histograms(images, valid))
+    luts = lut_tables(op, b, c, dev, level, lambda: histograms(images, valid))
     return apply_luts(images, luts, valid)
 
 
 # --- one auto-augment step ----------------------------------------------------------------------
-def _present(ops: torch.Tensor, *names: str) -> bool:
+def present(ops: torch.Tensor, *names: str) -> bool:
     """Whether any sample runs one of ``names`` (always True when ``ops`` cannot be read)."""
     if not host_values(ops):
         return True
     return bool(torch.isin(ops, torch.tensor([_OP[n] for n in names])).any())
+
+
+def policy_luts(op: torch.Tensor, prods: torch.Tensor, levels: torch.Tensor,
+                keys: torch.Tensor | None, hist: torch.Tensor | None, channels: int
+                ) -> torch.Tensor:
+    """(B, C, 256) uint8: each sample's table for its op ``op (B,)`` (the identity for Color,
+    Sharpness and the geometric ops), from the blend products ``prods``
+    (:func:`blend_products`), ``levels (B,)``, the contrast ``keys (B,)`` and the histograms
+    ``hist (B, C, 256)`` (None where no sample runs Contrast, or AutoContrast / Equalize)."""
+    b, dev = op.shape[0], op.device
+    ident = torch.arange(256, device=dev, dtype=torch.uint8).view(1, 1, 256).expand(
+        b, channels, 256)
+    cands: list[torch.Tensor | None] = [
+        ident, blend_luts(torch.zeros(b, dtype=torch.int64, device=dev), prods, channels),
+        blend_luts(keys, prods, channels) if keys is not None else None,
+        posterize_luts(levels.clamp(0, 8), channels),
+        solarize_luts(levels.to(torch.float32), channels),
+        autocontrast_luts(hist) if hist is not None else None,
+        equalize_luts(hist) if hist is not None else None, invert_luts(b, dev, channels)]
+    stacked = torch.stack([t if t is not None else ident for t in cands], 1)  # (B, 8, C, 256)
+    pick = to_device(_LUT_OF_OP, dev)[op].view(b, 1, 1, 1).expand(b, 1, channels, 256)
+    return torch.gather(stacked, 1, pick)[:, 0]
 
 
 def policy_step(images: torch.Tensor, sizes: torch.Tensor, ops: torch.Tensor,
@@ -301,27 +330,19 @@ def policy_step(images: torch.Tensor, sizes: torch.Tensor, ops: torch.Tensor,
     f = to_device(factors, dev).to(torch.float32)
     lvl = to_device(levels, dev).to(torch.int64)
     valid = valid_mask(sizes, height, width, dev)
-    per_pixel = _present(ops, "Color", "Sharpness")  # the blends that are not tables
-    x = images.to(torch.int32) if per_pixel or _present(ops, "Contrast") else images
-    lum = grey(x) if _present(ops, "Contrast", "Color") else None
+    per_pixel = present(ops, "Color", "Sharpness")  # the blends that are not tables
+    x = images.to(torch.int32) if per_pixel or present(ops, "Contrast") else images
+    lum = grey(x) if present(ops, "Contrast", "Color") else None
     prods = blend_products(f)
-    ident = torch.arange(256, device=dev, dtype=torch.uint8).view(1, 1, 256).expand(b, c, 256)
-    cands: list[torch.Tensor | None] = [ident,
-             blend_luts(torch.zeros(b, dtype=torch.int64, device=dev), prods, c),
-             blend_luts(contrast_keys(lum, valid), prods, c) if lum is not None else None,
-             posterize_luts(lvl.clamp(0, 8), c), solarize_luts(lvl.to(torch.float32), c)]
-    hist = histograms(images, valid) if _present(ops, "AutoContrast", "Equalize") else None
-    cands += [autocontrast_luts(hist) if hist is not None else None,
-              equalize_luts(hist) if hist is not None else None, invert_luts(b, dev, c)]
-    stacked = torch.stack([t if t is not None else ident for t in cands], 1)  # (B, 8, 3, 256)
-    pick = to_device(_LUT_OF_OP, dev)[op].view(b, 1, 1, 1).expand(b, 1, c, 256)
-    out = apply_luts(images, torch.gather(stacked, 1, pick)[:, 0], valid)
+    keys = contrast_keys(lum, valid) if lum is not None else None
+    hist = histograms(images, valid) if present(ops, "AutoContrast", "Equalize") else None
+    out = apply_luts(images, policy_luts(op, prods, lvl, keys, hist, c), valid)
     if not per_pixel:
         return out
-    if lum is not None and _present(ops, "Color"):
+    if lum is not None and present(ops, "Color"):
         color = blend_pixels(lum, x, prods)
         out = torch.where((op == _OP["Color"]).view(b, 1, 1, 1), color, out)
-    if _present(ops, "Sharpness"):
+    if present(ops, "Sharpness"):
         sharp = blend_pixels(smooth(x, sizes), x, prods)
         out = torch.where((op == _OP["Sharpness"]).view(b, 1, 1, 1), sharp, out)
     return _zero_padding(out, valid)

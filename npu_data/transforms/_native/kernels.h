@@ -31,6 +31,28 @@ void color_ops_(at::Tensor& images, const at::Tensor& sizes, const at::Tensor& o
                 const at::Tensor& factors, const at::Tensor& shifts);
 at::Tensor normalize(const at::Tensor& images, const at::Tensor& table, bool channels_last);
 
+// The augmentation kernels (augment.cpp), equal to their torch kernels byte for byte: the
+// affine warp through fixed-point source tables (B, w) / (B, h) (transforms/_kernels/warp.py),
+// per-channel histograms (B, C, 256) and Pillow's contrast keys of the valid pixels, one
+// auto-augment pixel step per sample (mode 0 its table, 1 Color, 2 Sharpness) and the
+// separable float32 Gaussian blur with per-sample weights.
+at::Tensor warp(const at::Tensor& images, const at::Tensor& sizes, const at::Tensor& out_sizes,
+                const at::Tensor& col_x, const at::Tensor& row_x, const at::Tensor& col_y,
+                const at::Tensor& row_y, bool bilinear, const at::Tensor& fill);
+at::Tensor histograms(const at::Tensor& images, const at::Tensor& sizes);
+at::Tensor contrast_keys(const at::Tensor& images, const at::Tensor& sizes);
+at::Tensor policy_pixels(const at::Tensor& images, const at::Tensor& sizes, const at::Tensor& luts,
+                         const at::Tensor& prods, const at::Tensor& mode);
+at::Tensor gaussian_blur(const at::Tensor& images, const at::Tensor& sizes, const at::Tensor& wx,
+                         const at::Tensor& wy);
+// Per sample, images where mask (B,) is set, others elsewhere (any dtype; one copy).
+at::Tensor choose(const at::Tensor& mask, const at::Tensor& images, const at::Tensor& others);
+// Top-bottom mirror within each flagged sample's valid height; boxes (B, 4) (top, left, height,
+// width) set to value (B, C); Pillow's L in all 3 channels of each flagged sample.
+at::Tensor vflip(const at::Tensor& images, const at::Tensor& sizes, const at::Tensor& flip_mask);
+at::Tensor erase(const at::Tensor& images, const at::Tensor& boxes, const at::Tensor& value);
+at::Tensor rgb_to_grayscale(const at::Tensor& images, const at::Tensor& mask);
+
 // The hand-written SIMD path each file was built with ("sse2", "neon", ..., or "none").
 const char* transpose_simd();
 const char* byte_tables_simd();

@@ -45,6 +45,15 @@ TORCH_LIBRARY(npu_data, m) {
   m.def("color_ops(Tensor images, Tensor sizes, Tensor order, Tensor factors, Tensor shifts) -> Tensor");
   m.def("hflip_(Tensor(a!) images, Tensor sizes, Tensor flip_mask) -> ()");
   m.def("simd_paths() -> str");
+  m.def("warp(Tensor images, Tensor sizes, Tensor out_sizes, Tensor col_x, Tensor row_x, Tensor col_y, Tensor row_y, bool bilinear, Tensor fill) -> Tensor");
+  m.def("histograms(Tensor images, Tensor sizes) -> Tensor");
+  m.def("contrast_keys(Tensor images, Tensor sizes) -> Tensor");
+  m.def("policy_pixels(Tensor images, Tensor sizes, Tensor luts, Tensor prods, Tensor mode) -> Tensor");
+  m.def("gaussian_blur(Tensor images, Tensor sizes, Tensor wx, Tensor wy) -> Tensor");
+  m.def("choose(Tensor mask, Tensor images, Tensor others) -> Tensor");
+  m.def("vflip(Tensor images, Tensor sizes, Tensor flip_mask) -> Tensor");
+  m.def("erase(Tensor images, Tensor boxes, Tensor value) -> Tensor");
+  m.def("rgb_to_grayscale(Tensor images, Tensor mask) -> Tensor");
   m.def("color_ops_(Tensor(a!) images, Tensor sizes, Tensor order, Tensor factors, Tensor shifts) -> ()");
 }
 
@@ -60,4 +69,13 @@ TORCH_LIBRARY_IMPL(npu_data, CPU, m) {
   m.impl("hflip_", &npu_data_native::hflip_);
   m.impl("color_ops_", &npu_data_native::color_ops_);
   m.impl("normalize", &npu_data_native::normalize);
+  m.impl("warp", &npu_data_native::warp);
+  m.impl("histograms", &npu_data_native::histograms);
+  m.impl("contrast_keys", &npu_data_native::contrast_keys);
+  m.impl("policy_pixels", &npu_data_native::policy_pixels);
+  m.impl("gaussian_blur", &npu_data_native::gaussian_blur);
+  m.impl("choose", &npu_data_native::choose);
+  m.impl("vflip", &npu_data_native::vflip);
+  m.impl("erase", &npu_data_native::erase);
+  m.impl("rgb_to_grayscale", &npu_data_native::rgb_to_grayscale);
 }
