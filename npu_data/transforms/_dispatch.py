@@ -62,6 +62,7 @@ TABLE: dict[str, Kernel] = {
     # the pixel augmentations: torch kernels on every device
     "rgb_to_grayscale": Kernel(pixel.rgb_to_grayscale),
     "erase": Kernel(pixel.erase),
+    "erase_noise": Kernel(pixel.erase_noise),
     "lut_op": Kernel(pixel.lut_op),
     "adjust_sharpness": Kernel(pixel.adjust_sharpness),
     "gaussian_blur": Kernel(blur.gaussian_blur),
