@@ -15,10 +15,13 @@ from npu_data.bench import recipe
 
 def test_the_recipe_bench_runs_and_ours_matches_its_reference(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert recipe.main(["--quick", "--work-dir", str(tmp_path)]) == 0
+    assert recipe.main(["--quick", "--stages", "--work-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "max 0.00 levels, 0.00% of values" in out
     assert out.count("img/s") == 2 and "ratio" in out
+    stages = out.split("ours by stage")[1].splitlines()[1:]
+    assert len(stages) == 6 and "TrivialAugmentWide" in stages[2] and "MixUp" in stages[5]
+    assert all(float(line.split()[0]) > 0 for line in stages)
 
 
 def _batch(index: list[int], classes: int = 7) -> dict[str, torch.Tensor]:

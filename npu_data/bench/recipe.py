@@ -3,7 +3,7 @@ ours batched, 224 px, the same JPEGs, batch size and worker count.
 
     python -m npu_data.bench.recipe [--images 512] [--width 500] [--height 375] [--crop 224]
                                     [--batch-size 64] [--workers 2] [--epochs 3]
-                                    [--classes 1000] [--device auto]
+                                    [--classes 1000] [--device auto] [--stages]
     python -m npu_data.bench.recipe --quick      # tiny sizes: checks that it runs and agrees
 
 baseline: torch DataLoader over the JPEG files (``npu_data.bench.datasets``), Pillow decode,
@@ -23,7 +23,8 @@ ours:     npu_data ``DataLoader`` over the encoded shards of the same JPEGs, key
 Labels are ``index % classes`` for both. The draws differ (torch's RNG against our keyed
 draws), so the two rows do the same kind of work, not the same pixels; ours' first batch is
 checked against our own per-sample Pillow reference instead (before the mixing). Epochs are
-interleaved (one warm-up each); the median, the spread and the ratio are printed.
+interleaved (one warm-up each); the median, the spread and the ratio are printed;
+``--stages`` adds ours' time per stage on one batch in this process (where the time goes).
 """
 
 from __future__ import annotations
@@ -212,6 +213,45 @@ def agreement(loader: Any, shards: Path, crop: int) -> tuple[float, float]:
     return worst, off / max(total, 1)
 
 
+def stage_times(shards: Path, args: argparse.Namespace, device: torch.device,
+                reps: int = 2) -> dict[str, float]:
+    """ms per batch of each stage of ours, in this process on ``device``: one batch of the
+    first ``batch_size`` decoded images, keyed parameters, each stage on the previous one's
+    output (warm-up call first), then the mixing."""
+    from npu_data import device as dev
+    from npu_data.shards.reader import ShardDataset
+    from npu_data.transforms.draws import sample_keys
+
+    ds = ShardDataset(shards)
+    n = min(args.batch_size, len(ds))
+    imgs = [np.asarray(ds[i]["image"]) for i in range(n)]
+    h, w = max(im.shape[0] for im in imgs), max(im.shape[1] for im in imgs)
+    x = torch.zeros(n, 3, h, w, dtype=torch.uint8)
+    for i, im in enumerate(imgs):
+        x[i, :, :im.shape[0], :im.shape[1]] = torch.from_numpy(im).permute(2, 0, 1)
+    sizes = torch.tensor([im.shape[:2] for im in imgs])
+    batch: dict[str, Any] = {"image": x.to(device), "sizes": sizes.to(device)}
+    keys = sample_keys(0, 0, np.arange(n))
+    out: dict[str, float] = {}
+
+    def timed(name: str, fn: Any) -> Any:
+        result = fn()
+        dev.synchronize(device)
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            result = fn()
+        dev.synchronize(device)
+        out[name] = (time.perf_counter() - t0) / reps * 1000
+        return result
+
+    for t in pipeline(args.crop).transforms:
+        params = t.draw_keyed(batch["sizes"].cpu().numpy(), keys)
+        batch = timed(repr(t), lambda t=t, b=batch, p=params: t.apply(b, p))
+    batch["index"] = torch.arange(n)
+    timed("MixUp or CutMix", lambda: mix(batch, args.classes, 0, 0))
+    return out
+
+
 def one_pass(loader: Any, device: torch.device, ours: bool, args: argparse.Namespace,
              epoch: int) -> float:
     """One epoch through ``loader``, mixing ours on the device, baseline's moved there."""
@@ -242,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--classes", type=int, default=1000)
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--stages", action="store_true",
+                    help="also time each stage of ours on one batch, in this process")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a check that it runs")
     ap.add_argument("--work-dir", type=Path,
                     default=Path(tempfile.gettempdir()) / "npu-data-bench-recipe")
@@ -274,6 +316,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {labels[name]:<58} median {med[name]:8.1f} img/s "
               f"({min(rates[name]):.1f}-{max(rates[name]):.1f})")
     print(f"  ratio {med['ours'] / med['baseline']:.2f}x")
+    if args.stages:
+        print("  ours by stage (one batch, in process, ms):")
+        for name, ms in stage_times(data.encoded, args, device).items():
+            print(f"    {ms:9.1f}  {name}")
     return 0 if off < 0.01 else 1
 
 
