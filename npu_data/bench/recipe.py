@@ -228,7 +228,7 @@ def stage_times(shards: Path, args: argparse.Namespace, device: torch.device,
     h, w = max(im.shape[0] for im in imgs), max(im.shape[1] for im in imgs)
     x = torch.zeros(n, 3, h, w, dtype=torch.uint8)
     for i, im in enumerate(imgs):
-        x[i, :, :im.shape[0], :im.shape[1]] = torch.from_numpy(im).permute(2, 0, 1)
+        x[i, :, :im.shape[0], :im.shape[1]] = torch.from_numpy(im.copy()).permute(2, 0, 1)
     sizes = torch.tensor([im.shape[:2] for im in imgs])
     batch: dict[str, Any] = {"image": x.to(device), "sizes": sizes.to(device)}
     keys = sample_keys(0, 0, np.arange(n))
