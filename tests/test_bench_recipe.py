@@ -18,7 +18,9 @@ def test_the_recipe_bench_runs_and_ours_matches_its_reference(
     assert recipe.main(["--quick", "--stages", "--work-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "max 0.00 levels, 0.00% of values" in out
-    assert out.count("img/s") == 2 and "ratio" in out
+    kornia = recipe.kornia_missing() is None  # an optional third row
+    assert out.count("img/s") == 2 + kornia and "ratio" in out
+    assert ("ratio to Kornia" in out) == kornia and ("Kornia: not installed" in out) != kornia
     stages = out.split("ours by stage")[1].splitlines()[1:]
     assert len(stages) == 6 and "TrivialAugmentWide" in stages[2] and "MixUp" in stages[5]
     assert all(float(line.split()[0]) > 0 for line in stages)

@@ -22,7 +22,9 @@ ours:     npu_data ``DataLoader`` over the encoded shards of the same JPEGs, key
 
 Labels are ``index % classes`` for both. The draws differ (torch's RNG against our keyed
 draws), so the two rows do the same kind of work, not the same pixels; ours' first batch is
-checked against our own per-sample Pillow reference instead (before the mixing). Epochs are
+checked against our own per-sample Pillow reference instead (before the mixing). When Kornia
+(with ``kornia.augmentation.auto``) imports, a third row runs its version of the recipe on
+our DataLoader's batches (:class:`KorniaRecipe`); DALI has no row. Epochs are
 interleaved (one warm-up each); the median, the spread and the ratio are printed;
 ``--stages`` adds ours' time per stage on one batch in this process (where the time goes).
 """
@@ -81,7 +83,9 @@ def mix(batch: dict[str, Any], classes: int, seed: int, epoch: int) -> dict[str,
     return t.apply(cls, params)  # type: ignore[no-any-return]
 
 
-def ours_loader(shards: Path, args: argparse.Namespace) -> Any:
+def ours_loader(shards: Path, args: argparse.Namespace, transform: Any = "recipe") -> Any:
+    """Our DataLoader over ``shards`` with the recipe's Compose (``transform=None``: the
+    decoded uint8 batches, for Kornia)."""
     from npu_data.loaders import DataLoader
     from npu_data.shards.reader import ShardDataset
 
@@ -89,7 +93,8 @@ def ours_loader(shards: Path, args: argparse.Namespace) -> Any:
                       num_workers=args.workers, pin_memory=True,
                       persistent_workers=args.workers > 0,
                       prefetch_factor=4 if args.workers else None, device=args.device,
-                      transform=pipeline(args.crop), seed=0)
+                      transform=pipeline(args.crop) if transform == "recipe" else transform,
+                      seed=0)
 
 
 class TorchvisionRecipe(torch.utils.data.Dataset):  # type: ignore[type-arg]
@@ -161,6 +166,46 @@ class PillowMix:
         out = mix({"image": images, "sizes": sizes, "index": index}, self.classes, 0,
                   self.batches)
         return out["image"], out["label"]
+
+
+class KorniaRecipe:
+    """Kornia's version of the recipe on our DataLoader's uint8 batches (the bench images
+    share one size, so the padded batch is the image): float in [0, 1],
+    ``AugmentationSequential(RandomResizedCrop, RandomHorizontalFlip, auto.TrivialAugment,
+    Normalize, RandomErasing(p=0.25))``, then ``RandomMixUpV2`` or ``RandomCutMixV2`` (a coin
+    per batch; Kornia's MixUp draws lam uniformly, not from Beta(0.2, 0.2))."""
+
+    def __init__(self, crop: int, classes: int) -> None:
+        import kornia.augmentation as K
+        from kornia.augmentation.auto import TrivialAugment
+
+        self.classes = classes
+        self.aug = K.AugmentationSequential(
+            K.RandomResizedCrop((crop, crop)), K.RandomHorizontalFlip(), TrivialAugment(),
+            K.Normalize(torch.tensor(MEAN), torch.tensor(STD)), K.RandomErasing(p=ERASE_P))
+        keys = ["input", "class"]
+        self.mixers = (K.RandomMixUpV2(data_keys=keys),
+                       K.RandomCutMixV2(data_keys=keys, use_correct_lambda=True))
+
+    def __call__(self, batch: dict[str, Any]) -> torch.Tensor:
+        x = self.aug(batch["image"].to(torch.float32) / 255)
+        label = batch["index"] % self.classes
+        mixer = self.mixers[int(torch.randint(0, 2, ()))]
+        out, _ = mixer(x, label)  # the image and (label, partner's label, lam) rows
+        return out  # type: ignore[no-any-return]
+
+
+def kornia_missing() -> str | None:
+    """Why Kornia's row cannot run here (None when it can)."""
+    import importlib.util
+
+    if importlib.util.find_spec("kornia") is None:
+        return "not installed"
+    try:
+        from kornia.augmentation.auto import TrivialAugment  # noqa: F401
+    except Exception as exc:  # a Kornia without auto-augment, or one that fails to import
+        return f"does not import ({str(exc).splitlines()[0][:80]})"
+    return None
 
 
 def reference_sample(pipe: Any, img: np.ndarray, i: int, seed: int = 0) -> torch.Tensor:
@@ -253,13 +298,16 @@ def stage_times(shards: Path, args: argparse.Namespace, device: torch.device,
 
 
 def one_pass(loader: Any, device: torch.device, ours: bool, args: argparse.Namespace,
-             epoch: int) -> float:
-    """One epoch through ``loader``, mixing ours on the device, baseline's moved there."""
+             epoch: int, kornia: KorniaRecipe | None = None) -> float:
+    """One epoch through ``loader``, mixing ours on the device, baseline's moved there,
+    Kornia's augmented there (``kornia``)."""
     from npu_data import device as dev
 
     n, t0 = 0, time.perf_counter()
     for batch in loader:
-        if ours:
+        if kornia is not None:
+            image = kornia(batch)
+        elif ours:
             image = mix(batch, args.classes, 0, epoch)["image"]
         else:
             image = batch[0].to(device, non_blocking=True)
@@ -299,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     named = {"ours": ours_loader(data.encoded, args)}
     named["baseline"], base_label = baseline_loader(data.files, args)
+    kornia = None if kornia_missing() else KorniaRecipe(args.crop, args.classes)
+    if kornia is not None:
+        named["kornia"] = ours_loader(data.encoded, args, transform=None)
     worst, off = agreement(named["ours"], data.encoded, args.crop)
     print(f"recipe: {args.images} JPEGs {args.width}x{args.height} -> {args.crop} px, batch "
           f"{args.batch_size}, {args.workers} workers, {args.classes} classes, device "
@@ -307,15 +358,22 @@ def main(argv: list[str] | None = None) -> int:
     rates: dict[str, list[float]] = {k: [] for k in named}
     for epoch in range(args.epochs + 1):  # the first pass of each is a warm-up
         for name, loader in named.items():
-            rate = one_pass(loader, device, name == "ours", args, epoch)
+            rate = one_pass(loader, device, name == "ours", args, epoch,
+                            kornia if name == "kornia" else None)
             if epoch:
                 rates[name].append(rate)
-    labels = {"ours": "npu-data (encoded shards, batched)", "baseline": base_label}
+    labels = {"ours": "npu-data (encoded shards, batched)", "baseline": base_label,
+              "kornia": "Kornia on our DataLoader's batches"}
     med = {k: statistics.median(v) for k, v in rates.items()}
     for name in named:
         print(f"  {labels[name]:<58} median {med[name]:8.1f} img/s "
               f"({min(rates[name]):.1f}-{max(rates[name]):.1f})")
     print(f"  ratio {med['ours'] / med['baseline']:.2f}x")
+    if "kornia" in med:
+        print(f"  ratio to Kornia {med['ours'] / med['kornia']:.2f}x")
+    else:
+        print(f"  Kornia: {kornia_missing()} (no row)")
+    print("  NVIDIA DALI: no recipe pipeline in this bench (no row)")
     if args.stages:
         print("  ours by stage (one batch, in process, ms):")
         for name, ms in stage_times(data.encoded, args, device).items():
