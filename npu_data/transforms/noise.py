@@ -45,7 +45,7 @@ def _fmix32(h: Ints) -> Ints:
 
 
 def noise_index(seed: Ints, channel: Ints, row: Ints, col: Ints) -> Ints:
-    """Index into :func:`level_table`'s rows (0..65535) of each pixel: broadcast int64
+    """Each pixel's column (0..65535) of :func:`level_table`: broadcast int64
     ``seed`` in [0, 2**32), ``channel``, ``row`` and ``col`` (positions in the image, folded
     every 32,768)."""
     counter = (channel * _SIDE + row % _SIDE) * _SIDE + col % _SIDE

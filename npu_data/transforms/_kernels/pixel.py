@@ -74,7 +74,6 @@ def erase(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor, value:
     return torch.where(inside, fill, images)
 
 
-
 def erase_noise(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
                 seeds: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     """``boxes (B, 4)`` set to keyed per-pixel noise: level ``table[c, noise_index(seed, c,
@@ -96,6 +95,7 @@ def erase_noise(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
     in_cols = (cols.view(1, width) >= left) & (cols.view(1, width) < left + box[:, 3:4])
     inside = (in_rows.unsqueeze(2) & in_cols.unsqueeze(1)).unsqueeze(1)  # (B, 1, H, W)
     return torch.where(inside, noise, images)
+
 
 # --- lookup tables ----------------------------------------------------------------------------
 def histograms(images: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
