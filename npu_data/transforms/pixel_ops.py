@@ -201,7 +201,7 @@ class RandomErasing(Transform):
 
     def __repr__(self) -> str:
         return (f"{self.name}(p={self.p}, scale={self.scale}, ratio={self.ratio}, "
-                f"value={self.value})")
+                f"value={self.value!r})")
 
 
 _JITTER_OPS = ("brightness", "contrast", "saturation", "hue")
