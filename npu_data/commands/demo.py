@@ -13,7 +13,8 @@ from npu_data.errors import UserError
 
 NAME = "demo"
 HELP = ("Run the whole pipeline on built-in sample data: generate a Label Studio project, "
-        "import it, stream augmented batches on the best device, write preview.png.")
+        "import it, stream augmented batches on the best device, write preview.png and "
+        "preview-geometry.png.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from npu_data.shards.source import image_options
     from npu_data.shards.writer import WriteOptions, write_dataset
     from npu_data.tools import baseline
-    from npu_data.tools.preview_grid import preview_batch
+    from npu_data.tools.preview_grid import preview_batch, preview_geometry
     from npu_data.tools.sample_data import make_sample_project
 
     out = Path(args.out)
@@ -98,4 +99,7 @@ def run(args: argparse.Namespace) -> int:
     path = out / "preview.png"
     picture.save(path)
     print(f"6. preview of an augmented batch with its boxes and captions: {path}")
+    path = out / "preview-geometry.png"
+    preview_geometry(first, ds.labels, ds.controls, limit=4).save(path)
+    print(f"7. the geometric transforms on that batch, annotations moved with the pixels: {path}")
     return 0

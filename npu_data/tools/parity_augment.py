@@ -12,7 +12,7 @@ import torch
 
 from npu_data.transforms.parity import RowAccumulator
 
-OPS = ("rgb_to_grayscale", "erase", "posterize", "solarize", "invert", "equalize",
+OPS = ("rgb_to_grayscale", "erase", "erase_random", "posterize", "solarize", "invert", "equalize",
        "autocontrast", "adjust_sharpness", "gaussian_blur", "permute_channels")
 TRANSFORMS = ("trivial_augment_wide", "rand_augment", "auto_augment", "photometric_distort",
               "mixup", "cutmix")
@@ -32,6 +32,7 @@ def _op_cases(rng: np.random.Generator, n: int, hw: list[list[int]], dev: torch.
                            int(rng.integers(0, h + 1)), int(rng.integers(0, w + 1))]
                           for h, w in hw])
     value = torch.from_numpy(rng.integers(0, 256, (n, 3)))
+    seeds = torch.from_numpy(rng.integers(0, 1 << 32, n, dtype=np.int64))
     bits = torch.from_numpy(rng.integers(0, 9, n))
     thr = torch.from_numpy(rng.uniform(0, 256, n).astype(np.float32))
     fac = torch.from_numpy(rng.uniform(0, 2, n).astype(np.float32))
@@ -47,6 +48,9 @@ def _op_cases(rng: np.random.Generator, n: int, hw: list[list[int]], dev: torch.
                              lambda i, im: R.rgb_to_grayscale(im) if mask[i] else im),
         "erase": (lambda x, s: F.erase(x, s, on(boxes), on(value)),
                   lambda i, im: R.erase(im, boxes[i].tolist(), value[i].tolist())),
+        "erase_random": (lambda x, s: F.erase(x, s, on(boxes), "random", noise_seeds=on(seeds)),
+                         lambda i, im: R.erase(im, boxes[i].tolist(), "random",
+                                               seed=int(seeds[i]))),
         "posterize": (lambda x, s: F.posterize(x, s, on(bits)),
                       lambda i, im: R.posterize(im, int(bits[i]))),
         "solarize": (lambda x, s: F.solarize(x, s, on(thr)),

@@ -1,10 +1,13 @@
-"""A picture of an augmented batch: each sample drawn with its annotations and caption.
+"""A picture of an augmented batch: each sample drawn with its annotations and caption, and
+one of the geometric transforms applied to it, a row per transform.
 
-Tools only (copies to the host); the drawing of one sample is ``tools.preview.draw_sample``; each kind unpads its rows (``Kind.unbatch``).
+Tools only (copies to the host); the drawing of one sample is ``tools.preview.draw_sample``;
+each kind unpads its rows (``Kind.unbatch``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -59,3 +62,51 @@ def preview_batch(batch: dict[str, Any], labels: dict[str, list[str]], controls:
 
     tiles = [draw_sample(s, labels, controls) for s in batch_samples(batch, limit)]
     return grid(tiles, cols=cols, title=title)
+
+
+def geometric_ops() -> list[tuple[str, Callable[[], Any]]]:
+    """The geometric transforms the geometry preview shows, as (row label, factory)."""
+    from npu_data.transforms import (
+        RandomAffine,
+        RandomIoUCrop,
+        RandomRotation,
+        RandomVerticalFlip,
+        RandomZoomOut,
+        ScaleJitter,
+    )
+
+    return [
+        ("RandomAffine(25, translate 0.1, scale 0.8-1.1, shear 10)",
+         lambda: RandomAffine(25, translate=(0.1, 0.1), scale=(0.8, 1.1), shear=10)),
+        ("RandomRotation(30)", lambda: RandomRotation(30)),
+        ("RandomVerticalFlip(p=1)", lambda: RandomVerticalFlip(1.0)),
+        ("RandomZoomOut(side_range=(1, 2))",
+         lambda: RandomZoomOut(p=1.0, side_range=(1.0, 2.0))),
+        ("RandomIoUCrop()", lambda: RandomIoUCrop()),
+        ("ScaleJitter(224)", lambda: ScaleJitter(224)),
+    ]
+
+
+def head(batch: dict[str, Any], n: int) -> dict[str, Any]:
+    """The first ``n`` samples of a batch (tensors and lists sliced; the rest kept)."""
+    return {k: v[:n] if isinstance(v, (torch.Tensor, list)) else v for k, v in batch.items()}
+
+
+def preview_geometry(batch: dict[str, Any], labels: dict[str, list[str]],
+                     controls: list[str], limit: int = 4, seed: int = 0) -> Image.Image:
+    """A row per geometric transform (:func:`geometric_ops`): the first ``limit`` samples of
+    ``batch`` after it, their boxes, polygons, keypoints, ellipses and masks drawn where the
+    transform moved them, the transform named under each tile."""
+    from npu_data.device import manual_seed
+    from npu_data.tools.preview import draw_sample
+
+    small = head(batch, limit)
+    device = small["image"].device
+    tiles = []
+    for k, (label, make) in enumerate(geometric_ops()):
+        out = make()(small, manual_seed(seed + k, device))
+        for s in batch_samples(out):
+            s["caption"] = label
+            tiles.append(draw_sample(s, labels, controls, min_side=224))
+    return grid(tiles, cols=min(limit, len(small["image"])),
+                title="geometry follows the pixels: each row one transform")

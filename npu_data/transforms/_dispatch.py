@@ -63,6 +63,7 @@ TABLE: dict[str, Kernel] = {
     # the augmentations: compiled per-pixel passes on the CPU, torch kernels elsewhere
     "rgb_to_grayscale": Kernel(pixel.rgb_to_grayscale, compiled_augment.rgb_to_grayscale),
     "erase": Kernel(pixel.erase, compiled_augment.erase),
+    "erase_noise": Kernel(pixel.erase_noise),  # keyed noise for value="random": torch only
     "lut_op": Kernel(pixel.lut_op, compiled_augment.lut_op),
     "adjust_sharpness": Kernel(pixel.adjust_sharpness, compiled_augment.adjust_sharpness),
     "gaussian_blur": Kernel(blur.gaussian_blur, compiled_augment.gaussian_blur),

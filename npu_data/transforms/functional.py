@@ -513,26 +513,37 @@ def rgb_to_grayscale(images: torch.Tensor, sizes: torch.Tensor, mask: torch.Tens
 
 
 def erase(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
-          value: int | Sequence[int] | torch.Tensor = 0) -> torch.Tensor:
+          value: int | Sequence[int] | torch.Tensor | str = 0,
+          noise_seeds: torch.Tensor | None = None,
+          noise: tuple[Sequence[float], Sequence[float]] | None = None) -> torch.Tensor:
     """torchvision's ``erase``: each sample's box set to ``value`` (exact).
 
     Args:
         images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
         sizes: (B, 2) valid (height, width) of each sample.
         boxes: (B, 4) int (top, left, height, width); height or width 0 erases nothing.
-        value: Levels 0..255: one for all, one per channel (3,), or per sample (B, 3).
+        value: Levels 0..255: one for all, one per channel (3,), or per sample (B, 3); or
+            ``"random"``: per-pixel normal noise keyed by ``noise_seeds``
+            (``transforms.noise``; torchvision's ``value="random"``, in levels).
+        noise_seeds: (B,) int64 in [0, 2**32): each sample's noise seed (``"random"`` only).
+        noise: ``(mean, std)`` of the noise as fractions of 255 per channel: the
+            ``Normalize`` that follows makes it standard normal (None: ImageNet's, the
+            ``Normalize()`` default).
 
     Returns:
         (B, 3, H, W) uint8.
 
     Raises:
-        UserError: A tensor of the wrong dtype or shape, or a host value outside 0..255.
+        UserError: A tensor of the wrong dtype or shape, a host value outside 0..255, or
+            ``"random"`` without ``noise_seeds``.
     """
     _check_images(images, sizes)
     b = images.shape[0]
     if tuple(boxes.shape) != (b, 4):
         raise UserValueError(f"erase: boxes must have shape ({b}, 4) (top, left, height, "
                              f"width), got {tuple(boxes.shape)}")
+    if isinstance(value, str):
+        return _erase_noise(images, sizes, boxes, value, noise_seeds, noise)
     v = torch.as_tensor(value)
     if v.ndim == 0:
         v = v.expand(3)
@@ -546,6 +557,34 @@ def erase(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
                              " — pass uint8 levels, not normalised floats")
     return kernel("erase", images)(images, sizes, boxes, v)  # type: ignore[no-any-return]
 
+
+
+def _erase_noise(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor, value: str,
+                 seeds: torch.Tensor | None,
+                 noise: tuple[Sequence[float], Sequence[float]] | None) -> torch.Tensor:
+    from npu_data.transforms.noise import IMAGENET, level_tensor
+
+    b = images.shape[0]
+    if value != "random":
+        raise UserValueError(f"erase: value={value!r} is not offered — pass levels 0..255 or "
+                             "'random' (with noise_seeds)")
+    if not isinstance(seeds, torch.Tensor) or tuple(seeds.shape) != (b,) or \
+            seeds.dtype != torch.int64:
+        got = tuple(seeds.shape) if isinstance(seeds, torch.Tensor) else seeds
+        raise UserValueError(f"erase: value='random' needs noise_seeds, a ({b},) int64 tensor "
+                             f"in [0, 2**32) (RandomErasing draws them), got {got!r}")
+    if _kernels.host_values(seeds) and bool(((seeds < 0) | (seeds >= 1 << 32)).any()):
+        raise UserValueError("erase: noise_seeds must lie in [0, 2**32)")
+    try:
+        mean, std = (tuple(float(v) for v in part)
+                     for part in (noise or IMAGENET))
+    except (TypeError, ValueError):
+        mean, std = (), ()
+    if len(mean) != 3 or len(std) != 3:
+        raise UserValueError(f"erase: noise must be (3 means, 3 stds), got {noise!r}")
+    table = level_tensor(mean, std, images.device)
+    return kernel("erase_noise", images)(images, sizes, boxes,  # type: ignore[no-any-return]
+                                         seeds, table)
 
 def posterize(images: torch.Tensor, sizes: torch.Tensor, bits: torch.Tensor | int
               ) -> torch.Tensor:

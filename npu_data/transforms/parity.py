@@ -49,6 +49,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     # the pixel augmentations: Pillow's integer arithmetic and float32 blends, exactly
     "rgb_to_grayscale": (0, 0.0),
     "erase": (0, 0.0),
+    "erase_random": (0, 0.0),  # keyed per-pixel noise: integer hash + level table
     "posterize": (0, 0.0),
     "solarize": (0, 0.0),
     "invert": (0, 0.0),

@@ -121,8 +121,11 @@ class RandomErasing(Transform):
         p: The probability, in [0, 1].
         scale: ``(min, max)`` fraction of the valid image's area.
         ratio: ``(min, max)`` aspect ratio (height / width).
-        value: The fill: one level or one per channel (0..255; torchvision's ``"random"``
-            noise is not offered).
+        value: The fill: one level or one per channel (0..255), or ``"random"``:
+            per-pixel normal noise keyed per sample (``transforms.noise``), ImageNet's mean
+            and std in levels, so that after ``Normalize()`` it is standard normal as
+            torchvision's (its tails clipped to 0..255). Erase after Normalize in
+            torchvision is erase before it here: its ``value=0`` is the mean levels here.
 
     Raises:
         UserError: A bad probability, range or value.
@@ -131,15 +134,21 @@ class RandomErasing(Transform):
     name = "RandomErasing"
 
     def __init__(self, p: float = 0.5, scale: Sequence[float] = (0.02, 0.33),
-                 ratio: Sequence[float] = (0.3, 3.3), value: int | Sequence[int] = 0) -> None:
+                 ratio: Sequence[float] = (0.3, 3.3),
+                 value: int | Sequence[int] | str = 0) -> None:
         self.p = probability(p, self.name)
         self.scale = number_range(scale, "scale", self.name)
         if self.scale[1] > 1:
             raise UserValueError(f"{self.name}: scale must lie in [0, 1], got {scale!r}")
         self.ratio = number_range(ratio, "ratio", self.name, strict=True)
+        self.value: tuple[int, ...] | str
         if isinstance(value, str):
-            raise UserValueError(f"{self.name}: value={value!r} is not offered — pass a level "
-                                 "0..255 or one per channel, e.g. value=(124, 116, 104)")
+            if value != "random":
+                raise UserValueError(f"{self.name}: value={value!r} is not offered — pass "
+                                     "'random', a level 0..255 or one per channel, e.g. "
+                                     "value=(124, 116, 104)")
+            self.value = value
+            return
         vals = [value] if isinstance(value, int | float) else list(value)
         if len(vals) not in (1, 3) or not all(
                 isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255 for v in vals):
@@ -165,22 +174,34 @@ class RandomErasing(Transform):
         erase = fits[rows, first] & (coin < self.p)
         boxes = np.stack([top[rows, first], left[rows, first], h[rows, first],
                           w[rows, first]], 1) * erase[:, None]
-        return {"boxes": torch.from_numpy(boxes.astype(np.int64))}
+        params = {"boxes": torch.from_numpy(boxes.astype(np.int64))}
+        if self.value == "random":  # drawn after the box: the boxes are value's alone
+            seeds = np.floor(rng.uniform(1)[:, 0] * (1 << 32)).astype(np.int64)
+            params["noise_seed"] = torch.from_numpy(seeds)
+        return params
 
     def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         out = dict(batch)
-        out["image"] = F.erase(batch["image"], batch["sizes"], params["boxes"],
-                               torch.tensor(self.value, dtype=torch.uint8))
+        if self.value == "random":
+            out["image"] = F.erase(batch["image"], batch["sizes"], params["boxes"], "random",
+                                   noise_seeds=params["noise_seed"])
+        else:
+            out["image"] = F.erase(batch["image"], batch["sizes"], params["boxes"],
+                                   torch.tensor(self.value, dtype=torch.uint8))
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms import reference
 
-        return reference.erase(image, params["boxes"][index].tolist(), self.value)
+        box = params["boxes"][index].tolist()
+        if self.value == "random":
+            return reference.erase(image, box, "random",
+                                   seed=int(params["noise_seed"][index]))
+        return reference.erase(image, box, self.value)
 
     def __repr__(self) -> str:
         return (f"{self.name}(p={self.p}, scale={self.scale}, ratio={self.ratio}, "
-                f"value={self.value})")
+                f"value={self.value!r})")
 
 
 _JITTER_OPS = ("brightness", "contrast", "saturation", "hue")

@@ -41,26 +41,45 @@ def rgb_to_grayscale(img: np.ndarray) -> np.ndarray:
     return np.repeat(grey[:, :, None], 3, axis=2)
 
 
-def erase(img: np.ndarray, box: Sequence[int], value: Sequence[int] | int) -> np.ndarray:
+def erase(img: np.ndarray, box: Sequence[int], value: Sequence[int] | int | str,
+          seed: int | None = None,
+          noise: tuple[Sequence[float], Sequence[float]] | None = None) -> np.ndarray:
     """torchvision's ``erase``: the ``box`` (top, left, height, width) set to ``value``.
 
     Args:
         img: One sample, HxWx3 uint8.
         box: The region; clipped to the image (height or width 0: nothing erased).
-        value: One level, or one per channel (0..255).
+        value: One level, or one per channel (0..255); or ``"random"``: each pixel's keyed
+            noise level (``transforms.noise``) from ``seed``, over the box alone.
+        seed: The sample's noise seed in [0, 2**32) (``"random"`` only).
+        noise: ``(mean, std)`` of the noise as fractions of 255 (None: ImageNet's).
 
     Returns:
         HxWx3 uint8.
 
     Raises:
-        UserValueError: A negative box entry.
+        UserValueError: A negative box entry, or ``"random"`` without a seed.
     """
     out = _check(img, "erase").copy()
     top, left, h, w = (int(v) for v in box)
     if min(top, left, h, w) < 0:
         raise UserValueError(f"reference.erase: box must be non-negative (top, left, height, "
                              f"width), got {list(box)}")
-    out[top:top + h, left:left + w] = np.asarray(value, dtype=np.uint8)
+    if not isinstance(value, str):
+        out[top:top + h, left:left + w] = np.asarray(value, dtype=np.uint8)
+        return out
+    from npu_data.transforms.noise import IMAGENET, SEEDS, level_table, noise_index
+
+    if value != "random" or seed is None or not 0 <= int(seed) < SEEDS:
+        raise UserValueError(f"reference.erase: value={value!r} needs value='random' and a "
+                             f"seed in [0, 2**32), got seed={seed!r}")
+    mean, std = noise or IMAGENET
+    table = level_table(mean, std)
+    region = out[top:top + h, left:left + w]  # a view: clipped to the image
+    rows = np.arange(top, top + region.shape[0], dtype=np.int64)[:, None]
+    cols = np.arange(left, left + region.shape[1], dtype=np.int64)[None, :]
+    for c in range(3):
+        region[:, :, c] = table[c, noise_index(np.int64(seed), np.int64(c), rows, cols)]
     return out
 
 

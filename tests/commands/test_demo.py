@@ -23,6 +23,10 @@ def test_demo_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert im.width > 4 * 224 and im.height > 224
         pixels = np.asarray(im.convert("RGB"))
     assert pixels.std() > 20  # pictures drawn, not a blank canvas
+    with Image.open(out / "preview-geometry.png") as im:  # a row per geometric transform
+        assert im.width > 4 * 224 and im.height > 6 * 224
+        assert np.asarray(im.convert("RGB")).std() > 20
+    assert "7. the geometric transforms" in text
     assert (out / "project" / "export.json").is_file()
 
 

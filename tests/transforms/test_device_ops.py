@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import torch
 from test_device_rules import CASES
+from test_pixel_ops import _device_cases, padded
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -115,27 +116,84 @@ def problems(use: OpUse, rows: dict[str, tuple[set[str], set[str], str]]) -> lis
     return out
 
 
+# host work, no device op: parameters read on the host (detach and .numpy() of the policies'
+# float64 maps, a host parameter's truth value, a pick copied into host parameters)
+HOST_ONLY = frozenset({"detach", "copy_", "_local_scalar_dense"})
+
+
+def augment_cases() -> dict[str, Callable[[], Any]]:
+    """The augmentation kernels of issue 39: the pixel ops (``test_pixel_ops``' device cases,
+    RandomErasing's noise among them), the auto-augment policies (nearest and bilinear),
+    GaussianBlur and MixUp / CutMix, each applied with keyed parameters."""
+    import numpy as np
+
+    from npu_data.transforms.draws import sample_keys
+
+    _, x, sizes = padded(6)
+    cases: dict[str, Callable[[], Any]] = {
+        k: (lambda fn=fn: fn(x, sizes)) for k, fn in _device_cases().items()}
+    batch = {"image": x, "sizes": sizes}
+    g = torch.Generator().manual_seed(0)
+    same = {"image": torch.randint(0, 256, (6, 3, 20, 24), dtype=torch.uint8, generator=g),
+            "sizes": torch.tensor([[20, 24]] * 6), "label": torch.arange(6) % 4}
+    for t, b in ((T.TrivialAugmentWide(), batch),
+                 (T.TrivialAugmentWide(interpolation="bilinear"), batch),
+                 (T.RandAugment(), batch), (T.AutoAugment(), batch),
+                 (T.RandomErasing(1.0, value="random"), batch), (T.GaussianBlur(5), batch),
+                 (T.MixUp(0.4, 4), same), (T.CutMix(1.0, 4), same)):
+        params = t.draw_keyed(b["sizes"].numpy(), sample_keys(0, 0, np.arange(len(b["sizes"]))))
+        cases[repr(t)] = lambda t=t, p=params, b=b: t.apply(b, p)
+    return cases
+
+
+def only(use: OpUse, ops: set[str]) -> OpUse:
+    """``use`` restricted to ``ops``."""
+    out = OpUse()
+    for op in ops:
+        out.modules[op], out.dtypes[op] = use.modules[op], use.dtypes[op]
+    return out
+
+
 @pytest.fixture(scope="module")
 def use() -> OpUse:
     return collect(CASES)
 
 
+@pytest.fixture(scope="module")
+def augment_use() -> OpUse:
+    return collect(augment_cases())
+
+
 @pytest.mark.newest_torch
-def test_the_kernels_dispatch_exactly_the_documented_ops(use: OpUse) -> None:
+def test_the_kernels_dispatch_exactly_the_documented_ops(use: OpUse, augment_use: OpUse
+                                                         ) -> None:
+    """CASES match their rows exactly; the rows only the augmentation kernels dispatch match
+    those kernels' use exactly (so no row is stale)."""
     rows = allow_list()
     assert len(rows) >= 40, f"{DOC.name}: the table did not parse ({len(rows)} rows)"
-    found = problems(use, rows)
+    augment_only = set(augment_use.modules) - set(use.modules) - HOST_ONLY
+    found = problems(use, {op: r for op, r in rows.items() if op not in augment_only})
+    found += problems(only(augment_use, augment_only & set(rows)),
+                      {op: rows[op] for op in augment_only & set(rows)})
     assert not found, "\n".join(found)
+
+
+@pytest.mark.newest_torch
+def test_the_augmentation_kernels_dispatch_only_listed_ops(augment_use: OpUse) -> None:
+    """Every aten op of the pixel ops, the policies, RandomErasing's noise and MixUp /
+    CutMix has a row in docs/device-ops.md (where torch_npu's support is recorded)."""
+    missing = sorted(set(augment_use.modules) - set(allow_list()) - HOST_ONLY)
+    assert not missing, {op: sorted(augment_use.modules[op]) for op in missing}
 
 
 def test_the_audit_catches_an_op_outside_the_list(use: OpUse) -> None:
     """Negative controls: an unlisted op, a stale row, a module and a dtype the row does not
     name are each reported."""
     rows = allow_list()
-    assert "cumsum" not in rows
-    extra = collect({"cumsum": lambda: torch.arange(6.0).cumsum(0)})
+    assert "cumprod" not in rows
+    extra = collect({"cumprod": lambda: torch.arange(6.0).cumprod(0)})
     found = problems(extra, {op: rows[op] for op in extra.modules if op in rows})
-    assert any(f.startswith("cumsum: dispatched") for f in found), found
+    assert any(f.startswith("cumprod: dispatched") for f in found), found
     stale = dict(rows, nonzero=({"_kernels/color"}, {"bool"}, "x"))
     assert any("nonzero: listed" in f for f in problems(use, stale))
     modules, dtypes, evidence = rows["where"]

@@ -164,6 +164,7 @@ _TRANSFORMS = {
     "GaussianBlur": GaussianBlur((5, 3), (0.1, 2.0)),
     "RandomGrayscale": RandomGrayscale(0.5),
     "RandomErasing": RandomErasing(0.8, value=(10, 20, 30)),
+    "RandomErasing random": RandomErasing(0.8, value="random"),
     "RandomPhotometricDistort": RandomPhotometricDistort(),
     "SSD colour + erase": Compose([RandomPhotometricDistort(p=1.0), RandomErasing(1.0)]),
 }
@@ -204,6 +205,39 @@ def test_erasing_draws_follow_torchvisions_rules() -> None:
     assert not none.any()
 
 
+
+def test_random_erasing_noise_is_keyed_normal_noise() -> None:
+    """value="random": each pixel a keyed draw, standard normal after Normalize() (mean 0,
+    std 1 but for the clipped tails), unrelated between channels, neighbours and samples;
+    the same sample gets the same noise in another batch, padded otherwise."""
+    t = RandomErasing(1.0, scale=(0.3, 0.3), ratio=(1.0, 1.0), value="random")
+    sizes = np.array([[120, 120]] * 8)
+    ids = np.arange(40, 48)
+    params = t.draw_keyed(sizes, sample_keys(3, 1, ids))
+    x = torch.zeros(8, 3, 120, 120, dtype=torch.uint8)
+    out = t.apply({"image": x, "sizes": torch.from_numpy(sizes)}, params)["image"]
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1) * 255
+    std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1) * 255
+    zs = []
+    for i, (top, left, h, w) in enumerate(params["boxes"].tolist()):
+        assert h == w == 66
+        zs.append((out[i, :, top:top + h, left:left + w].float() - mean) / std)
+    z = torch.stack(zs)  # (8, 3, 66, 66)
+    assert abs(z.mean().item()) < 0.02 and 0.96 < z.std().item() < 1.0  # tails clipped
+    flat = z.reshape(8, 3, -1)
+    for a, b in ((flat[:, 0], flat[:, 1]), (z[..., 1:].reshape(-1), z[..., :-1].reshape(-1)),
+                 (flat[0], flat[1])):
+        assert abs(torch.corrcoef(torch.stack([a.reshape(-1), b.reshape(-1)]))[0, 1]) < 0.03
+    alone = t.draw_keyed(sizes[5:6], sample_keys(3, 1, ids[5:6]))
+    bigger = torch.zeros(1, 3, 150, 130, dtype=torch.uint8)  # padded otherwise
+    again = t.apply({"image": bigger, "sizes": torch.tensor([[120, 120]])}, alone)["image"]
+    assert torch.equal(again[0, :, :120, :120], out[5])
+    from npu_data.transforms.noise import IMAGENET
+    from npu_data.transforms.normalize import IMAGENET_MEAN, IMAGENET_STD
+
+    assert IMAGENET == (IMAGENET_MEAN, IMAGENET_STD)  # the noise is Normalize()'s unit
+
+
 def test_photometric_distort_draws() -> None:
     t = RandomPhotometricDistort(p=0.5)
     p = t.draw_keyed(np.full((4000, 2), 32), sample_keys(1, 0, np.arange(4000)))
@@ -223,7 +257,13 @@ def test_photometric_distort_draws() -> None:
     (lambda: GaussianBlur(3, sigma=0), "sigma must be finite"),
     (lambda: GaussianBlur((3, 3, 3)), "kernel_size must be an int"),
     (lambda: RandomGrayscale(1.5), "p must be a probability"),
-    (lambda: RandomErasing(value="random"), "value='random' is not offered"),
+    (lambda: RandomErasing(value="noise"), "value='noise' is not offered"),
+    (lambda: F.erase(*padded(0)[1:], torch.zeros(12, 4), "random"), "needs noise_seeds"),
+    (lambda: F.erase(*padded(0)[1:], torch.zeros(12, 4), "random",
+                     noise_seeds=torch.full((12,), 1 << 32)), r"in \[0, 2\*\*32\)"),
+    (lambda: F.erase(*padded(0)[1:], torch.zeros(12, 4), "random",
+                     noise_seeds=torch.zeros(12, dtype=torch.int64), noise=((0.5,), (0.2,))),
+     "noise must be"),
     (lambda: RandomErasing(value=300), "value must be a level 0..255"),
     (lambda: RandomErasing(scale=(0.5, 0.1)), "min <= max"),
     (lambda: RandomPhotometricDistort(hue=(-0.1, 0.7)), "hue must lie in"),
@@ -250,6 +290,8 @@ def _device_cases() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Te
     return {
         "rgb_to_grayscale": lambda x, s: F.rgb_to_grayscale(x, s, torch.arange(n) % 2 == 0),
         "erase": lambda x, s: F.erase(x, s, torch.tensor([[1, 1, 2, 3]] * n), 5),
+        "erase random": lambda x, s: F.erase(x, s, torch.tensor([[1, 1, 9, 7]] * n), "random",
+                                             noise_seeds=torch.arange(n) * 1000003),
         "posterize": lambda x, s: F.posterize(x, s, levels),
         "solarize": lambda x, s: F.solarize(x, s, f * 100),
         "equalize": F.equalize,

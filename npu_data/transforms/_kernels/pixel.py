@@ -75,6 +75,29 @@ def erase(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor, value:
     return torch.where(inside, fill, images)
 
 
+def erase_noise(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
+                seeds: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """``boxes (B, 4)`` set to keyed per-pixel noise: level ``table[c, noise_index(seed, c,
+    y, x)]`` (``transforms.noise``; integer ops only) with ``seeds (B,)`` int64 and
+    ``table (3, 65536)`` uint8."""
+    from npu_data.transforms.noise import TABLE, noise_index
+
+    b, c, height, width = images.shape
+    dev = images.device
+    seed = to_device(seeds, dev).to(torch.int64).view(b, 1, 1, 1)
+    channel = torch.arange(c, device=dev, dtype=torch.int64).view(1, c, 1, 1)
+    rows = torch.arange(height, device=dev, dtype=torch.int64).view(1, 1, height, 1)
+    cols = torch.arange(width, device=dev, dtype=torch.int64).view(1, 1, 1, width)
+    index = noise_index(seed, channel, rows, cols) + channel * TABLE
+    noise = to_device(table, dev).reshape(-1)[index]  # (B, 3, H, W) uint8
+    box = to_device(boxes, dev).to(torch.int64)
+    top, left = box[:, 0:1], box[:, 1:2]
+    in_rows = (rows.view(1, height) >= top) & (rows.view(1, height) < top + box[:, 2:3])
+    in_cols = (cols.view(1, width) >= left) & (cols.view(1, width) < left + box[:, 3:4])
+    inside = (in_rows.unsqueeze(2) & in_cols.unsqueeze(1)).unsqueeze(1)  # (B, 1, H, W)
+    return torch.where(inside, noise, images)
+
+
 # --- lookup tables ----------------------------------------------------------------------------
 def histograms(images: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """(B, 3, 256) int32: each sample's per-channel histogram over its valid pixels."""
