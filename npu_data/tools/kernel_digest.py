@@ -25,8 +25,13 @@ import numpy as np
 import torch
 
 from npu_data.transforms import backends
-from npu_data.transforms._kernels import pixel, warp_tables
-from npu_data.transforms.backends import normalize_table, vertical_first_rule
+from npu_data.transforms.backends import (
+    bilinear_tables,
+    blend_products,
+    nearest_tables,
+    normalize_table,
+    vertical_first_rule,
+)
 
 # (top, left, height, width) -> (out_h, out_w): shrink 4x, enlarge, one axis each way, odd sizes
 _CROPS = [((0, 0, 300, 400), (224, 224)), ((13, 7, 257, 91), (61, 37)),
@@ -123,15 +128,15 @@ def _augment_cases(ops: Any, images: torch.Tensor, rng: np.random.Generator
     sizes = torch.tensor([[h - 3 * i, w - 5 * i] for i in range(b)], dtype=torch.int64)
     m = np.array([_MAPS[i % len(_MAPS)] for i in range(b)], dtype=np.float64)
     fill = torch.tensor([7, 128, 250], dtype=torch.uint8)
-    for name, tables in (("nearest", warp_tables.nearest_tables(m, 224, 160)),
-                         ("bilinear", warp_tables.bilinear_tables(m, 224, 160))):
+    for name, tables in (("nearest", nearest_tables(m, 224, 160)),
+                         ("bilinear", bilinear_tables(m, 224, 160))):
         out_sizes = torch.tensor([[224 - i, 160 - 2 * i] for i in range(b)], dtype=torch.int64)
         yield (f"warp {name} 224x160", ops.warp(images, sizes, out_sizes,
                *(torch.from_numpy(t) for t in tables), name == "bilinear", fill))
     yield "histograms", ops.histograms(images, sizes)
     yield "contrast_keys", ops.contrast_keys(images, sizes)
     luts = torch.from_numpy(rng.integers(0, 256, size=(b, c, 256), dtype=np.uint8))
-    prods = pixel.blend_products(torch.from_numpy(rng.uniform(0.0, 2.0, b).astype(np.float32)))
+    prods = blend_products(torch.from_numpy(rng.uniform(0.0, 2.0, b).astype(np.float32)))
     for mode, name in enumerate(("table", "Color", "Sharpness")):
         modes = torch.full((b,), mode, dtype=torch.int64)
         yield f"policy_pixels {name}", ops.policy_pixels(images, sizes, luts, prods, modes)

@@ -13,10 +13,22 @@ import torch
 from npu_data.transforms import _dispatch, _native
 from npu_data.transforms._kernels import accelerator_path
 from npu_data.transforms._kernels.layout import normalize_table
+from npu_data.transforms._kernels.pixel import blend_products
 from npu_data.transforms._kernels.resample import vertical_first_rule
+from npu_data.transforms._kernels.warp_tables import bilinear_tables, nearest_tables
 
-__all__ = ["accelerator_path", "compiled_for", "compiled_ops", "normalize_table", "simd_paths", "torch_kernels",
-           "vertical_first_rule"]
+__all__ = [
+    "accelerator_path",
+    "bilinear_tables",
+    "blend_products",
+    "compiled_for",
+    "compiled_ops",
+    "nearest_tables",
+    "normalize_table",
+    "simd_paths",
+    "torch_kernels",
+    "vertical_first_rule",
+]
 
 @contextlib.contextmanager
 def torch_kernels() -> Iterator[None]:
