@@ -38,6 +38,7 @@ def empty_host(shape: tuple[int, ...], dtype: torch.dtype, pin: bool) -> torch.T
 # afresh each time (its adaptive threshold stops at 32 MiB) and every page faults in again —
 # 12,289 faults for a 64 x 3 x 512 x 512 crop batch, half of all the process's faults.
 _REUSE_FROM = 16 << 20
+_CAN_REUSE = has_storage_use_count()  # known at import: whether a pooled buffer is free
 _KEEP = 6  # batches a loader has in flight: read ahead, prefetched, transformed, in use
 _LOCK = threading.Lock()
 _HELD: list[torch.UntypedStorage] = []
@@ -48,7 +49,7 @@ def reused_empty(shape: tuple[int, ...]) -> torch.Tensor:
     nothing holds any more — no tensor, view or numpy array of it is alive, its storage's only
     reference is this pool's — else a new one (kept, up to the last ``_KEEP``)."""
     n = int(np.prod(shape)) if shape else 1
-    if not has_storage_use_count() or n < _REUSE_FROM:
+    if not _CAN_REUSE or n < _REUSE_FROM:
         return torch.empty(shape, dtype=torch.uint8)
     strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
     with _LOCK:  # checked and handed out under the lock: two threads never share one
@@ -73,7 +74,7 @@ def reused_scratch(nbytes: int) -> torch.Tensor:
     """An uninitialised 1-D uint8 host tensor of at least ``nbytes``: a pooled buffer that
     nothing holds any more (as :func:`reused_empty`; grown by a quarter when the free ones are
     too small), else a new one."""
-    if not has_storage_use_count():
+    if not _CAN_REUSE:
         return torch.empty(nbytes, dtype=torch.uint8)
     with _LOCK:
         free = [s for s in _SCRATCH if storage_use_count(s) == 1]

@@ -33,18 +33,17 @@ TORCH = release(torch.__version__)
 
 # torch.compiler.is_compiling (2.3+); torch._dynamo.is_compiling before, traced the same way
 # (imported on first use: importing torch._dynamo loads optional packages such as transformers)
-_IS_COMPILING: Callable[[], bool] | None = getattr(getattr(torch, "compiler", None),
-                                                   "is_compiling", None)
+def _dynamo_is_compiling() -> bool:  # torch < 2.3
+    from torch import _dynamo
+
+    return bool(_dynamo.is_compiling())
 
 
-def is_compiling() -> bool:
-    """Whether the caller runs inside a ``torch.compile`` trace (False when eager)."""
-    check = _IS_COMPILING
-    if check is None:
-        import torch._dynamo
-
-        check = torch._dynamo.is_compiling
-    return bool(check())
+# torch's own function where it has one (torch >= 2.3): callers bind it at import and call
+# torch directly, not through this module
+is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling",
+                                           _dynamo_is_compiling)
+"""Whether the caller runs inside a ``torch.compile`` trace (False when eager)."""
 
 
 def autocast_available(device_type: str) -> bool:

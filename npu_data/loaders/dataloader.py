@@ -239,7 +239,7 @@ class DataLoader(TorchDataLoader):
 
     def _adopt(self) -> None:
         """Take over what Accelerate's prepare() would have done (``loaders.frameworks``)."""
-        if not self._adopted and frameworks.prepared(self):
+        if not self._adopted and "_is_accelerate_prepared" in vars(self):  # prepare() marked it
             self._adopted = True
             frameworks.adopt(self)
 
