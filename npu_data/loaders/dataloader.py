@@ -32,7 +32,7 @@ from npu_data.loaders.request import Keyed, Requests, refusal, state_of
 from npu_data.loaders.resume import PassIndices
 from npu_data.loaders.sampler import loader_order
 from npu_data.loaders.states import loader_seed
-from npu_data.transforms.donate import donating
+from npu_data.transforms.compose import donating
 from npu_data.transforms.read_crop import apply_after_read
 
 BatchTransform = Callable[..., Any]

@@ -53,7 +53,7 @@ class ReadCrop:
         epoch: the pass's augmentation epoch (repeats included).
         fast: JPEG boxes at least twice the output may decode DCT-scaled (not exact).
         pipeline: the keyed pipeline whose first stage ``crop`` is (its whole draw moves the
-            crop where a flip follows it, ``transforms.flip_order``); None: the crop alone.
+            crop where a flip follows it, ``compose.mirror_crops``); None: the crop alone.
     """
 
     crop: _CropBase
@@ -100,7 +100,7 @@ class ReadCrop:
 
     def plan_from(self, params: Params) -> CropPlan:
         """The crop of a batch whose whole keyed parameters are ``params`` (:meth:`draw`;
-        a later flip has moved the crop, ``transforms.flip_order``); a window never decodes
+        a later flip has moved the crop, ``compose.mirror_crops``); a window never decodes
         DCT-scaled (its coefficients are those of the whole image)."""
         if self.pipeline is not None:  # the crop's own, out of the whole pipeline's draw
             params = stage_params(params, 0)
