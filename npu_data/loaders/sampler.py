@@ -59,6 +59,7 @@ _STATE_VERSION = 2  # 2: the dataset's fingerprint
 _READS = (1, 2)  # versions load_state_dict reads
 PREFETCH_LOOKAHEAD = 8  # upcoming shards handed to ``dataset.prefetch`` at each shard change
 
+
 # --- shard-local layouts (shard_window=K; module doc) ---
 _NO_DEFAULT: Any = object()
 
