@@ -25,9 +25,8 @@ from npu_data.loaders.epochs import EpochState, batch_seed
 from npu_data.loaders.loader_args import READ_AHEAD, check_extras, loader_transform, worker_init
 from npu_data.loaders.loader_args import image_position as _image_position
 from npu_data.loaders.loader_args import ours as _ours
-from npu_data.loaders.prefetch import DevicePrefetcher
+from npu_data.loaders.prefetch import DevicePrefetcher, read_ahead
 from npu_data.loaders.prefetch import rebuild as _rebuild
-from npu_data.loaders.read_ahead import read_ahead
 from npu_data.loaders.request import Keyed, Requests, refusal, state_of
 from npu_data.loaders.resume import PassIndices
 from npu_data.loaders.sampler import loader_order
@@ -99,7 +98,7 @@ class DataLoader(TorchDataLoader):
             docs/benchmarks.md).
         read_thread: With ``num_workers=0``, read, decode and collate batches on one
             background thread of this process while the main thread transforms the previous
-            one (``loaders.read_ahead``); None: on for this package's datasets, off for
+            one (``loaders.prefetch.read_ahead``); None: on for this package's datasets, off for
             others, which may not be thread-safe.
 
     Raises:
