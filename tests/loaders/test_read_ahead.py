@@ -1,5 +1,6 @@
 """Reading on a background thread (``loaders.prefetch.read_ahead``,
-``DataLoader(read_thread=...)``): the same batches in the same order, errors where they happened, no thread left behind."""
+``DataLoader(read_thread=...)``): the same batches in the same order, errors where they
+happened, no thread left behind."""
 
 from __future__ import annotations
 
