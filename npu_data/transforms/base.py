@@ -195,7 +195,7 @@ class Transform:
     name = "Transform"
     needs_uint8 = True
     takes_latents = False  # applies to a latents store's batches (no image)
-    # a resized crop (``crop_base``): per-sample boxes or windows that a reader may apply
+    # a resized crop (``transforms.crop``): per-sample boxes or windows that a reader may apply
     # while reading (keyed) and that a later mirror moves (``compose.mirror_crops``)
     crops = False
     fills = False  # every sample fills its output (no padding) after it

@@ -31,7 +31,7 @@ from npu_data.transforms import functional as F
 from npu_data.transforms._kernels.crop import window_regions
 from npu_data.transforms.base import Batch, Params, Transform, stage_params
 from npu_data.transforms.compose import split
-from npu_data.transforms.crop_base import (
+from npu_data.transforms.crop import (
     _CropBase,
     effective_boxes,
     micro_conditioning,
@@ -148,7 +148,7 @@ def crop_geometry(batch: Batch, plan: CropPlan) -> Batch:
 
     Returns:
         The batch with its geometry keys through the crop, ``sizes`` the output size and the
-        micro-conditioning keys the crop writes (``transforms.crop_base``); ``image`` as it
+        micro-conditioning keys the crop writes (``transforms.crop``); ``image`` as it
         was.
     """
     out = dict(batch)
