@@ -98,20 +98,22 @@ def dataloader_kwargs(**kwargs: Any) -> dict[str, Any]:
     return out
 
 
-_USE_COUNT: Callable[[int], int] | None = getattr(torch._C, "_storage_Use_Count", None)
+# torch's owner count of a storage (``fn(storage._cdata)``), None where this torch build lacks
+# it; callers on a batch's path bind it at import
+STORAGE_USE_COUNT: Callable[[int], int] | None = getattr(torch._C, "_storage_Use_Count", None)
 
 
 def storage_use_count(storage: torch.UntypedStorage) -> int | None:
     """How many owners ``storage`` has (its Python object included), or None where this torch
     build cannot tell (the aarch64 torch 2.7 CPU wheel lacks ``_storage_Use_Count``)."""
-    if _USE_COUNT is None:
+    if STORAGE_USE_COUNT is None:
         return None
-    return int(_USE_COUNT(storage._cdata))
+    return int(STORAGE_USE_COUNT(storage._cdata))
 
 
 def has_storage_use_count() -> bool:
     """Whether :func:`storage_use_count` can tell (buffer reuse depends on it)."""
-    return _USE_COUNT is not None
+    return STORAGE_USE_COUNT is not None
 
 
 def cpp_extension() -> types.ModuleType:
