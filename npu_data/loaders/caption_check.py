@@ -8,7 +8,7 @@ from typing import Any
 
 from npu_data.errors import UserValueError
 from npu_data.loaders.buckets import stages_of
-from npu_data.loaders.resume import warn_once
+from npu_data.loaders.epochs import warn_once
 from npu_data.shards.batch_read import FIELDS
 
 

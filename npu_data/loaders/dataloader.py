@@ -19,16 +19,15 @@ from npu_data.buffers import release_reused
 from npu_data.common.batch import ColumnBatch
 from npu_data.common.compat import DATALOADER_ARGS, dataloader_kwargs
 from npu_data.errors import UserError, UserValueError
-from npu_data.loaders import frameworks, host_transform, resume
+from npu_data.loaders import epochs, frameworks, host_transform
 from npu_data.loaders.assemble import collate_host, is_collate_samples, keyed_batch
-from npu_data.loaders.epochs import EpochState, batch_seed
+from npu_data.loaders.epochs import EpochState, PassIndices, batch_seed
 from npu_data.loaders.loader_args import READ_AHEAD, check_extras, loader_transform, worker_init
 from npu_data.loaders.loader_args import image_position as _image_position
 from npu_data.loaders.loader_args import ours as _ours
 from npu_data.loaders.prefetch import DevicePrefetcher, read_ahead
 from npu_data.loaders.prefetch import rebuild as _rebuild
 from npu_data.loaders.request import Keyed, Requests, refusal, state_of
-from npu_data.loaders.resume import PassIndices
 from npu_data.loaders.sampler import loader_order
 from npu_data.loaders.states import loader_seed
 from npu_data.transforms.compose import donating
@@ -52,7 +51,7 @@ class DataLoader(TorchDataLoader):
     unless ``load_state_dict`` asked to resume one; ``set_epoch`` (the loader's or its
     sampler's) chooses the epoch instead. ``len()`` is always the epoch's length; a resumed
     pass yields the rest of its epoch. ``state_dict()`` / ``load_state_dict()`` resume any
-    sampler mid-epoch (``loaders.resume``). Under Accelerate, ``prepare`` keeps this loader
+    sampler mid-epoch (``loaders.epochs``). Under Accelerate, ``prepare`` keeps this loader
     (``loaders.frameworks``).
 
     Args:
@@ -178,7 +177,7 @@ class DataLoader(TorchDataLoader):
             why = refusal(self)
             if why:
                 raise UserValueError(f"DataLoader(read_crop=True): {why} — drop read_crop=True")
-        self._epochs = EpochState(resume.order_of(self.sampler, self.batch_sampler, dataset),
+        self._epochs = EpochState(epochs.order_of(self.sampler, self.batch_sampler, dataset),
                                   self._indices, isinstance(dataset, IterableDataset))
         self._prefetcher = DevicePrefetcher()
         self._adopted = False
@@ -186,7 +185,7 @@ class DataLoader(TorchDataLoader):
 
     @property
     def order(self) -> Any:
-        """What decides each epoch's samples (``resume.order_of``)."""
+        """What decides each epoch's samples (``epochs.order_of``)."""
         return self._epochs.order
 
     @property
@@ -216,7 +215,7 @@ class DataLoader(TorchDataLoader):
 
     def state_dict(self) -> dict[str, Any]:
         """Plain state to resume exactly here: the epoch, its batches yielded and what
-        re-creates its order (``loaders.resume``); saved between epochs, the next one. Never
+        re-creates its order (``loaders.epochs``); saved between epochs, the next one. Never
         raises for a sampler: one not re-created exactly resumes closely, with a warning."""
         in_order = self.num_workers == 0 or getattr(self, "in_order", True) is not False
         return self._epochs.state_dict(self.seed, self.batch_size, in_order)
