@@ -109,7 +109,7 @@ class Compose(Transform):
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         """Each stage's parameters in turn from the sizes the previous ones output, one
         ``rng`` for all; a crop followed by a flip is moved for the flipped samples
-        (``transforms.flip_order``)."""
+        (:func:`mirror_crops`)."""
         return self._draw(sizes, lambda i, t, s: t.make_params(s, rng))
 
     @property
