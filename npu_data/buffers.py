@@ -11,7 +11,7 @@ import torch
 from torch.utils.data import get_worker_info
 
 from npu_data import device as dev
-from npu_data.common.compat import has_storage_use_count, storage_use_count
+from npu_data.common.compat import STORAGE_USE_COUNT
 
 TORCH_DTYPE = {
     np.dtype(np.uint8): torch.uint8, np.dtype(np.int8): torch.int8,
@@ -38,6 +38,13 @@ def empty_host(shape: tuple[int, ...], dtype: torch.dtype, pin: bool) -> torch.T
 # afresh each time (its adaptive threshold stops at 32 MiB) and every page faults in again —
 # 12,289 faults for a 64 x 3 x 512 x 512 crop batch, half of all the process's faults.
 _REUSE_FROM = 16 << 20
+_CAN_REUSE = STORAGE_USE_COUNT is not None  # whether this torch tells that a buffer is free
+
+
+def _owners(storage: torch.UntypedStorage) -> int:
+    """How many owners ``storage`` has, its Python object included (``_CAN_REUSE`` only)."""
+    assert STORAGE_USE_COUNT is not None
+    return int(STORAGE_USE_COUNT(storage._cdata))
 _KEEP = 6  # batches a loader has in flight: read ahead, prefetched, transformed, in use
 _LOCK = threading.Lock()
 _HELD: list[torch.UntypedStorage] = []
@@ -48,11 +55,11 @@ def reused_empty(shape: tuple[int, ...]) -> torch.Tensor:
     nothing holds any more — no tensor, view or numpy array of it is alive, its storage's only
     reference is this pool's — else a new one (kept, up to the last ``_KEEP``)."""
     n = int(np.prod(shape)) if shape else 1
-    if not has_storage_use_count() or n < _REUSE_FROM:
+    if not _CAN_REUSE or n < _REUSE_FROM:
         return torch.empty(shape, dtype=torch.uint8)
     strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
     with _LOCK:  # checked and handed out under the lock: two threads never share one
-        storage = next((s for s in _HELD if s.nbytes() == n and storage_use_count(s) == 1),
+        storage = next((s for s in _HELD if s.nbytes() == n and _owners(s) == 1),
                        None)
         if storage is None:
             storage = torch.UntypedStorage(n)
@@ -73,10 +80,10 @@ def reused_scratch(nbytes: int) -> torch.Tensor:
     """An uninitialised 1-D uint8 host tensor of at least ``nbytes``: a pooled buffer that
     nothing holds any more (as :func:`reused_empty`; grown by a quarter when the free ones are
     too small), else a new one."""
-    if not has_storage_use_count():
+    if not _CAN_REUSE:
         return torch.empty(nbytes, dtype=torch.uint8)
     with _LOCK:
-        free = [s for s in _SCRATCH if storage_use_count(s) == 1]
+        free = [s for s in _SCRATCH if _owners(s) == 1]
         storage = next((s for s in free if s.nbytes() >= nbytes), None)
         if storage is None:
             if free:  # outgrown: replaced, not kept beside the bigger one

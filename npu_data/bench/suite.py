@@ -177,7 +177,7 @@ def _wds(tars: list[Path], cfg: BenchConfig, device: torch.device,
 
 def _in_process(p: Pipeline, cfg: BenchConfig) -> Pipeline | None:
     """``p`` run in the training process (``num_workers=0``: the DataLoader's default, reading
-    on one background thread, ``loaders.read_ahead``) when ``p`` uses workers."""
+    on one background thread, ``loaders.prefetch.read_ahead``) when ``p`` uses workers."""
     if not cfg.workers:
         return None
     make = p.make

@@ -33,9 +33,15 @@ _LIBRARY = Library(
 RESTART_RUN = 32
 
 
+_LOADED: Any | None = None  # the ops once loaded (checked on load by ``common.compiled``)
+
+
 def jpeg_ops() -> Any | None:
     """``torch.ops.npu_data_jpeg``, or ``None`` when it cannot be built."""
-    return _LIBRARY.get()
+    global _LOADED
+    if _LOADED is None:
+        _LOADED = _LIBRARY.get()
+    return _LOADED
 
 
 def with_restarts(data: bytes, run: int = RESTART_RUN) -> bytes:

@@ -43,7 +43,7 @@ class CropPlan:
     sample, resized to ``size = (height, width)``; boxes, polygons and masks keeping less
     than ``min_visible`` of their area become invalid; ``fast``: JPEGs may be decoded
     DCT-scaled (not exact, ``DataLoader(decode="fast")``). A window crop
-    (``transforms.crop_base``) also has ``windows (B, 4)`` (top, left, full height, full
+    (``transforms.crop``) also has ``windows (B, 4)`` (top, left, full height, full
     width), ``out (B, 2)`` each sample's valid output size (``size`` the largest) and
     ``top_left (B, 2)``, its ``crop_top_left``. ``seed`` and ``epoch``: the pass it was
     drawn for. ``interpolation``: the resize filter (``"bilinear"``, ``"bicubic"`` or

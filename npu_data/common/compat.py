@@ -33,18 +33,17 @@ TORCH = release(torch.__version__)
 
 # torch.compiler.is_compiling (2.3+); torch._dynamo.is_compiling before, traced the same way
 # (imported on first use: importing torch._dynamo loads optional packages such as transformers)
-_IS_COMPILING: Callable[[], bool] | None = getattr(getattr(torch, "compiler", None),
-                                                   "is_compiling", None)
+def _dynamo_is_compiling() -> bool:  # torch < 2.3
+    from torch import _dynamo
+
+    return bool(_dynamo.is_compiling())
 
 
-def is_compiling() -> bool:
-    """Whether the caller runs inside a ``torch.compile`` trace (False when eager)."""
-    check = _IS_COMPILING
-    if check is None:
-        import torch._dynamo
-
-        check = torch._dynamo.is_compiling
-    return bool(check())
+# torch's own function where it has one (torch >= 2.3): callers bind it at import and call
+# torch directly, not through this module
+is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling",
+                                           _dynamo_is_compiling)
+"""Whether the caller runs inside a ``torch.compile`` trace (False when eager)."""
 
 
 def autocast_available(device_type: str) -> bool:
@@ -99,20 +98,22 @@ def dataloader_kwargs(**kwargs: Any) -> dict[str, Any]:
     return out
 
 
-_USE_COUNT: Callable[[int], int] | None = getattr(torch._C, "_storage_Use_Count", None)
+# torch's owner count of a storage (``fn(storage._cdata)``), None where this torch build lacks
+# it; callers on a batch's path bind it at import
+STORAGE_USE_COUNT: Callable[[int], int] | None = getattr(torch._C, "_storage_Use_Count", None)
 
 
 def storage_use_count(storage: torch.UntypedStorage) -> int | None:
     """How many owners ``storage`` has (its Python object included), or None where this torch
     build cannot tell (the aarch64 torch 2.7 CPU wheel lacks ``_storage_Use_Count``)."""
-    if _USE_COUNT is None:
+    if STORAGE_USE_COUNT is None:
         return None
-    return int(_USE_COUNT(storage._cdata))
+    return int(STORAGE_USE_COUNT(storage._cdata))
 
 
 def has_storage_use_count() -> bool:
     """Whether :func:`storage_use_count` can tell (buffer reuse depends on it)."""
-    return _USE_COUNT is not None
+    return STORAGE_USE_COUNT is not None
 
 
 def cpp_extension() -> types.ModuleType:

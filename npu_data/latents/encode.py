@@ -91,7 +91,7 @@ def preprocess(batch: dict[str, Any], target: tuple[int, int], mirrored: bool,
     batch is copied there first); ``mirrored``: of the mirrored resized image (diffusers:
     flip, then crop at the centre offset)."""
     from npu_data.transforms import Normalize, ResizeCrop
-    from npu_data.transforms.crop_base import window_params
+    from npu_data.transforms.crop import window_params
 
     crop = ResizeCrop(target)
     sizes = batch["sizes"].numpy().astype(np.int64)

@@ -1,6 +1,6 @@
 """A pipeline that uses captions, over a dataset that has none, is refused when the loader is
 built — not trained unconditionally without a word; otherwise where they come from is said
-once (``shards.captions``)."""
+once (``shards.batch_read``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 from npu_data.errors import UserValueError
 from npu_data.loaders.buckets import stages_of
-from npu_data.loaders.resume import warn_once
-from npu_data.shards.captions import FIELDS
+from npu_data.loaders.epochs import warn_once
+from npu_data.shards.batch_read import FIELDS
 
 
 def check_captions(dataset: Any, transform: Any) -> None:

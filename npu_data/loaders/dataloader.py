@@ -19,20 +19,18 @@ from npu_data.buffers import release_reused
 from npu_data.common.batch import ColumnBatch
 from npu_data.common.compat import DATALOADER_ARGS, dataloader_kwargs
 from npu_data.errors import UserError, UserValueError
-from npu_data.loaders import frameworks, host_transform, resume
+from npu_data.loaders import epochs, frameworks, host_transform
 from npu_data.loaders.assemble import collate_host, is_collate_samples, keyed_batch
-from npu_data.loaders.epochs import EpochState, batch_seed
+from npu_data.loaders.epochs import EpochState, PassIndices, batch_seed
 from npu_data.loaders.loader_args import READ_AHEAD, check_extras, loader_transform, worker_init
 from npu_data.loaders.loader_args import image_position as _image_position
 from npu_data.loaders.loader_args import ours as _ours
-from npu_data.loaders.prefetch import DevicePrefetcher
+from npu_data.loaders.prefetch import DevicePrefetcher, read_ahead
 from npu_data.loaders.prefetch import rebuild as _rebuild
-from npu_data.loaders.read_ahead import read_ahead
 from npu_data.loaders.request import Keyed, Requests, refusal, state_of
-from npu_data.loaders.resume import PassIndices
 from npu_data.loaders.sampler import loader_order
 from npu_data.loaders.states import loader_seed
-from npu_data.transforms.donate import donating
+from npu_data.transforms.compose import donating
 from npu_data.transforms.read_crop import apply_after_read
 
 BatchTransform = Callable[..., Any]
@@ -53,7 +51,7 @@ class DataLoader(TorchDataLoader):
     unless ``load_state_dict`` asked to resume one; ``set_epoch`` (the loader's or its
     sampler's) chooses the epoch instead. ``len()`` is always the epoch's length; a resumed
     pass yields the rest of its epoch. ``state_dict()`` / ``load_state_dict()`` resume any
-    sampler mid-epoch (``loaders.resume``). Under Accelerate, ``prepare`` keeps this loader
+    sampler mid-epoch (``loaders.epochs``). Under Accelerate, ``prepare`` keeps this loader
     (``loaders.frameworks``).
 
     Args:
@@ -99,7 +97,7 @@ class DataLoader(TorchDataLoader):
             docs/benchmarks.md).
         read_thread: With ``num_workers=0``, read, decode and collate batches on one
             background thread of this process while the main thread transforms the previous
-            one (``loaders.read_ahead``); None: on for this package's datasets, off for
+            one (``loaders.prefetch.read_ahead``); None: on for this package's datasets, off for
             others, which may not be thread-safe.
 
     Raises:
@@ -179,7 +177,7 @@ class DataLoader(TorchDataLoader):
             why = refusal(self)
             if why:
                 raise UserValueError(f"DataLoader(read_crop=True): {why} — drop read_crop=True")
-        self._epochs = EpochState(resume.order_of(self.sampler, self.batch_sampler, dataset),
+        self._epochs = EpochState(epochs.order_of(self.sampler, self.batch_sampler, dataset),
                                   self._indices, isinstance(dataset, IterableDataset))
         self._prefetcher = DevicePrefetcher()
         self._adopted = False
@@ -187,7 +185,7 @@ class DataLoader(TorchDataLoader):
 
     @property
     def order(self) -> Any:
-        """What decides each epoch's samples (``resume.order_of``)."""
+        """What decides each epoch's samples (``epochs.order_of``)."""
         return self._epochs.order
 
     @property
@@ -217,7 +215,7 @@ class DataLoader(TorchDataLoader):
 
     def state_dict(self) -> dict[str, Any]:
         """Plain state to resume exactly here: the epoch, its batches yielded and what
-        re-creates its order (``loaders.resume``); saved between epochs, the next one. Never
+        re-creates its order (``loaders.epochs``); saved between epochs, the next one. Never
         raises for a sampler: one not re-created exactly resumes closely, with a warning."""
         in_order = self.num_workers == 0 or getattr(self, "in_order", True) is not False
         return self._epochs.state_dict(self.seed, self.batch_size, in_order)
@@ -239,7 +237,7 @@ class DataLoader(TorchDataLoader):
 
     def _adopt(self) -> None:
         """Take over what Accelerate's prepare() would have done (``loaders.frameworks``)."""
-        if not self._adopted and frameworks.prepared(self):
+        if not self._adopted and "_is_accelerate_prepared" in vars(self):  # prepare() marked it
             self._adopted = True
             frameworks.adopt(self)
 

@@ -42,7 +42,7 @@ from npu_data.errors import (
     spelled_as,
 )
 from npu_data.loaders import host_transform
-from npu_data.shards.captions import check_field
+from npu_data.shards.batch_read import check_field
 
 _NOT_KEYED = ("workers", "download_workers", "timeout")  # how, not what, is imported
 _REPORT = "rejected.jsonl"  # npu_data.shards.format.REJECTED

@@ -32,11 +32,6 @@ from npu_data.errors import UserError
 from npu_data.loaders.sampler import SequentialOrder, ShuffledOrder
 
 
-def prepared(loader: Any) -> bool:
-    """Whether ``accelerator.prepare`` has taken this loader (it marks the instance)."""
-    return "_is_accelerate_prepared" in vars(loader)
-
-
 def _state() -> Any:
     mod = sys.modules.get("accelerate.state")
     return None if mod is None else mod.PartialState()

@@ -26,8 +26,8 @@ from typing import Any
 import torch
 from torch.utils.data import default_collate, get_worker_info
 
+from npu_data.loaders.epochs import warn_once
 from npu_data.loaders.request import by_loader, loader_reads, mark_worker, sample_ids
-from npu_data.loaders.resume import warn_once
 from npu_data.transforms import draws
 from npu_data.transforms.base import Transform
 

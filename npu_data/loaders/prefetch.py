@@ -1,18 +1,37 @@
-"""Host batches to the device, a few batches ahead.
+"""Batches ahead of the consumer: host batches read on a thread, copied to the device a few
+batches ahead.
 
 ``DevicePrefetcher.batches`` reads the next ``depth`` host batches, prepares each one on the
-host (the batch to deliver and its keyed parameters) and queues its copy to the device with ``non_blocking`` copies on a
-side stream; when a batch is due the consuming stream waits on that stream and every tensor
+host (the batch to deliver and its keyed parameters) and queues its copy to the device with
+``non_blocking`` copies on a side stream; when a batch is due the consuming stream waits on that stream and every tensor
 of the batch is ``record_stream``'d, so its memory is not reused early. On the CPU the same
 path runs without streams or copies. A batch that fails to load raises when it is due (after
 the batches before it), as torch's loader does; nothing is read past it.
+
+**Read ahead on a thread** (:func:`read_ahead`): the batches of an iterator produced by one
+background thread of this process while the caller consumes the previous ones.
+
+The loader's in-process mode (``num_workers=0``): reading, crop-region decoding and collating
+run in compiled code that releases the GIL (libjpeg-turbo, the resize kernels), so one
+producer thread overlaps them with the main thread's device transform — two cores busy with
+no worker processes, no shared-memory hand-off and no pickling. Batches come in the
+iterator's order; an exception in the producer is raised in the consumer at the batch where
+it happened; closing the consumer (``break``, garbage collection) stops the producer.
+
+The producer thread is given the consumer's torch thread count (``threads``), which its
+compiled kernels spread a batch over: a thread otherwise takes torch's process-wide default
+when it first asks, and torch's pin-memory thread (any DataLoader with ``pin_memory`` and
+workers) sets that default to 1 — seen on a 16-core GPU machine, where it left in-process
+decoding on one core.
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -135,3 +154,58 @@ class DevicePrefetcher:
                 _record(batch, consumer)
             submit()
             yield batch, aug, not pending
+
+
+# --- read ahead on a thread (module doc) ---
+T = TypeVar("T")
+
+_END = object()
+
+
+class _Failed:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+def read_ahead(source: Iterator[T], depth: int, threads: int | None = None) -> Iterator[T]:
+    """``source``'s items, produced up to ``depth`` ahead on a daemon thread (which runs
+    torch's CPU ops on ``threads`` threads when given)."""
+    if depth < 1:
+        raise ValueError(f"read_ahead: depth={depth} must be at least 1")
+    items: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                items.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            if threads:
+                torch.set_num_threads(threads)
+            for item in source:
+                if not put(item):
+                    return
+        except BaseException as exc:  # handed to the consumer, raised there
+            put(_Failed(exc))
+            return
+        put(_END)
+
+    thread = threading.Thread(target=produce, name="npu-data-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = items.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failed):
+                raise item.exc
+            yield item
+    finally:
+        stop.set()
+        thread.join()

@@ -17,7 +17,7 @@ from npu_data.errors import DataCorruption, UserError
 from npu_data.kinds.base import Kind
 from npu_data.kinds.registry import BY_NAME
 from npu_data.kinds.texts import CAPTION_OF
-from npu_data.shards import captions, checks
+from npu_data.shards import batch_read, checks
 from npu_data.shards.batch_read import SampleBatch, as_index
 from npu_data.shards.format import (
     DATA,
@@ -215,7 +215,7 @@ class ShardDataset:
             corrupt.
         caption_field: The task data key holding each sample's caption; None: the first
             TextArea text, else the task data's ``caption``, ``text`` or ``prompt``
-            (``shards.captions``).
+            (``shards.batch_read``).
         fix: What a message about a damaged file of a local folder tells the user to do
             (default: verify the folder and import it again).
 
@@ -232,7 +232,7 @@ class ShardDataset:
                  fix: str = "") -> None:
         from npu_data.shards import remote, storage
 
-        self.caption_field = captions.check_field(caption_field, "ShardDataset")
+        self.caption_field = batch_read.check_field(caption_field, "ShardDataset")
         if isinstance(max_pixels, bool) or not isinstance(max_pixels, int) or max_pixels < 1:
             raise UserError(f"max_pixels={max_pixels!r}: the most pixels a stored image may "
                             "claim, a positive integer")
@@ -406,11 +406,11 @@ class ShardDataset:
         s["original_size"] = sh.originals()[j].copy()  # not a view of the shared column
         for kind in self.kinds:
             s.update(kind.read_sample(sh.col, j, hw))
-        s["caption"] = captions.pick(s.get(CAPTION_OF, []), sh.data_json(j), self.caption_field)
+        s["caption"] = batch_read.pick(s.get(CAPTION_OF, []), sh.data_json(j), self.caption_field)
         return s
 
-    def caption_coverage(self) -> captions.Coverage:
-        """Where the samples' captions come from (``shards.captions``), counted over the whole
+    def caption_coverage(self) -> batch_read.Coverage:
+        """Where the samples' captions come from (``shards.batch_read``), counted over the whole
         dataset (reads every sample's task data, not its pixels; once)."""
         known = self.__dict__.get("_coverage")
         if known is not None:
@@ -419,7 +419,7 @@ class ShardDataset:
             from npu_data.shards.latent_read import caption_counts
 
             stored, total = caption_counts(self)
-            self._coverage = captions.Coverage(data={}, none=total - stored, stored=stored)
+            self._coverage = batch_read.Coverage(data={}, none=total - stored, stored=stored)
             return self._coverage
         texts: list[list[str]] = []
         raws: list[bytes] = []
@@ -429,6 +429,6 @@ class ShardDataset:
             for j in range(sh.samples):
                 texts.append(["x"] * int(rows[j]))
                 raws.append(sh.data_json(j))
-        self._coverage = captions.coverage(texts, raws, self.caption_field)
+        self._coverage = batch_read.coverage(texts, raws, self.caption_field)
         return self._coverage
 

@@ -20,13 +20,7 @@ from npu_data.transforms.base import Transform
 from npu_data.transforms.captions import CaptionDropout, RandomCaption
 from npu_data.transforms.color import ColorJitter
 from npu_data.transforms.compose import Compose
-from npu_data.transforms.crop import (
-    CenterCrop,
-    RandomResizedCrop,
-    Resize,
-    ResizeCenterCrop,
-    ResizeCrop,
-)
+from npu_data.transforms.crop import RandomResizedCrop
 from npu_data.transforms.detection import RandomIoUCrop, RandomZoomOut, ScaleJitter
 from npu_data.transforms.draws import sample_params
 from npu_data.transforms.flip import RandomHorizontalFlip
@@ -43,6 +37,7 @@ from npu_data.transforms.pixel_ops import (
 from npu_data.transforms.presets import LEVELS, NpuPreprocessor
 from npu_data.transforms.read_crop import ReadCrop
 from npu_data.transforms.replay import replay_reference, sample_image
+from npu_data.transforms.resize import CenterCrop, Resize, ResizeCenterCrop, ResizeCrop
 
 if TYPE_CHECKING:  # what type checkers and the API reference see (the same names as _LAZY)
     from npu_data.transforms import parity, reference

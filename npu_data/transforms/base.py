@@ -189,14 +189,14 @@ class Transform:
     params, ctx)`` (module doc).
 
     The class attributes below declare what a pipeline may do with a stage (``compose``,
-    ``flip_order``, ``compose.split`` read them; all False here).
+    ``compose.mirror_crops``, ``compose.split`` read them; all False here).
     """
 
     name = "Transform"
     needs_uint8 = True
     takes_latents = False  # applies to a latents store's batches (no image)
-    # a resized crop (``crop_base``): per-sample boxes or windows that a reader may apply
-    # while reading (keyed) and that a later mirror moves (``flip_order``)
+    # a resized crop (``transforms.crop``): per-sample boxes or windows that a reader may apply
+    # while reading (keyed) and that a later mirror moves (``compose.mirror_crops``)
     crops = False
     fills = False  # every sample fills its output (no padding) after it
     folds_flip = False  # mirrors its output's pixels while resizing (``ApplyContext.flip``)

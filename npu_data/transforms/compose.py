@@ -3,18 +3,43 @@
 :meth:`Compose.split` hands a reader the pipeline's leading crop (:class:`Split`) and what is
 left after it; :func:`apply_stages` runs stages, fusing them by their declared capabilities
 (:func:`fusions`) and telling each what it knows through one ``ApplyContext``.
+
+**Flip before crop**, whatever order the stages are written in (SDXL's conditioning rule).
+diffusers' SDXL trainers (``train_text_to_image_sdxl.py`` since PR #6547) take pixels
+``crop(flip(resize(image)))``: the resized image is mirrored first, the crop window is chosen
+in the mirrored image (a centre offset ``round((W - tw) / 2)`` there), and ``crop_top_left``
+is that window's (top, left) — so the model is told where its pixels came from.
+
+A pipeline written ``[crop, ..., RandomHorizontalFlip]`` gets the same: a crop's parameters
+are read as drawn in the mirrored image of every sample the flip mirrors. For those samples
+:func:`mirror_crops` moves the crop's source window to its mirror image (a box crop's box
+``left -> W - left - box_w``, a window crop's ``left -> full_w - left - out_w``) and keeps
+the drawn ``crop_top_left``; the flip then mirrors the crop, and pixels, geometry and
+``crop_top_left`` all describe ``crop(flip(resize(image)))``. A flip written before the crop
+needs nothing: the crop already draws in the mirrored image.
+
+**Donated images**: a batch image its owner no longer needs, which kernels may overwrite
+with their result instead of allocating a new batch (no per-batch allocation, no page faults
+on fresh memory, one memory pass less for a flip).
+
+The loader donates the batches it collated itself; ``Compose`` donates what one stage
+allocated to the stages after it (never the caller's input unless the caller donated it).
+A kernel that can work in place asks :func:`donated`; one that cannot simply allocates, so
+donation changes where results are written, never their values.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from npu_data.common.compat import is_compiling
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms.base import (
     DEFAULT,
@@ -25,12 +50,11 @@ from npu_data.transforms.base import (
     as_batch,
     check_generator,
     finish,
+    stage_key,
     stage_params,
     with_stage,
 )
-from npu_data.transforms.donate import donating, fresh
 from npu_data.transforms.draws import Uniforms, child_position
-from npu_data.transforms.flip_order import mirror_crops
 
 
 class Compose(Transform):
@@ -85,7 +109,7 @@ class Compose(Transform):
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         """Each stage's parameters in turn from the sizes the previous ones output, one
         ``rng`` for all; a crop followed by a flip is moved for the flipped samples
-        (``transforms.flip_order``)."""
+        (:func:`mirror_crops`)."""
         return self._draw(sizes, lambda i, t, s: t.make_params(s, rng))
 
     @property
@@ -232,7 +256,7 @@ def stage_context(index: int, stages: Sequence[Transform], params: Params, first
 def apply_stages(stages: Sequence[Transform], batch: Batch, params: Params, first: int = 0,
                  full: bool = False) -> Batch:
     """``stages`` in turn, stage ``i`` with the keys of ``params`` prefixed ``"<first + i>."``.
-    An image one stage allocated is donated to the next ones (``transforms.donate``: they may
+    An image one stage allocated is donated to the next ones (module doc: they may
     write into it); the caller's image only if the caller donated it. ``full``: every sample
     fills the incoming batch (no padding). Crops, flips and jitters fuse (:func:`fusions`)."""
     folds, filled = fusions(stages, full)
@@ -253,3 +277,77 @@ def apply_stages(stages: Sequence[Transform], batch: Batch, params: Params, firs
 
 
 _caller = contextlib.nullcontext  # keep whatever the caller donated
+
+
+# --- flip before crop (module doc) ---
+def mirror_crops(stages: Sequence[Transform], params: Params,
+                 inputs: Sequence[np.ndarray], first: int = 0) -> None:
+    """Move, in place, the crop before each horizontal mirror of ``stages`` to the mirror
+    image of the samples it flips (module doc). Only stages that commute with a mirror
+    (``Transform.mirror_free``) may stand between the two.
+
+    Args:
+        stages: a pipeline's stages in order.
+        params: its flat parameters, stage ``i``'s keys those of ``first + i``
+            (``base.stage_key``).
+        inputs: each stage's input sizes (B, 2).
+        first: the index of stage 0.
+    """
+    for j, t in enumerate(stages):
+        flip = params.get(stage_key(first + j, "flip"))
+        if not t.is_hflip or flip is None:
+            continue
+        i = j - 1
+        while i >= 0 and not stages[i].crops and stages[i].mirror_free:
+            i -= 1
+        if i >= 0 and stages[i].crops:
+            mirror_window(params, first + i, flip.to(torch.bool).cpu(), inputs[i])
+
+
+def mirror_window(params: Params, index: int, flip: torch.Tensor, sizes: np.ndarray) -> None:
+    """The source window of the crop at stage ``index`` mirrored where ``flip`` (B,) is set;
+    its ``crop_top_left`` (the window in the mirrored image) stays as drawn. Drawn parameters
+    are host tensors: this is numpy work on the host, no device op."""
+    mask = flip.numpy()
+    windows = params.get(stage_key(index, "windows"))
+    if windows is not None:
+        w = windows.numpy().copy()
+        out = params[stage_key(index, "out")].numpy()
+        w[:, 1] = np.where(mask, w[:, 3] - w[:, 1] - out[:, 1], w[:, 1])
+        params[stage_key(index, "windows")] = torch.from_numpy(w)
+        return
+    b = params[stage_key(index, "boxes")].numpy().copy()
+    b[:, 1] = np.where(mask, sizes[:, 1] - b[:, 1] - b[:, 3], b[:, 1])
+    params[stage_key(index, "boxes")] = torch.from_numpy(b)
+
+
+# --- donated images (module doc) ---
+_DONATED: ContextVar[torch.Tensor | None] = ContextVar("npu_data_donated", default=None)
+
+
+@contextlib.contextmanager
+def donating(image: torch.Tensor | None) -> Iterator[None]:
+    """Within the block, kernels may write their results into ``image`` (None: nothing)."""
+    token = _DONATED.set(image)
+    try:
+        yield
+    finally:
+        _DONATED.reset(token)
+
+
+def donated(image: torch.Tensor) -> bool:
+    """Whether ``image`` itself was donated (and is contiguous, as in-place kernels need);
+    never in a ``torch.compile`` trace (graphs allocate as they like)."""
+    if is_compiling():
+        return False
+    return _DONATED.get() is image and image.is_contiguous()
+
+
+def fresh(result: torch.Tensor | None, source: torch.Tensor | None) -> bool:
+    """Whether ``result`` lives in memory of its own, not in ``source``'s (a stage's output
+    that no caller can hold yet)."""
+    if is_compiling():
+        return False
+    if result is None or source is None or result is source:
+        return False
+    return result.untyped_storage().data_ptr() != source.untyped_storage().data_ptr()

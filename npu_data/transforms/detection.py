@@ -24,7 +24,7 @@ import torch
 from npu_data.errors import UserValueError
 from npu_data.transforms import functional as F
 from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform, pair
-from npu_data.transforms.crop_base import check_min_visible
+from npu_data.transforms.crop import check_min_visible
 from npu_data.transforms.draws import Uniforms
 from npu_data.transforms.geometric import degrees_range
 from npu_data.transforms.maps import check_fill, translation_matrices

@@ -20,7 +20,7 @@ import torch
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import functional as F
 from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
-from npu_data.transforms.crop_base import check_min_visible
+from npu_data.transforms.crop import check_min_visible
 from npu_data.transforms.draws import Uniforms
 from npu_data.transforms.maps import (
     affine_matrices,

@@ -398,7 +398,7 @@ def resized_crop_masks(
     boxes = to_device(crop_boxes, masks.device)
     bi = torch.arange(b, device=masks.device).view(b, 1, 1, 1)
     mi = torch.arange(m, device=masks.device).view(1, m, 1, 1)
-    if boxes.is_floating_point():  # a window (transforms.crop_base): fractional source boxes
+    if boxes.is_floating_point():  # a window (transforms.crop): fractional source boxes
         top, left, height, width = boxes.to(torch.float32).unbind(-1)
         rows, row_in = _nearest_float(top, height, oh, h)
         cols, col_in = _nearest_float(left, width, ow, w)

@@ -11,10 +11,11 @@ from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms.base import Transform, pair
 from npu_data.transforms.color import ColorJitter
 from npu_data.transforms.compose import Compose
-from npu_data.transforms.crop import RandomResizedCrop, ResizeCenterCrop, ResizeCrop
+from npu_data.transforms.crop import RandomResizedCrop
 from npu_data.transforms.flip import RandomHorizontalFlip
 from npu_data.transforms.functional import check_interpolation
 from npu_data.transforms.normalize import IMAGENET_MEAN, IMAGENET_STD, Normalize
+from npu_data.transforms.resize import ResizeCenterCrop, ResizeCrop
 
 LEVELS = {
     0: "resize the shorter side to image_size, centre crop (evaluation)",

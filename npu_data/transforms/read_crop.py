@@ -31,7 +31,7 @@ from npu_data.transforms import functional as F
 from npu_data.transforms._kernels.crop import window_regions
 from npu_data.transforms.base import Batch, Params, Transform, stage_params
 from npu_data.transforms.compose import split
-from npu_data.transforms.crop_base import (
+from npu_data.transforms.crop import (
     _CropBase,
     effective_boxes,
     micro_conditioning,
@@ -53,7 +53,7 @@ class ReadCrop:
         epoch: the pass's augmentation epoch (repeats included).
         fast: JPEG boxes at least twice the output may decode DCT-scaled (not exact).
         pipeline: the keyed pipeline whose first stage ``crop`` is (its whole draw moves the
-            crop where a flip follows it, ``transforms.flip_order``); None: the crop alone.
+            crop where a flip follows it, ``compose.mirror_crops``); None: the crop alone.
     """
 
     crop: _CropBase
@@ -100,7 +100,7 @@ class ReadCrop:
 
     def plan_from(self, params: Params) -> CropPlan:
         """The crop of a batch whose whole keyed parameters are ``params`` (:meth:`draw`;
-        a later flip has moved the crop, ``transforms.flip_order``); a window never decodes
+        a later flip has moved the crop, ``compose.mirror_crops``); a window never decodes
         DCT-scaled (its coefficients are those of the whole image)."""
         if self.pipeline is not None:  # the crop's own, out of the whole pipeline's draw
             params = stage_params(params, 0)
@@ -148,7 +148,7 @@ def crop_geometry(batch: Batch, plan: CropPlan) -> Batch:
 
     Returns:
         The batch with its geometry keys through the crop, ``sizes`` the output size and the
-        micro-conditioning keys the crop writes (``transforms.crop_base``); ``image`` as it
+        micro-conditioning keys the crop writes (``transforms.crop``); ``image`` as it
         was.
     """
     out = dict(batch)

@@ -2,7 +2,7 @@
 ResizeCenterCrop, ResizeCrop.
 
 Each resizes the whole valid image (Pillow BILINEAR, antialiased) and keeps a window of the
-result (``crop_base``): the pixels of ``Image.resize`` followed by ``Image.crop``, not of a
+result (``transforms.crop``): the pixels of ``Image.resize`` followed by ``Image.crop``, not of a
 rounded source box. The sizes follow torchvision 0.28's code:
 
 - ``Resize(int)``: ``_compute_resized_output_size`` (torchvision/transforms/functional.py
@@ -28,7 +28,7 @@ import numpy as np
 from npu_data.common.buckets import SDXL, Buckets, BucketSpec, buckets_of
 from npu_data.errors import UserError, UserValueError
 from npu_data.transforms.base import Params, pair
-from npu_data.transforms.crop_base import (
+from npu_data.transforms.crop import (
     _CropBase,
     box_params,
     check_min_visible,

@@ -12,8 +12,8 @@ import pytest
 
 from npu_data.bench.batch_path import CROP_DRAW, one_batch
 
-# ceilings of the path (docs/architecture.md "The path of a batch"); the modules' target is 30
-MODULES = 42
+# ceilings of the path (docs/architecture.md "The path of a batch")
+MODULES = 30
 CROSS_PACKAGE_CALLS = 300
 LOADERS_TRANSFORMS_CALLS = 8
 

@@ -64,7 +64,7 @@ def _pipeline(kind: str) -> Any:
         return Compose([Resize((20, 30)), RandomHorizontalFlip()])
     if kind == "center":
         return Compose([CenterCrop(40), ColorJitter(0.4, 0.4, 0.4, 0.1)])
-    if kind == "resize_crop":  # windows of the whole resize (transforms.crop_base)
+    if kind == "resize_crop":  # windows of the whole resize (transforms.crop)
         return Compose([ResizeCrop((24, 32), crop="random"), RandomHorizontalFlip()])
     if kind == "resize_center":
         return ResizeCenterCrop((30, 44), resize_size=30)

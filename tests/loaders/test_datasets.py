@@ -120,10 +120,10 @@ def test_the_articles_code_trains_with_torchs_own_dataloader(project, tmp_path: 
 
 def test_torchs_collate_of_transformed_rows_warns_only_once_and_never_of_arrays(
         project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from npu_data.loaders import resume
+    from npu_data.loaders import epochs
     from npu_data.transforms import NpuPreprocessor
 
-    monkeypatch.setattr(resume, "_warned", set())
+    monkeypatch.setattr(epochs, "_warned", set())
     dataset = LabelStudioDataset(project.export_path, cache_dir=tmp_path,
                                  transform=NpuPreprocessor(image_size=16, augment_level=2))
     with warnings.catch_warnings(record=True) as caught:

@@ -1,4 +1,4 @@
-"""torch's epoch semantics for every iter(), and resume for any sampler (loaders.resume)."""
+"""torch's epoch semantics for every iter(), and resume for any sampler (loaders.epochs)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ from torch.utils.data import (
 )
 
 from npu_data.loaders import DataLoader, NpuDistributedSampler
-from npu_data.loaders.epochs import EpochState
-from npu_data.loaders.resume import PassIndices
+from npu_data.loaders.epochs import EpochState, PassIndices
 from npu_data.loaders.sampler import SequentialOrder, ShuffledOrder
 from npu_data.transforms import ColorJitter, Compose, RandomHorizontalFlip, RandomResizedCrop
 

@@ -1,5 +1,6 @@
-"""Reading on a background thread (``loaders.read_ahead``, ``DataLoader(read_thread=...)``):
-the same batches in the same order, errors where they happened, no thread left behind."""
+"""Reading on a background thread (``loaders.prefetch.read_ahead``,
+``DataLoader(read_thread=...)``): the same batches in the same order, errors where they
+happened, no thread left behind."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import torch
 
 from npu_data.errors import UserError
 from npu_data.loaders import DataLoader
-from npu_data.loaders.read_ahead import read_ahead
+from npu_data.loaders.prefetch import read_ahead
 from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import ColorJitter, Compose, RandomHorizontalFlip, RandomResizedCrop
 from tests.loaders.test_crop_read import _same_batch, stores  # noqa: F401  (fixture)

@@ -25,7 +25,7 @@ ROOT = Path(T.__file__).parent
 # the modules allowed to name the backend switch: the table, and where the switch is defined
 _DISPATCH = {ROOT / "_dispatch.py", ROOT / "_native" / "__init__.py"}
 # the transform classes: they draw parameters and call functional, nothing lower
-_CLASSES = ["base.py", "color.py", "compose.py", "crop.py", "crop_base.py", "flip.py",
+_CLASSES = ["base.py", "color.py", "compose.py", "crop.py", "flip.py",
             "normalize.py", "presets.py", "resize.py", "geometric.py", "detection.py",
             "pixel_ops.py", "auto_augment.py", "mixing.py"]
 _LOWER = ("npu_data.transforms._native", "npu_data.transforms._kernels",

@@ -1,4 +1,4 @@
-"""Conditioning equals pixels in diffusers' convention (transforms.flip_order): pixels are
+"""Conditioning equals pixels in diffusers' convention (transforms.compose): pixels are
 crop(flip(resize(image))) and ``crop_top_left`` is the window in the mirrored image, whatever
 order the crop and the flip are written in, keyed or with a generator, through the loader's
 crop at read too."""

@@ -16,18 +16,13 @@ from collections.abc import Iterator
 
 import torch
 
+from npu_data.common.compat import is_compiling
+
 _STATE = threading.local()
 
 
-def compiling() -> bool:
-    """Whether ``torch.compile`` is tracing (``torch.compiler.is_compiling``, added in torch
-    2.3; ``torch._dynamo.is_compiling`` before)."""
-    check = getattr(getattr(torch, "compiler", None), "is_compiling", None)
-    if check is None:  # torch < 2.3
-        from torch import _dynamo
-
-        check = _dynamo.is_compiling
-    return bool(check())
+# whether ``torch.compile`` is tracing: the torch function, resolved once (common.compat)
+compiling = is_compiling
 
 
 def on_host(*tensors: torch.Tensor) -> bool:

@@ -28,9 +28,15 @@ _LIBRARY = Library(
     "Install a C++ compiler to enable them.")
 
 
+_LOADED: Any | None = None  # the ops once loaded (checked on load by ``common.compiled``)
+
+
 def ops() -> Any | None:
     """``torch.ops.npu_data`` with the compiled kernels, or ``None`` when unavailable."""
-    return _LIBRARY.get()
+    global _LOADED
+    if _LOADED is None:
+        _LOADED = _LIBRARY.get()
+    return _LOADED
 
 
 def available() -> bool:
