@@ -11,13 +11,14 @@ computes it with the same arithmetic on numpy arrays (:func:`noise_index` takes 
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Sequence
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 import torch
+
+from npu_data.transforms._kernels import DeviceTables
 
 # ImageNet's mean and std: Normalize()'s defaults (transforms.normalize, which imports the
 # functional ops that import this module)
@@ -70,24 +71,12 @@ def level_table(mean: Sequence[float], std: Sequence[float]) -> np.ndarray:
     return _table(tuple(float(m) for m in mean), tuple(float(s) for s in std))
 
 
-_TENSORS: dict[tuple[tuple[float, ...], tuple[float, ...], str], torch.Tensor] = {}
-_LOCK = threading.Lock()
-
-
 def level_tensor(mean: tuple[float, ...], std: tuple[float, ...], device: torch.device
                  ) -> torch.Tensor:
     """:func:`level_table` on ``device`` (made on first use, kept per device; not to be
     written)."""
-    from npu_data.transforms._kernels import compiling, to_device
+    return _TENSORS.get((mean, std), device,
+                        lambda: torch.from_numpy(level_table(mean, std).copy()))
 
-    key = (mean, std, str(device))
-    got = _TENSORS.get(key)
-    if got is not None:
-        return got
-    if compiling():
-        raise RuntimeError("the noise level table is made on first use, not inside a "
-                           "torch.compile trace: run the erase once eagerly first")
-    with _LOCK:
-        host = torch.from_numpy(level_table(mean, std).copy())
-        got = _TENSORS[key] = host if device.type == "cpu" else to_device(host, device)
-    return got
+
+_TENSORS = DeviceTables("the noise level table")

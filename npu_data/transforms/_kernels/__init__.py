@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
 
 import torch
 
@@ -43,6 +43,34 @@ def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A (host) parameter tensor on the batch's ``device``, queued without waiting: a
     blocking host-to-device copy would make the host wait for the device's queue."""
     return t.to(device, non_blocking=True)
+
+
+class DeviceTables:
+    """Constant tables a kernel reads: each made once on the host (``make()``, on first use)
+    and copied once per device; never made inside a ``torch.compile`` trace (run the op once
+    eagerly first). Not to be written."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self._on: dict[tuple[Hashable, str], torch.Tensor] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, device: torch.device,
+            make: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """The table ``key`` on ``device``."""
+        got = self._on.get((key, str(device)))
+        if got is not None:
+            return got
+        if compiling():
+            raise RuntimeError(f"{self.what} is made on first use, not inside a torch.compile "
+                               "trace: run the transform once eagerly first")
+        with self._lock:
+            host = self._on.get((key, "cpu"))
+            if host is None:
+                host = self._on[(key, "cpu")] = make()
+            got = host if device.type == "cpu" else to_device(host, device)
+            self._on[(key, str(device))] = got
+        return got
 
 
 @contextlib.contextmanager

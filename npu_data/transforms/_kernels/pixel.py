@@ -12,13 +12,12 @@ comes out 0.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import numpy as np
 import torch
 
-from npu_data.transforms._kernels import compiling, host_values, to_device
+from npu_data.transforms._kernels import DeviceTables, host_values, to_device
 from npu_data.transforms._kernels.jitter import _valid
 
 # the op ids of ``policy_step`` (torchvision's auto-augment op names)
@@ -169,8 +168,7 @@ def equalize_luts(hist: torch.Tensor) -> torch.Tensor:
     return torch.where((levels <= 1) | (step == 0), identity, lut).to(torch.uint8)
 
 
-_TABLES: dict[str, torch.Tensor] = {}
-_LOCK = threading.Lock()
+_TABLES = DeviceTables("the autocontrast table")
 
 
 def autocontrast_table_np() -> np.ndarray:
@@ -190,19 +188,8 @@ def autocontrast_table_np() -> np.ndarray:
 
 def autocontrast_table(device: torch.device) -> torch.Tensor:
     """:func:`autocontrast_table_np` on ``device`` (16 MB; made once, kept per device)."""
-    key = str(device)
-    got = _TABLES.get(key)
-    if got is not None:
-        return got
-    if compiling():
-        raise RuntimeError("the autocontrast table is made on first use, not inside a "
-                           "torch.compile trace: run the transform once eagerly first")
-    with _LOCK:
-        host = _TABLES.get("cpu")
-        if host is None:
-            host = _TABLES["cpu"] = torch.from_numpy(autocontrast_table_np())
-        got = _TABLES[key] = host if device.type == "cpu" else to_device(host, device)
-    return got
+    return _TABLES.get("autocontrast", device,
+                       lambda: torch.from_numpy(autocontrast_table_np()))
 
 
 def autocontrast_luts(hist: torch.Tensor) -> torch.Tensor:
