@@ -14,7 +14,6 @@ import torch
 
 from npu_data.shards.importer import import_dataset
 from npu_data.tools.sample_data import make_sample_project
-from tests.shards.conftest import s3  # noqa: F401 - the S3 server of the remote tests
 
 BUCKETS = [(64, 64), (48, 80), (80, 48)]  # sides multiples of the VAE's factor 8
 TOKENS = 12  # the tokenizers' model_max_length

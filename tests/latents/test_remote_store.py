@@ -2,7 +2,7 @@
 ``npu-data encode --out s3://...`` upload through the import's staging, lease and conditional
 writes; ``ShardDataset(url)`` reads the store through the node-local cache (the empty prompt's
 files fetched and checked, the latent columns valid across eviction); a killed encode resumes
-to the bytes of a local one. Moto's S3 server on 127.0.0.1 (``tests.shards.conftest``)."""
+to the bytes of a local one. Moto's S3 server on 127.0.0.1 (``tests/s3_server.py``)."""
 
 from __future__ import annotations
 
