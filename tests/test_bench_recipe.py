@@ -23,7 +23,7 @@ def test_the_recipe_bench_runs_and_ours_matches_its_reference(
     assert ("ratio to Kornia" in out) == kornia and ("Kornia: not installed" in out) != kornia
     stages = out.split("ours by stage")[1].splitlines()[1:]
     assert len(stages) == 6 and "TrivialAugmentWide" in stages[2] and "MixUp" in stages[5]
-    assert all(float(line.split()[0]) > 0 for line in stages)
+    assert all(float(line.split()[0]) >= 0 for line in stages)  # ms, printed to 0.1: a tiny stage reads 0.0
 
 
 def _batch(index: list[int], classes: int = 7) -> dict[str, torch.Tensor]:

@@ -266,7 +266,7 @@ def test_kernel_bench_rows_cover_every_kernel_and_both_cpu_implementations() -> 
     assert names[-1].startswith("keyed host draw")
     for r in rows:
         assert r["batch_ms_per_image"] > 0 and r["torch_kernels_ms_per_image"] > 0, r
-        if not r["kernel"].startswith("normalize"):
+        if r["kernel"] not in kernels._NO_REFERENCE:  # those rows have no per-sample Pillow op
             assert math.isfinite(r["reference_ms_per_image"]) and r["speedup"] > 0, r
 
 
