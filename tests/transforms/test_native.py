@@ -203,7 +203,7 @@ def test_interleaved_crops_resize_like_planar_ones_for_every_pass_order() -> Non
     cases = [((40, 50), [0, 0, 150, 190]), ((37, 50), [5, 9, 37, 181]),  # height kept
              ((33, 47), [7, 3, 140, 47]), ((20, 60), [1, 2, 149, 70]),  # width kept; v first
              ((16, 16), [0, 0, 16, 16]), ((9, 13), [3, 4, 17, 33]), ((5, 7), [149, 189, 1, 1])]
-    for k in range(24):
+    for _ in range(24):
         h, w = int(rng.integers(1, 151)), int(rng.integers(1, 191))
         box = [int(rng.integers(0, 151 - h)), int(rng.integers(0, 191 - w)), h, w]
         cases.append(((int(rng.integers(1, 80)), int(rng.integers(1, 80))), box))
