@@ -1,0 +1,1 @@
+"""COCO instances / keypoints JSON as an import source."""

@@ -1,0 +1,1 @@
+"""torchvision's ImageFolder layout (``root/<class>/**/<image>``) as an import source."""
