@@ -128,7 +128,8 @@ class _Parser:
         self.dead: set[int] = set()
         self.late_sizes: dict[int, tuple[int, int]] = {}
         self.late_bad: dict[int, str] = {}
-        self.min_index: dict[Any, list[Any]] = {}  # JSON_MIN: task id -> [sample, key, slot]
+        self.min_index: dict[Any, list[Any]] = {}  # JSON_MIN: task id -> [sample, key, slot,
+        # image reference]
         self.task_index: list[np.ndarray] = []  # export index of every sample, by chunk
 
     # --- ids ----------------------------------------------------------------------------
@@ -346,18 +347,29 @@ class _Parser:
             else:
                 data[k] = v
         tid_raw = row.get("id")
-        entry = self.min_index.get(tid_raw)
+        # a row without an id is its own task (its position its identity); rows that share
+        # an id are one task's annotations, one row per annotator, as Label Studio writes them
+        ident = tid_raw if tid_raw is not None and not isinstance(tid_raw, (list, dict)) \
+            else ("#", idx)
+        entry = self.min_index.get(ident)
+        ref = image_ref(data, self.image_key)
         if entry is None:
-            ref = image_ref(data, self.image_key)
             if ref is None:
                 self.rejected.append(Rejection(idx, tid_raw if isinstance(tid_raw, int) else None,
                                                f"no image reference in row (keys: {sorted(data)})"))
-                self.min_index[tid_raw] = [None, None, None]
+                self.min_index[ident] = [None, None, None, None]
                 return
             tid = tid_raw if isinstance(tid_raw, int) else idx
             s = self._new_sample(ch, base, idx, tid, data, ref)
-            entry = self.min_index[tid_raw] = [s, None, None]
+            entry = self.min_index[ident] = [s, None, None, ref]
             ch.min_new.append(entry)
+        elif entry[3] is not None and ref != entry[3]:
+            self.rejected.append(Rejection(
+                idx, tid_raw if isinstance(tid_raw, int) else None,
+                f"row repeats task id {tid_raw!r} with another image ({ref!r}, not "
+                f"{entry[3]!r}) — rows of one id are one task's annotations; give each task "
+                "its own id (or none)"))
+            return
         s = entry[0]
         if s is None or (row.get("annotation_id") is None and not results):
             return
@@ -552,6 +564,7 @@ def _run(parser: _Parser, mm: mmap.mmap, size: int, name: str) -> None:
                 mm.madvise(mmap.MADV_DONTNEED, freed, upto - freed)
                 freed = upto
             progress.update(end - progress.n)
+        progress.update(size - progress.n)  # the closing bracket and whitespace: all read
     finally:
         chunks.close()
         del chunks, buf

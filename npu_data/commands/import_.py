@@ -1,4 +1,10 @@
-"""``npu-data import``: a Label Studio export -> verified memory-mapped shards."""
+"""``npu-data import``: a Label Studio export, a dataset folder (ImageFolder, kohya, Hugging
+Face), parquet, WebDataset tars or COCO -> verified memory-mapped shards.
+
+Every source but Label Studio JSON and npu-data's own tars is first written as a Label Studio
+export beside the output (``<out>.source/``, ``formats.sources``), so all take one path. An
+import that imported nothing, or rejected more tasks than ``--max-rejected`` allows, exits 1
+with the count and the commonest reasons (``shards.rejections``)."""
 
 from __future__ import annotations
 
@@ -17,7 +23,8 @@ from npu_data.shards.importer import import_dataset, import_options
 from npu_data.shards.storage import is_url
 
 NAME = "import"
-HELP = "Import a Label Studio export (JSON) and its images into memory-mapped shards."
+HELP = ("Import a Label Studio export, an ImageFolder, a kohya or Hugging Face folder, parquet, "
+        "WebDataset tars or COCO JSON into memory-mapped shards.")
 # import options whose flag is not --<keyword with dashes> (npu_data.errors spells them)
 FLAGS = {"max_download_bytes": "--max-download-mb", "timeout": "--download-timeout",
          "restart_markers": "--keep-jpeg-bytes", "restart_markers=False": "--keep-jpeg-bytes"}
@@ -26,9 +33,23 @@ MiB = 1 << 20
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``npu-data import``."""
-    p.add_argument("export", metavar="EXPORT", nargs="+",
-                   help="Label Studio JSON / JSON_MIN export file, or WebDataset .tar shards "
-                        "(local paths or http(s) URLs, e.g. from `npu-data export-wds`)")
+    p.add_argument("export", metavar="SRC", nargs="+",
+                   help="what to import: a Label Studio JSON / JSON_MIN export; a folder "
+                        "(torchvision ImageFolder, kohya <repeats>_<name>/ caption folders, a "
+                        "Hugging Face imagefolder with metadata.jsonl/.csv, a save_to_disk "
+                        "folder, a folder of parquet files); parquet files; WebDataset .tar "
+                        "shards (npu-data's or img2dataset's; paths or http(s)/s3 URLs); or a "
+                        "COCO instances/keypoints JSON. The format is detected; --format "
+                        "forces one")
+    p.add_argument("--format", metavar="NAME", dest="source_format",
+                   help="read SRC as: labelstudio, imagefolder, kohya, hf-imagefolder, "
+                        "hf-parquet, hf-disk, webdataset, coco (default: detected)")
+    p.add_argument("--caption-extension", metavar=".EXT",
+                   help="kohya folders: the caption files' extension (default: .txt, then "
+                        ".caption)")
+    p.add_argument("--max-rejected", default="0", metavar="N|P%",
+                   help="exit 1 when more tasks than this are rejected (a count, or a "
+                        "percentage of the tasks; default: 0). The shards written are kept")
     p.add_argument("--out", required=True, metavar="DIR|URL",
                    help="dataset folder to write, or an fsspec URL (s3://bucket/prefix; "
                         "endpoint from NPU_DATA_S3_ENDPOINT): written in a staging folder "
@@ -97,7 +118,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _is_tar(source: str) -> bool:
-    return source.split("?", 1)[0].endswith(".tar")
+    from npu_data.formats.sources import _is_tar as is_tar
+
+    return is_tar(source)
 
 
 def _anchor(args: argparse.Namespace) -> tuple[str, list[str]]:
@@ -117,14 +140,105 @@ def _anchor(args: argparse.Namespace) -> tuple[str, list[str]]:
     return str(out.parent / f"{out.name}.wds-media"), tars  # unpacked images, kept for resume
 
 
+def _max_rejected(text: str, option: str = "max_rejected") -> tuple[float, bool]:
+    """(the limit, whether it is a percentage) of ``--max-rejected N|P%``."""
+    t = str(text).strip()
+    pct = t.endswith("%")
+    try:
+        value = float(t[:-1] if pct else t)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or (pct and value > 100) or (not pct and value != int(value)):
+        raise UserValueError(f"{{max_rejected={text}}}: use a count (0, 10) or a percentage "
+                             "of the tasks (5%)", option=option)
+    return value, pct
+
+
+def _stage(args: argparse.Namespace) -> Path:
+    """Where a converted source's export (and unpacked images) go: beside ``--out``."""
+    out = Path(args.out)
+    return out.parent / f"{out.name}.source"
+
+
+def _check_roots(args: argparse.Namespace, roots: list[tuple[Path, bool]]) -> None:
+    """Refuse an ``--out`` inside (or, for ``inside=False``, equal to) an image root."""
+    out = Path(args.out).resolve()
+    for root, whole in roots:
+        r = root.resolve()
+        if out == r or (whole and out.is_relative_to(r)):
+            raise UserError(f"{args.out}: inside the images' folder {root} — the shards would "
+                            "be written among the images (and read as images next time): "
+                            "choose an --out folder outside it")
+
+
+def _source(args: argparse.Namespace) -> tuple[Any, str, list[str]]:
+    """(the export to parse or the tars' table, the anchor of relative references, notes);
+    a converted source also sets ``args.images_root`` and ``args.config``."""
+    from npu_data.formats import sources as src
+
+    given = list(args.export)
+    fmt = (src.format_name(args.source_format) if args.source_format
+           else src.detect(given))
+    if args.images_root is not None and not Path(args.images_root).is_dir():
+        raise UserError(f"{args.images_root}: no such folder — pass --images-root the folder "
+                        "that holds the images (image references are resolved under it)")
+    if args.caption_extension is not None and fmt != "kohya":
+        raise UserError(f"--caption-extension is for kohya folders; {given[0]} reads as {fmt}")
+    if fmt == "labelstudio":
+        if len(given) != 1:
+            raise UserError(f"import takes one Label Studio export, got {len(given)}: pass a "
+                            "single JSON file (or WebDataset .tar shards only)")
+        explicit = args.images_root is not None
+        root = Path(args.images_root) if explicit else Path(given[0]).resolve().parent
+        _check_roots(args, [(root, explicit)])
+        return given[0], given[0], []
+    if fmt == "webdataset" and _own_tars(args, given):
+        anchor, tars = _anchor(args)
+        return _tar_table(args, anchor, tars), anchor, []
+    stage = _stage(args)
+    for g in given:
+        if "://" not in g and Path(g).is_dir():
+            _check_roots(args, [(Path(g), True)])
+    if args.images_root is not None:
+        _check_roots(args, [(Path(args.images_root), True)])
+    options = src.SourceOptions(caption_extension=args.caption_extension,
+                                tar_access=_access(args))
+    made = not stage.exists()
+    try:
+        conv = src.convert(fmt, given, stage, options)
+    except BaseException:
+        if made and stage.is_dir() and not any(stage.iterdir()):
+            stage.rmdir()  # a refused source leaves nothing behind
+        raise
+    if args.images_root is None:
+        args.images_root = str(conv.images_root)
+    if args.config is None and conv.config is not None:
+        args.config = str(conv.config)
+    return str(conv.export), str(conv.export), conv.notes
+
+
+def _own_tars(args: argparse.Namespace, tars: list[str]) -> bool:
+    """Whether the tars are npu-data's own (``export-wds``), told by their content."""
+    try:
+        from npu_data.formats.webdataset.foreign import is_own_tar
+    except ImportError:  # no reader of foreign tars: every tar is read as our own
+        return True
+    return bool(is_own_tar(tars[0], _access(args)))
+
+
+def _access(args: argparse.Namespace) -> Any:
+    from npu_data.formats.webdataset.reader import TarAccess
+
+    return TarAccess(allow_download=args.allow_download or (), timeout=args.download_timeout,
+                     max_member_bytes=max(1, int(args.max_tar_member_mb * MiB)))
+
+
 def _tar_table(args: argparse.Namespace, media: str, tars: list[str]) -> AnnotationTable:
     """The tars' samples as a table, their images unpacked into ``media``; http(s)/s3 tars
     only from the ``--allow-download`` hosts (buckets), as images."""
-    from npu_data.formats.webdataset.reader import TarAccess, wds_to_table
+    from npu_data.formats.webdataset.reader import wds_to_table
 
-    access = TarAccess(allow_download=args.allow_download or (), timeout=args.download_timeout,
-                       max_member_bytes=max(1, int(args.max_tar_member_mb * MiB)))
-    return wds_to_table(tars, Path(media), access)
+    return wds_to_table(tars, Path(media), _access(args))
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
@@ -169,13 +283,16 @@ def _run(args: argparse.Namespace, group: Group, target: Any) -> int:
     if target is not None:
         args = target.local_args(args)  # --out: the staging folder
         group = replace(group, shared=False)  # one staging folder per node
-    options = _options(args)
-    anchor, tars = _anchor(args)
-    import_options(anchor, **options)  # every option checked before a tar is read
+    limit = _max_rejected(args.max_rejected)
     if args.max_tar_member_mb <= 0:
         raise UserValueError(f"{{max_tar_member_mb={args.max_tar_member_mb:g}}}: must be "
                              "positive", option="max_tar_member_mb")
-    source = _tar_table(args, anchor, tars) if tars else anchor
+    import_options(None, **_options(args))  # every option checked before a source is read
+    source, anchor, notes = _source(args)
+    options = _options(args)
+    import_options(anchor, **options)
+    for line in notes:
+        print(line, file=sys.stderr)
     s = import_dataset(source, args.out, anchor=anchor, group=group, **options)
     where, rejected_at = str(s.out_dir), str(s.rejected_path)
     if target is not None:
@@ -190,8 +307,35 @@ def _run(args: argparse.Namespace, group: Group, target: Any) -> int:
     resumed = f" ({s.resumed_shards} kept from an earlier run)" if s.resumed_shards else ""
     print(f"imported {s.samples} of {s.tasks} tasks into {where} "
           f"({s.shards} shards{resumed}, {s.bytes / 1e6:.1f} MB, store {args.store})")
-    if s.rejected:
-        print(f"rejected {s.rejected} tasks: reasons in {rejected_at}", file=sys.stdout)
-    else:
+    if not s.rejected:
         print("rejected 0 tasks")
+    return _judge(s, limit, rejected_at, args)
+
+
+def _judge(s: Any, limit: tuple[float, bool], rejected_at: str,
+           args: argparse.Namespace) -> int:
+    """1 (with the count and the commonest reasons) when nothing was imported or more tasks
+    were rejected than ``--max-rejected`` allows; else 0."""
+    from npu_data.shards.rejections import commonest
+
+    value, pct = limit
+    allowed = value * s.tasks / 100 if pct else value
+    if s.rejected:
+        shown = f"{value:g}%" if pct else f"{value:g}"
+        print(f"rejected {s.rejected} of {s.tasks} tasks (--max-rejected {shown}): reasons in "
+              f"{rejected_at}", file=sys.stderr if s.rejected > allowed else sys.stdout)
+        root = args.images_root or str(Path(args.export[0]).resolve().parent)
+        for count, reason, fix in commonest(s.rejected_path, root):
+            print(f"  {count} x {reason}" + (f" — {fix}" if fix else ""), file=sys.stderr)
+    if s.samples == 0:
+        print(f"error: imported 0 of {s.tasks} tasks — nothing to train on"
+              + (": see the reasons above" if s.rejected else " (the source has no tasks)"),
+              file=sys.stderr)
+        return 1
+    if s.rejected > allowed:
+        print(f"error: {s.rejected} of {s.tasks} tasks rejected, more than --max-rejected "
+              "allows — fix them, or pass --max-rejected N (or P%) to accept the loss; the "
+              f"{s.samples} samples imported are kept",
+              file=sys.stderr)
+        return 1
     return 0

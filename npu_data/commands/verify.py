@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from npu_data.errors import DataCorruption
 from npu_data.shards.latent_format import root_files
@@ -49,11 +50,16 @@ def remote_problems(url: str, cache_dir: str | None = None,
 def run(args: argparse.Namespace) -> int:
     """Exit 0 when intact, 1 listing each problem (shard, sample, task)."""
     if is_url(args.dataset):
-        _, problems = remote_problems(args.dataset, args.cache_dir, args.storage_endpoint)
+        local, problems = remote_problems(args.dataset, args.cache_dir, args.storage_endpoint)
         fix = "upload the dataset folder again (manifest.json last)"
     else:
         problems = verify_dataset(args.dataset)
+        local = args.dataset
         fix = "import the dataset again (or --resume after deleting the broken shard folders)"
+    if not problems and _samples(local) == 0:
+        print(f"error: {args.dataset}: the dataset holds 0 samples — every task was rejected "
+              "(see its rejected.jsonl); import it again with the fix", file=sys.stderr)
+        return 1
     if not problems:
         print(f"{args.dataset}: ok")
         return 0
@@ -61,3 +67,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {args.dataset.rstrip('/')}/{p}", file=sys.stderr)
     print(f"{len(problems)} problem(s) — {fix}", file=sys.stderr)
     return 1
+
+
+def _samples(folder: str) -> int | None:
+    """The samples the manifest in ``folder`` counts (None when it says nothing)."""
+    import orjson
+
+    from npu_data.shards.format import MANIFEST
+
+    try:
+        counts = orjson.loads((Path(folder) / MANIFEST).read_bytes()).get("counts", {})
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return None
+    n = counts.get("samples") if isinstance(counts, dict) else None
+    return n if isinstance(n, int) else None

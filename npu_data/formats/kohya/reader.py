@@ -48,7 +48,8 @@ def subsets(root: Path) -> tuple[list[Subset], list[str]]:
     for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         m = SUBSET.match(d.name)
         if m is None:
-            ignored.append(d.name)
+            if images_in(d):
+                ignored.append(d.name)
         else:  # int("0001") = 1, as kohya's int(tokens[0])
             found.append(Subset(d, int(m.group(1)), m.group(2)))
     return found, ignored
@@ -112,7 +113,7 @@ def read(root: Path, stage: Path, caption_extension: str | None = None) -> Conve
         count = out.count
     notes = [f"kohya: {count} images in {len(plan)} folder(s) (repeats "
              + ", ".join(f"{s.folder.name}={s.repeats}" for s, _ in plan[:6])
-             + (", ..." if len(plan) > 6 else "") + f"), captions from "
+             + (", ..." if len(plan) > 6 else "") + "), captions from "
              + "/".join(exts) + " files, else the folder's class tokens"]
     if ignored:
         notes.append(f"kohya: ignored {len(ignored)} folder(s) without a '<repeats>_' prefix "
