@@ -21,7 +21,6 @@ FIXES = (
     ("an uploaded file", "pass --ls-data-dir, Label Studio's data folder (media/upload)"),
     ("a local file", "pass --local-files-root, Label Studio's LOCAL_FILES_DOCUMENT_ROOT"),
     ("a URL — pass", "pass --allow-download HOST for the hosts you trust"),
-    ("cannot decode the image", "the file is not an image Pillow reads: replace it"),
     ("pixels, over the limit", "raise --max-pixels if the image is genuine"),
 )
 
@@ -35,6 +34,8 @@ def _key(reason: str) -> str:
 
 def fix_of(reason: str, root: str | os.PathLike[str] | None) -> str:
     """The fix for ``reason`` (empty when the reason already says it)."""
+    if " — " in reason:
+        return ""
     for phrase, fix in FIXES:
         if phrase in reason:
             return fix.format(root=root if root is not None else "(the export's folder)")
