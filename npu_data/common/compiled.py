@@ -11,6 +11,7 @@ import logging
 import os
 import platform
 import stat
+import sys
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -185,6 +186,8 @@ def load_library(name: str, sources: list[Path], headers: list[Path], folder: st
         for stale in (done, lib, ninja / f"{name}.so"):
             stale.unlink(missing_ok=True)
     ninja.mkdir(mode=0o700, exist_ok=True)
+    _say(f"npu-data: compiling the CPU kernels ({name}) — once per machine and version, about "
+         f"1-2 minutes; cached in {build}")
     # builds, or waits for another process building into the same folder (a lock)
     load(name=name, sources=[str(p) for p in sources], extra_cflags=flags(),
          extra_ldflags=ldflags or [], extra_include_paths=[str(INCLUDE), str(sources[0].parent)],
@@ -194,6 +197,13 @@ def load_library(name: str, sources: list[Path], headers: list[Path], folder: st
     atomic_write_bytes(done, orjson.dumps({"library": lib.name,
                                            "sha256": hashlib.sha256(data).hexdigest(),
                                            "size": len(data)}), private=True)
+
+
+def _say(line: str) -> None:
+    """One line on stderr, unless progress output is off (``NPU_DATA_QUIET=1``, the rule of
+    ``npu_data.progress``, which sits above this module)."""
+    if os.environ.get("NPU_DATA_QUIET", "") in ("", "0"):
+        print(line, file=sys.stderr, flush=True)
 
 
 class Library:

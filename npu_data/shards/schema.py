@@ -244,8 +244,12 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     UserError if missing, corrupt, hostile or too new."""
     root = Path(path)
     mf = root / MANIFEST
+    if root.is_file():
+        raise UserError(f"{root}: a file, not a dataset folder — import it first: `npu-data "
+                        f"import {root} --out DATASET`, then pass DATASET")
     if not root.is_dir():
-        raise UserError(f"{root}: no such dataset folder — run `npu-data import EXPORT --out {root}` first")
+        raise UserError(f"{root}: no such dataset folder — run `npu-data import SRC --out "
+                        f"{root}` first")
     if not mf.exists():
         raise UserError(f"{mf}: missing — the import did not finish; run `npu-data import EXPORT "
                         f"--out {root} --resume` (or import again)")

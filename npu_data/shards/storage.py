@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from npu_data.annotations.redact import redact_text, redact_url
-from npu_data.errors import UserError
+from npu_data.errors import UserError, UserValueError
 
 log = logging.getLogger(__name__)
 ENDPOINT_VARS = ("NPU_DATA_S3_ENDPOINT", "AWS_ENDPOINT_URL")
@@ -95,6 +95,9 @@ def is_url(path: Any) -> bool:
 def endpoint_options(endpoint: str | None) -> dict[str, Any]:
     """fsspec storage options naming an S3-compatible ``endpoint`` (the CLI's
     ``--storage-endpoint``); empty for None (then the environment's, see ENDPOINT_VARS)."""
+    if endpoint and "://" not in endpoint:
+        raise UserValueError(f"{{storage_endpoint={endpoint}}}: no scheme — write it as a URL, "
+                             f"e.g. http://{endpoint} (or https://)", option="storage_endpoint")
     return {"client_kwargs": {"endpoint_url": endpoint}} if endpoint else {}
 
 
@@ -227,8 +230,11 @@ class RemoteFolder:
                               "credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or "
                               "storage_options key/secret) and the bucket policy")
         return self._user(f"{where}: cannot read{self._endpoint()}: {type(exc).__name__}: "
-                          f"{self._clean(exc)} — check the endpoint, the network and the "
-                          "credentials")
+                          f"{self._clean(exc)} — check the endpoint"
+                          + ("" if self._endpoint() else " (none given: pass "
+                             f"--storage-endpoint URL or set {ENDPOINT_VARS[0]} for MinIO, OBS "
+                             "or any S3-compatible store)")
+                          + ", the network and the credentials")
 
     @contextlib.contextmanager
     def _remote(self, what: str) -> Iterator[tuple[Any, str]]:
