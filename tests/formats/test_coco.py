@@ -180,8 +180,12 @@ def test_images_root_found_beside_the_annotations(tmp_path: Path) -> None:
     (lambda d: d["annotations"][0]["segmentation"].append([1.0, 2.0, 3.0]),
      r"annotation 101 \(image 11\): segmentation part 2 is not"),
     (lambda d: d["annotations"][0].update(iscrowd=2), r"annotation 101 \(image 11\): iscrowd"),
+    (lambda d: d["annotations"][0].update(iscrowd=1.0), r"iscrowd = 1.0 is not 0 or 1"),
+    (lambda d: d["annotations"][0].update(image_id=[11]), r"image_id \[11\] is not in"),
     (lambda d: d["images"][1].update(width=0), r"image 12: 'width' = 0 is not a positive"),
     (lambda d: d["images"].append(dict(d["images"][0])), r"image 11: the image id is listed"),
+    (lambda d: d["annotations"].append(dict(d["annotations"][2])),
+     r"annotation 103: the annotation id is listed twice"),
     (lambda d: d["categories"].append({"id": 9, "name": "dog"}),
      r"categories\[3\]: categories 1 and 9 are both named 'dog'"),
 ])

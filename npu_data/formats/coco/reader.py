@@ -117,14 +117,19 @@ class _Coco:
             self.by_image[im["id"]] = []
 
     def _group(self, anns: list[Any]) -> None:
+        seen: set[int] = set()
         for k, a in enumerate(anns):
             if not isinstance(a, dict) or not _is_int(a.get("id")):
                 raise _bad(f"{self.path}: annotations[{k}]", "needs an integer 'id'")
             where = f"{self.path}: annotation {a['id']}"
-            rows = self.by_image.get(a.get("image_id"))  # type: ignore[arg-type]
+            if a["id"] in seen:  # pycocotools' COCO() would keep only the last one
+                raise _bad(where, "the annotation id is listed twice")
+            seen.add(a["id"])
+            image: Any = a.get("image_id")
+            rows = self.by_image.get(image) if _is_int(image) else None
             if rows is None:
-                raise _bad(where, f"image_id {str(a.get('image_id'))[:20]} is not in 'images'")
-            if a.get("category_id") not in self.categories:
+                raise _bad(where, f"image_id {str(image)[:20]} is not in 'images'")
+            if not _is_int(a.get("category_id")) or a["category_id"] not in self.categories:
                 raise _bad(where, f"category_id {str(a.get('category_id'))[:20]} is not in "
                            "'categories'")
             rows.append(a)
@@ -138,7 +143,7 @@ def _results(coco: _Coco, im: dict[str, Any], ann: dict[str, Any],
     cat = coco.categories[ann["category_id"]]
     name, aid = cat["name"], ann["id"]
     crowd = ann.get("iscrowd", 0)
-    if crowd not in (0, 1) or type(crowd) is bool:
+    if type(crowd) is not int or crowd not in (0, 1):
         raise _bad(where, f"iscrowd = {str(crowd)[:20]} is not 0 or 1")
     out: list[dict[str, Any]] = []
 
