@@ -147,3 +147,60 @@ def rle_to_mask(rle: Sequence[int] | np.ndarray, height: int, width: int) -> np.
     # holds the alpha bytes of pixels s//4 .. e//4 - 1.
     ends = np.minimum(np.cumsum(lens), num)
     return np.repeat(vals >= 128, np.diff(ends // 4, prepend=0)).reshape(height, width)
+
+
+# --- encoding (label-studio-converter's ``encode_rle`` / ``mask2rle``) -----------------------
+_SIZES = (3, 4, 8, 16)  # the run-length field sizes label-studio-converter writes
+_MAX_RUN = 1 << 16  # the longest run one record holds (a 16-bit field of n - 1)
+
+
+def _runs(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(value, length) of every run of equal values of the flat array ``a``."""
+    if not a.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], a[1:] != a[:-1])))
+    return a[starts].astype(np.int64), np.diff(np.append(starts, a.size))
+
+
+def encode_rle(flat: np.ndarray) -> list[int]:
+    """The brush RLE (byte values) of the flat uint8 array ``flat``, as label-studio-converter
+    writes it: 8-bit words, run-length fields of 3, 4, 8 and 16 bits; a single value is a
+    literal record of one word, a longer run one repeated word (a run over 65536 values:
+    records of 65536 and the rest, each with the 16-bit field), then 1 to 8 zero bits to the
+    next byte. ``decode_rle`` gives ``flat`` back."""
+    a = np.asarray(flat, np.uint8).ravel()
+    return _encode_runs(*_runs(a), a.size)
+
+
+def mask_to_rle(mask: np.ndarray) -> list[int]:
+    """The brush RLE of a (height, width) mask as Label Studio stores it: every pixel's four
+    RGBA bytes 255 inside the mask, 0 outside (label-studio-converter's ``mask2rle``; the
+    runs are found over the pixels, not over the four times longer bytes)."""
+    m = np.asarray(mask).astype(bool).ravel()
+    values, lengths = _runs(m)
+    return _encode_runs(values * 255, lengths * 4, m.size * 4)
+
+
+def _encode_runs(values: np.ndarray, lengths: np.ndarray, num: int) -> list[int]:
+    """The brush RLE of ``num`` values given as runs (no two neighbours equal)."""
+    if num >= 1 << 32:
+        raise RLEError(f"{num} values do not fit a brush RLE (at most 2**32 - 1)")
+    header = (num << 21) | (7 << 16)
+    for k, s in enumerate(_SIZES):
+        header |= (s - 1) << (12 - 4 * k)
+    pieces = (lengths + _MAX_RUN - 1) // _MAX_RUN  # runs longer than a record: split
+    values = np.repeat(values, pieces)
+    n = np.full(int(pieces.sum()), _MAX_RUN, np.int64)
+    n[np.cumsum(pieces) - 1] = lengths - (pieces - 1) * _MAX_RUN
+    split = np.repeat(pieces > 1, pieces)  # every piece of a split run: a 16-bit field
+    idx = np.where(split, 3, np.searchsorted(1 << np.asarray(_SIZES, np.int64), n))
+    size = np.asarray(_SIZES, np.int64)[idx]
+    run = (n > 1) | split
+    # a record: flag (1), size index (2), n - 1 (size bits), word (8); literals: 0 00 000 word
+    code = np.where(run, (((1 << 2 | idx) << size | (n - 1)) << 8) | values, values)
+    bits = np.where(run, 11 + size, 14)
+    every = np.unpackbits(code.astype(">u4").view(np.uint8).reshape(-1, 4), axis=1)
+    body = every[np.arange(32) >= (32 - bits)[:, None]]
+    head = np.unpackbits(np.frombuffer((int(header) << 3).to_bytes(7, "big"), np.uint8))
+    pad = np.zeros(8 - (HEADER_BITS + body.size) % 8, np.uint8)  # 1 to 8 bits, as the SDK
+    return np.packbits(np.concatenate([head[:HEADER_BITS], body, pad])).tolist()

@@ -44,6 +44,7 @@ def _table(n: int):  # type: ignore[no-untyped-def]
     for k, dt in (("control", "<i2"), ("annotation", "<i8"), ("label", "<i4"), ("source", "u1")):
         c[f"boxes.{k}"] = np.zeros(n, dt)
     c["boxes.score"] = np.full(n, np.nan, "<f4")
+    c["boxes.iscrowd"] = np.zeros(n, "u1")
     c["boxes.rid.bytes"], c["boxes.rid.offsets"] = np.zeros(0, np.uint8), np.zeros(n + 1, np.int64)
     t.num_samples = n
     return t

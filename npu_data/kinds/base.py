@@ -78,7 +78,9 @@ class Kind:
     ``(B, N, ...)`` with ``<name>.valid``, the others collate their rows as they are;
     ``top_level``: its results hold their fields at the top level (no ``value``, no
     ``from_name``; ``control`` is -1); ``geometry``: how its padded rows sit in a batch and
-    follow the image (``kinds.geometry``; None: they do not move).
+    follow the image (``kinds.geometry``; None: they do not move); ``added``: fixed columns
+    newer than the format's first datasets, read as a default where a shard or tar lacks
+    them (``fill_added``).
     """
 
     name: str
@@ -93,6 +95,9 @@ class Kind:
     json_text: tuple[str, ...] = ()  # text columns holding JSON (version-1 tars: JSON values)
     paint_first: bool = False  # drawn under the other kinds (translucent areas)
     geometry: Geometry | None = None
+    # fixed columns the format gained later (name -> the value of each row of a shard or tar
+    # written before, where the column is absent): ``boxes.iscrowd`` (2026-12-07)
+    added: dict[str, int] = field(default_factory=dict)
 
     # --- schema ------------------------------------------------------------------------
     def stored_columns(self) -> dict[str, Col]:
@@ -125,6 +130,15 @@ class Kind:
             cols[f"{n}.{nest.values}"] = np.zeros((0, *nest.shape), dtype=nest.dtype)
             cols[f"{n}.{nest.offsets}"] = np.zeros(1, np.int64)
         return cols
+
+    def fill_added(self, cols: dict[str, Any], rows: int) -> None:
+        """The ``added`` columns absent from ``cols`` (a shard's or a tar's, written before
+        they existed) as ``rows`` rows of their default."""
+        for name, default in self.added.items():
+            key = f"{self.name}.{name}"
+            if key not in cols:
+                dt, shape = self.fixed[name]
+                cols[key] = np.full((rows, *shape), default, dt)
 
     def row_columns(self) -> list[str]:
         """The stored fixed-width row columns (table columns, then the derived ones)."""
@@ -277,7 +291,9 @@ class Kind:
         """The sample columns of a version-2 part ``g`` (ValueError/KeyError if malformed)."""
         n = self.name
         cols: dict[str, Any] = {f"{n}.{c}": np.array(g[c], dt).reshape(-1, *shape)
-                                for c, dt, shape in self.json_columns()}
+                                for c, dt, shape in self.json_columns()
+                                if c in g or c not in self.added}
+        self.fill_added(cols, len(g["control"]))
         for c in self.text:
             if not all(type(t) is str for t in g[c]):
                 raise ValueError(f"{n}.{c}: not a list of strings")

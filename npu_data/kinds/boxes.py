@@ -1,8 +1,10 @@
-"""Rectangles (``rectanglelabels``): percent x, y, w, h + rotation; corners and envelope."""
+"""Rectangles (``rectanglelabels``): percent x, y, w, h + rotation; corners and envelope;
+``iscrowd`` (uint8, from the value's ``iscrowd``: COCO's crowd flag; 0 where absent)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -13,6 +15,7 @@ from npu_data.kinds.base import (
     F32,
     F64,
     I32,
+    U8,
     Kind,
     percent_to_pixels,
     row_sample,
@@ -50,6 +53,9 @@ class Boxes(Kind):
         c.numbers("rotation", required=False)
         c.labels("rectanglelabels")
         c.score()
+        for i, v in enumerate(c.column("iscrowd")):
+            if v is not c.MISSING and (v.__class__ not in (int, bool) or v not in (0, 1)):
+                c.fail(i, f"field 'iscrowd' = {c.show(v)} is not 0 or 1")
 
     def extract(self, ctx: ExtractionContext, b: ResultBatch,
                 R: Extraction[RowsT]) -> RowsT:
@@ -64,6 +70,9 @@ class Boxes(Kind):
         rows.fixed["xywhr"] = R.pick(np.concatenate([xywh, rot], axis=1), src)
         rows.fixed["label"] = lab
         rows.fixed["score"] = R.pick(R.scores(b), src)
+        crowd = np.fromiter(map(dict.get, b.val, repeat("iscrowd"), repeat(0)), np.uint8,
+                            count=len(b))
+        rows.fixed["iscrowd"] = R.pick(crowd, src)
         return rows
 
     def to_pixels(self, cols: Mapping[str, np.ndarray], heights: np.ndarray,
@@ -113,7 +122,8 @@ def _inside_image(ctx: ExtractionContext, raw: np.ndarray, clipped: np.ndarray,
 
 KIND = Boxes(
     name="boxes", result_types=("rectanglelabels", "rectangle"),
-    fixed={**COMMON, "xywhr": (F64, (5,)), "label": (I32, ()), "score": (F32, ())},
+    fixed={**COMMON, "xywhr": (F64, (5,)), "label": (I32, ()), "score": (F32, ()),
+           "iscrowd": (U8, ())},
     pixel={"xywhr": (5,), "corners": (4, 2), "xyxy": (4,)}, derived=("corners", "xyxy"),
-    row_key="xyxy", geometry=geometry.RotatedBoxes("xyxy"),
+    row_key="xyxy", geometry=geometry.RotatedBoxes("xyxy"), added={"iscrowd": 0},
 )

@@ -150,6 +150,28 @@ def group_columns(group: str) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
             if c.split(".", 1)[0] == group}
 
 
+def absent_added(kind: Kind | None, files: Any) -> set[str]:
+    """The ``added`` columns of ``kind`` that a shard whose manifest lists ``files`` was
+    written without (before they existed): not opened, read as their default
+    (``open_group``)."""
+    if kind is None:
+        return set()
+    return {f"{kind.name}.{c}" for c in kind.added if column_file(f"{kind.name}.{c}") not in files}
+
+
+def open_group(group: str, kind: Kind | None, files: Any,
+               opener: Any) -> dict[str, np.ndarray]:
+    """The columns of ``group`` (``group_columns``), each opened by ``opener(column, dtype,
+    trailing shape)``; a kind's ``added`` columns the manifest's ``files`` do not list filled
+    with their default, one per row of the group's first column."""
+    skip = absent_added(kind, files)
+    cols = {c: opener(c, dt, shape) for c, (dt, shape) in group_columns(group).items()
+            if c not in skip}
+    if skip and kind is not None:
+        kind.fill_added(cols, len(cols[f"{kind.name}.{next(iter(kind.fixed))}"]))
+    return cols
+
+
 def check_text(cols: dict[str, np.ndarray], name: str, runs: int) -> None:
     """``Damaged`` unless text column ``name`` (``.bytes`` + ``.offsets``) holds ``runs``
     strings."""

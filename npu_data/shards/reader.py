@@ -157,11 +157,11 @@ class _Shard:
     def _open_group(self, group: str) -> None:
         """Every column of ``group`` (a kind, or a per-sample text column) opened and
         checked together (``checks.check_group``)."""
-        spec = checks.group_columns(group)
-        if not spec:
+        if not checks.group_columns(group):
             return
-        cols = {c: self._open(column_file(c), dt, shape) for c, (dt, shape) in spec.items()}
         kind = BY_NAME.get(group)
+        cols = checks.open_group(group, kind, self.files,
+                                 lambda c, dt, shape: self._open(column_file(c), dt, shape))
         self._checked(lambda: checks.check_group(group, kind, cols, self.samples,
                                                  self.sizes(), self.vocab))
         self._cols.update(cols)

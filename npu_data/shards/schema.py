@@ -166,7 +166,8 @@ def _check_layout(c: _Checker, m: dict[str, Any]) -> None:
 def _required(kinds: list[str] | None) -> list[str]:
     """The column files every shard of a dataset with ``kinds`` (None: unknown) must list."""
     wanted = [k for k in KINDS if kinds is None or k.name in kinds]
-    cols = [c for k in wanted for c in k.stored_columns()]
+    cols = [c for k in wanted for c in k.stored_columns()
+            if c.split(".", 1)[1] not in k.added]  # added later: absent from older shards
     cols += [f"{t}.{part}" for t in SAMPLE_TEXT for part in ("bytes", "offsets")]
     return [column_file(c) for c in cols]
 

@@ -116,15 +116,15 @@ def _check_structure(folder: Path, sh: dict[str, Any], bad_files: set[str], star
     out: list[Problem] = []
     sizes = np.stack([index["height"], index["width"]], axis=1).astype(np.int64)
     for group in (*(k.name for k in KINDS), *SAMPLE_TEXT):
-        spec = checks.group_columns(group)
-        fnames = [column_file(c) for c in spec]
+        kind = BY_NAME.get(group)
+        later = checks.absent_added(kind, files)  # written before: read as the default
+        fnames = [column_file(c) for c in checks.group_columns(group) if c not in later]
         if not all(f in files for f in fnames) or bad_files & set(fnames):
             continue  # a kind this dataset was written without, or a file reported above
         try:
-            cols = {c: checks.open_npy(folder / column_file(c), dt, shape,
-                                       files[column_file(c)]["size"])
-                    for c, (dt, shape) in spec.items()}
-            checks.check_group(group, BY_NAME.get(group), cols, samples, sizes, vocab)
+            cols = checks.open_group(group, kind, files, lambda c, dt, shape: checks.open_npy(
+                folder / column_file(c), dt, shape, files[column_file(c)]["size"]))
+            checks.check_group(group, kind, cols, samples, sizes, vocab)
         except checks.Damaged as exc:
             out.append(Problem(name, str(exc)))
     if latents is not None:

@@ -128,6 +128,8 @@ def _v1_columns(ann: dict[str, Any]) -> dict[str, Any]:
                         for r in rows]
             elif name in ENUMS:
                 vals = [ENUMS[name].index(r[name]) for r in rows]
+            elif name in kind.added:  # version-1 rows were written before it existed
+                vals = [kind.added[name]] * len(rows)
             else:
                 vals = [np.nan if r.get(name) is None else r[name] for r in rows]
             cols[f"{kind.name}.{name}"] = np.array(
