@@ -129,10 +129,8 @@ def detect(sources: Sequence[str]) -> str:
 def convert(fmt: str, sources: Sequence[str], stage: Path, options: SourceOptions) -> Any:
     """Read ``sources`` of format ``fmt`` (not ``labelstudio``) into a Label Studio export in
     ``stage``: a ``formats.tasks.Converted``."""
-    if fmt in ("imagefolder", "kohya", "hf-imagefolder", "hf-disk") or (
-            fmt == "coco" and len(sources) == 1):
-        if len(sources) != 1:
-            raise UserError(f"--format {fmt} takes one folder, got {len(sources)}")
+    if fmt in ("imagefolder", "kohya", "hf-imagefolder") and len(sources) != 1:
+        raise UserError(f"--format {fmt} takes one folder, got {len(sources)}")
     if fmt in ("imagefolder", "kohya", "hf-imagefolder"):
         root = Path(sources[0])
         if not root.is_dir():
