@@ -17,16 +17,18 @@ HELP = ("Measure images/s of npu-data (raw shards, encoded shards, WebDataset ta
         "torchvision's PIL pipeline (or, without torchvision, the per-sample Pillow reference; "
         "interleaved epochs, boxes carried along); writes "
         "results.json, results.md and chart.png. `bench parse|import ...` runs the parse or "
-        "import benchmark; `bench remote` the feed rate from a loopback S3 server.")
+        "import benchmark; `bench sources` the import time of each source format; `bench "
+        "remote` the feed rate from a loopback S3 server.")
 
 _SUB = {"parse": "npu_data.bench.parse", "import": "npu_data.bench.import_bench",
-        "remote": "npu_data.bench.remote"}
+        "sources": "npu_data.bench.import_sources", "remote": "npu_data.bench.remote"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``npu-data bench``."""
     p.add_argument("suite", nargs="?", choices=("run", *_SUB), default="run",
-                   help="run (default): the pipeline suite; parse / import / remote: those benches "
+                   help="run (default): the pipeline suite; parse / import / sources / remote: those "
+                        "benches "
                         "(their own arguments follow)")
     p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.add_argument("--out", default="bench-results", metavar="DIR",

@@ -78,6 +78,10 @@ def load_source(source: Any, parse_options: dict[str, Any]) -> Source:
     if not isinstance(source, (str, os.PathLike)):
         return from_result(source)
     path = Path(source)
+    if path.is_dir():
+        raise UserError(f"{path}: a folder, not an export file — import it with `npu-data "
+                        f"import {path} --out DATASET` (ImageFolder, kohya, Hugging Face, "
+                        "parquet, tars) and open DATASET with ShardDataset")
     if not path.is_file():
         raise UserError(f"{path}: no such export file — export the project from Label Studio "
                         "(JSON) or run `npu-data pull`")

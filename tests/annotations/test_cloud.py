@@ -140,7 +140,7 @@ def test_import_reads_every_cloud_form_in_parallel(
     monkeypatch.setattr(cloud, "read", read)
     t0 = time.perf_counter()
     rc = main(["import", str(export), "--out", str(tmp_path / "ds"), "--storage-endpoint",
-               s3.endpoint, "--download-workers", "4"])
+               s3.endpoint, "--download-workers", "4", "--max-rejected", "2"])
     took = time.perf_counter() - t0
     out, err = capsys.readouterr()
     assert rc == 0, err

@@ -297,7 +297,8 @@ def test_cli_names_hosts(tmp_path: Path, server: _Server, capsys: pytest.Capture
     err = capsys.readouterr().err
     assert "--allow-download needs the hosts" in err and err.count("\n") == 1
     assert main(["import", str(export), "--out", str(tmp_path / "b"),
-                 "--allow-download", "127.0.0.1", "--max-download-mb", "1"]) == 0
+                 "--allow-download", "127.0.0.1", "--max-download-mb", "1",
+                 "--max-rejected", "1"]) == 0
     assert "imported 1 of 2 tasks" in capsys.readouterr().out
     np.testing.assert_array_equal(ShardDataset(tmp_path / "b")[0]["image"][0, 0], [200, 100, 50])
     rej = json.loads((tmp_path / "b" / "rejected.jsonl").read_text())

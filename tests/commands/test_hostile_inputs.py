@@ -98,7 +98,8 @@ def test_pixel_cap_rejects_from_the_header_and_can_be_raised(
                      [[_box("b1", "cat")], [_box("b2", "cat")]])
     with warnings.catch_warnings():
         warnings.simplefilter("error", Image.DecompressionBombWarning)  # never raised raw
-        assert main(["import", str(export), "--out", str(tmp_path / "ds")]) == 0
+        assert main(["import", str(export), "--out", str(tmp_path / "ds"),
+                     "--max-rejected", "1"]) == 0
     out, err = capsys.readouterr()
     assert "imported 1 of 2 tasks" in out and "DecompressionBomb" not in err
     (rej,) = [json.loads(x) for x in (tmp_path / "ds" / "rejected.jsonl").read_text().splitlines()]
@@ -108,7 +109,7 @@ def test_pixel_cap_rejects_from_the_header_and_can_be_raised(
     # a small cap, raised: the flag is the fix the reason names
     small = _export(tmp_path / "q", [("a.png", _rgb(40, 30))], [[_box("b1", "cat")]])
     assert main(["import", str(small), "--out", str(tmp_path / "s1"), "--max-pixels",
-                 "1000"]) == 0
+                 "1000"]) == 1  # nothing imported: never exit 0
     assert "imported 0 of 1" in capsys.readouterr().out
     assert main(["import", str(small), "--out", str(tmp_path / "s2"), "--max-pixels",
                  "1200"]) == 0
@@ -123,7 +124,8 @@ def test_box_at_absurd_coordinates_is_rejected_or_clipped_inside(
                [_box("edge", "cat", x=96, w=10)],      # past the right edge: clipped there
                [_box("left", "cat", x=-5, w=10)]]      # before the left edge: clipped there
     export = _export(tmp_path / "p", [(f"{i}.png", _rgb()) for i in range(3)], results)
-    assert main(["import", str(export), "--out", str(tmp_path / "ds")]) == 0
+    assert main(["import", str(export), "--out", str(tmp_path / "ds"), "--max-rejected",
+                 "1"]) == 0
     assert "imported 2 of 3 tasks" in capsys.readouterr().out
     (rej,) = [json.loads(x) for x in (tmp_path / "ds" / "rejected.jsonl").read_text().splitlines()]
     assert rej["task_id"] == 1 and "'far'" in rej["reason"] and "outside the image" \

@@ -90,9 +90,13 @@ def test_verify_names_the_flipped_sample(tmp_path: Path) -> None:
 def test_bad_images_are_rejected_with_reasons(tmp_path: Path) -> None:
     export = make_export(tmp_path / "p", n=5, corrupt=1, missing=3)
     res = cli("import", export, "--out", tmp_path / "ds", "--shard-size", "2")
-    assert res.returncode == 0, res.stderr
-    assert "imported 3 of 5 tasks" in res.stdout and "rejected 2 tasks" in res.stdout
-    assert str(tmp_path / "ds" / "rejected.jsonl") in res.stdout
+    assert res.returncode == 1, res.stderr  # more rejected than --max-rejected's 0
+    assert "imported 3 of 5 tasks" in res.stdout and "rejected 2 of 5 tasks" in res.stderr
+    assert str(tmp_path / "ds" / "rejected.jsonl") in res.stderr
+    assert "cannot decode the image" in res.stderr and "image file not found" in res.stderr
+    res = cli("import", export, "--out", tmp_path / "ds2", "--shard-size", "2",
+              "--max-rejected", "40%")
+    assert res.returncode == 0 and "rejected 2 of 5 tasks" in res.stdout, res.stderr
     rows = [json.loads(x) for x in (tmp_path / "ds" / "rejected.jsonl").read_text().splitlines()]
     assert [(r["index"], r["task_id"]) for r in rows] == [(1, 101), (3, 103)]
     assert "img1.png" in rows[0]["reason"] and "img3.png" in rows[1]["reason"]
@@ -106,8 +110,9 @@ def test_strict_stops_naming_the_task_and_resume_finishes(tmp_path: Path) -> Non
     _one_error(res, "task 104", "#4")
     assert (out / "shard-00000" / "complete.json").is_file()
     assert not (out / "manifest.json").exists()
-    res = cli("import", export, "--out", out, "--shard-size", "2", "--resume")
-    assert res.returncode == 0 and "rejected 1 tasks" in res.stdout
+    res = cli("import", export, "--out", out, "--shard-size", "2", "--resume", "--max-rejected",
+              "1")
+    assert res.returncode == 0 and "rejected 1 of 6 tasks" in res.stdout
 
 
 def test_user_errors(tmp_path: Path) -> None:
@@ -261,7 +266,7 @@ def test_bad_options_name_the_flags(tmp_path: Path, capsys) -> None:
     tasks = json.loads(export.read_text())
     tasks[1]["data"]["image"] = "/data/upload/1/x.png"
     export.write_text(json.dumps(tasks))
-    code, err = _in_process(capsys, "import", export, "--out", out)
+    code, err = _in_process(capsys, "import", export, "--out", out, "--max-rejected", "1")
     reasons = [json.loads(x)["reason"] for x in (out / "rejected.jsonl").read_text().splitlines()]
     assert code == 0 and len(reasons) == 1 and "pass --ls-data-dir (" in reasons[0], reasons
     from npu_data.shards.importer import import_dataset
