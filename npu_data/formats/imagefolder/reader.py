@@ -30,7 +30,7 @@ def find_classes(root: Path) -> list[str]:
 
 def class_files(root: Path, name: str) -> list[Path]:
     """The images of class ``name`` in ImageFolder's order (``make_dataset``)."""
-    out = []
+    out: list[Path] = []
     for folder, _, files in sorted(os.walk(root / name, followlinks=True)):
         out.extend(Path(folder) / f for f in sorted(files) if f.lower().endswith(EXTENSIONS))
     return out

@@ -112,7 +112,7 @@ def read(root: Path, stage: Path, caption_extension: str | None = None) -> Conve
         count = out.count
     notes = [f"kohya: {count} images in {len(plan)} folder(s) (repeats "
              + ", ".join(f"{s.folder.name}={s.repeats}" for s, _ in plan[:6])
-             + (", ..." if len(plan) > 6 else "") + f"), captions from "
+             + (", ..." if len(plan) > 6 else "") + "), captions from "
              + "/".join(exts) + " files, else the folder's class tokens"]
     if ignored:
         notes.append(f"kohya: ignored {len(ignored)} folder(s) without a '<repeats>_' prefix "
