@@ -426,9 +426,9 @@ def wds_to_table(paths: Iterable[str], media_dir: str | os.PathLike[str],
     ``image_ref`` of each row is the absolute path of its extracted image file, so the
     writer's image resolution reads it back byte for byte.
     """
-    from npu_data.common.atomic import atomic_write_bytes
     from npu_data.common.oserrors import os_error
     from npu_data.common.paths import inside
+    from npu_data.formats.tasks import write_media
 
     media = Path(media_dir).resolve()
     anns: list[dict[str, Any]] = []
@@ -439,8 +439,7 @@ def wds_to_table(paths: Iterable[str], media_dir: str | os.PathLike[str],
             media.mkdir(parents=True, exist_ok=True)
             path = inside(media, f"{n:09d}-{smp.key}.{smp.annotations['image_ext']}",
                           where=f"{shown(smp.url)}: sample {smp.key!r}")
-            if not path.is_file() or path.stat().st_size != len(smp.image):
-                atomic_write_bytes(path, smp.image)
+            write_media(path, smp.image)  # kept when the same bytes are there (resume)
         except OSError as exc:
             raise os_error(exc, media, "or pass another --out") from None
         anns.append(smp.annotations)
