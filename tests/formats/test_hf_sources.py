@@ -171,6 +171,15 @@ def test_a_row_without_image_is_named(tmp_path: Path) -> None:
         convert("hf-parquet", [str(tmp_path / "holes.parquet")], tmp_path, SourceOptions())
 
 
+def test_a_damaged_file_is_named(tmp_path: Path) -> None:
+    _dataset(n=3).to_parquet(str(tmp_path / "cut.parquet"))
+    whole = (tmp_path / "cut.parquet").read_bytes()
+    (tmp_path / "cut.parquet").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(UserError, match=r"cut.parquet: not a readable parquet file .* write it "
+                                        "again with datasets"):
+        convert("hf-parquet", [str(tmp_path / "cut.parquet")], tmp_path, SourceOptions())
+
+
 def test_no_pyarrow_says_which_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow -> ImportError
     with pytest.raises(UserError, match=r"pip install 'npu-data\[hf\]'") as err:

@@ -64,50 +64,57 @@ def _one_split(root: Path, files: list[Path]) -> None:
                         "its files")
 
 
-def _parquet_batches(path: Path) -> Iterator[Any]:
-    import pyarrow.parquet as pq
-
-    yield from pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS)
-
-
-def _arrow_batches(path: Path) -> Iterator[Any]:
+def _batches(path: Path, arrow: bool) -> Iterator[Any]:
+    """The record batches of one file; a file pyarrow cannot read: one line naming it (a
+    write into the staging folder failing in the caller is not caught here)."""
     pa = pyarrow()
-    with pa.memory_map(str(path)) as src:
-        yield from pa.ipc.open_stream(src)
+    try:
+        if arrow:
+            with pa.memory_map(str(path)) as src:
+                yield from pa.ipc.open_stream(src)
+        else:
+            import pyarrow.parquet as pq
+
+            yield from pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS)
+    except (pa.ArrowException, OSError) as exc:
+        raise _unreadable(path, arrow, exc) from None
 
 
 def _schema(path: Path, arrow: bool) -> Any:
     pa = pyarrow()
-    if arrow:
-        with pa.memory_map(str(path)) as src:
-            return pa.ipc.open_stream(src).schema
-    import pyarrow.parquet as pq
+    try:
+        if arrow:
+            with pa.memory_map(str(path)) as src:
+                return pa.ipc.open_stream(src).schema
+        import pyarrow.parquet as pq
 
-    return pq.read_schema(path)
+        return pq.read_schema(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise _unreadable(path, arrow, exc) from None
+
+
+def _unreadable(path: Path, arrow: bool, exc: BaseException) -> UserError:
+    why = " ".join(str(exc).split())[:200]
+    return UserError(f"{path}: not a readable {'arrow' if arrow else 'parquet'} file "
+                     f"({type(exc).__name__}: {why}) — write it again with datasets")
 
 
 def _convert(fmt: str, files: list[Path], roots: list[Path], stage: Path, arrow: bool,
              fallback: dict[str, Any] | None) -> Converted:
     """Write the tasks of ``files`` (each read relative to its root) into ``stage``."""
-    pa = pyarrow()
     first: Columns | None = None
     with TaskFile(stage / "export.json") as out:
         rows = Rows(stage, out)
         for path, root in zip(files, roots, strict=True):
             where = str(path)
-            try:
-                schema = _schema(path, arrow)
-                cols = columns_of(schema, features_of(schema, fallback), where)
-                rows.check(cols, where)
-                first = first or cols
-                n = 0
-                for batch in (_arrow_batches if arrow else _parquet_batches)(path):
-                    rows.add(batch, cols, root, where, n)
-                    n += batch.num_rows
-            except (pa.ArrowException, OSError) as exc:
-                raise UserError(f"{where}: not a readable {'arrow' if arrow else 'parquet'} "
-                                f"file ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
-                                " — write it again with datasets") from None
+            schema = _schema(path, arrow)
+            cols = columns_of(schema, features_of(schema, fallback), where)
+            rows.check(cols, where)
+            first = first or cols
+            n = 0
+            for batch in _batches(path, arrow):
+                rows.add(batch, cols, root, where, n)
+                n += batch.num_rows
         count = out.count
     assert first is not None
     config = (write_config(stage, label_config({n: ("Choices", names) for n, names

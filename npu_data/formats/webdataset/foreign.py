@@ -7,9 +7,10 @@ Per sample: the image is the first of ``IMAGE_ORDER`` it holds (written under th
 folder's ``media/``); ``txt`` is the caption (UTF-8, as webdataset decodes it: ``data.caption``
 and a TextArea); the keys of ``json`` (an object) are task data, with ``data.key`` the sample's
 key unless the JSON has one (img2dataset's ``url``, ``key``, ``width``, ``status``, ... kept
-as they are); ``cls`` (an integer, as webdataset reads it) is a class label — a Choices control
-``label`` whose labels are ``0 .. max``, so a label's index is the tar's integer. Other
-members are left out and counted in a note.
+as they are; a key ``image`` gives way to the image reference); ``cls`` (an integer, as
+webdataset reads it) is a class label — a Choices control ``label`` whose labels are
+``0 .. max``, so a label's index is the tar's integer. Other members are left out and
+counted in a note.
 
 npu-data's own tars (``export-wds``: each ``KEY.json`` has ``task_id``, ``controls``,
 ``labels``, ...) hold annotations this reader would drop: :func:`is_own_tar` tells them apart
@@ -92,7 +93,8 @@ class _Tasks:
 
     def add(self, g: TarGroup) -> None:
         where = f"{shown(g.url)}: sample {g.key}"
-        if "json" in g.parts and looks_own(_json(g, where)):
+        ann = _json(g, where) if "json" in g.parts else None
+        if looks_own(ann):
             raise UserError(f"{shown(g.url)}: written by npu-data (sample {g.key}'s json has "
                             "task_id, controls and labels) — import it as npu-data's own "
                             "WebDataset, on its own, not mixed with other tars")
@@ -104,7 +106,6 @@ class _Tasks:
         self.more_images += len(images) > 1
         data: dict[str, Any] = {}
         if "json" in g.parts:
-            ann = _json(g, where)
             if not isinstance(ann, dict):
                 raise UserError(f"{where}: its json is not an object — {FIX} with a JSON "
                                 "object per sample")
