@@ -109,6 +109,23 @@ def test_parquet_read_by_row_groups(tmp_path: Path) -> None:
     _assert_same(ds, src)
 
 
+def test_rows_are_read_a_few_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memory stays bounded: no batch handed on holds more than BATCH_ROWS rows."""
+    from npu_data.formats.hf import columns, parquet
+
+    sizes: list[int] = []
+    add = columns.Rows.add
+
+    def counted(self: Any, batch: Any, *a: Any) -> None:
+        sizes.append(batch.num_rows)
+        add(self, batch, *a)
+
+    monkeypatch.setattr(columns.Rows, "add", counted)
+    _dataset(n=150).to_parquet(str(tmp_path / "big.parquet"))  # one row group of 150
+    convert("hf-parquet", [str(tmp_path / "big.parquet")], tmp_path, SourceOptions())
+    assert sum(sizes) == 150 and max(sizes) <= parquet.BATCH_ROWS < 150
+
+
 def test_save_to_disk_imports_every_row(tmp_path: Path) -> None:
     src = _dataset(n=20)
     src.save_to_disk(str(tmp_path / "saved"), num_shards=3)
@@ -116,6 +133,11 @@ def test_save_to_disk_imports_every_row(tmp_path: Path) -> None:
     assert detect([str(tmp_path / "saved")]) == "hf-disk"
     ds, _ = _import("hf-disk", [str(tmp_path / "saved")], tmp_path)
     _assert_same(ds, hd.load_from_disk(str(tmp_path / "saved")))
+    one = sorted((tmp_path / "saved").glob("data-*.arrow"))[1]  # one file alone
+    assert detect([str(one)]) == "hf-disk"
+    (tmp_path / "one").mkdir()
+    ds, _ = _import("hf-disk", [str(one)], tmp_path / "one")
+    _assert_same(ds, hd.Dataset.from_file(str(one)))
 
 
 def test_dataset_dict_names_each_split(tmp_path: Path) -> None:

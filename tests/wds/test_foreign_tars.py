@@ -6,6 +6,8 @@ line naming the tar and the sample."""
 
 from __future__ import annotations
 
+import functools
+import http.server
 import io
 import tarfile
 from pathlib import Path
@@ -25,6 +27,7 @@ from npu_data.formats.webdataset.reader import TarAccess, wds_to_table
 from npu_data.shards.importer import import_dataset
 from npu_data.shards.reader import ShardDataset
 from npu_data.tools.sample_data import make_sample_project
+from tests.local_http import serving
 
 CAPTIONS = ["a dog on a beach", "  spaced  ", "ünïcödé — 犬 🐶", "two\nlines", "tab\t\"q\""]
 
@@ -63,7 +66,7 @@ def _webdataset(tars: list[Path]) -> list[dict[str, Any]]:
 
 def _import(tars: list[str], tmp: Path, **kw: Any) -> ShardDataset:
     stage = tmp / "stage"
-    stage.mkdir()
+    stage.mkdir(parents=True)
     conv = convert("webdataset", tars, stage, SourceOptions(**kw))
     import_dataset(conv.export, tmp / "ds", images_root=conv.images_root,
                    config=str(conv.config) if conv.config else None)
@@ -186,3 +189,21 @@ def test_tar_limits_apply(tmp_path: Path) -> None:
     access = TarAccess(max_member_bytes=200)
     with pytest.raises(UserError, match="raise max_member_bytes"):
         convert("webdataset", [str(tar)], tmp_path / "s", SourceOptions(tar_access=access))
+
+
+def test_http_tars_only_from_allowed_hosts(tmp_path: Path) -> None:
+    tar = _img2dataset(tmp_path / "00000.tar", 0, 4)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    handler.log_message = lambda *a, **k: None  # type: ignore[attr-defined]
+    with serving(handler) as port:
+        url = f"http://127.0.0.1:{port}/00000.tar"
+        with pytest.raises(UserError, match="allow_download"):
+            convert("webdataset", [url], tmp_path / "s", SourceOptions())
+        assert not is_own_tar(url, TarAccess(allow_download="127.0.0.1"))
+        ds = _import([url], tmp_path / "remote",
+                     tar_access=TarAccess(allow_download="127.0.0.1"))
+    got = _by_task(ds)
+    for (s, d), r in zip(got, _webdataset([tar]), strict=True):
+        np.testing.assert_array_equal(s["image"], _image_of(r))
+        assert d["key"] == r["__key__"]
+    assert len(got) == 4
