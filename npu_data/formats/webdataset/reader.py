@@ -14,11 +14,12 @@ refused, never silently replaced.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tarfile
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -291,15 +292,40 @@ def _s3(url: str, access: TarAccess) -> Any:
 
 
 # ------------------------------------------------------------------------------ samples
-def iter_tar_samples(url: str, access: TarAccess | None = None) -> Iterator[WdsSample]:
-    """Samples of one tar in order: members grouped by their path up to the first dot of
-    the file name (webdataset's ``__key__``; the sample's ``key`` is that file-name part).
-    A member name seen twice, a sample whose members are not adjacent, a member or sample
-    over ``access.max_member_bytes`` or a tar over ``access.max_unpacked_bytes``: UserError."""
+# webdataset's rules (tariterators ``base_plus_ext``, ``tar_file_iterator``): the key is the
+# member's path up to the first dot of its file name, the extension the rest, lower-cased; a
+# name without such a dot, and ``__meta__`` names, are no sample's members
+KEY_RULE = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
+META_RULE = re.compile(r"__[^/]*__($|/)")
+OWN_FIX = "write the tar again (`npu-data export-wds`)"
+
+
+class TarGroup(NamedTuple):
+    """One sample's members: webdataset's ``__key__``, ``{extension: bytes}``, the tar."""
+
+    key: str
+    parts: dict[str, bytes]
+    url: str
+
+
+def split_name(name: str) -> tuple[str, str] | None:
+    """(key, lower-cased extension) of a member name; None for a name that is no sample's."""
+    if META_RULE.match(name) or ("/" not in name and name.startswith("__")
+                                 and name.endswith("__")):
+        return None
+    m = KEY_RULE.match(name)
+    return (m.group(1), m.group(2).lower()) if m else None
+
+
+def iter_tar_groups(url: str, access: TarAccess | None = None, fix: str = OWN_FIX
+                    ) -> Generator[TarGroup, None, None]:
+    """The samples of one tar in order: its members grouped by key (``split_name``). A member
+    name seen twice, a sample whose members are not adjacent, a member or sample over
+    ``access.max_member_bytes`` or a tar over ``access.max_unpacked_bytes``: UserError (``fix``
+    says what to do about a tar that is damaged)."""
     access = access or TarAccess()
     with open_stream(url, access) as stream:
-        stem: str | None = None
-        key = ""
+        key: str | None = None
         parts: dict[str, bytes] = {}
         held = 0
         seen: set[str] = set()
@@ -308,27 +334,27 @@ def iter_tar_samples(url: str, access: TarAccess | None = None) -> Iterator[WdsS
                                                   access.max_unpacked_bytes):
                 if not name.isprintable():  # bytes not UTF-8 decode to surrogates
                     raise UserError(f"{shown(url)}: member name {_raw(name)} is not printable "
-                                    "UTF-8 — refused (webdataset keys are text); rename it "
-                                    "or write the tar again (`npu-data export-wds`)")
-                folder, _, base = name.rpartition("/")
-                k, _, ext = base.partition(".")
-                s = f"{folder}/{k}"
-                if s != stem:
-                    if stem is not None:
-                        yield _sample(url, key, parts)
-                    if s in seen:
-                        raise UserError(f"{shown(url)}: sample {s.lstrip('/')} appears twice "
+                                    f"UTF-8 — refused (webdataset keys are text); rename it "
+                                    f"or {fix}")
+                split = split_name(name)
+                if split is None:
+                    continue
+                k, ext = split
+                if k != key:
+                    if key is not None:
+                        yield TarGroup(key, parts, url)
+                    if k in seen:
+                        raise UserError(f"{shown(url)}: sample {k.lstrip('/')} appears twice "
                                         "(its members are not together, or a name is "
-                                        "repeated) — write the tar again (`npu-data "
-                                        "export-wds`)")
-                    seen.add(s)
-                    stem, key, parts, held = s, k, {}, 0
+                                        f"repeated) — {fix}")
+                    seen.add(k)
+                    key, parts, held = k, {}, 0
                 if ext in parts:
                     raise UserError(f"{shown(url)}: member {name!r} appears twice — refused "
-                                    "(which copy is right?); write the tar again")
+                                    f"(which copy is right?); {fix}")
                 held += len(data)
                 if held > access.max_member_bytes:
-                    raise UserError(f"{shown(url)}: sample {key} holds more than "
+                    raise UserError(f"{shown(url)}: sample {_base(k)} holds more than "
                                     f"{access.max_member_bytes} bytes — refused (raise "
                                     "max_member_bytes if it is genuine)")
                 parts[ext] = data
@@ -342,12 +368,24 @@ def iter_tar_samples(url: str, access: TarAccess | None = None) -> Iterator[WdsS
             raise UserError(f"{shown(url)}: not a tar file ({_why(exc, access)})") from None
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise UserError(f"{shown(url)}: tar cut off or corrupt ({_why(exc, access)}) — "
-                            "export it again") from None
+                            f"{fix}") from None
         except Exception as exc:  # noqa: BLE001 - a remote stream's error, one clean line
             raise UserError(f"{shown(url)}: cannot read the tar ({type(exc).__name__}: "
                             f"{_why(exc, access)})") from None
-        if stem is not None:
-            yield _sample(url, key, parts)
+        if key is not None:
+            yield TarGroup(key, parts, url)
+
+
+def _base(key: str) -> str:
+    """A key's file-name part (the sample's name in npu-data's tars)."""
+    return key.rpartition("/")[2]
+
+
+def iter_tar_samples(url: str, access: TarAccess | None = None) -> Iterator[WdsSample]:
+    """The samples of one tar npu-data wrote, in order (``iter_tar_groups``; the sample's
+    ``key`` is the file-name part of webdataset's key)."""
+    for group in iter_tar_groups(url, access):
+        yield _sample(url, _base(group.key), group.parts)
 
 
 def _raw(name: str) -> str:
@@ -388,9 +426,9 @@ def wds_to_table(paths: Iterable[str], media_dir: str | os.PathLike[str],
     ``image_ref`` of each row is the absolute path of its extracted image file, so the
     writer's image resolution reads it back byte for byte.
     """
-    from npu_data.common.atomic import atomic_write_bytes
     from npu_data.common.oserrors import os_error
     from npu_data.common.paths import inside
+    from npu_data.formats.tasks import write_media
 
     media = Path(media_dir).resolve()
     anns: list[dict[str, Any]] = []
@@ -401,8 +439,7 @@ def wds_to_table(paths: Iterable[str], media_dir: str | os.PathLike[str],
             media.mkdir(parents=True, exist_ok=True)
             path = inside(media, f"{n:09d}-{smp.key}.{smp.annotations['image_ext']}",
                           where=f"{shown(smp.url)}: sample {smp.key!r}")
-            if not path.is_file() or path.stat().st_size != len(smp.image):
-                atomic_write_bytes(path, smp.image)
+            write_media(path, smp.image)  # kept when the same bytes are there (resume)
         except OSError as exc:
             raise os_error(exc, media, "or pass another --out") from None
         anns.append(smp.annotations)
