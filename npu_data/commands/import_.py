@@ -218,12 +218,22 @@ def _source(args: argparse.Namespace) -> tuple[Any, str, list[str]]:
 
 
 def _own_tars(args: argparse.Namespace, tars: list[str]) -> bool:
-    """Whether the tars are npu-data's own (``export-wds``), told by their content."""
-    try:
-        from npu_data.formats.webdataset.foreign import is_own_tar
-    except ImportError:  # no reader of foreign tars: every tar is read as our own
-        return True
-    return bool(is_own_tar(tars[0], _access(args)))
+    """Whether the tars are npu-data's own (``export-wds``), told by their content (every
+    local tar's first sample; a URL list's first tar); a mix is refused."""
+    from npu_data.formats.webdataset.foreign import is_own_tar, tars_of
+
+    tars = tars_of(tars)
+    local = [t for t in tars if "://" not in t and not t.startswith("pipe:")]
+    probe = local if len(local) == len(tars) else tars[:1]
+    own = [is_own_tar(t, _access(args)) for t in probe]
+    if any(own) and not all(own):
+        mine = probe[own.index(True)]
+        other = probe[own.index(False)]
+        raise UserError(f"{other}: a tar npu-data did not write, among tars it did ({mine}) — "
+                        "import them into separate folders")
+    if own[0]:
+        args.export = tars
+    return own[0]
 
 
 def _access(args: argparse.Namespace) -> Any:

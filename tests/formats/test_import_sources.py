@@ -273,3 +273,50 @@ def test_parse_progress_ends_done_at_the_file_size(tmp_path: Path,
     parse = [ln for ln in err.splitlines() if ln.startswith("parse export.json")]
     assert parse and f"{size}/{size} B (100%) done" in parse[-1], err
     assert "stopped" not in err
+
+
+# ------------------------------------------------------------ every source through the CLI
+def test_bench_sources_imports_every_format_through_the_command_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from npu_data.bench import import_sources
+
+    assert import_sources.main(["--n", "6", "--repeat", "1", "--size", "16x12"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln.split()[0] for ln in out.splitlines()[1:]]
+    assert rows == ["labelstudio", "imagefolder", "kohya", "hf-imagefolder", "coco",
+                    "webdataset", "hf-parquet"], out
+
+
+def test_sources_detected_and_read_alike(tmp_path: Path) -> None:
+    """Each source of the bench's generator, imported, holds its 6 samples with equal pixels
+    and the captions or labels its layout gives."""
+    from npu_data.bench.import_sources import make_sources, time_import
+
+    sources = make_sources(tmp_path / "src", 6, (16, 12))
+    pixels = None
+    for name, args in sources.items():
+        took, rc = time_import(args, tmp_path / "out" / name)
+        assert rc == 0, name
+        ds = ShardDataset(tmp_path / "out" / name)
+        assert len(ds) == 6, name
+        got = sorted(ds[i]["image"].tobytes() for i in range(6))
+        pixels = pixels or got
+        assert got == pixels, name  # one pixel rule: every source decodes the same JPEGs alike
+        if name in ("kohya", "hf-imagefolder", "webdataset", "hf-parquet", "labelstudio"):
+            assert all(ds[i]["caption"] for i in range(6)), name
+
+
+def test_mixed_own_and_foreign_tars_refused(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from npu_data.bench.import_sources import make_sources
+
+    sources = make_sources(tmp_path / "src", 4, (16, 12))
+    assert _run(capsys, "import", *sources["labelstudio"], "--out", tmp_path / "ls")[0] == 0
+    (tmp_path / "own").mkdir()
+    assert main(["export-wds", str(tmp_path / "ls"), "--out",
+                 str(tmp_path / "own" / "part-%06d.tar")]) == 0
+    own = sorted((tmp_path / "own").glob("*.tar"))
+    assert own
+    code, _, err = _run(capsys, "import", *sources["webdataset"], *own, "--out",
+                        tmp_path / "mixed")
+    assert code == 1 and "did not write" in err and "separate folders" in err
