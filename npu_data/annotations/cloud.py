@@ -92,6 +92,10 @@ def check_endpoint(url: str | None) -> str | None:
                              "them in the environment (AWS_ACCESS_KEY_ID, "
                              "AWS_SECRET_ACCESS_KEY) or a profile (AWS_PROFILE)",
                              option="storage_endpoint")
+    if "://" not in url:
+        raise UserValueError(f"{{storage_endpoint={redact_text(url)}}}: no scheme — add it: "
+                             f"http://{redact_text(url)} (or https://)",
+                             option="storage_endpoint")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UserValueError(f"{{storage_endpoint={redact_text(url)}}}: expected "
                              "http(s)://host[:port] (e.g. https://obs.cn-north-4.myhuaweicloud"

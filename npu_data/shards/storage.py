@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from npu_data.annotations.redact import redact_text, redact_url
-from npu_data.errors import UserError, UserValueError
+from npu_data.errors import UserError
 
 log = logging.getLogger(__name__)
 ENDPOINT_VARS = ("NPU_DATA_S3_ENDPOINT", "AWS_ENDPOINT_URL")
@@ -95,9 +95,9 @@ def is_url(path: Any) -> bool:
 def endpoint_options(endpoint: str | None) -> dict[str, Any]:
     """fsspec storage options naming an S3-compatible ``endpoint`` (the CLI's
     ``--storage-endpoint``); empty for None (then the environment's, see ENDPOINT_VARS)."""
-    if endpoint and "://" not in endpoint:
-        raise UserValueError(f"{{storage_endpoint={endpoint}}}: no scheme — write it as a URL, "
-                             f"e.g. http://{endpoint} (or https://)", option="storage_endpoint")
+    from npu_data.annotations.cloud import check_endpoint
+
+    check_endpoint(endpoint)  # one rule for every command's --storage-endpoint
     return {"client_kwargs": {"endpoint_url": endpoint}} if endpoint else {}
 
 

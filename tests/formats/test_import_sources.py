@@ -320,3 +320,15 @@ def test_mixed_own_and_foreign_tars_refused(tmp_path: Path,
     code, _, err = _run(capsys, "import", *sources["webdataset"], *own, "--out",
                         tmp_path / "mixed")
     assert code == 1 and "did not write" in err and "separate folders" in err
+
+
+def test_messages_point_the_right_way(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                      ) -> None:
+    export = _min_export(tmp_path, 1)
+    code, _, err = _run(capsys, "import", export, "--out", tmp_path / "ds", "--storage-endpoint",
+                        "localhost:9000")
+    assert code == 1 and "no scheme — add it: http://localhost:9000" in err
+    assert err.count("\n") == 1 and not (tmp_path / "ds").exists()
+    code, _, err = _run(capsys, "inspect", export)
+    assert code == 1 and "a file, not a dataset folder" in err
+    assert f"npu-data import {export} --out DATASET" in err and "--out proj" not in err
