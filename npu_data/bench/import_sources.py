@@ -1,7 +1,7 @@
 """Import time per source: the same ``--n`` small JPEGs laid out as each source
 ``npu-data import`` reads (Label Studio JSON, ImageFolder, kohya, Hugging Face imagefolder,
 COCO, an img2dataset tar, Hugging Face parquet when pyarrow is installed), each imported
-through the command line ``--repeat`` times, the sources interleaved; min / median / max
+through the command line (a process each, its start included) ``--repeat`` times, the sources interleaved; min / median / max
 seconds and images/s per source.
 
 Run: ``npu-data bench sources [--n 1000] [--repeat 3] [--size 64x48]``.
@@ -16,6 +16,8 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tarfile
 import tempfile
 import time
@@ -115,14 +117,14 @@ def _parquet(path: Path, jpegs: list[bytes]) -> str:
 
 
 def time_import(args: list[str], out: Path) -> tuple[float, int]:
-    """(seconds, exit code) of ``npu-data import ARGS --out OUT`` in this process."""
-    from npu_data.cli import main
-
+    """(seconds, exit code) of ``npu-data import ARGS --out OUT``, a process as a user runs
+    it (its start included)."""
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(out.parent / f"{out.name}.source", ignore_errors=True)
     t = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        rc = main(["import", *args, "--out", str(out)])
+    rc = subprocess.run([sys.executable, "-m", "npu_data.cli", "import", *args, "--out",
+                         str(out)], capture_output=True,
+                        env={**os.environ, "NPU_DATA_QUIET": "1"}).returncode
     return time.perf_counter() - t, rc
 
 
