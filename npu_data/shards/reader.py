@@ -17,7 +17,7 @@ from npu_data.errors import DataCorruption, UserError
 from npu_data.kinds.base import Kind
 from npu_data.kinds.registry import BY_NAME
 from npu_data.kinds.texts import CAPTION_OF
-from npu_data.shards import batch_read, checks
+from npu_data.shards import batch_read, checks, repeats
 from npu_data.shards.batch_read import SampleBatch, as_index
 from npu_data.shards.format import (
     DATA,
@@ -264,6 +264,7 @@ class ShardDataset:
         self.latents: dict[str, Any] | None = self.manifest.get("latents") \
             if self.store == "latents" else None
         self._layout = latent_layout(self.manifest)
+        self._repeats: np.ndarray | None | bool = False  # False: not read yet
 
     # --- pickling: never ship memory maps to DataLoader workers --------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -349,6 +350,35 @@ class ShardDataset:
             self._sizes = np.concatenate(parts) if parts else np.zeros((0, 2), np.int64)
         return self._sizes
 
+    @property
+    def repeats(self) -> np.ndarray | None:
+        """(N,) int64 how many times an epoch each sample is served (task data ``repeats``,
+        kohya's ``num_repeats``; 1 where a task has none), read once; None for a dataset
+        whose manifest counts no task with the key (``shards.repeats``)."""
+        if self._repeats is False:
+            found = None
+            if self.manifest["counts"].get("repeats") and self.latents is None:
+                parts = []
+                for k in range(len(self._names)):
+                    sh = self.shard(k)
+                    off = sh.col("data_json.offsets")
+                    parts.append(repeats.read_counts(
+                        sh.col("data_json.bytes").tobytes(), off, str(self.path / self._names[k]),
+                        int(self._starts[k])))
+                found = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            self._repeats = found  # a refused count is refused again on the next call
+        return self._repeats  # type: ignore[return-value]
+
+    def physical(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """(B,) int64 dataset index of each of ``indices``: an index from ``-N`` to ``N - 1``,
+        or a repeat's virtual id ``i + N * r`` (``shards.repeats``); IndexError otherwise."""
+        idx = np.asarray(indices).astype(np.int64).reshape(-1)
+        n = len(self)
+        if idx.size and (int(idx.max()) >= n or int(idx.min()) < -n):  # a repeat, or a mistake
+            reps = self.repeats if int(idx.max()) >= n else None
+            return repeats.physical(idx, n, reps, self.path)
+        return idx % n if n else idx
+
     def task_ids(self) -> np.ndarray:
         """(N,) int64 task id of every sample."""
         parts = [np.asarray(ix["task_id"]) for ix in self._indices()]
@@ -356,6 +386,8 @@ class ShardDataset:
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         i = as_index(i)
+        if i >= len(self):  # a repeat's virtual id (shards.repeats)
+            i = int(self.physical([i])[0])
         k, j = self.locate(i)
         try:
             return self._sample(k, j, i % len(self))
