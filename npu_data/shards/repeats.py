@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from npu_data.errors import UserError
+from npu_data.errors import DataCorruption, UserError
 
 KEY = "repeats"  # the task data key
 MAX_REPEATS = 10_000  # one sample's most repeats an epoch (the epoch's list is held in memory)
@@ -30,15 +30,22 @@ _NEEDLE = b'"repeats"'
 _ABSENT: Any = object()  # a task without the key (``"repeats": null`` is a wrong value)
 
 
-def _load(raw: bytes) -> Any:
-    """One task's data (a lone surrogate, which orjson refuses, read as the parser kept it)."""
+def _load(raw: bytes, where: str, j: int) -> Any:
+    """Task data ``j`` (a lone surrogate, which orjson refuses, read as the parser kept it);
+    bytes that are not JSON are a damaged shard."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
+        pass
+    try:
         return json.loads(raw.decode("utf-8", "surrogatepass"))
+    except ValueError:
+        raise DataCorruption(f"{where}: sample {j}: its task data (data_json) is not JSON — "
+                             "the shard is damaged: run `npu-data verify` on the dataset and "
+                             "import it again") from None
 
 
-def _values(blob: bytes, offsets: np.ndarray) -> list[Any] | None:
+def _values(blob: bytes, offsets: np.ndarray, where: str = "the export") -> list[Any] | None:
     """Each task data object's ``repeats`` (``_ABSENT`` where it has none), or None when no
     task of ``blob`` names the key (one substring search). The objects are parsed as one
     JSON array (100,000 objects of ~150 bytes: 1.5 s on a busy 2-core machine)."""
@@ -48,8 +55,10 @@ def _values(blob: bytes, offsets: np.ndarray) -> list[Any] | None:
     raws = [blob[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     try:
         items = orjson.loads(b"[" + b",".join(raws) + b"]")
-    except orjson.JSONDecodeError:  # a lone surrogate somewhere: one object at a time
-        items = [_load(raw) if _NEEDLE in raw else None for raw in raws]  # None: no key
+        if len(items) != len(raws):  # objects that were not one each
+            raise orjson.JSONDecodeError("count", "", 0)
+    except orjson.JSONDecodeError:  # a lone surrogate, or damage: one object at a time
+        items = [_load(raw, where, j) if _NEEDLE in raw else None for j, raw in enumerate(raws)]
     return [d.get(KEY, _ABSENT) if isinstance(d, dict) else _ABSENT for d in items]
 
 
@@ -64,7 +73,7 @@ def read_counts(blob: bytes, offsets: np.ndarray, where: str, first: int) -> np.
     """(samples,) int64 repeat counts of one shard's task data (``where``: the shard, named in
     a message with the sample's dataset index ``first + j``); 1 where a task has none."""
     out = np.ones(len(offsets) - 1, np.int64)
-    for j, value in enumerate(_values(blob, offsets) or ()):
+    for j, value in enumerate(_values(blob, offsets, where) or ()):
         if value is _ABSENT:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_REPEATS:

@@ -4,6 +4,7 @@ and resume stays exact (shards.repeats)."""
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import torch
 from PIL import Image
 
 from npu_data.common.ragged import encode_texts
-from npu_data.errors import UserError
+from npu_data.errors import DataCorruption, UserError
 from npu_data.formats.sources import SourceOptions, convert
 from npu_data.loaders import DataLoader
 from npu_data.loaders.buckets import BucketBatchSampler
@@ -157,6 +158,19 @@ def test_each_repeat_gets_its_own_keyed_augmentation(kohya: ShardDataset) -> Non
         assert len({tuple(b.reshape(-1).tolist()) for b in boxes}) == 3
 
 
+def test_the_loaders_own_order_repeats_alike_in_workers(kohya: ShardDataset) -> None:
+    def rows(**kw: Any) -> list[tuple[int, dict[str, torch.Tensor]]]:
+        return _rows(DataLoader(kohya, batch_size=3, shuffle=True, transform=_augment(),
+                                device="cpu", seed=7, **kw))
+
+    here = rows()
+    assert _served([i for i, _ in here], len(kohya)) == _expected(kohya)
+    there = rows(num_workers=2)
+    assert [i for i, _ in there] == [i for i, _ in here]
+    for (_, p), (_, q) in zip(here, there, strict=True):
+        assert all(torch.equal(p[k], q[k]) for k in p)
+
+
 def test_without_repeats_nothing_changes(plain: ShardDataset) -> None:
     assert plain.repeats is None and "repeats" not in plain.manifest["counts"]
     n = len(plain)
@@ -271,3 +285,15 @@ def test_each_wrong_repeat_value_is_one_line(value: str) -> None:
     good, offsets = encode_texts(['{"image": "a.png", "caption": "\\"repeats\\""}',
                                   '{"repeats": 4}'])
     assert read_counts(good.tobytes(), offsets, "shard-x", 0).tolist() == [1, 4]
+
+
+def test_task_data_that_is_not_json_is_a_damaged_shard(kohya: ShardDataset,
+                                                       tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(kohya.path, copy)
+    column = copy / kohya.manifest["shards"][0]["name"] / "ann.data_json.bytes.npy"
+    raw = column.read_bytes()
+    column.write_bytes(raw.replace(b'"repeats"', b'"repeats"#', 1)[:len(raw)])
+    with pytest.raises(DataCorruption, match=r"sample 0: its task data \(data_json\) is not "
+                                             "JSON"):
+        ShardDataset(copy).repeats  # noqa: B018
