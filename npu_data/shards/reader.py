@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 from collections.abc import Callable, Sequence
@@ -13,6 +14,7 @@ from PIL import Image, ImageOps
 
 from npu_data.common.oserrors import os_error
 from npu_data.common.paths import inside, open_regular
+from npu_data.common.ragged import offsets_problem
 from npu_data.errors import DataCorruption, UserError
 from npu_data.kinds.base import Kind
 from npu_data.kinds.registry import BY_NAME
@@ -358,16 +360,48 @@ class ShardDataset:
         if self._repeats is False:
             found = None
             if self.manifest["counts"].get("repeats") and self.latents is None:
-                parts = []
-                for k in range(len(self._names)):
-                    sh = self.shard(k)
-                    off = sh.col("data_json.offsets")
-                    parts.append(repeats.read_counts(
-                        sh.col("data_json.bytes").tobytes(), off, str(self.path / self._names[k]),
-                        int(self._starts[k])))
+                parts = [repeats.read_counts(blob.tobytes(), off, str(self.path / self._names[k]),
+                                             int(self._starts[k]))
+                         for k, (blob, off) in enumerate(self._task_data())]
                 found = np.concatenate(parts) if parts else np.zeros(0, np.int64)
             self._repeats = found  # a refused count is refused again on the next call
         return self._repeats  # type: ignore[return-value]
+
+    def _task_data(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Every shard's task data column (bytes, offsets); of a remote dataset only those two
+        files are downloaded (their offsets checked as the shard's own open checks them)."""
+        ks = range(len(self._names))
+        if self._remote is None:
+            return [(self.shard(k).col("data_json.bytes"), self.shard(k).col("data_json.offsets"))
+                    for k in ks]
+        todo = [k for k in ks if k not in self._shards]
+        spec = checks.group_columns("data_json")
+        got = {}
+        for col in ("data_json.bytes", "data_json.offsets"):
+            dt, shape = spec[col]
+            opener = functools.partial(self._open_column, dt=dt, shape=shape)
+            got[col] = dict(zip(todo, self._remote.fetch_files(column_file(col), todo, opener),
+                                strict=True))
+        out = []
+        for k in ks:
+            if k in self._shards:
+                out.append((self._shards[k].col("data_json.bytes"),
+                            self._shards[k].col("data_json.offsets")))
+                continue
+            blob, off = got["data_json.bytes"][k], got["data_json.offsets"][k]
+            why = offsets_problem(off, int(self.manifest["shards"][k]["samples"]), len(blob))
+            if why is not None:
+                raise DataCorruption(f"{self.path / self._names[k] / column_file('data_json.offsets')}"
+                                     f": the offsets {why} — {self._remote_fix()}")
+            out.append((blob, off))
+        return out
+
+    def _open_column(self, path: Path, dt: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        """A column file at ``path`` (of a remote shard, downloaded alone), checked as a file."""
+        try:
+            return checks.open_npy(path, dt, shape)
+        except checks.Damaged as exc:
+            raise DataCorruption(f"{path}: {exc.reason} — {self._remote_fix()}") from None
 
     def physical(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         """(B,) int64 dataset index of each of ``indices``: an index from ``-N`` to ``N - 1``,

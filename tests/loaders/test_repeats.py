@@ -91,6 +91,15 @@ def test_the_dataset_keeps_each_samples_repeat_count(kohya: ShardDataset) -> Non
             kohya.__getitems__([bad]).columns()
 
 
+def test_a_remote_dataset_reads_its_repeats_without_the_images(kohya: ShardDataset,
+                                                                tmp_path: Path) -> None:
+    remote = ShardDataset(f"file://{kohya.path}", cache_dir=tmp_path / "cache")
+    assert remote.repeats is not None and remote.repeats.tolist() == _expected(kohya)
+    assert not list((tmp_path / "cache").rglob("data.bin"))  # no shard downloaded whole
+    assert list(NpuDistributedSampler(remote, num_replicas=1, rank=0)) == \
+        list(NpuDistributedSampler(kohya, num_replicas=1, rank=0))
+
+
 @pytest.mark.parametrize("world", [1, 2])
 @pytest.mark.parametrize("kw", [{}, {"shuffle": False}, {"shard_window": 1}])
 def test_distributed_sampler_serves_each_sample_its_repeats(kohya: ShardDataset, world: int,
