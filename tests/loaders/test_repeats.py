@@ -275,12 +275,17 @@ def test_a_state_without_repeats_is_refused_with_them_and_the_reverse(
         NpuDistributedSampler(kohya, num_replicas=1, rank=0).load_state_dict(old)
 
 
-def test_a_repeat_count_that_is_not_positive_names_the_sample(tmp_path: Path) -> None:
-    ds = _import(tmp_path, "kohya", _folder(tmp_path / "zero", {"0_none": (1, (8, 8)),
-                                                                "2_two": (1, (8, 8))}))
-    with pytest.raises(UserError, match=r"sample 0 \(dataset index \d\): task data 'repeats' "
-                                        r"is 0"):
-        NpuDistributedSampler(ds, num_replicas=1, rank=0).state_dict()
+def test_kohya_ignores_a_folder_of_0_repeats_and_refuses_too_many(tmp_path: Path) -> None:
+    src = _folder(tmp_path / "zero", {"0_none": (1, (8, 8)), "2_two": (1, (8, 8))})
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    conv = convert("kohya", [str(src)], stage, SourceOptions())
+    assert any("0_none" in note and "ignored" in note for note in conv.notes)
+    ds = _import(tmp_path, "kohya", src)
+    assert len(ds) == 1 and ds.repeats is not None and ds.repeats.tolist() == [2]
+    many = _folder(tmp_path / "many", {"10001_x": (1, (8, 8))})
+    with pytest.raises(UserError, match="10001 repeats an epoch, npu-data serves at most 10000"):
+        convert("kohya", [str(many)], stage, SourceOptions())
 
 
 @pytest.mark.parametrize("value", ["null", "true", '"3"', "2.0", "-1", "10001"])
