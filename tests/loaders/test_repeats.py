@@ -283,6 +283,10 @@ def test_kohya_ignores_a_folder_of_0_repeats_and_refuses_too_many(tmp_path: Path
     assert any("0_none" in note and "ignored" in note for note in conv.notes)
     ds = _import(tmp_path, "kohya", src)
     assert len(ds) == 1 and ds.repeats is not None and ds.repeats.tolist() == [2]
+    only = _folder(tmp_path / "only", {"0_none": (1, (8, 8))})
+    with pytest.raises(UserError, match=r"folders of 0 repeats are skipped, as kohya does "
+                                        r"\(0_none: rename it 1_<name>\)"):
+        convert("kohya", [str(only)], stage, SourceOptions())
     many = _folder(tmp_path / "many", {"10001_x": (1, (8, 8))})
     with pytest.raises(UserError, match="10001 repeats an epoch, npu-data serves at most 10000"):
         convert("kohya", [str(many)], stage, SourceOptions())

@@ -100,8 +100,11 @@ def read(root: Path, stage: Path, caption_extension: str | None = None) -> Conve
     plan = [(s, images_in(s.folder)) for s in found]
     if not any(files for _, files in plan):
         raise UserError(f"{root}: no images in <repeats>_<name> folders (e.g. 10_mychar/) or "
-                        f"in the folder itself ({', '.join(EXTENSIONS)}) — is this a kohya "
-                        "training folder? pass --format to read it as another layout")
+                        f"in the folder itself ({', '.join(EXTENSIONS)})"
+                        + (f"; folders of 0 repeats are skipped, as kohya does ({never[0]}: "
+                           "rename it 1_<name>)" if never else "")
+                        + " — is this a kohya training folder? pass --format to read it as "
+                        "another layout")
     rows = []
     for s, files in plan:
         for path in files:
