@@ -48,7 +48,7 @@ def _load(raw: bytes, where: str, j: int) -> Any:
 def _values(blob: bytes, offsets: np.ndarray, where: str = "the export") -> list[Any] | None:
     """Each task data object's ``repeats`` (``_ABSENT`` where it has none), or None when no
     task of ``blob`` names the key (one substring search). The objects are parsed as one
-    JSON array (100,000 objects of ~150 bytes: 1.5 s on a busy 2-core machine)."""
+    JSON array (100,000 objects of ~150 bytes: 0.3 s of CPU time, 2026-12-07)."""
     if _NEEDLE not in blob:
         return None
     bounds = offsets.tolist()
