@@ -40,6 +40,7 @@ from npu_data.common.buckets import Buckets, BucketSpec, buckets_of
 from npu_data.common.dist import place
 from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.loaders.states import Fields, check_fingerprint, checked_seed, fingerprint
+from npu_data.shards.repeats import repeats_of, virtual_ids
 
 _STATE_VERSION = 2  # 2: the dataset's fingerprint
 _READS = (1, 2)  # versions load_state_dict reads
@@ -122,6 +123,11 @@ class BucketBatchSampler(Sampler[list[int]]):
         index = {g: i for i, g in enumerate(self.groups)}
         # (N,) the group of each sample: a listed bucket, or (no_upscale) one inside it
         self.bucket_of = np.array([index[tuple(t)] for t in targets.tolist()], np.int64)
+        # (N,) each sample's repeats an epoch (task data ``repeats``), None: once each; a
+        # repeat is served as its virtual id ``i + N * r`` (``shards.repeats``)
+        self.repeats = None if isinstance(dataset, np.ndarray | torch.Tensor) \
+            else repeats_of(dataset)
+        self._ids = None if self.repeats is None else virtual_ids(self.repeats)
         self.batch_size = batch_size
         self.num_replicas = world
         self.rank = rank
@@ -143,8 +149,10 @@ class BucketBatchSampler(Sampler[list[int]]):
         g.manual_seed(self.seed + (self.epoch if epoch is None else int(epoch)))
         parts = []
         bs = self.batch_size
+        ids = self._ids
+        of = None if ids is None else self.bucket_of[ids % len(self.bucket_of)]
         for b in range(len(self.groups)):
-            idx = np.flatnonzero(self.bucket_of == b)
+            idx = np.flatnonzero(self.bucket_of == b) if ids is None else ids[of == b]
             if not len(idx):
                 continue
             if self.shuffle:
@@ -231,7 +239,7 @@ class BucketBatchSampler(Sampler[list[int]]):
         """The digest that ties a state to this dataset: its manifest (when it has one) and
         every sample's stored size (``loaders.states.fingerprint``)."""
         if self._fingerprint is None:
-            self._fingerprint = fingerprint(self.dataset, self.sizes)
+            self._fingerprint = fingerprint(self.dataset, self.sizes, self.repeats)
         return self._fingerprint
 
     def left(self) -> int:

@@ -150,9 +150,12 @@ class RequestBatches:
             return
         n = max(len(sizes), 1)
         for batch in self.batches:
-            ids = np.asarray(batch, dtype=np.int64).reshape(-1) % n
-            bucket = int(buckets[ids[0]]) if buckets is not None and len(ids) else None
-            yield draw.request(batch, ids, sizes[ids], bucket)
+            given = np.asarray(batch, dtype=np.int64).reshape(-1)
+            # a repeat's virtual id keys its draws (shards.repeats); the dataset reads i % n
+            ids = np.where(given < n, given % n, given)
+            i = ids % n
+            bucket = int(buckets[i[0]]) if buckets is not None and len(ids) else None
+            yield draw.request(batch, ids, sizes[i], bucket)
 
 
 # --- streams --------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ from torch.utils.data import DistributedSampler, RandomSampler, Sampler, Sequent
 from npu_data.common.dist import place
 from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.loaders.states import Fields, check_fingerprint, checked_seed, fingerprint
+from npu_data.shards.repeats import repeats_of, virtual_ids
 
 _STATE_VERSION = 2  # 2: the dataset's fingerprint
 _READS = (1, 2)  # versions load_state_dict reads
@@ -105,8 +106,9 @@ def window_layout(left: np.ndarray, starts: np.ndarray, world: int, window: int,
     """The interleaved global list (rank ``r`` takes ``[r::world]``) over the samples ``left``
     (ascending dataset indices not yet seen this epoch), padded cyclically or truncated
     (``drop_last``) to a multiple of ``world`` like torch's sampler."""
-    nshards = len(starts) - 1
-    shard = np.searchsorted(starts, left, side="right") - 1
+    nshards, n_samples = len(starts) - 1, int(starts[-1])
+    phys = left % n_samples if n_samples else left  # a repeat's virtual id: its sample's shard
+    shard = np.searchsorted(starts, phys, side="right") - 1
     if shuffle:
         g = torch.Generator().manual_seed(seed + epoch)  # the epoch's shard order
         pos = np.empty(nshards, dtype=np.int64)
@@ -216,14 +218,31 @@ class EpochOrder(Sampler[int]):
         # left before its last layout, that layout in full
         self._memo: tuple[tuple[int, int, bool, bool], tuple[tuple[int, int], ...],
                           np.ndarray, np.ndarray] | None = None
+        self._ids: np.ndarray | None | bool = False  # the epoch's virtual ids (False: unread)
+
+    def _virtual(self) -> np.ndarray | None:
+        """The ascending virtual ids of an epoch of a dataset with ``repeats`` (sample ``i``'s
+        ``r``-th repeat is ``i + n * r``, ``shards.repeats``), else None (read once)."""
+        if self._ids is False:
+            reps = repeats_of(self.dataset)
+            self._ids = None if reps is None else virtual_ids(reps)
+        return self._ids  # type: ignore[return-value]
+
+    def _count(self) -> int:
+        """Items an epoch lays out: the dataset's samples, each as often as it repeats."""
+        ids = self._virtual()
+        return len(self.dataset) if ids is None else len(ids)
 
     # --- the epoch's layout -------------------------------------------------------------
     def _global_list(self) -> tuple[np.ndarray, int, int]:
         """(remaining interleaved global list, consumed before it, start of the layout in P)."""
-        n = len(self.dataset)
+        n = self._count()
         if self._starts is not None:
             return self._window_list(n)
         order = epoch_permutation(n, self.epoch, self.seed, self.shuffle, self.locality_block)
+        ids = self._virtual()
+        if ids is not None:  # the permutation of the epoch's list of virtual ids
+            order = ids[order]
         resume = self._resume
         if resume is None or resume[0] != self.epoch:
             return layout(order, self.num_replicas, self.drop_last), 0, 0
@@ -258,7 +277,8 @@ class EpochOrder(Sampler[int]):
         replay is kept: the same chain, or one more layout, costs one layout at most."""
         assert self._starts is not None and self.shard_window is not None
         draws = (self.seed, self.epoch, self.drop_last, self.shuffle)
-        left: np.ndarray = np.arange(len(self.dataset), dtype=np.int64)
+        ids = self._virtual()
+        left: np.ndarray = np.arange(len(self.dataset), dtype=np.int64) if ids is None else ids
         i, full = 0, None
         memo = self._memo
         if memo is not None and memo[0] == draws and chain[:len(memo[1])] == memo[1]:
@@ -308,7 +328,8 @@ class EpochOrder(Sampler[int]):
                 self._yielded += 1
                 yield i
             return
-        shard = np.searchsorted(starts, mine_arr, side="right") - 1
+        n = len(self.dataset)
+        shard = np.searchsorted(starts, mine_arr % n if n else mine_arr, side="right") - 1
         change = np.flatnonzero(np.r_[True, shard[1:] != shard[:-1]])
         runs = shard[change]
         entering = dict(zip(change.tolist(), range(len(change)), strict=True))
@@ -388,7 +409,7 @@ class EpochOrder(Sampler[int]):
     def fingerprint(self) -> str:
         """The digest that ties a state to this dataset (``loaders.states.fingerprint``)."""
         if self._fingerprint is None:
-            self._fingerprint = fingerprint(self.dataset)
+            self._fingerprint = fingerprint(self.dataset, repeats=repeats_of(self.dataset))
         return self._fingerprint
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -408,6 +429,11 @@ class EpochOrder(Sampler[int]):
             )
         if f.version(_READS) >= 2:  # version 1 recorded the length alone
             check_fingerprint(f, self.fingerprint)
+        elif self._virtual() is not None:
+            raise UserError("sampler state: version 1 records no fingerprint, and this dataset "
+                            "repeats samples (task data 'repeats') — resume from the start of "
+                            "the epoch (set_epoch) with a state this npu-data saved")
+        n = self._count()  # positions count the epoch's items, repeats included
         for key in ("shuffle", "locality_block", "shard_window", "drop_last"):
             if state.get(key) != getattr(self, key) and (key in state or key == "shard_window"):
                 raise UserError(

@@ -158,12 +158,16 @@ def manifest_bytes(dataset: Any) -> bytes:
     return f"len={len(dataset)}".encode()
 
 
-def fingerprint(dataset: Any, sizes: np.ndarray | None = None) -> str:
-    """What ties a state to ``dataset``: the digest of its manifest (or length) and of the
-    stored ``sizes`` when they decide the order."""
+def fingerprint(dataset: Any, sizes: np.ndarray | None = None,
+                repeats: np.ndarray | None = None) -> str:
+    """What ties a state to ``dataset``: the digest of its manifest (or length), of the
+    stored ``sizes`` when they decide the order and of its samples' ``repeats`` when it has
+    them (a state saved without repeats is refused with them, and the reverse)."""
     parts = [manifest_bytes(dataset)]
     if sizes is not None:
         parts.append(np.ascontiguousarray(sizes, dtype="<i8").tobytes())
+    if repeats is not None:
+        parts.append(b"repeats:" + np.ascontiguousarray(repeats, dtype="<i8").tobytes())
     return digest(*parts)
 
 
@@ -174,7 +178,7 @@ def check_fingerprint(fields: Fields, mine: str) -> None:
         raise fields.fail("fingerprint", f"={saved!r} is not a digest string")
     if saved != mine:
         raise UserError(f"{fields.who}: saved for another dataset (fingerprint {saved[:12]}, "
-                        f"this one {mine[:12]}: its manifest or image sizes differ) — resume "
+                        f"this one {mine[:12]}: its manifest, image sizes or repeats differ) — resume "
                         "with the dataset the state was saved with")
 
 

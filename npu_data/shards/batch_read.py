@@ -72,6 +72,7 @@ class Shards(Protocol):
     def __getitem__(self, i: int) -> Sample: ...
     def shard(self, k: int) -> Any: ...
     def image(self, k: int, local: int) -> np.ndarray: ...
+    def physical(self, indices: Sequence[int] | np.ndarray) -> np.ndarray: ...
 
 
 class SampleBatch(ColumnBatch):
@@ -127,12 +128,7 @@ def read_columns(ds: Shards, indices: Sequence[int],
     given = np.asarray(indices)
     if given.size and given.dtype.kind not in "iu":
         raise TypeError(f"dataset indices must be integers, not {given.dtype}")
-    idx = given.astype(np.int64).reshape(-1)
-    n = len(ds)
-    bad = np.flatnonzero((idx < -n) | (idx >= n))
-    if len(bad):
-        raise IndexError(f"sample {int(idx[bad[0]])} out of range for {n} samples in {ds.path}")
-    gi = idx % n if n else idx
+    gi = ds.physical(given)  # a repeat's virtual id reads its sample (shards.repeats)
     try:
         return _read(ds, gi, lazy_jpeg)
     except UserError:

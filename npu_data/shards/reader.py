@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 from collections.abc import Callable, Sequence
@@ -13,11 +14,12 @@ from PIL import Image, ImageOps
 
 from npu_data.common.oserrors import os_error
 from npu_data.common.paths import inside, open_regular
+from npu_data.common.ragged import offsets_problem
 from npu_data.errors import DataCorruption, UserError
 from npu_data.kinds.base import Kind
 from npu_data.kinds.registry import BY_NAME
 from npu_data.kinds.texts import CAPTION_OF
-from npu_data.shards import batch_read, checks
+from npu_data.shards import batch_read, checks, repeats
 from npu_data.shards.batch_read import SampleBatch, as_index
 from npu_data.shards.format import (
     DATA,
@@ -264,6 +266,7 @@ class ShardDataset:
         self.latents: dict[str, Any] | None = self.manifest.get("latents") \
             if self.store == "latents" else None
         self._layout = latent_layout(self.manifest)
+        self._repeats: np.ndarray | None | bool = False  # False: not read yet
 
     # --- pickling: never ship memory maps to DataLoader workers --------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -349,6 +352,67 @@ class ShardDataset:
             self._sizes = np.concatenate(parts) if parts else np.zeros((0, 2), np.int64)
         return self._sizes
 
+    @property
+    def repeats(self) -> np.ndarray | None:
+        """(N,) int64 how many times an epoch each sample is served (task data ``repeats``,
+        kohya's ``num_repeats``; 1 where a task has none), read once; None for a dataset
+        whose manifest counts no task with the key (``shards.repeats``)."""
+        if self._repeats is False:
+            found = None
+            if self.manifest["counts"].get("repeats") and self.latents is None:
+                parts = [repeats.read_counts(blob.tobytes(), off, str(self.path / self._names[k]),
+                                             int(self._starts[k]))
+                         for k, (blob, off) in enumerate(self._task_data())]
+                found = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            self._repeats = found  # a refused count is refused again on the next call
+        return self._repeats  # type: ignore[return-value]
+
+    def _task_data(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Every shard's task data column (bytes, offsets); of a remote dataset only those two
+        files are downloaded (their offsets checked as the shard's own open checks them)."""
+        ks = range(len(self._names))
+        if self._remote is None:
+            return [(self.shard(k).col("data_json.bytes"), self.shard(k).col("data_json.offsets"))
+                    for k in ks]
+        todo = [k for k in ks if k not in self._shards]
+        spec = checks.group_columns("data_json")
+        got = {}
+        for col in ("data_json.bytes", "data_json.offsets"):
+            dt, shape = spec[col]
+            opener = functools.partial(self._open_column, dt=dt, shape=shape)
+            got[col] = dict(zip(todo, self._remote.fetch_files(column_file(col), todo, opener),
+                                strict=True))
+        out = []
+        for k in ks:
+            if k in self._shards:
+                out.append((self._shards[k].col("data_json.bytes"),
+                            self._shards[k].col("data_json.offsets")))
+                continue
+            blob, off = got["data_json.bytes"][k], got["data_json.offsets"][k]
+            why = offsets_problem(off, int(self.manifest["shards"][k]["samples"]), len(blob))
+            if why is not None:
+                raise DataCorruption(f"{self.path / self._names[k] / column_file('data_json.offsets')}"
+                                     f": the offsets {why} — {self._remote_fix()}")
+            out.append((blob, off))
+        return out
+
+    def _open_column(self, path: Path, dt: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        """A column file at ``path`` (of a remote shard, downloaded alone), checked as a file."""
+        try:
+            return checks.open_npy(path, dt, shape)
+        except checks.Damaged as exc:
+            raise DataCorruption(f"{path}: {exc.reason} — {self._remote_fix()}") from None
+
+    def physical(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """(B,) int64 dataset index of each of ``indices``: an index from ``-N`` to ``N - 1``,
+        or a repeat's virtual id ``i + N * r`` (``shards.repeats``); IndexError otherwise."""
+        idx = np.asarray(indices).astype(np.int64).reshape(-1)
+        n = len(self)
+        if idx.size and (int(idx.max()) >= n or int(idx.min()) < -n):  # a repeat, or a mistake
+            reps = self.repeats if int(idx.max()) >= n else None
+            return repeats.physical(idx, n, reps, self.path)
+        return idx % n if n else idx
+
     def task_ids(self) -> np.ndarray:
         """(N,) int64 task id of every sample."""
         parts = [np.asarray(ix["task_id"]) for ix in self._indices()]
@@ -356,6 +420,8 @@ class ShardDataset:
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         i = as_index(i)
+        if i >= len(self):  # a repeat's virtual id (shards.repeats)
+            i = int(self.physical([i])[0])
         k, j = self.locate(i)
         try:
             return self._sample(k, j, i % len(self))

@@ -51,6 +51,7 @@ from npu_data.shards.format import (
     kinds_with_rows,
     shard_name,
 )
+from npu_data.shards.repeats import tasks_with_key
 from npu_data.shards.source import image_options, load_source
 
 
@@ -478,6 +479,12 @@ def _fail_all(group: Group, exc: Exception) -> None:
 def _manifest(table: AnnotationTable, o: WriteOptions, records: list[dict[str, Any]],
               rejected: list[dict[str, Any]], fp: dict[str, Any], tasks: int) -> dict[str, Any]:
     schema = column_schema()
+    counts = {"samples": sum(r["samples"] for r in records), "tasks": tasks,
+              "rows": table.num_samples, "rejected": len(rejected), "shards": len(records)}
+    with_repeats = tasks_with_key(table.columns["data_json.bytes"].tobytes(),
+                                  table.columns["data_json.offsets"])
+    if with_repeats:  # the samplers serve these samples their repeat count (shards.repeats)
+        counts["repeats"] = with_repeats
     return {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
@@ -489,9 +496,7 @@ def _manifest(table: AnnotationTable, o: WriteOptions, records: list[dict[str, A
         "kinds": kinds_with_rows(records),
         "controls": list(table.controls),
         "labels": {k: list(v) for k, v in table.labels.items()},
-        "counts": {"samples": sum(r["samples"] for r in records), "tasks": tasks,
-                   "rows": table.num_samples, "rejected": len(rejected),
-                   "shards": len(records)},
+        "counts": counts,
         "shard_size": o.shard_size,
         "shards": [{"name": r["name"], "samples": r["samples"], "tasks": r["tasks"],
                     "files": r["files"]} for r in records],

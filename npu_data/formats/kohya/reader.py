@@ -25,6 +25,7 @@ from npu_data.formats.tasks import (
     image_task,
     relative,
 )
+from npu_data.shards.repeats import MAX_REPEATS
 
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp")  # train_util.IMAGE_EXTENSIONS
 CAPTION_EXTENSIONS = (".txt", ".caption")
@@ -90,11 +91,20 @@ def read(root: Path, stage: Path, caption_extension: str | None = None) -> Conve
     exts = CAPTION_EXTENSIONS if caption_extension is None else (
         caption_extension if caption_extension.startswith(".") else f".{caption_extension}",)
     found, ignored = subsets(root)
+    never = [s.folder.name for s in found if s.repeats < 1]  # kohya skips them (a warning)
+    found = [s for s in found if s.repeats >= 1]
+    for s in found:
+        if s.repeats > MAX_REPEATS:
+            raise UserError(f"{s.folder}: {s.repeats} repeats an epoch, npu-data serves at most "
+                            f"{MAX_REPEATS} — rename the folder with a smaller count")
     plan = [(s, images_in(s.folder)) for s in found]
     if not any(files for _, files in plan):
         raise UserError(f"{root}: no images in <repeats>_<name> folders (e.g. 10_mychar/) or "
-                        f"in the folder itself ({', '.join(EXTENSIONS)}) — is this a kohya "
-                        "training folder? pass --format to read it as another layout")
+                        f"in the folder itself ({', '.join(EXTENSIONS)})"
+                        + (f"; folders of 0 repeats are skipped, as kohya does ({never[0]}: "
+                           "rename it 1_<name>)" if never else "")
+                        + " — is this a kohya training folder? pass --format to read it as "
+                        "another layout")
     rows = []
     for s, files in plan:
         for path in files:
@@ -118,6 +128,10 @@ def read(root: Path, stage: Path, caption_extension: str | None = None) -> Conve
     if ignored:
         notes.append(f"kohya: ignored {len(ignored)} folder(s) without a '<repeats>_' prefix "
                      f"({', '.join(ignored[:5])}), as kohya does — rename them 1_<name> to "
+                     "import them")
+    if never:
+        notes.append(f"kohya: ignored {len(never)} folder(s) of 0 repeats "
+                     f"({', '.join(never[:5])}), as kohya does — rename them 1_<name> to "
                      "import them")
     if uncaptioned:
         notes.append(f"kohya: {uncaptioned} image(s) have no caption (no caption file, no "
