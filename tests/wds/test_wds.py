@@ -206,7 +206,8 @@ def test_import_cli_refuses_mixed_sources(exported: tuple[Path, list[str]], tmp_
     _, tars = exported
     assert main(["import", tars[0], str(tmp_path / "export.json"), "--out",
                  str(tmp_path / "x")]) == 1
-    assert "not both" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "takes one source, got 2" in err and "all of one kind" in err
 
 
 def test_shuffle_is_the_same_in_every_process_and_follows_set_epoch_in_persistent_workers(
