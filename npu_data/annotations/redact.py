@@ -37,9 +37,17 @@ SECRET_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
               "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_SAS_TOKEN",
               "AZURE_CLIENT_SECRET", "GOOGLE_OAUTH_ACCESS_TOKEN", "LABEL_STUDIO_API_KEY",
               "OBS_ACCESS_KEY_ID", "OBS_SECRET_ACCESS_KEY", "OBS_SECURITY_TOKEN")
-_URL = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://|/(?:tasks|projects)/\d+/)[^\s'\"<>()\[\]{}]+")
+# a URL in a message: ``scheme://`` (the scheme found by walking back from ``://``) or a Label
+# Studio path, then its body; a ``name=`` at the start of a word, then its value. Found by
+# searches that never look at a character twice: linear in the message, whatever it holds
+_URL_START = re.compile(r"://|/(?:tasks|projects)/\d+/")
+_URL_BODY = re.compile(r"[^\s'\"<>()\[\]{}]+")
+_SCHEME = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-")
+_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 _NAMES = "|".join((*_SECRET_WORDS, "x-amz-[a-z-]+", "x-goog-[a-z-]+"))
-_PAIR = re.compile(r"(?i)(?<![\w.%-])([\w.-]*(?:" + _NAMES + r")[\w.-]*=)[^&#\s'\"),;>]+")
+_SECRET_NAME = re.compile(r"(?i)" + _NAMES)
+_NAME_EQ = re.compile(r"(?<![\w.%-])[\w.-]+=")
+_VALUE = re.compile(r"[^&#\s'\"),;>]+")
 
 
 # the parameters a signer adds to an object's URL (its signature, key id, token, date,
@@ -117,13 +125,44 @@ def redact_url(ref: str) -> str:
 def redact_text(text: Any) -> str:
     """``text`` (a message) with every URL in it redacted, loose ``name=secret`` pairs
     REDACTED, and the values of the environment's credential variables hidden."""
-    text = _URL.sub(lambda m: redact_url(m.group(0)), str(text))
-    text = _PAIR.sub(rf"\1{REDACTED}", text)
+    text = _pairs(_urls(str(text)))
     for name in SECRET_ENV:
         value = os.environ.get(name)
         if value and len(value) >= 4:
             text = text.replace(value, REDACTED)
     return text
+
+
+def _urls(text: str) -> str:
+    """``text`` with each URL in it through ``redact_url``."""
+    out, pos, last = [], 0, 0
+    while m := _URL_START.search(text, pos):
+        start = m.start()
+        if m.group() == "://":  # the scheme: letters, digits, + . - back to the first letter
+            while start > last and text[start - 1] in _SCHEME:
+                start -= 1
+            while start < m.start() and text[start] not in _LETTERS:
+                start += 1
+        body = None if start == m.start() and m.group() == "://" else \
+            _URL_BODY.match(text, m.end())  # read once: the search goes on past it
+        if body is None:
+            pos = m.start() + 1
+            continue
+        out += [text[last:start], redact_url(text[start:body.end()])]
+        pos = last = body.end()
+    return "".join(out) + text[last:]
+
+
+def _pairs(text: str) -> str:
+    """``text`` with the value of each ``name=value`` whose name holds a secret REDACTED."""
+    out, pos, last = [], 0, 0
+    while m := _NAME_EQ.search(text, pos):
+        pos = m.end()
+        value = _VALUE.match(text, pos) if _SECRET_NAME.search(m.group()) else None
+        if value is not None:  # read once: the search goes on past it
+            out += [text[last:pos], REDACTED]
+            pos = last = value.end()
+    return "".join(out) + text[last:]
 
 
 def _walk(value: Any) -> Any:
