@@ -100,21 +100,64 @@ def _query(query: str) -> str:
     return "&".join(name + (f"={REDACTED}" if eq else "") for name, eq, _ in pairs)
 
 
+def split_userinfo(url: str) -> tuple[str, str | None, str]:
+    """``url`` as ``(scheme://, user info, the rest from the host on)``: the one rule every
+    module reads credentials in a URL by (user info None: no ``@`` before the host).
+
+    The user info ends at the last ``@`` before the host: the last ``@`` of the authority
+    (up to the first ``/``, ``?`` or ``#``), so ``key:pw@part@bucket`` is ``key:pw@part``.
+    An authority without ``@`` that has a ``:`` not followed by a port (``key:secret/with/
+    slashes@bucket``, an S3 secret) holds user info up to the last ``@`` before the first
+    ``/`` after its first ``@``. Not a URL (no ``://``): ``("", None, url)``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return "", None, url
+    end = next((i for i, c in enumerate(rest) if c in "/?#"), len(rest))
+    at = rest.rfind("@", 0, end)
+    if at < 0 and "@" in rest and not rest.startswith("["):
+        port = rest[:end].rpartition(":")
+        if port[1] and not (port[2].isascii() and port[2].isdigit() and len(port[2]) <= 5):
+            first = rest.index("@")
+            slash = rest.find("/", first)
+            at = rest.rfind("@", 0, slash if slash >= 0 else len(rest))
+    if at < 0:
+        return scheme + sep, None, rest
+    return scheme + sep, rest[:at], rest[at + 1:]
+
+
+# object stores whose URL's authority is a bucket: any user info there is a credential
+_BUCKET_SCHEMES = frozenset(("s3", "s3a", "gs", "gcs", "obs", "oss"))
+
+
+def url_credentials(url: str) -> bool:
+    """Whether ``url`` carries credentials in its user info (``split_userinfo``): a
+    ``user:password``, or any user info at all before an object store's bucket (a key id);
+    not an http(s) user name nor adlfs' ``container@account``."""
+    prefix, user, _ = split_userinfo(url)
+    scheme = prefix[:-3].lower()
+    if user is None or scheme in ("http", "https") or place_at(scheme, user):
+        return False
+    return ":" in user or scheme in _BUCKET_SCHEMES
+
+
+def place_at(scheme: str, user: str) -> bool:
+    """Whether user info ``user`` of a ``scheme`` URL names a place, not a user (adlfs'
+    ``container@account``)."""
+    return scheme.lower() in _CONTAINER_AT and ":" not in user
+
+
 def redact_url(ref: str) -> str:
-    """``ref`` with its user info and (for a signed URL or a storage link) its query values
-    replaced by ``REDACTED``; scheme, host and path kept. Other references are returned as
-    they are."""
+    """``ref`` with its user info (``split_userinfo``) and (for a signed URL or a storage
+    link) its query values replaced by ``REDACTED``; scheme, host and path kept. Other
+    references are returned as they are."""
     if not isinstance(ref, str):
         return ref
+    prefix, user, ref = split_userinfo(ref)
+    if user is not None:
+        prefix += f"{user if place_at(prefix[:-3], user) else REDACTED}@"
     base, hash_, fragment = ref.partition("#")
     head, q, query = base.partition("?")
-    scheme, sep, rest = head.partition("://")
-    if sep:
-        authority, slash, path = rest.partition("/")
-        user, at, where = authority.rpartition("@")
-        if at and not (scheme.lower() in _CONTAINER_AT and ":" not in user):
-            authority = f"{REDACTED}@{where}"
-        head = f"{scheme}{sep}{authority}{slash}{path}"
+    head = prefix + head
     if q:
         query = _query(query)
     if hash_ and "=" in fragment:
