@@ -242,3 +242,33 @@ def test_sampled_latents_are_keyed_draws(store: Path, pixels: Path, models: dict
     with pytest.raises(UserError, match="use 'mean' or 'sample'"):
         encode_latents(pixels, tmp_path / "bad", models["vae"],
                        **encode_kwargs(models, latent="mode"))
+
+
+def test_root_files_are_opened_as_regular_files_sized_before_reading(store: Path,
+                                                                     tmp_path: Path) -> None:
+    """An ``empty_prompt.*`` that is a FIFO (would hang), a folder, or a huge sparse file is
+    one line naming it, and nothing is read before its size is checked."""
+    import os
+    import resource
+    import shutil
+
+    from npu_data.errors import DataCorruption
+
+    copy = tmp_path / "copy"
+    shutil.copytree(store, copy)
+    target = copy / "empty_prompt.pooled_prompt_embeds.npy"
+    for make, expect in ((os.mkfifo, "is a FIFO"), (os.mkdir, "is a folder"),
+                         (lambda p: os.truncate(p, 512 << 20), "has 536870912 bytes")):
+        if target.is_dir():
+            target.rmdir()
+        else:
+            target.unlink(missing_ok=True)
+        if expect.startswith("has"):
+            target.touch()
+        make(target)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        with pytest.raises(DataCorruption, match=expect) as err:
+            empty_prompt(ShardDataset(copy))
+        assert str(target) in str(err.value) and "\n" not in str(err.value)
+        grew_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        assert grew_kib < 100 << 10  # the 512 MiB were never read
