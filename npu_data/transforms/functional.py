@@ -718,7 +718,12 @@ def adjust_sharpness(images: torch.Tensor, sizes: torch.Tensor, factors: torch.T
 
 
 def _kernel_size(kernel_size: int | Sequence[int]) -> tuple[int, int]:
-    ks = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+    if isinstance(kernel_size, int):
+        ks: tuple[object, ...] = (kernel_size, kernel_size)
+    elif isinstance(kernel_size, Sequence) and not isinstance(kernel_size, str):
+        ks = tuple(kernel_size)
+    else:  # a float, a string: never iterated
+        ks = ()
     if len(ks) != 2 or not all(isinstance(k, int) and not isinstance(k, bool) for k in ks):
         raise UserTypeError(f"gaussian_blur: kernel_size must be an int or (kx, ky) ints, got "
                             f"{kernel_size!r}")
