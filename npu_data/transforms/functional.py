@@ -724,13 +724,14 @@ def _kernel_size(kernel_size: int | Sequence[int]) -> tuple[int, int]:
         ks = tuple(kernel_size)
     else:  # a float, a string: never iterated
         ks = ()
-    if len(ks) != 2 or not all(isinstance(k, int) and not isinstance(k, bool) for k in ks):
+    ints = [k for k in ks if isinstance(k, int) and not isinstance(k, bool)]
+    if len(ks) != 2 or len(ints) != 2:
         raise UserTypeError(f"gaussian_blur: kernel_size must be an int or (kx, ky) ints, got "
                             f"{kernel_size!r}")
-    if any(k < 1 or k % 2 == 0 for k in ks):
+    if any(k < 1 or k % 2 == 0 for k in ints):
         raise UserValueError(f"gaussian_blur: kernel_size must be odd and positive, got "
                              f"{kernel_size!r} — e.g. kernel_size=23")
-    return int(ks[0]), int(ks[1])
+    return ints[0], ints[1]
 
 
 def gaussian_blur(images: torch.Tensor, sizes: torch.Tensor, kernel_size: int | Sequence[int],
