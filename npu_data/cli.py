@@ -57,13 +57,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     from npu_data.annotations.redact import redact_text  # no URL secret is ever shown
+    from npu_data.common.text import one_line  # no control character reaches the terminal
 
     try:
         with spelled_as(flags(args._flags)):  # messages and reasons name this command's flags
             try:
                 return int(args._run(args) or 0)
             except UserError as exc:  # shown while its options are spelled as flags
-                print(f"error: {redact_text(exc)}", file=sys.stderr)
+                print(f"error: {one_line(redact_text(exc), None)}", file=sys.stderr)
                 return exc.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
@@ -73,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # a full disk, a read-only folder, permissions: one line
         from npu_data.common.oserrors import os_error
 
-        print(f"error: {redact_text(os_error(exc))}", file=sys.stderr)
+        print(f"error: {one_line(redact_text(os_error(exc)), None)}", file=sys.stderr)
         return 1
 
 

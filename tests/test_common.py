@@ -68,13 +68,22 @@ def test_place_from_the_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
     assert place() == (0, 1, 0)
 
 
-def test_private_dir_is_this_users_and_0700(tmp_path: Path) -> None:
+def test_private_dir_is_this_users_made_0700_and_never_changes_a_folder_it_found(
+        tmp_path: Path) -> None:
     made = private_dir(tmp_path / "a" / "cache", "the test cache")
     assert stat.S_IMODE(made.stat().st_mode) == 0o700
+    for mode in (0o755, 0o1777):  # the user's own choice; a sticky shared folder as /tmp
+        found = tmp_path / f"found-{mode:o}"
+        found.mkdir()
+        os.chmod(found, mode)
+        assert private_dir(found) == found
+        assert stat.S_IMODE(found.stat().st_mode) == mode  # left as it was
     loose = tmp_path / "loose"
-    loose.mkdir(mode=0o755)
-    os.chmod(loose, 0o755)
-    assert stat.S_IMODE(private_dir(loose).stat().st_mode) == 0o700  # tightened
+    loose.mkdir()
+    os.chmod(loose, 0o777)  # others could rename its entries: refused, not changed
+    with pytest.raises(UserError, match="the test cache is writable by others .* left as it is"):
+        private_dir(loose, "the test cache")
+    assert stat.S_IMODE(loose.stat().st_mode) == 0o777
     (tmp_path / "file").write_bytes(b"")
     with pytest.raises(UserError, match="the test cache is not a folder"):
         private_dir(tmp_path / "file", "the test cache")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -66,19 +67,20 @@ def test_a_built_library_is_recorded_and_a_truncated_or_damaged_one_rebuilt(
         tmp_path: Path) -> None:
     src, cache, mark = _source(tmp_path / "src"), tmp_path / "cache", tmp_path / "mark"
     cache.mkdir()
-    cache.chmod(0o777)  # e.g. made under umask 0: closed, the library's own folder made 0700
+    cache.chmod(0o1777)  # a shared sticky folder (as /tmp): used as it is, never changed
     got = _load(src, cache, mark)
     assert got.stdout.strip() == "ops", got.stderr[-2000:]
     assert _marks(mark) == 1
     folder = _key_folder(cache, src)
     lib, record = folder / "kc_probe.so", orjson.loads((folder / "built").read_bytes())
     assert record["sha256"] == hashlib.sha256(lib.read_bytes()).hexdigest()
-    assert (cache.stat().st_mode & 0o022) == 0
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o1777
     for level in (cache / "probe", folder):
         assert (level.stat().st_mode & 0o077) == 0
     link = tmp_path / "link"
     link.symlink_to(cache)  # a cache root the user pointed elsewhere: followed
     assert _load(src, link, mark).stdout.strip() == "ops" and _marks(mark) == 2  # reused
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o1777
     whole = lib.read_bytes()
     lib.write_bytes(whole[: len(whole) // 2])  # truncated (a full disk, a killed copy)
     got = _load(src, cache, mark)
@@ -146,3 +148,48 @@ def test_a_read_only_cache_says_so(tmp_path: Path) -> None:
     assert len(warning) == 1 and "read-only" in warning[0], got.stderr
     assert "NPU_DATA_CACHE" in warning[0] and "C++ compiler" not in warning[0]
     assert list(cache.iterdir()) == []
+
+
+def _one_warning(got: subprocess.CompletedProcess[str]) -> str:
+    assert got.returncode == 0 and got.stdout.strip() == "none", got.stderr[-2000:]
+    warning = [ln for ln in got.stderr.splitlines() if ln.strip()]
+    assert len(warning) == 1, got.stderr
+    assert "C++ compiler" not in warning[0] and "using the fallback." in warning[0]
+    return warning[0]
+
+
+def test_a_cache_root_open_to_others_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    src, shared = _source(tmp_path / "src"), tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # not sticky: others could rename what the cache makes in it
+    link = tmp_path / "link"
+    link.symlink_to(shared)
+    warning = _one_warning(_load(src, link, tmp_path / "mark"))
+    assert "writable by others (mode 777)" in warning and "left as it is" in warning
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o777 and list(shared.iterdir()) == []
+
+
+@pytest.mark.parametrize("plant", ["ninja", "kc_probe.so", "built", "ninja/build.ninja"])
+def test_a_planted_entry_is_named_not_blamed_on_the_compiler(tmp_path: Path, plant: str) -> None:
+    src, cache = _source(tmp_path / "src"), tmp_path / "cache"
+    folder = _key_folder(cache, src)
+    where = folder / plant
+    if plant == "ninja":
+        folder.mkdir(parents=True)
+        where.write_text("a file where the build folder goes")
+    else:
+        where.mkdir(parents=True)  # a folder where a file goes
+    for level in (cache, cache / "probe", folder):
+        level.chmod(0o700)
+    warning = _one_warning(_load(src, cache, tmp_path / "mark"))
+    assert f"{where}: the kernel cache holds something npu-data did not write" in warning
+    assert f"delete {folder}" in warning
+
+
+def test_a_failed_build_with_a_compiler_names_the_build_not_a_missing_compiler(
+        tmp_path: Path) -> None:
+    src = _source(tmp_path / "src")
+    src.write_text("this is not C++;\n")
+    warning = _one_warning(_load(src, tmp_path / "cache", tmp_path / "mark"))
+    assert "failed with the compiler" in warning and "present" in warning
+    assert f"delete {_key_folder(tmp_path / 'cache', src)}" in warning

@@ -37,9 +37,17 @@ SECRET_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
               "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_SAS_TOKEN",
               "AZURE_CLIENT_SECRET", "GOOGLE_OAUTH_ACCESS_TOKEN", "LABEL_STUDIO_API_KEY",
               "OBS_ACCESS_KEY_ID", "OBS_SECRET_ACCESS_KEY", "OBS_SECURITY_TOKEN")
-_URL = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://|/(?:tasks|projects)/\d+/)[^\s'\"<>()\[\]{}]+")
+# a URL in a message: ``scheme://`` (the scheme found by walking back from ``://``) or a Label
+# Studio path, then its body; a ``name=`` at the start of a word, then its value. Found by
+# searches that never look at a character twice: linear in the message, whatever it holds
+_URL_START = re.compile(r"://|/(?:tasks|projects)/\d+/")
+_URL_BODY = re.compile(r"[^\s'\"<>()\[\]{}]+")
+_SCHEME = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-")
+_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 _NAMES = "|".join((*_SECRET_WORDS, "x-amz-[a-z-]+", "x-goog-[a-z-]+"))
-_PAIR = re.compile(r"(?i)(?<![\w.%-])([\w.-]*(?:" + _NAMES + r")[\w.-]*=)[^&#\s'\"),;>]+")
+_SECRET_NAME = re.compile(r"(?i)" + _NAMES)
+_NAME_EQ = re.compile(r"(?<![\w.%-])[\w.-]+=")
+_VALUE = re.compile(r"[^&#\s'\"),;>]+")
 
 
 # the parameters a signer adds to an object's URL (its signature, key id, token, date,
@@ -92,21 +100,64 @@ def _query(query: str) -> str:
     return "&".join(name + (f"={REDACTED}" if eq else "") for name, eq, _ in pairs)
 
 
+def split_userinfo(url: str) -> tuple[str, str | None, str]:
+    """``url`` as ``(scheme://, user info, the rest from the host on)``: the one rule every
+    module reads credentials in a URL by (user info None: no ``@`` before the host).
+
+    The user info ends at the last ``@`` before the host: the last ``@`` of the authority
+    (up to the first ``/``, ``?`` or ``#``), so ``key:pw@part@bucket`` is ``key:pw@part``.
+    An authority without ``@`` that has a ``:`` not followed by a port (``key:secret/with/
+    slashes@bucket``, an S3 secret) holds user info up to the last ``@`` before the first
+    ``/`` after its first ``@``. Not a URL (no ``://``): ``("", None, url)``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return "", None, url
+    end = next((i for i, c in enumerate(rest) if c in "/?#"), len(rest))
+    at = rest.rfind("@", 0, end)
+    if at < 0 and "@" in rest and not rest.startswith("["):
+        port = rest[:end].rpartition(":")
+        if port[1] and not (port[2].isascii() and port[2].isdigit() and len(port[2]) <= 5):
+            first = rest.index("@")
+            slash = rest.find("/", first)
+            at = rest.rfind("@", 0, slash if slash >= 0 else len(rest))
+    if at < 0:
+        return scheme + sep, None, rest
+    return scheme + sep, rest[:at], rest[at + 1:]
+
+
+# object stores whose URL's authority is a bucket: any user info there is a credential
+_BUCKET_SCHEMES = frozenset(("s3", "s3a", "gs", "gcs", "obs", "oss"))
+
+
+def url_credentials(url: str) -> bool:
+    """Whether ``url`` carries credentials in its user info (``split_userinfo``): a
+    ``user:password``, or any user info at all before an object store's bucket (a key id);
+    not an http(s) user name nor adlfs' ``container@account``."""
+    prefix, user, _ = split_userinfo(url)
+    scheme = prefix[:-3].lower()
+    if user is None or scheme in ("http", "https") or place_at(scheme, user):
+        return False
+    return ":" in user or scheme in _BUCKET_SCHEMES
+
+
+def place_at(scheme: str, user: str) -> bool:
+    """Whether user info ``user`` of a ``scheme`` URL names a place, not a user (adlfs'
+    ``container@account``)."""
+    return scheme.lower() in _CONTAINER_AT and ":" not in user
+
+
 def redact_url(ref: str) -> str:
-    """``ref`` with its user info and (for a signed URL or a storage link) its query values
-    replaced by ``REDACTED``; scheme, host and path kept. Other references are returned as
-    they are."""
+    """``ref`` with its user info (``split_userinfo``) and (for a signed URL or a storage
+    link) its query values replaced by ``REDACTED``; scheme, host and path kept. Other
+    references are returned as they are."""
     if not isinstance(ref, str):
         return ref
+    prefix, user, ref = split_userinfo(ref)
+    if user is not None:
+        prefix += f"{user if place_at(prefix[:-3], user) else REDACTED}@"
     base, hash_, fragment = ref.partition("#")
     head, q, query = base.partition("?")
-    scheme, sep, rest = head.partition("://")
-    if sep:
-        authority, slash, path = rest.partition("/")
-        user, at, where = authority.rpartition("@")
-        if at and not (scheme.lower() in _CONTAINER_AT and ":" not in user):
-            authority = f"{REDACTED}@{where}"
-        head = f"{scheme}{sep}{authority}{slash}{path}"
+    head = prefix + head
     if q:
         query = _query(query)
     if hash_ and "=" in fragment:
@@ -117,13 +168,44 @@ def redact_url(ref: str) -> str:
 def redact_text(text: Any) -> str:
     """``text`` (a message) with every URL in it redacted, loose ``name=secret`` pairs
     REDACTED, and the values of the environment's credential variables hidden."""
-    text = _URL.sub(lambda m: redact_url(m.group(0)), str(text))
-    text = _PAIR.sub(rf"\1{REDACTED}", text)
+    text = _pairs(_urls(str(text)))
     for name in SECRET_ENV:
         value = os.environ.get(name)
         if value and len(value) >= 4:
             text = text.replace(value, REDACTED)
     return text
+
+
+def _urls(text: str) -> str:
+    """``text`` with each URL in it through ``redact_url``."""
+    out, pos, last = [], 0, 0
+    while m := _URL_START.search(text, pos):
+        start = m.start()
+        if m.group() == "://":  # the scheme: letters, digits, + . - back to the first letter
+            while start > last and text[start - 1] in _SCHEME:
+                start -= 1
+            while start < m.start() and text[start] not in _LETTERS:
+                start += 1
+        body = None if start == m.start() and m.group() == "://" else \
+            _URL_BODY.match(text, m.end())  # read once: the search goes on past it
+        if body is None:
+            pos = m.start() + 1
+            continue
+        out += [text[last:start], redact_url(text[start:body.end()])]
+        pos = last = body.end()
+    return "".join(out) + text[last:]
+
+
+def _pairs(text: str) -> str:
+    """``text`` with the value of each ``name=value`` whose name holds a secret REDACTED."""
+    out, pos, last = [], 0, 0
+    while m := _NAME_EQ.search(text, pos):
+        pos = m.end()
+        value = _VALUE.match(text, pos) if _SECRET_NAME.search(m.group()) else None
+        if value is not None:  # read once: the search goes on past it
+            out += [text[last:pos], REDACTED]
+            pos = last = value.end()
+    return "".join(out) + text[last:]
 
 
 def _walk(value: Any) -> Any:

@@ -23,12 +23,15 @@ def cache_root(*parts: str) -> Path:
 
 
 def private_dir(path: Path, what: str = "the cache") -> Path:
-    """``path`` as a folder only this user can read (created 0700, tightened to 0700 if it
-    exists); UserError naming ``what`` if it is not a folder or belongs to another user."""
+    """``path`` as a folder of this user: made 0700 (only this user can read it) where it is
+    missing; a folder that exists is used as it is, never changed (it may be shared, as
+    ``/tmp``). UserError naming ``what`` if it is not a folder, belongs to another user, or
+    others can write it without the sticky bit (they could rename or replace its entries)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.mkdir(path, 0o700)
+        return path  # made here: 0700 (a umask only takes bits away)
     except FileExistsError:
         pass
     st = os.lstat(path)
@@ -38,6 +41,8 @@ def private_dir(path: Path, what: str = "the cache") -> Path:
     if st.st_uid != os.getuid():
         raise UserError(f"{path}: {what} belongs to another user — refused; pass a cache "
                         "folder of your own")
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(path, 0o700)
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        raise UserError(f"{path}: {what} is writable by others (mode "
+                        f"{stat.S_IMODE(st.st_mode):o}) — refused, its mode is left as it is; "
+                        "close it (chmod go-w) or pass a cache folder of your own")
     return path

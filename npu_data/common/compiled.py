@@ -10,6 +10,7 @@ import hashlib
 import logging
 import os
 import platform
+import shutil
 import stat
 import sys
 import threading
@@ -92,13 +93,16 @@ def _read_only(path: Path, exc: OSError) -> UserError:
                      "NPU_DATA_CACHE to a writable folder of your own")
 
 
-def _own_folder(path: Path, tighten: bool, follow: bool = False) -> None:
-    """Make ``path`` (mode 0700) or check it: a folder of this user that group and others
-    cannot write (``tighten``: made so, as ``private_dir`` does; else a ``UserError``, as for
-    a folder of another user: nothing in it is loaded). ``follow``: it may be a symlink (the
-    cache root a user pointed elsewhere); the folders below it may not."""
+def _own_folder(path: Path, level: str, follow: bool = False) -> None:
+    """Make ``path`` (mode 0700) or check the folder that is there, never changing it: this
+    user's, and where group or others can write it,
+    sticky (as ``/tmp``: they cannot rename or remove what this user makes in it), except the
+    library's own folder (``level`` ``"key"``), which only this user may write. Anything else
+    is a ``UserError``: nothing in it is loaded. ``follow``: it may be a symlink (the cache
+    root a user pointed elsewhere); the folders below it may not."""
     try:
         os.mkdir(path, 0o700)
+        return  # made here: 0700 (a umask only takes bits away)
     except FileExistsError:
         pass
     except OSError as exc:
@@ -111,31 +115,58 @@ def _own_folder(path: Path, tighten: bool, follow: bool = False) -> None:
         raise UserError(f"{path}: the kernel cache belongs to another user (uid {st.st_uid}) "
                         "— refused, nothing in it is loaded; set NPU_DATA_CACHE to a folder "
                         "of your own")
-    if st.st_mode & 0o022 and tighten:
-        try:
-            os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o022)
-        except OSError as exc:
-            raise _read_only(path, exc) from None
-    elif st.st_mode & 0o022:
+    if st.st_mode & 0o022 and (level == "key" or not st.st_mode & stat.S_ISVTX):
         raise UserError(f"{path}: the kernel cache is writable by others (mode "
-                        f"{stat.S_IMODE(st.st_mode):o}) — refused, nothing in it is loaded; "
-                        "delete it (it is rebuilt) or set NPU_DATA_CACHE to a folder of your "
-                        "own")
+                        f"{stat.S_IMODE(st.st_mode):o}) — refused, nothing in it is loaded and "
+                        f"its mode is left as it is; {_OPEN_FIX[level]}")
+
+
+_OPEN_FIX = {
+    "root": "close it (chmod go-w) or set NPU_DATA_CACHE to a folder of your own",
+    "folder": "delete it (it is remade) or set NPU_DATA_CACHE to a folder of your own",
+    "key": "delete it (it is rebuilt) or set NPU_DATA_CACHE to a folder of your own",
+}
 
 
 def cache_folder(folder: str, key: str) -> Path:
     """``cache_root(folder, key)``, every level from the cache root down this user's (made
-    0700 where missing); the cache root and ``folder`` are closed to group and others where
-    they were open, ``key`` (the library's own folder) is refused then (``_own_folder``)."""
+    0700 where missing). A level that exists is checked, never changed (``_own_folder``):
+    the root and ``folder`` may be open to others only when sticky (a shared ``/tmp``), the
+    library's own folder ``key`` never."""
     root = cache_root()
     try:
         root.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise _read_only(root.parent, exc) from None
-    _own_folder(root, tighten=True, follow=True)
-    _own_folder(root / folder, tighten=True)
-    _own_folder(root / folder / key, tighten=False)
+    _own_folder(root, "root", follow=True)
+    _own_folder(root / folder, "folder")
+    _own_folder(root / folder / key, "key")
     return root / folder / key
+
+
+def _check_entries(build: Path, name: str) -> None:
+    """What a build writes in ``build`` is absent or of the kind npu-data writes: files
+    (``<name>.so``, ``built``, the build's own in ``ninja/``) and the folder ``ninja``. A
+    folder, link or FIFO planted in their place is a ``UserError`` naming it (not a build
+    error, nor a read that never returns)."""
+    ninja = build / "ninja"
+    wants = [(build / f"{name}.so", stat.S_ISREG), (build / "built", stat.S_ISREG),
+             (ninja, stat.S_ISDIR)]
+    try:
+        wants += [(ninja / e, stat.S_ISREG) for e in sorted(os.listdir(ninja))]
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # no build yet, or not a folder: reported below
+    except OSError as exc:
+        raise _read_only(ninja, exc) from None
+    for path, kind in wants:
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        if not kind(mode):
+            what = "a folder" if kind is stat.S_ISDIR else "a file"
+            raise UserError(f"{path}: the kernel cache holds something npu-data did not write "
+                            f"there (not {what}) — refused; delete {build} (it is rebuilt)")
 
 
 def _digest(path: Path) -> str | None:
@@ -173,6 +204,7 @@ def load_library(name: str, sources: list[Path], headers: list[Path], folder: st
     load = compat.cpp_extension().load
 
     build = cache_folder(folder, build_key(sources + headers))
+    _check_entries(build, name)
     lib, done, ninja = build / f"{name}.so", build / "built", build / "ninja"
     want = _recorded(done)
     if want is not None and _digest(lib) == want:  # a finished build: load it as it was built
@@ -189,9 +221,18 @@ def load_library(name: str, sources: list[Path], headers: list[Path], folder: st
     _say(f"npu-data: compiling the CPU kernels ({name}) — once per machine and version, about "
          f"1-2 minutes; cached in {build}")
     # builds, or waits for another process building into the same folder (a lock)
-    load(name=name, sources=[str(p) for p in sources], extra_cflags=flags(),
-         extra_ldflags=ldflags or [], extra_include_paths=[str(INCLUDE), str(sources[0].parent)],
-         build_directory=str(ninja), is_python_module=False, verbose=False)
+    try:
+        load(name=name, sources=[str(p) for p in sources], extra_cflags=flags(),
+             extra_ldflags=ldflags or [],
+             extra_include_paths=[str(INCLUDE), str(sources[0].parent)],
+             build_directory=str(ninja), is_python_module=False, verbose=False)
+    except Exception as exc:
+        cxx = shutil.which(os.environ.get("CXX", "c++"))
+        if cxx is None:
+            raise  # no compiler: the library's own fix says what to install
+        first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        raise BuildFailed(f"the build in {ninja} failed with the compiler {cxx} present: "
+                          f"{first} — delete {build} (it is rebuilt)") from exc
     data = (ninja / f"{name}.so").read_bytes()
     atomic_write_bytes(lib, data, private=True)
     atomic_write_bytes(done, orjson.dumps({"library": lib.name,
@@ -204,6 +245,11 @@ def _say(line: str) -> None:
     ``npu_data.progress``, which sits above this module)."""
     if os.environ.get("NPU_DATA_QUIET", "") in ("", "0"):
         print(line, file=sys.stderr, flush=True)
+
+
+class BuildFailed(RuntimeError):
+    """A build that failed with a C++ compiler present (its message names the build folder:
+    not a missing compiler)."""
 
 
 class Library:
@@ -231,7 +277,7 @@ class Library:
                         load_library(self.name, self.sources, self.headers, self.folder,
                                      self.ldflags)
                         self._ops = getattr(torch.ops, self.namespace)
-                    except UserError as exc:  # the cache: refused or read-only
+                    except (UserError, BuildFailed) as exc:  # the cache, or a failed build
                         log.warning("npu-data: %s (%s); %s", self.missing, exc, self.instead)
                     except Exception as exc:  # no compiler, headers or library
                         log.warning("npu-data: %s (%s); %s %s", self.missing,

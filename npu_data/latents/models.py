@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from npu_data.common.oserrors import os_error
+from npu_data.common.paths import open_regular
 from npu_data.errors import UserError, UserTypeError, UserValueError
 
 CROP_RULE = ("ResizeCrop: resize to cover the bucket (Pillow BILINEAR, antialiased), centre "
@@ -49,6 +52,76 @@ def config_sha256(model: Any) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
+# the VAE config values an encode reads: each an int in its range (or a list of them)
+_VAE_INTS = {"latent_channels": (1, 1024), "in_channels": (1, 64), "out_channels": (1, 64),
+             "layers_per_block": (1, 64), "norm_num_groups": (1, 1024),
+             "sample_size": (1, 1 << 15)}
+_VAE_LISTS = {"block_out_channels": (1, 1 << 16, 8)}  # (low, high, most entries)
+
+
+def _int_in(v: Any, low: int, high: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+
+def check_vae_config(cfg: Any, where: str) -> None:
+    """The VAE config values an encode uses, each of its type and in range (``UserError``
+    naming ``where``, the key and the value): a string where a number goes, an absurd
+    ``sample_size``, a ``scaling_factor`` that is NaN, infinite or not positive."""
+    def get(key: str, default: Any = None) -> Any:
+        return cfg.get(key, default) if isinstance(cfg, dict) else getattr(cfg, key, default)
+
+    for key, (low, high) in _VAE_INTS.items():
+        v = get(key, None)
+        if v is None:
+            continue
+        vals = v if key == "sample_size" and isinstance(v, (list, tuple)) and v else [v]
+        if not all(_int_in(x, low, high) for x in vals):
+            raise UserValueError(f"{where}: config {key} must be an integer from {low} to "
+                                 f"{high}, got {str(v)[:60]!r} — fix the VAE's config.json")
+    for key, (low, high, most) in _VAE_LISTS.items():
+        v = get(key, None)
+        if v is not None and not (isinstance(v, (list, tuple)) and 1 <= len(v) <= most
+                                  and all(_int_in(x, low, high) for x in v)):
+            raise UserValueError(f"{where}: config {key} must be 1 to {most} integers from "
+                                 f"{low} to {high}, got {str(v)[:60]!r} — fix the VAE's "
+                                 "config.json")
+    for key, positive in (("scaling_factor", True), ("shift_factor", False)):
+        v = get(key, None)
+        if v is None and not positive:
+            continue
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        if not ok or (positive and not float(v) > 0):
+            raise UserValueError(f"{where}: config {key} must be a finite number"
+                                 f"{' > 0' if positive else ''}, got {str(v)[:60]!r} — the "
+                                 "latents would be NaN, infinite or 0; fix the VAE's config")
+
+
+def _vae_config_file(folder: Path) -> None:
+    """A VAE folder's ``config.json`` checked before the model is built from it."""
+    path = folder / "config.json"
+    try:
+        fd = open_regular(path)
+    except FileNotFoundError:
+        return  # from_pretrained says what is missing
+    except OSError as exc:
+        raise os_error(exc, path) from None
+    with os.fdopen(fd, "rb") as fh:
+        raw = fh.read(MAX_CONFIG + 1)
+    if len(raw) > MAX_CONFIG:
+        raise UserValueError(f"{path}: larger than {MAX_CONFIG} bytes — not a VAE config")
+    try:
+        cfg = json.loads(raw)
+    except ValueError:
+        raise UserValueError(f"{path}: not JSON — give the folder saved with "
+                             "AutoencoderKL.save_pretrained") from None
+    if not isinstance(cfg, dict):
+        raise UserValueError(f"{path}: not a JSON object — not a VAE config")
+    check_vae_config(cfg, str(path))
+
+
+MAX_CONFIG = 1 << 20  # a model config's bytes
+
+
 def _load(spec: Any, loader: str, what: str) -> Any:
     """``spec`` itself, or loaded from a local folder with ``loader`` (``module:Class``)."""
     if not isinstance(spec, (str, os.PathLike)):
@@ -57,6 +130,8 @@ def _load(spec: Any, loader: str, what: str) -> Any:
     if not folder.is_dir():
         raise UserError(f"{folder}: no such {what} folder — give the folder saved with "
                         "save_pretrained (local files only), or the loaded model")
+    if what == "VAE":
+        _vae_config_file(folder)
     module, cls = loader.split(":")
     klass = getattr(__import__(module, fromlist=[cls]), cls)
     try:
@@ -84,6 +159,8 @@ def load_models(vae: Any, text_encoders: Sequence[Any] | None,
     if not hasattr(v, "encode") or not hasattr(getattr(v, "config", None), "latent_channels"):
         raise UserTypeError(f"{{vae}}: {type(v).__name__} is not a diffusers AutoencoderKL — "
                             "pass one, or the folder it was saved to", option="vae")
+    check_vae_config(v.config, f"VAE {vae}" if isinstance(vae, (str, os.PathLike))
+                     else f"VAE {type(v).__name__}")
     classes = ["transformers:CLIPTextModel", "transformers:CLIPTextModelWithProjection"]
     loaded = [_load(e, classes[min(i, 1)] if len(encoders) == 2 else classes[0],
                     f"text encoder {i + 1}") for i, e in enumerate(encoders)]

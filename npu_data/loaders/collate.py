@@ -21,6 +21,9 @@ from npu_data.kinds.registry import PADDED_BY_NAME
 Path = tuple[int | str, ...]
 _MIXED_FIX = ("resize them to one size in the dataset, store them as shards (padded batches "
               "with 'sizes'), or pass a collate_fn")
+_LATENTS_FIX = ("a latents store holds one size per bucket: batch it with "
+                "npu_data.loaders.BucketBatchSampler (batch_sampler=...), which gives batches "
+                "of one bucket")
 
 
 class MixedSizes(UserError, RuntimeError):
@@ -81,9 +84,11 @@ def mixed_sizes_error(samples: Sequence[Any]) -> MixedSizes | None:
         return None
     path, first, other, j = found
     subject = f"{_where(path)} of the samples has" if path else "the samples have"
+    latents = bool(path) and path[0] in ("latents", "latents_flipped")
+    fix = _LATENTS_FIX if latents else _MIXED_FIX
     return MixedSizes(
         f"collate: {subject} different shapes within one batch: "
-        f"{first} at batch position 0 and {other} at batch position {j} — {_MIXED_FIX}")
+        f"{first} at batch position 0 and {other} at batch position {j} — {fix}")
 
 
 def _default_collate(samples: list[Any]) -> Any:

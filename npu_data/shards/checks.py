@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +46,10 @@ class Damaged(ValueError):
 
 
 def open_npy(path: Path, dtype: np.dtype, trailing: tuple[int, ...],
-             size: int | None = None) -> np.ndarray:
+             size: int | None = None, copy: bool = False) -> np.ndarray:
     """A read-only memory map (a plain ndarray view) of ``.npy`` file ``path`` holding
-    ``dtype`` rows of shape ``trailing``; ``Damaged`` unless the file is exactly that (and
+    ``dtype`` rows of shape ``trailing``, or (``copy``) its rows read into memory, which a
+    file shrunk later cannot take away; ``Damaged`` unless the file is exactly that (and
     ``size`` bytes, when given); ``OSError`` if it cannot be opened."""
     name = path.name
     fd = open_regular(path)
@@ -82,8 +84,28 @@ def open_npy(path: Path, dtype: np.dtype, trailing: tuple[int, ...],
             raise Damaged(name, f"has {total} bytes, its header says {offset + nbytes}")
         if nbytes == 0:
             return np.zeros(shape, want)
+        if copy:
+            out = np.empty(shape, want)
+            got_bytes = fh.readinto(out.reshape(-1).view(np.uint8).data)
+            if got_bytes != nbytes:
+                raise Damaged(name, f"shrank to {offset + got_bytes} bytes while read")
+            out.flags.writeable = False
+            return out
         return np.memmap(fh, dtype=want, mode="r", offset=offset, shape=tuple(shape)
                          ).view(np.ndarray)
+
+
+def mapped_size(arr: np.ndarray) -> Callable[[], int] | None:
+    """What tells the size of the file ``arr`` maps now (``fstat`` on the map's own
+    descriptor: the file it maps, whatever its path names since), or None when ``arr`` is
+    in memory."""
+    base: Any = arr
+    while base is not None:
+        if isinstance(base, np.memmap):
+            mm = getattr(base, "_mmap", None)
+            return mm.size if mm is not None else None
+        base = getattr(base, "base", None)
+    return None
 
 
 def check_index(index: np.ndarray, samples: int, data_size: int, max_pixels: int,

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from npu_data.errors import UserValueError
+
 # storage name -> (NumPy dtype of the file, torch dtype of the values)
 DTYPES: dict[str, tuple[str, torch.dtype]] = {
     "float32": ("<f4", torch.float32),
@@ -36,12 +38,27 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 
 def to_numpy(t: torch.Tensor, name: str) -> np.ndarray:
-    """``t`` cast to storage dtype ``name``, as the NumPy array that is written."""
+    """``t`` cast to storage dtype ``name``, as the NumPy array that is written; a one-line
+    ``UserValueError`` when a value is NaN or infinite there (nothing non-finite is stored)."""
     npd, td = DTYPES[name]
     host = t.detach().to(td).contiguous().cpu()
     if td == torch.bfloat16:
-        return host.view(torch.int16).numpy().view("<u2")
-    return host.numpy().astype(npd, copy=False)
+        out = host.view(torch.int16).numpy().view("<u2")
+    else:
+        out = host.numpy().astype(npd, copy=False)
+    bad = nonfinite(out, name)
+    if bad:
+        raise UserValueError(f"{bad} of {out.size} values to store are NaN or infinite in "
+                             f"{name} — refused; check the encoder's weights and scaling "
+                             "factor, or encode in float32 if it overflowed")
+    return out
+
+
+def nonfinite(a: np.ndarray, name: str) -> int:
+    """How many values of stored array ``a`` (storage dtype ``name``) are NaN or infinite."""
+    if name == "bfloat16":  # the top 16 bits of a float32: exponent all ones
+        return int(np.count_nonzero((np.asarray(a).view("<u2") & 0x7F80) == 0x7F80))
+    return int(a.size - np.count_nonzero(np.isfinite(a)))
 
 
 def to_torch(a: np.ndarray, name: str) -> torch.Tensor:

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from npu_data.common.paths import inside
+from npu_data.common.oserrors import os_error
+from npu_data.common.paths import inside, read_regular
 from npu_data.errors import DataCorruption, UserError
 from npu_data.shards import checks
 from npu_data.shards.latent_format import (
@@ -105,13 +106,15 @@ def empty_prompt(ds: Any) -> tuple[torch.Tensor, torch.Tensor]:
     for fname, (dt, shape) in spec.items():  # a URL's: fetched into its cache, checked
         path = inside(ds.path, fname) if ds._remote is None else ds._remote.fetch_root(fname)
         meta = record["empty_prompt"][fname]
-        try:
-            data = path.read_bytes()
-            arr = checks.open_npy(path, dt, shape, meta["size"])
+        try:  # a regular file (a FIFO never hangs), its size and header checked, then read
+            arr = checks.open_npy(path, dt, shape, meta["size"], copy=True)
+            data = read_regular(path, int(meta["size"]))
         except FileNotFoundError:
             raise DataCorruption(f"{path}: missing — encode the dataset again") from None
         except checks.Damaged as exc:
             raise DataCorruption(f"{path}: {exc.reason} — encode the dataset again") from None
+        except OSError as exc:
+            raise os_error(exc, path) from None
         if hashlib.sha256(data).hexdigest() != meta["sha256"]:
             raise DataCorruption(f"{path}: sha256 differs from the manifest — encode the "
                                  "dataset again")

@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from npu_data.common.text import one_line
 from npu_data.errors import UserError
 from npu_data.shards.storage import Conflict, RemoteFolder, Stamp
 
@@ -98,7 +99,8 @@ class Lease:
                              "expires": time.time() + self.ttl})
 
     def _busy(self, held: dict[str, Any], left: float) -> UserError:
-        return UserError(f"{self.shown}: another import ({held.get('owner', '?')}) is writing "
+        owner = one_line(held.get("owner", "?"), 80)  # the store's text: bounded, escaped
+        return UserError(f"{self.shown}: another import ({owner}) is writing "
                          f"{self.folder.shown} (its lease runs {max(left, 0):.0f} s more "
                          "unless renewed) — wait for it to finish; delete the lease object "
                          "only if that import died")
@@ -188,7 +190,8 @@ def _dead_here(owner: Any) -> bool:
     if not isinstance(owner, str) or ":" not in owner:
         return False
     host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
+    if host != socket.gethostname() or not pid.isascii() or not pid.isdigit() \
+            or len(pid) > 10 or not 0 < int(pid) < 2**31:  # kill() takes a C int
         return False
     try:
         os.kill(int(pid), 0)

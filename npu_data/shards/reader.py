@@ -61,7 +61,8 @@ class _Shard:
         self.files: dict[str, Any] = entry["files"]
         self.samples = int(entry["samples"])
         self.fix = fix or (f"run `npu-data verify {root.parent}` and import the dataset again")
-        self.index: np.ndarray = self._open(INDEX, INDEX_DTYPE, ())
+        self._maps: dict[str, tuple[Path, Callable[[], int], int]] = {}  # see _alive
+        self.index: np.ndarray = self._open(INDEX, INDEX_DTYPE, (), copy=True)
         data_size = int(self.files[DATA]["size"])
         self._checked(lambda: checks.check_index(self.index, self.samples, data_size,
                                                  max_pixels, latents))
@@ -76,15 +77,40 @@ class _Shard:
             raise DataCorruption(f"{self.root / exc.fname}: {exc.reason} — {self.fix}"
                                  ) from None
 
-    def _open(self, fname: str, dtype: np.dtype, trailing: tuple[int, ...]) -> np.ndarray:
+    def _open(self, fname: str, dtype: np.dtype, trailing: tuple[int, ...],
+              copy: bool = False) -> np.ndarray:
         path = inside(self.root, fname)
         size = self.files.get(fname, {}).get("size")
         try:
-            return self._checked(lambda: checks.open_npy(path, dtype, trailing, size))
+            arr = self._checked(lambda: checks.open_npy(path, dtype, trailing, size, copy))
         except FileNotFoundError:
             raise DataCorruption(f"{path}: missing — {self.fix}") from None
         except OSError as exc:
             raise os_error(exc, path) from None
+        self._watch(fname, path, arr)
+        return arr
+
+    def _watch(self, key: str, path: Path, arr: np.ndarray) -> None:
+        """Remember the size of the file ``arr`` maps, checked before each use (``_alive``)."""
+        now = checks.mapped_size(arr)
+        if now is not None:
+            self._maps[key] = (path, now, now())
+
+    def _alive(self, key: str) -> None:
+        """A ``DataCorruption`` naming the file when the file mapped for ``key`` is shorter
+        than when it was mapped: touching its lost pages would kill the process (SIGBUS)."""
+        got = self._maps.get(key)
+        if got is None:
+            return
+        path, now, size = got
+        try:
+            left = now()
+        except (OSError, ValueError):
+            left = -1
+        if left < size:
+            raise DataCorruption(f"{path}: shrank to {max(left, 0)} bytes while it was open "
+                                 f"(it had {size}) — something truncated or rewrote it in "
+                                 f"place; {self.fix}")
 
     @property
     def data(self) -> np.ndarray:
@@ -103,11 +129,15 @@ class _Shard:
                                          f"{self.files[DATA]['size']} — {self.fix}")
                 self._data = (np.memmap(fh, dtype=np.uint8, mode="r").view(np.ndarray)
                               if size else np.zeros(0, np.uint8))
+                self._watch(DATA, path, self._data)
+        self._alive(DATA)
         return self._data
 
     def col(self, name: str) -> np.ndarray:
         arr = self._cols.get(name)
-        if arr is None:
+        if arr is not None:
+            self._alive(column_file(name))
+        else:
             self._open_group(name.split(".", 1)[0])
             arr = self._cols.get(name)
             if arr is None:

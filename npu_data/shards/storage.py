@@ -5,8 +5,9 @@ credentials kept out of every message.
 never pickled), takes an S3-compatible endpoint from the options or the environment
 (``NPU_DATA_S3_ENDPOINT``, else ``AWS_ENDPOINT_URL``) and turns every SDK error into a
 one-line ``UserError`` naming the URL (user info and signed queries redacted, every
-credential value of the options and the environment blanked, ``clean``); an s3 URL with
-``user:password@`` is refused. ``shards.download`` fetches shard files through it,
+credential value of the options and the environment blanked, ``clean``); a URL with
+``user:password@``, or an object store's URL with any user info (a key id), is refused
+(``redact.url_credentials``). ``shards.download`` fetches shard files through it,
 ``shards.remote`` keeps them in the node-local cache, ``shards.upload`` and ``shards.lease``
 write through it: ``write`` with a condition (``If-None-Match: *`` to create, ``If-Match`` on
 an ETag to replace) where the store has conditional writes (S3 and S3-compatible stores;
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npu_data.annotations.redact import redact_text, redact_url
+from npu_data.annotations.redact import redact_text, redact_url, url_credentials
 from npu_data.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -153,12 +154,8 @@ class RemoteFolder:
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
         self.url = url.rstrip("/")
         self.storage_options = with_endpoint(self.url, storage_options or {})
-        rest = self.url.partition("://")[2]
-        user = rest.partition("@")[0] if "@" in rest else ""  # a secret may hold a "/"
-        if ":" in user and "/" not in user.partition(":")[0] \
-                and not self.url.lower().startswith(("http://", "https://")):
-            hidden = f"{self.url.partition('://')[0]}://REDACTED@{rest.partition('@')[2]}"
-            raise UserError(f"{hidden}: credentials do not belong in the URL — set them in "
+        if url_credentials(self.url):  # before any SDK call could echo them
+            raise UserError(f"{self.shown}: credentials do not belong in the URL — set them in "
                             "the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), a "
                             "profile (AWS_PROFILE) or storage_options key/secret")
         self._fs: Any = None

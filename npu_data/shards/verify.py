@@ -21,7 +21,12 @@ from npu_data.progress import progress
 from npu_data.shards import checks
 from npu_data.shards.format import DATA, INDEX, INDEX_DTYPE, column_file
 from npu_data.shards.images import MAX_PIXELS
-from npu_data.shards.latent_format import cell_bytes, column_spec
+from npu_data.shards.latent_format import (
+    DTYPES,
+    cell_bytes,
+    column_spec,
+    nonfinite,
+)
 from npu_data.shards.schema import read_manifest
 
 
@@ -129,7 +134,7 @@ def _check_structure(folder: Path, sh: dict[str, Any], bad_files: set[str], star
             out.append(Problem(name, str(exc)))
     if latents is not None:
         out += _check_latent_columns(folder, name, files, bad_files, samples, latents)
-    return out + _check_samples(folder, name, index, start)
+    return out + _check_samples(folder, name, index, start, latents)
 
 
 def _check_latent_columns(folder: Path, name: str, files: dict[str, Any], bad_files: set[str],
@@ -151,6 +156,11 @@ def _check_latent_columns(folder: Path, name: str, files: dict[str, Any], bad_fi
         except checks.Damaged as exc:
             out.append(Problem(name, str(exc)))
     for c, arr in cols.items():
+        stored = arr.dtype == np.dtype(DTYPES[latents["dtype"]][0])  # the embeddings
+        bad = nonfinite(arr, latents["dtype"]) if stored and not c.endswith(
+            (".bytes", ".offsets")) else 0
+        if bad:
+            out.append(Problem(name, f"{column_file(c)} holds {bad} NaN or infinite values"))
         try:
             if c.endswith(".offsets") and f"{c[:-8]}.bytes" in cols:
                 checks.check_text(cols, c[:-len(".offsets")], samples)
@@ -162,7 +172,8 @@ def _check_latent_columns(folder: Path, name: str, files: dict[str, Any], bad_fi
     return out
 
 
-def _check_samples(folder: Path, name: str, index: np.ndarray, start: int) -> list[Problem]:
+def _check_samples(folder: Path, name: str, index: np.ndarray, start: int,
+                   latents: dict[str, Any] | None = None) -> list[Problem]:
     size = (folder / DATA).stat().st_size
     data = np.memmap(folder / DATA, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
     out: list[Problem] = []
@@ -173,4 +184,14 @@ def _check_samples(folder: Path, name: str, index: np.ndarray, start: int) -> li
             out.append(Problem(name, "payload runs past the end of data.bin", **where))
         elif zlib.crc32(cast(Any, data[off:off + length])) != int(rec["crc32"]):
             out.append(Problem(name, "payload crc32 mismatch (corrupt bytes)", **where))
+        elif latents is not None and (bad := _nonfinite_payload(data[off:off + length],
+                                                                latents["dtype"])):
+            out.append(Problem(name, f"latents hold {bad} NaN or infinite values", **where))
     return out
+
+
+def _nonfinite_payload(payload: np.ndarray, dtype: str) -> int:
+    npd = np.dtype(DTYPES[dtype][0])
+    if len(payload) % npd.itemsize:
+        return 0  # its layout is checked with the index
+    return nonfinite(np.asarray(payload).view(npd), dtype)

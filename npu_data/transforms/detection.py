@@ -30,6 +30,10 @@ from npu_data.transforms.geometric import degrees_range
 from npu_data.transforms.maps import check_fill, translation_matrices
 from npu_data.transforms.warp_geometry import Warp, warp_geometry
 
+MAX_ZOOM = 16.0  # RandomZoomOut's largest canvas side over the image's
+MAX_SIDE = 1 << 15  # ScaleJitter's largest output side
+MAX_CANDIDATES = 4096  # RandomIoUCrop's trials x rounds per sample
+
 __all__ = ["RandomIoUCrop", "RandomZoomOut", "ScaleJitter"]
 
 
@@ -104,9 +108,9 @@ class RandomZoomOut(_DrawnSize):
                  side_range: Sequence[float] = (1.0, 4.0), p: float = 0.5) -> None:
         self.fill = check_fill(fill, self.name)
         self.side_range = degrees_range(side_range, "side_range", self.name)
-        if self.side_range[0] < 1.0:
+        if not 1.0 <= self.side_range[0] <= self.side_range[1] <= MAX_ZOOM:
             raise UserValueError(f"{self.name}: side_range must be (min, max) with 1 <= min <= "
-                                 f"max, got {side_range!r}")
+                                 f"max <= {MAX_ZOOM:g}, got {side_range!r}")
         if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
             raise UserValueError(f"{self.name}: p must be a probability in [0, 1], got {p!r}")
         self.p = float(p)
@@ -173,6 +177,10 @@ class ScaleJitter(_DrawnSize):
         if self.scale_range[0] <= 0:
             raise UserValueError(f"{self.name}: scale_range must be (min, max) with 0 < min, "
                                  f"got {scale_range!r}")
+        if max(self.target_size) * self.scale_range[1] > MAX_SIDE:
+            raise UserValueError(f"{self.name}: target_size {target_size!r} times the largest "
+                                 f"scale {self.scale_range[1]:g} gives images over {MAX_SIDE} "
+                                 "pixels a side — use a smaller target or scale")
         self.min_visible = check_min_visible(min_visible, self.name)
 
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
@@ -267,6 +275,9 @@ class RandomIoUCrop(Transform):
         for what, v in (("trials", trials), ("rounds", rounds)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise UserValueError(f"{who}: {what} must be an int >= 1, got {v!r}")
+        if trials * rounds > MAX_CANDIDATES:  # each drawn on the host for every sample
+            raise UserValueError(f"{who}: trials x rounds must be at most {MAX_CANDIDATES} "
+                                 f"candidates per sample, got {trials} x {rounds}")
         self.trials, self.rounds = trials, rounds
         self.min_visible = check_min_visible(min_visible, who)
 

@@ -5,7 +5,9 @@ content at the top-left) and ``sizes (B, 2)`` — the valid (height, width) of e
 and runs wherever the tensors are (NPU, CUDA, CPU) with no host synchronisation and no Python
 loop over samples or pixels. Semantics are Pillow's (torchvision's PIL path); the CPU
 versions are in ``npu_data.transforms.reference`` and the agreement is checked by
-``npu_data.transforms.parity``. Padding outside ``sizes`` comes out as 0.
+``npu_data.transforms.parity``. Padding outside ``sizes`` comes out as 0. Host ``sizes`` are
+checked inside the batch (0..H by 0..W; 1.. for the warps) before any kernel runs, so both
+backends give the same line; a batch of no samples is valid for every op.
 
 Each function validates its arguments, then runs the implementation that
 ``npu_data.transforms._dispatch.kernel`` picks for the images (compiled CPU kernels or
@@ -88,6 +90,20 @@ def _check_images(images: torch.Tensor, sizes: torch.Tensor) -> None:
     if sizes.ndim != 2 or sizes.shape != (images.shape[0], 2):
         raise UserValueError(f"sizes must have shape ({images.shape[0]}, 2) (height, width), "
                              f"got {tuple(sizes.shape)}")
+    if _kernels.host_values(sizes):
+        _check_sizes(sizes, images.shape[2], images.shape[3], 0)
+
+
+def _check_sizes(sizes: torch.Tensor, height: int, width: int, least: int) -> None:
+    """Host ``sizes`` inside the batch (``least`` <= size <= the batch's): the same one line
+    for the compiled and the torch kernels, which would otherwise clamp or index differently."""
+    sz = sizes.to(torch.int64)
+    bad = (sz < least).any(1) | (sz[:, 0] > height) | (sz[:, 1] > width)
+    if bool(bad.any()):
+        i = int(bad.to(torch.int64).argmax())
+        raise UserValueError(f"sizes: sample {i}'s valid size {sz[i].tolist()} is not inside "
+                             f"the {height}x{width} batch ({least}..{height} by {least}..{width})"
+                             " — pass each image's own (height, width)")
 
 
 def _check_factors(factors: torch.Tensor, batch: int, name: str) -> torch.Tensor:
@@ -702,14 +718,20 @@ def adjust_sharpness(images: torch.Tensor, sizes: torch.Tensor, factors: torch.T
 
 
 def _kernel_size(kernel_size: int | Sequence[int]) -> tuple[int, int]:
-    ks = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
-    if len(ks) != 2 or not all(isinstance(k, int) and not isinstance(k, bool) for k in ks):
+    if isinstance(kernel_size, int):
+        ks: tuple[object, ...] = (kernel_size, kernel_size)
+    elif isinstance(kernel_size, Sequence) and not isinstance(kernel_size, str):
+        ks = tuple(kernel_size)
+    else:  # a float, a string: never iterated
+        ks = ()
+    ints = [k for k in ks if isinstance(k, int) and not isinstance(k, bool)]
+    if len(ks) != 2 or len(ints) != 2:
         raise UserTypeError(f"gaussian_blur: kernel_size must be an int or (kx, ky) ints, got "
                             f"{kernel_size!r}")
-    if any(k < 1 or k % 2 == 0 for k in ks):
+    if any(k < 1 or k % 2 == 0 for k in ints):
         raise UserValueError(f"gaussian_blur: kernel_size must be odd and positive, got "
                              f"{kernel_size!r} — e.g. kernel_size=23")
-    return int(ks[0]), int(ks[1])
+    return ints[0], ints[1]
 
 
 def gaussian_blur(images: torch.Tensor, sizes: torch.Tensor, kernel_size: int | Sequence[int],
@@ -957,6 +979,8 @@ def _warp_args(images: torch.Tensor, sizes: torch.Tensor, matrices: np.ndarray,
     oh, ow = out_shape if out_shape is not None else (images.shape[2], images.shape[3])
     if oh < 1 or ow < 1:
         raise UserValueError(f"{who}: the output must be at least 1x1, got {oh}x{ow}")
+    if _kernels.host_values(sizes):  # a warp reads at least one source pixel of each sample
+        _check_sizes(sizes, images.shape[2], images.shape[3], 1)
     m = np.asarray(matrices, dtype=np.float64).reshape(b, 6)
     if interpolation == "bilinear":
         tabs = warp_tables.bilinear_tables(m, oh, ow)

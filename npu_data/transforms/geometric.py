@@ -147,9 +147,14 @@ class RandomAffine(_Warping):
         if isinstance(shear, Sequence) and len(shear) == 4:
             x = degrees_range(shear[:2], "shear", self.name)
             y = degrees_range(shear[2:], "shear", self.name)
-            return x[0], x[1], y[0], y[1]
-        x = degrees_range(shear, "shear", self.name)
-        return x[0], x[1], 0.0, 0.0
+            got = (x[0], x[1], y[0], y[1])
+        else:
+            x = degrees_range(shear, "shear", self.name)
+            got = (x[0], x[1], 0.0, 0.0)
+        if any(not -90 < v < 90 for v in got):  # tan(90 degrees): a singular map
+            raise UserValueError(f"{self.name}: shear angles must lie strictly between -90 and "
+                                 f"90 degrees (90 folds the image onto a line), got {shear!r}")
+        return got
 
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         """torchvision's ``make_params`` per sample: angle, translation (rounded half to

@@ -58,6 +58,12 @@ class RandomLatentFlip(Transform):
             raise UserError(f"{self.name}: the batch has no 'latents_flipped' — the store was "
                             "encoded with flip=False; encode it again with flip=True (the "
                             "default), or drop the flip")
+        if "crop_top_left_flipped" not in batch or "crop_top_left" not in batch:
+            missing = "crop_top_left" if "crop_top_left" not in batch else \
+                "crop_top_left_flipped"
+            raise UserError(f"{self.name}: the batch has 'latents_flipped' but no {missing!r} — "
+                            "a flipped latent needs its own crop corner for SDXL's time ids; "
+                            "keep the store's keys together (its reader gives both)")
         out = dict(batch)
         flip = params["flip"]
         lat = batch["latents"]

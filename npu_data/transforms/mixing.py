@@ -20,6 +20,7 @@ import torch
 
 from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.transforms import functional as F
+from npu_data.transforms._kernels import host_values
 from npu_data.transforms.base import (
     DEFAULT,
     ApplyContext,
@@ -95,6 +96,7 @@ class _Mixing(Transform):
         if geometry:
             raise UserValueError(f"{self.name}: a batch with geometry ({geometry[0]}) cannot "
                                  "be mixed — use it for classification batches only")
+        _check_mixable(batch, self.labels_key, self.name)
         return batch, bare
 
     def _draw(self, rng: Uniforms, extra: int) -> tuple[np.ndarray, float, np.ndarray]:
@@ -235,3 +237,21 @@ class CutMix(_Mixing):
 
     def __repr__(self) -> str:
         return f"{self.name}(alpha={self.alpha}, num_classes={self.num_classes})"
+
+
+def _check_mixable(batch: Batch, labels_key: str, who: str) -> None:
+    """One label per image, and (host ``sizes``) every sample of one size: a sample mixed
+    with a larger partner would take its partner's pixels into its padding, a smaller one
+    the padding into its valid pixels."""
+    images, labels, sizes = batch.get("image"), batch[labels_key], batch.get("sizes")
+    if not isinstance(images, torch.Tensor) or not isinstance(labels, torch.Tensor):
+        return
+    if labels.ndim == 0 or labels.shape[0] != images.shape[0]:
+        raise UserValueError(f"{who}: the batch has {images.shape[0]} images and "
+                             f"{labels.shape[0] if labels.ndim else 'no row of'} "
+                             f"{labels_key!r} labels — give one label per image")
+    if isinstance(sizes, torch.Tensor) and host_values(sizes) and len(sizes) and bool(
+            (sizes != sizes[:1]).any()):
+        raise UserValueError(f"{who}: a padded batch of mixed sizes would blend padding into "
+                             "valid pixels — bring every sample to one size first (a crop or "
+                             "resize), or batch samples of one size (BucketBatchSampler)")

@@ -270,10 +270,17 @@ def test_cache_is_private_and_verified(tmp_path: Path, server: _Server,
     (tmp_path / "elsewhere.png").write_bytes(server.body)
     resolve_image(url, opts)
     assert not p.is_symlink() and server.hits["/pic.png"] == 5
-    # a cache folder opened up by someone is closed again; one that is not a folder is refused
+    # a cache folder found open is never changed (its entries are 0600): used when only
+    # readable by others, refused when others can write it; one that is not a folder is refused
     os.chmod(p.parent, 0o755)
     resolve_image(url, opts)
-    assert stat.S_IMODE(os.stat(p.parent).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(p.parent).st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(p).st_mode) == 0o600
+    os.chmod(p.parent, 0o777)
+    with pytest.raises(UserError, match="writable by others"):
+        resolve_image(url, opts)
+    assert stat.S_IMODE(os.stat(p.parent).st_mode) == 0o777
+    os.chmod(p.parent, 0o700)
     (tmp_path / "file").write_text("x")
     with pytest.raises(UserError, match="not a folder"):
         resolve_image(url, ImageOptions(allow_download="127.0.0.1", cache_dir=tmp_path / "file"))

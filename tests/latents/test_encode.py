@@ -242,3 +242,94 @@ def test_sampled_latents_are_keyed_draws(store: Path, pixels: Path, models: dict
     with pytest.raises(UserError, match="use 'mean' or 'sample'"):
         encode_latents(pixels, tmp_path / "bad", models["vae"],
                        **encode_kwargs(models, latent="mode"))
+
+
+def test_root_files_are_opened_as_regular_files_sized_before_reading(store: Path,
+                                                                     tmp_path: Path) -> None:
+    """An ``empty_prompt.*`` that is a FIFO (would hang), a folder, or a huge sparse file is
+    one line naming it, and nothing is read before its size is checked."""
+    import os
+    import resource
+    import shutil
+
+    from npu_data.errors import DataCorruption
+
+    copy = tmp_path / "copy"
+    shutil.copytree(store, copy)
+    target = copy / "empty_prompt.pooled_prompt_embeds.npy"
+    for make, expect in ((os.mkfifo, "is a FIFO"), (os.mkdir, "is a folder"),
+                         (lambda p: os.truncate(p, 512 << 20), "has 536870912 bytes")):
+        if target.is_dir():
+            target.rmdir()
+        else:
+            target.unlink(missing_ok=True)
+        if expect.startswith("has"):
+            target.touch()
+        make(target)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        with pytest.raises(DataCorruption, match=expect) as err:
+            empty_prompt(ShardDataset(copy))
+        assert str(target) in str(err.value) and "\n" not in str(err.value)
+        grew_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        assert grew_kib < 100 << 10  # the 512 MiB were never read
+
+
+def _vae_with(models: dict[str, Path], tmp_path: Path, **config: object) -> Path:
+    import json
+    import shutil
+
+    folder = tmp_path / f"vae-{len(list(tmp_path.iterdir()))}"
+    shutil.copytree(models["vae"], folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update(config)
+    (folder / "config.json").write_text(json.dumps(cfg))  # NaN and Infinity as Python writes
+    return folder
+
+
+@pytest.mark.parametrize("config", [{"sample_size": 10**12}, {"latent_channels": "4"},
+                                    {"block_out_channels": "8,8"}, {"scaling_factor": "0.1"},
+                                    {"scaling_factor": float("nan")},
+                                    {"scaling_factor": float("inf")}, {"scaling_factor": 0}])
+def test_a_vae_config_out_of_range_is_one_line_before_any_latent(
+        models: dict[str, Path], pixels: Path, tmp_path: Path, config: dict[str, object]
+) -> None:
+    vae = _vae_with(models, tmp_path, **config)
+    key = next(iter(config))
+    with pytest.raises(UserError, match=f"config {key} must be") as err:
+        encode_latents(pixels, tmp_path / "out", vae, **encode_kwargs(models))
+    assert "\n" not in str(err.value) and str(vae) in str(err.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_non_finite_latents_are_never_stored_and_verify_finds_them(
+        models: dict[str, Path], pixels: Path, store: Path, tmp_path: Path) -> None:
+    import hashlib
+    import shutil
+    import zlib
+
+    import orjson
+    from diffusers import AutoencoderKL
+
+    vae = AutoencoderKL.from_pretrained(models["vae"], local_files_only=True)
+    with torch.no_grad():
+        next(vae.parameters()).fill_(float("nan"))  # NaN weights: every latent NaN
+    with pytest.raises(UserError, match="NaN or infinite in float32 — refused"):
+        encode_latents(pixels, tmp_path / "nan", vae, **encode_kwargs(models))
+    copy = tmp_path / "copy"  # a store whose bytes, crc32 and manifest agree on a NaN
+    shutil.copytree(store, copy)
+    shard = copy / "shard-00000"
+    index = np.load(shard / "index.npy")
+    data = bytearray((shard / "data.bin").read_bytes())
+    off = int(index[0]["offset"])
+    data[off:off + 4] = np.array([np.nan], "<f4").tobytes()
+    index[0]["crc32"] = zlib.crc32(bytes(data[off:off + int(index[0]["length"])]))
+    (shard / "data.bin").write_bytes(bytes(data))
+    np.save(shard / "index.npy", index)
+    manifest = orjson.loads((copy / "manifest.json").read_bytes())
+    for sh in manifest["shards"]:
+        for fname, meta in sh["files"].items():
+            raw = (copy / sh["name"] / fname).read_bytes()
+            meta["size"], meta["sha256"] = len(raw), hashlib.sha256(raw).hexdigest()
+    (copy / "manifest.json").write_bytes(orjson.dumps(manifest))
+    found = [str(p) for p in verify_dataset(copy)]
+    assert any("latents hold 1 NaN or infinite values" in p for p in found), found

@@ -96,6 +96,10 @@ def test_a_store_without_what_a_transform_needs_is_one_line() -> None:
     batch = {"latents": torch.zeros(2, 4, 2, 2), "sizes": torch.full((2, 2), 16)}
     with pytest.raises(UserError, match="encoded with flip=False"):
         RandomLatentFlip(1.0)(batch)
+    half = {**batch, "latents_flipped": torch.zeros(2, 4, 2, 2),
+            "crop_top_left": torch.zeros(2, 2, dtype=torch.int64)}
+    with pytest.raises(UserError, match="'latents_flipped' but no 'crop_top_left_flipped'"):
+        RandomLatentFlip(1.0)(half)
     with pytest.raises(UserError, match="encoded without text encoders"):
         LatentCaptionDropout(1.0, (torch.zeros(3, 5), torch.zeros(4)))(batch)
     from npu_data.transforms import ColorJitter
@@ -138,3 +142,11 @@ def test_the_latent_transforms_compile_whole() -> None:
     for e, g in zip(expected, got, strict=True):
         assert torch.equal(e, g)
     assert not torch.equal(expected[0], batch["latents"])  # some flipped
+
+
+def test_a_latents_store_batched_across_buckets_names_the_bucket_sampler(store: Path) -> None:
+    ds = ShardDataset(store)
+    loader = DataLoader(ds, batch_size=len(ds), device="cpu", seed=0)  # every bucket at once
+    with pytest.raises(UserError, match="key 'latents'.*BucketBatchSampler") as err:
+        next(iter(loader))
+    assert "\n" not in str(err.value)

@@ -418,3 +418,39 @@ def test_non_integer_indices_are_type_errors(made: dict[str, Path]) -> None:
         ds.__getitems__(np.array([0.0, 1.0])).columns()  # type: ignore[arg-type]
     assert ds[np.int64(2)]["index"] == ds[2]["index"] == 2
     assert ds[-1]["index"] == N - 1
+
+
+SHRINK = r"""
+import os, sys
+from npu_data.errors import UserError
+from npu_data.shards.reader import ShardDataset
+ds = ShardDataset(sys.argv[1])
+ds[0], ds[N_LAST]  # every file of the first shard mapped and read
+target = sys.argv[2]
+column = target.startswith("ann.")
+if column:
+    ds.shard(0).col(target[len("ann."):-len(".npy")])
+os.truncate(os.path.join(sys.argv[1], "shard-00000", target), 64)
+try:
+    int(ds[N_LAST]["image"].sum())  # its bytes past the first page: gone from the map
+    if column:
+        ds.shard(0).col(target[len("ann."):-len(".npy")])[1:].sum()
+except UserError as exc:
+    print("error:", exc)
+"""
+
+
+@pytest.mark.parametrize("target", ["data.bin", "ann.boxes.xyxy.npy"])
+def test_a_file_shrunk_while_mapped_is_a_read_error_not_sigbus(
+        made: dict[str, Path], tmp_path: Path, target: str) -> None:
+    import subprocess
+    import sys
+
+    root = _copy(made["raw"], tmp_path / "ds")
+    script = SHRINK.replace("N_LAST", "2")
+    got = subprocess.run([sys.executable, "-c", script, str(root), target], text=True,
+                         capture_output=True, timeout=300, cwd=Path(__file__).parents[2])
+    assert got.returncode == 0, (got.returncode, got.stderr[-2000:])  # -7: SIGBUS
+    line = got.stdout.strip()
+    assert line.startswith("error: ") and "\n" not in line, got.stdout
+    assert f"shard-00000/{target}: shrank to 64 bytes while it was open" in line

@@ -98,3 +98,29 @@ def test_import_refused_while_the_url_is_leased(s3: dict[str, Any], tmp_path: Pa
     assert _lease(s3, "busy") is None  # given back when the import ended
     s3["fs"].invalidate_cache()
     assert s3["fs"].exists(f"{BUCKET}/busy/manifest.json")
+
+
+def test_a_hostile_lease_owner_is_one_bounded_escaped_line(
+        s3: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An owner string the store holds is shown bounded (a 1 MB one does not stall the
+    import), escaped (no ESC byte or newline forges a line), and a pid past a C int is no
+    traceback."""
+    monkeypatch.setenv("NPU_DATA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("NPU_DATA_QUIET", "1")
+    export = make_export(tmp_path / "proj", n=2)
+    url = f"s3://{BUCKET}/hostile"
+    args = ["import", str(export), "--out", url, "--images-root", str(export.parent)]
+    here = socket.gethostname()
+    for owner in ("x\x1b[2J\nerror: forged" + "k" * 1_000_000, f"{here}:99999999999999999999",
+                  f"{here}:-5", f"{here}:\u0661\u0662"):
+        _plant(s3, "hostile", owner)
+        start = time.monotonic()
+        assert cli.main(args) == 1
+        assert time.monotonic() - start < 30
+        err = capsys.readouterr().err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "another import (" in lines[0], err[:2000]
+        assert "\x1b" not in err and len(err) < 1000
+        if owner.startswith("x"):
+            assert "(x\\x1b[2J\\nerror: forged" in lines[0] and "characters)" in lines[0]

@@ -172,3 +172,24 @@ def test_the_classification_recipe_through_the_dataloader() -> None:
         assert all(torch.equal(v, batch["aug"][k]) for k, v in again.items())
         seen += 6
     assert seen == 12
+
+
+@pytest.mark.parametrize("name", ["MixUp", "CutMix"])
+def test_a_batch_mixing_cannot_do_right_is_one_line_naming_the_fix(name: str) -> None:
+    """Three labels for four images name the labels (not an argument the user never
+    passed); a padded batch of mixed sizes names the fix instead of blending padding."""
+    from npu_data import transforms as T
+
+    t = getattr(T, name)(num_classes=3)
+    batch = {"image": torch.zeros(4, 3, 8, 8, dtype=torch.uint8),
+             "sizes": torch.tensor([[8, 8]] * 4), "label": torch.tensor([0, 1, 2])}
+    with pytest.raises(UserError, match="4 images and 3 'label' labels") as err:
+        t.run(batch, torch.Generator().manual_seed(0))
+    assert "partner" not in str(err.value)
+    batch["label"] = torch.tensor([0, 1, 2, 0])
+    batch["sizes"] = torch.tensor([[8, 8], [4, 6], [8, 8], [8, 8]])
+    with pytest.raises(UserError, match="mixed sizes .*BucketBatchSampler"):
+        t.run(batch, torch.Generator().manual_seed(0))
+    batch["sizes"] = torch.tensor([[6, 6]] * 4)  # one size, padded: mixed as it is
+    out, _ = t.run(batch, torch.Generator().manual_seed(0))
+    assert out["label"].shape == (4, 3)

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from npu_data.annotations import fetch
-from npu_data.annotations.redact import redact_text
+from npu_data.annotations.redact import redact_text, split_userinfo, url_credentials
 from npu_data.annotations.table import AnnotationTable
 from npu_data.errors import UserError
 from npu_data.formats.webdataset import tar_members
@@ -82,10 +82,10 @@ def shown(url: str) -> str:
     if url.startswith("pipe:"):
         words = url[5:].split()
         return f"pipe:{words[0] if words else ''} ..."
-    if "://" not in url:
+    prefix, _, rest = split_userinfo(url)  # the one rule: user info to the last @ before the host
+    if not prefix:
         return url
-    parts = urlsplit(url)
-    return redact_text(f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}")
+    return redact_text(prefix + re.split(r"[?#]", rest, maxsplit=1)[0])
 
 
 def _why(exc: BaseException, access: TarAccess | None = None) -> str:
@@ -104,7 +104,12 @@ def open_stream(url: str, access: TarAccess | None = None) -> Stream:
     if url.startswith("pipe:"):
         return _pipe(url, access)
     if scheme in ("http", "https", "s3"):
-        host = urlsplit(url).hostname or "?"
+        if scheme == "s3" and url_credentials(url):  # before anything echoes it
+            raise UserError(f"{shown(url)}: credentials do not belong in the URL — set them in "
+                            "the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), a "
+                            "profile (AWS_PROFILE) or storage_options key/secret")
+        prefix, _, rest = split_userinfo(url)
+        host = urlsplit(prefix + rest).hostname or "?"
         if not access.allow_download:
             raise UserError(f"{shown(url)}: a remote tar — pass allow_download=['{host}'] "
                             f"(CLI: --allow-download {host}) to read tars from {host} (only "
@@ -113,10 +118,6 @@ def open_stream(url: str, access: TarAccess | None = None) -> Stream:
             raise UserError(f"{shown(url)}: host {host} is not one that allow_download names "
                             f"({','.join(access.allow_download)}) — refused; add it if you "
                             "trust it")
-        if scheme == "s3" and "@" in urlsplit(url).netloc:  # before anything echoes it
-            raise UserError(f"{shown(url)}: credentials do not belong in the URL — set them in "
-                            "the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), a "
-                            "profile (AWS_PROFILE) or storage_options key/secret")
         return _Spool(url, access) if scheme != "s3" else _s3(url, access)
     if scheme:
         raise UserError(f"{shown(url)}: tars are read from paths, http(s)://, s3:// or pipe: "

@@ -54,7 +54,8 @@ def _pass(x: torch.Tensor, weights: torch.Tensor, index: torch.Tensor, dim: int
     acc = torch.zeros_like(x)
     for t in range(weights.shape[1]):
         idx = index[:, :, t]
-        idx = idx.view(b, 1, -1, 1) if dim == 2 else idx.view(b, 1, 1, -1)
+        n = idx.shape[1]  # no -1: an empty batch has no size to infer
+        idx = idx.view(b, 1, n, 1) if dim == 2 else idx.view(b, 1, 1, n)
         acc = acc + weights[:, t].view(b, 1, 1, 1) * torch.gather(x, dim, idx.expand_as(x))
     return acc
 

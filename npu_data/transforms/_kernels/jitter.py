@@ -102,9 +102,10 @@ def _key_select(g_ops: torch.Tensor, pixels: torch.Tensor | int) -> torch.Tensor
 
 
 def _pixels(sizes: torch.Tensor) -> torch.Tensor:
-    """(B,) int64 valid pixels of each sample."""
+    """(B,) int64 valid pixels of each sample, at least 1: an empty sample's contrast mean is
+    0, as the compiled kernel's (``color.cpp`` ``contrast_mean``), not a division by 0."""
     s = sizes.to(torch.int64)
-    return s[:, 0] * s[:, 1]
+    return (s[:, 0] * s[:, 1]).clamp(min=1)
 
 
 def _valid(sizes: torch.Tensor, height: int, width: int, device: torch.device
@@ -145,7 +146,7 @@ def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
     # the valid pixels of each sample (contrast's mean), where the selectors are made; 0 when
     # only the device has them: added there (``late``)
     late = not full and not host_values(sizes)
-    n: torch.Tensor | int = height * width if full else (
+    n: torch.Tensor | int = max(height * width, 1) if full else (
         0 if late else _pixels(to_device(sizes, pdev)))
     g_ops, h_on = _step_ops(ops, to_device(order, pdev) if order is not None and per_sample
                             else None, steps, b, pdev)

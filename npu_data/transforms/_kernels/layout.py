@@ -16,7 +16,7 @@ def hflip(images: torch.Tensor, sizes: torch.Tensor, flip: torch.Tensor,
     cols = torch.arange(width, device=images.device).view(1, width)
     w = to_device(sizes[:, 1], images.device).to(torch.int64).view(-1, 1)
     src = torch.where(flip & (cols < w), w - 1 - cols, cols)  # (B, W)
-    index = src.view(-1, 1, 1, width).expand_as(images)
+    index = src.view(images.shape[0], 1, 1, width).expand_as(images)
     return torch.gather(images, 3, index)
 
 

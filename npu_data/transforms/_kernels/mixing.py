@@ -61,4 +61,4 @@ def permute_channels(images: torch.Tensor, sizes: torch.Tensor, permutation: tor
     """Output channel ``c`` of sample ``b`` is its input channel ``permutation[b, c]``."""
     b = images.shape[0]
     p = to_device(permutation, images.device).to(torch.int64)
-    return torch.gather(images, 1, p.view(b, -1, 1, 1).expand_as(images))
+    return torch.gather(images, 1, p.view(b, p.shape[-1], 1, 1).expand_as(images))

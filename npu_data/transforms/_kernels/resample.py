@@ -426,7 +426,8 @@ def resample_batch(x: torch.Tensor, rows: Axis, cols: Axis, vertical: torch.Tens
     m = max(m_h, m_w)
     tdev = rows.xmin.device
     vert = vertical.to(tdev).to(torch.bool)
-    known = host_values(rows.xmin) and host_values(vertical) and not compiling()
+    known = (host_values(rows.xmin) and host_values(vertical) and not compiling()
+             and vert.numel() > 0)
 
     def padded(a: Axis) -> tuple[torch.Tensor, torch.Tensor]:
         n, t = a.xmin.shape[1], a.weights.shape[-1]

@@ -39,6 +39,7 @@ def warp(images: torch.Tensor, sizes: torch.Tensor, out_sizes: torch.Tensor,
     col_x, row_x, col_y, row_y = (to_device(t, dev) for t in tables)
     b, c, h_in, w_in = images.shape
     out_h, out_w = row_x.shape[1], col_x.shape[1]
+    n_out = out_h * out_w  # no -1 in the views: an empty batch has no size to infer
     src_h = to_device(sizes[:, 0], dev).to(torch.int64).view(b, 1, 1)
     src_w = to_device(sizes[:, 1], dev).to(torch.int64).view(b, 1, 1)
     gx, gy = _grid(col_x, row_x), _grid(col_y, row_y)
@@ -49,12 +50,12 @@ def warp(images: torch.Tensor, sizes: torch.Tensor, out_sizes: torch.Tensor,
         gx, gy = gx - unit // 2, gy - unit // 2
         x0, y0 = _floor_shift(gx, BILINEAR_SHIFT), _floor_shift(gy, BILINEAR_SHIFT)
         drop = BILINEAR_SHIFT - _WEIGHT_BITS
-        fx = _floor_shift(gx - x0 * unit, drop).view(b, 1, -1)
-        fy = _floor_shift(gy - y0 * unit, drop).view(b, 1, -1)
+        fx = _floor_shift(gx - x0 * unit, drop).view(b, 1, n_out)
+        fy = _floor_shift(gy - y0 * unit, drop).view(b, 1, n_out)
         xa, xb = x0.clamp(min=0).minimum(src_w - 1), (x0 + 1).clamp(min=0).minimum(src_w - 1)
         ya, yb = y0.clamp(min=0).minimum(src_h - 1), (y0 + 1).clamp(min=0).minimum(src_h - 1)
-        rows_a, rows_b = (ya * w_in).view(b, -1), (yb * w_in).view(b, -1)
-        xa, xb = xa.view(b, -1), xb.view(b, -1)
+        rows_a, rows_b = (ya * w_in).view(b, n_out), (yb * w_in).view(b, n_out)
+        xa, xb = xa.view(b, n_out), xb.view(b, n_out)
         p00, p01 = _gather(flat, rows_a + xa).long(), _gather(flat, rows_a + xb).long()
         p10, p11 = _gather(flat, rows_b + xa).long(), _gather(flat, rows_b + xb).long()
         one = 1 << _WEIGHT_BITS
@@ -65,15 +66,15 @@ def warp(images: torch.Tensor, sizes: torch.Tensor, out_sizes: torch.Tensor,
     else:
         xi, yi = _floor_shift(gx, NEAREST_SHIFT), _floor_shift(gy, NEAREST_SHIFT)
         inside = (xi >= 0) & (xi < src_w) & (yi >= 0) & (yi < src_h)
-        index = torch.where(inside, yi * w_in + xi, 0).view(b, -1)
+        index = torch.where(inside, yi * w_in + xi, 0).view(b, n_out)
         pixels = _gather(flat, index)
     oy = torch.arange(out_h, device=dev).view(1, out_h, 1)
     ox = torch.arange(out_w, device=dev).view(1, 1, out_w)
     osz = to_device(out_sizes, dev).to(torch.int64)
     valid = (oy < osz[:, 0].view(b, 1, 1)) & (ox < osz[:, 1].view(b, 1, 1))
     fills = to_device(fill, dev).to(torch.uint8).view(1, c, 1)
-    out = torch.where(inside.view(b, 1, -1), pixels, fills)
-    out = torch.where(valid.view(b, 1, -1), out, torch.zeros_like(out))
+    out = torch.where(inside.view(b, 1, n_out), pixels, fills)
+    out = torch.where(valid.view(b, 1, n_out), out, torch.zeros_like(out))
     return out.view(b, c, out_h, out_w)
 
 

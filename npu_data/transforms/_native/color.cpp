@@ -348,6 +348,7 @@ void run_color_ops(const at::Tensor& images, at::Tensor& out, const at::Tensor& 
   TORCH_CHECK(sizes.size(0) == B && order.size(0) == B && factors.size(0) == B &&
                   factors.size(1) == 3 && shifts.size(0) == B,
               "per-sample parameters must have B rows");
+  if (out.numel() == 0) return;  // an empty batch (B == 0) or empty images: nothing to do
   const uint8_t* in_p = images.data_ptr<uint8_t>();
   uint8_t* base = out.data_ptr<uint8_t>();
   const int64_t* sz = sizes.data_ptr<int64_t>();
