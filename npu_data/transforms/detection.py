@@ -151,11 +151,13 @@ class RandomZoomOut(_DrawnSize):
 
 class ScaleJitter(_DrawnSize):
     """torchvision's ``ScaleJitter`` (large-scale jitter): each image resized by
-    ``min(target_h / h, target_w / w) * s``, ``s`` drawn in ``scale_range`` (sizes truncated,
-    at least 1), with Pillow's antialiased bilinear resize.
+    ``min(target_size[1] / h, target_size[0] / w) * s`` — torchvision's axes, exactly —
+    ``s`` drawn in ``scale_range`` (sizes truncated, at least 1), with Pillow's antialiased
+    bilinear resize.
 
     Args:
-        target_size: The (height, width) the scale is relative to, or one int for both.
+        target_size: The size the scale is relative to, or one int for both; read as
+            torchvision reads it (above: ``target_size[1]`` over the height).
         scale_range: (min, max) jitter, 0 < min <= max.
         min_visible: Boxes, polygons and masks keeping less than this fraction of their area
             are marked invalid.
@@ -176,12 +178,19 @@ class ScaleJitter(_DrawnSize):
         self.min_visible = check_min_visible(min_visible, self.name)
 
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
-        """One draw per sample: the jitter; the new size in float64 (torchvision: float32)."""
-        u = rng.uniform(1)[:, 0]
+        """One draw per sample: the jitter; the new size in torchvision's float32 arithmetic
+        and axes (``make_params``): ``r = min(target[1] / h, target[0] / w) * scale``,
+        ``(int(h * r), int(w * r))``."""
+        f32 = np.float32
+        u = rng.uniform(1)[:, 0].astype(f32)
         lo, hi = self.scale_range
-        h, w = sizes[:, 0].astype(np.float64), sizes[:, 1].astype(np.float64)
-        r = np.minimum(self.target_size[1] / w, self.target_size[0] / h) * (lo + u * (hi - lo))
-        new = np.stack([(h * r).astype(np.int64), (w * r).astype(np.int64)], 1)
+        scale = f32(lo) + u * f32(hi - lo)
+        h, w = sizes[:, 0], sizes[:, 1]
+        base = np.minimum(self.target_size[1] / h.astype(np.float64),
+                          self.target_size[0] / w.astype(np.float64))
+        r = base.astype(f32) * scale
+        new = np.stack([(h.astype(f32) * r).astype(np.int64),
+                        (w.astype(f32) * r).astype(np.int64)], 1)
         return {"out": _host(np.maximum(new, 1)), "sizes": _host(sizes)}
 
     def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
