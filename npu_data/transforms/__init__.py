@@ -38,6 +38,7 @@ from npu_data.transforms.presets import LEVELS, NpuPreprocessor
 from npu_data.transforms.read_crop import ReadCrop
 from npu_data.transforms.replay import replay_reference, sample_image
 from npu_data.transforms.resize import CenterCrop, Resize, ResizeCenterCrop, ResizeCrop
+from npu_data.transforms.sanitize import SanitizeBoundingBoxes
 
 if TYPE_CHECKING:  # what type checkers and the API reference see (the same names as _LAZY)
     from npu_data.transforms import parity, reference
@@ -81,6 +82,7 @@ __all__ = [
     "Resize",
     "ResizeCenterCrop",
     "ResizeCrop",
+    "SanitizeBoundingBoxes",
     "ScaleJitter",
     "Transform",
     "TrivialAugmentWide",
