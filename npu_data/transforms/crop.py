@@ -220,7 +220,8 @@ class RandomResizedCrop(_CropBase):
         scale: (min, max) fraction of the image's area the crop covers, 0 <= min <= max.
         ratio: (min, max) aspect ratio (width / height) of the crop, 0 < min <= max.
         min_visible: Boxes, polygons and masks keeping less than this fraction of their area
-            are marked invalid.
+            are marked invalid; 0 (torchvision keeps them all): only those with nothing left
+            inside (``min_visible=0.25``: the rule before 2026-12-07).
         interpolation: ``"bilinear"``, ``"bicubic"`` or ``"lanczos"`` (Pillow's filters).
 
     Raises:
@@ -238,7 +239,7 @@ class RandomResizedCrop(_CropBase):
         size: int | Sequence[int],
         scale: Sequence[float] = (0.08, 1.0),
         ratio: Sequence[float] = (3 / 4, 4 / 3),
-        min_visible: float = 0.25,
+        min_visible: float = 0.0,
         interpolation: str = "bilinear",
     ) -> None:
         self.interpolation = check_interpolation(interpolation, self.name)

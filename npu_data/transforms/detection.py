@@ -160,7 +160,8 @@ class ScaleJitter(_DrawnSize):
             torchvision reads it (above: ``target_size[1]`` over the height).
         scale_range: (min, max) jitter, 0 < min <= max.
         min_visible: Boxes, polygons and masks keeping less than this fraction of their area
-            are marked invalid.
+            are marked invalid; 0 (torchvision keeps them all): only those with nothing left
+            inside (``min_visible=0.25``: the rule before 2026-12-07).
 
     Raises:
         UserError: A bad target size, scale range or ``min_visible``.
@@ -169,7 +170,7 @@ class ScaleJitter(_DrawnSize):
     name = "ScaleJitter"
 
     def __init__(self, target_size: int | Sequence[int],
-                 scale_range: Sequence[float] = (0.1, 2.0), min_visible: float = 0.25) -> None:
+                 scale_range: Sequence[float] = (0.1, 2.0), min_visible: float = 0.0) -> None:
         self.target_size = pair(target_size, "target_size", self.name)
         self.scale_range = degrees_range(scale_range, "scale_range", self.name)
         if self.scale_range[0] <= 0:

@@ -169,6 +169,28 @@ def test_min_visible_drops_boxes_polygons_and_masks_cut_by_the_crop() -> None:
         assert int(out["masks.mask"].sum()) == 100
 
 
+def test_min_visible_defaults_to_torchvisions_keep_everything_left_inside() -> None:
+    """torchvision's crops keep a box however little of it is left: the default is 0 (a box
+    with nothing inside is still invalid); 0.25, the former default, one argument away."""
+    from npu_data.transforms import ScaleJitter
+
+    image = torch.zeros(2, 3, 40, 40, dtype=torch.uint8)
+    xyxy = torch.tensor([[[0.0, 0.0, 12.0, 12.0], [0.0, 0.0, 9.0, 9.0]]] * 2)  # 4 %, none
+    batch = {"image": image, "sizes": torch.tensor([[40, 40]] * 2), "boxes.xyxy": xyxy}
+    for t in (CenterCrop(20), RandomResizedCrop(20, scale=(0.25, 0.25), ratio=(1, 1)),
+              ScaleJitter(40)):
+        assert t.min_visible == 0.0, t
+    out = CenterCrop(20)(batch)
+    assert out["boxes.valid"].tolist() == [[True, False]] * 2
+    assert out["boxes.xyxy"][0, 0].tolist() == [0.0, 0.0, 2.0, 2.0]
+    assert CenterCrop(20, min_visible=0.25)(batch)["boxes.valid"].tolist() == [[False] * 2] * 2
+    rrc = RandomResizedCrop(20, scale=(0.25, 0.25), ratio=(1, 1))
+    params = {"boxes": torch.tensor([[10, 10, 20, 20]] * 2)}
+    assert rrc.apply(batch, params)["boxes.valid"].tolist() == [[True, False]] * 2
+    old = RandomResizedCrop(20, scale=(0.25, 0.25), ratio=(1, 1), min_visible=0.25)
+    assert old.apply(batch, params)["boxes.valid"].tolist() == [[False] * 2] * 2
+
+
 def test_keypoints_map_with_the_crop_formula_and_leave_when_outside() -> None:
     gen = torch.Generator().manual_seed(5)
     b, k = 12, 20
