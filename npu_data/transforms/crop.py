@@ -22,8 +22,9 @@ Every crop also writes SDXL's micro-conditioning keys, int64 ``(B, 2)``:
 ``crop_top_left`` is the window's offset (negative where torchvision's ``CenterCrop`` pads).
 For a box crop (``RandomResizedCrop``, ``Resize((h, w))``) the resized image is the whole
 image scaled by the crop's own factors (``out / box`` per axis): ``crop_top_left`` is
-``round(box_top * out_h / box_h), round(box_left * out_w / box_w)`` (halves up). A flip
-leaves the keys as they are.
+``round(box_top * out_h / box_h), round(box_left * out_w / box_w)`` (halves up). A
+Compose reports ``crop_top_left`` in the frame of its output: mirrored where a later flip
+mirrors the sample (``compose.mirror_top_left``).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from npu_data.transforms.resize import ResizeCenterCrop, ResizeCrop
 
 LEVELS = {
     0: "resize the shorter side to image_size, centre crop (evaluation)",
-    1: "RandomResizedCrop + RandomHorizontalFlip",
+    1: "RandomHorizontalFlip + RandomResizedCrop (diffusers' order: resize, flip, crop)",
     2: "level 1 + ColorJitter(0.2, 0.2, 0.2)",
     3: "level 1 + ColorJitter(0.4, 0.4, 0.4, hue=0.1)",
 }
@@ -33,7 +33,9 @@ def preset(
 ) -> list[Transform]:
     """The uint8 transforms of ``augment_level`` (see ``LEVELS``); with ``buckets``, the
     bucketed (AIGC) preset: ``ResizeCrop`` to each batch's bucket (centre at level 0, a
-    random offset above) instead of the crops. ``interpolation``: the first stage's filter."""
+    random offset above) instead of the crops. ``interpolation``: the crop's filter. Above
+    level 0 the flip comes first, diffusers' order (resize, flip, crop): the crop's window is
+    drawn in the mirrored image and ``crop_top_left`` is that window."""
     size = pair(image_size, "image_size", "NpuPreprocessor")
     if isinstance(augment_level, bool) or augment_level not in LEVELS:
         choices = "; ".join(f"{k}: {v}" for k, v in LEVELS.items())
@@ -57,7 +59,7 @@ def preset(
         first = RandomResizedCrop(size, min_visible=min_visible, interpolation=interpolation)
     if augment_level == 0:
         return [first]
-    out: list[Transform] = [first, RandomHorizontalFlip()]
+    out: list[Transform] = [RandomHorizontalFlip(), first]
     if augment_level == 2:
         out.append(ColorJitter(brightness=0.2, contrast=0.2, saturation=0.2))
     elif augment_level == 3:
@@ -91,7 +93,7 @@ class NpuPreprocessor(Compose):
             the sampler's (the DataLoader checks when it is built).
         no_upscale: with buckets, a photo smaller than its bucket gets one inside it
             (kohya's ``bucket_no_upscale``).
-        interpolation: the resize filter of the first stage: ``"bilinear"``, ``"bicubic"``
+        interpolation: the resize filter of the crop: ``"bilinear"``, ``"bicubic"``
             or ``"lanczos"`` (Pillow's, exact; diffusers' SDXL scripts use Lanczos).
 
     Raises:
@@ -131,4 +133,9 @@ class NpuPreprocessor(Compose):
         super().__init__(transforms)
         self.image_size = pair(image_size, "image_size", self.name)
         self.augment_level = augment_level
-        self.buckets = transforms[0].buckets if buckets is not None else None  # type: ignore[attr-defined]
+        self.buckets = self.crop.buckets if buckets is not None else None  # type: ignore[attr-defined]
+
+    @property
+    def crop(self) -> Transform:
+        """The preset's crop (after the flip above level 0: diffusers' order)."""
+        return next(t for t in self.transforms if t.crops)

@@ -31,9 +31,9 @@ def _batch() -> dict[str, torch.Tensor]:
     ("level", "ops"),
     [
         (0, [ResizeCenterCrop]),
-        (1, [RandomResizedCrop, RandomHorizontalFlip]),
-        (2, [RandomResizedCrop, RandomHorizontalFlip, ColorJitter]),
-        (3, [RandomResizedCrop, RandomHorizontalFlip, ColorJitter]),
+        (1, [RandomHorizontalFlip, RandomResizedCrop]),  # diffusers' order: flip, then crop
+        (2, [RandomHorizontalFlip, RandomResizedCrop, ColorJitter]),
+        (3, [RandomHorizontalFlip, RandomResizedCrop, ColorJitter]),
     ],
 )
 def test_levels_run_their_ops_and_give_the_output_shape(level: int, ops: list[type]) -> None:
