@@ -138,14 +138,20 @@ def photos(tmp_path_factory: pytest.TempPathFactory) -> LabelStudioDataset:
     return LabelStudioDataset(project.export_path, cache_dir=root / "cache")
 
 
+@pytest.mark.parametrize("flip_first", [False, True])
 @pytest.mark.parametrize("read_crop", [None, False])
 def test_loader_batches_follow_the_convention(photos: LabelStudioDataset,
-                                              read_crop: bool | None) -> None:
+                                              read_crop: bool | None, flip_first: bool) -> None:
     """Through the DataLoader (crop at read on and off): each sample's pixels are the window
-    at ``crop_top_left`` of its mirrored resize."""
+    at ``crop_top_left`` of its mirrored resize; written flip first (diffusers' order, as
+    NpuPreprocessor), the reader still crops at read and the centre window is diffusers'."""
+    from npu_data.transforms import ReadCrop
+
     buckets = [(64, 64), (48, 80), (80, 48)]
     sampler = BucketBatchSampler(photos, 4, buckets, num_replicas=1, rank=0, seed=2)
-    pipe = Compose([ResizeCrop(None, crop="center"), RandomHorizontalFlip(0.5)])
+    stages: list[Transform] = [ResizeCrop(None, crop="center"), RandomHorizontalFlip(0.5)]
+    pipe = Compose(stages[::-1] if flip_first else stages)
+    assert ReadCrop.of(pipe) is not None
     loader = DataLoader(photos, batch_sampler=sampler, device="cpu", transform=pipe, seed=2,
                         read_crop=read_crop)
     flipped = 0
@@ -166,7 +172,9 @@ def test_loader_batches_follow_the_convention(photos: LabelStudioDataset,
             assert np.array_equal(got, mirrored) or np.array_equal(got, plain)
             if not np.array_equal(got, plain):
                 flipped += 1
-            assert [t, left] == [round((full[0] - th) / 2), round((full[1] - tw) / 2)]
+            centre = round((full[1] - tw) / 2)
+            assert t == round((full[0] - th) / 2)
+            assert left == centre or (not flip_first and left == full[1] - tw - centre)
     assert flipped > 0
 
 
