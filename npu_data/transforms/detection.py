@@ -43,6 +43,32 @@ def _in_sizes(params: Params, batch: Batch) -> torch.Tensor:
     return sizes if sizes is not None else batch["sizes"].to("cpu")
 
 
+def nearest_masks(masks: torch.Tensor, sizes: torch.Tensor, new: torch.Tensor,
+                  shape: tuple[int, int]) -> torch.Tensor:
+    """Masks ``(B, M, H, W)`` resized from each sample's ``sizes`` to its ``new`` size (host
+    int64 (B, 2)) as torch's ``interpolate(mode="nearest")`` does (torchvision's mask
+    resize): source ``min(floor(i * float32(in / out)), in - 1)`` per axis; 0 outside each
+    sample's output in the ``shape`` batch. Index tables on the host, one gather."""
+    f32 = np.float32
+    s = sizes.numpy().astype(np.int64)
+    n = new.numpy().astype(np.int64)
+
+    def table(axis: int, length: int) -> np.ndarray:
+        scale = s[:, axis].astype(f32) / np.maximum(n[:, axis], 1).astype(f32)
+        i = np.arange(length, dtype=f32)[None]
+        src = np.minimum(np.floor(i * scale[:, None]).astype(np.int64), s[:, axis:axis + 1] - 1)
+        return np.where(np.arange(length)[None] < n[:, axis:axis + 1], src, -1)
+
+    b, m = masks.shape[:2]
+    rows = torch.from_numpy(table(0, shape[0])).to(masks.device, non_blocking=True)
+    cols = torch.from_numpy(table(1, shape[1])).to(masks.device, non_blocking=True)
+    bi = torch.arange(b, device=masks.device).view(b, 1, 1, 1)
+    mi = torch.arange(m, device=masks.device).view(1, m, 1, 1)
+    r, c = rows.view(b, 1, -1, 1), cols.view(b, 1, 1, -1)
+    out = masks[bi, mi, r.clamp(min=0), c.clamp(min=0)]
+    return out * ((r >= 0) & (c >= 0)).to(out.dtype)
+
+
 class _DrawnSize(Transform):
     """A transform whose output size is part of its parameters (``params["out"]``)."""
 
@@ -162,15 +188,23 @@ class ScaleJitter(_DrawnSize):
         min_visible: Boxes, polygons and masks keeping less than this fraction of their area
             are marked invalid; 0 (torchvision keeps them all): only those with nothing left
             inside (``min_visible=0.25``: the rule before 2026-12-07).
+        masks: ``"torch"``: masks resized as torchvision resizes them (torch's nearest,
+            :func:`nearest_masks`); ``"pillow"``: Pillow's centre-aligned nearest (the pixels'
+            parity reference; the rule before 2026-12-07).
 
     Raises:
-        UserError: A bad target size, scale range or ``min_visible``.
+        UserError: A bad target size, scale range, ``min_visible`` or ``masks``.
     """
 
     name = "ScaleJitter"
 
     def __init__(self, target_size: int | Sequence[int],
-                 scale_range: Sequence[float] = (0.1, 2.0), min_visible: float = 0.0) -> None:
+                 scale_range: Sequence[float] = (0.1, 2.0), min_visible: float = 0.0,
+                 masks: str = "torch") -> None:
+        if masks not in ("torch", "pillow"):
+            raise UserValueError(f"{self.name}: masks must be 'torch' (torchvision's nearest) "
+                                 f"or 'pillow' (Pillow's centre-aligned nearest), got {masks!r}")
+        self.masks = masks
         self.target_size = pair(target_size, "target_size", self.name)
         self.scale_range = degrees_range(scale_range, "scale_range", self.name)
         if self.scale_range[0] <= 0:
@@ -211,6 +245,8 @@ class ScaleJitter(_DrawnSize):
         m = np.stack([s[:, 1] / n[:, 1], zero, zero, zero, s[:, 0] / n[:, 0], zero], 1)
         warp = Warp.from_inverse(m, sizes, new, shape, self.min_visible)
         out.update(warp_geometry(batch, warp))
+        if self.masks == "torch" and "masks.mask" in batch:
+            out["masks.mask"] = nearest_masks(batch["masks.mask"], sizes, new, shape)
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
@@ -222,7 +258,7 @@ class ScaleJitter(_DrawnSize):
 
     def __repr__(self) -> str:
         return (f"{self.name}(target_size={self.target_size}, scale_range={self.scale_range}, "
-                f"min_visible={self.min_visible})")
+                f"min_visible={self.min_visible}, masks={self.masks!r})")
 
 
 class RandomIoUCrop(Transform):

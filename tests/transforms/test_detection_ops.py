@@ -156,3 +156,34 @@ def test_scale_jitter_reads_target_size_as_torchvision() -> None:
     one = ScaleJitter((96, 160), scale_range=(1.0, 1.0)).make_params(
         np.array([[60, 100]]), _Fixed(np.zeros(1)))
     assert one["out"].tolist() == [[57, 96]]  # min(160 / 60, 96 / 100); swapped: (96, 160)
+
+
+def test_scale_jitter_resizes_masks_as_torchvision_or_as_pillow() -> None:
+    """``masks="torch"`` (the default): torch's nearest, what torchvision's mask resize runs;
+    ``masks="pillow"``: Pillow's centre-aligned nearest. Both 0 outside each sample."""
+    from PIL import Image
+
+    batch = _batch()
+    differ = 0
+    for rule in ("torch", "pillow"):
+        t = ScaleJitter((40, 56), scale_range=(0.3, 1.8), masks=rule)
+        params = _draw(t, batch)
+        out = t.apply(batch, params)
+        for i in range(B):
+            h, w = batch["sizes"][i].tolist()
+            nh, nw = params["out"][i].tolist()
+            src = batch["masks.mask"][i, :, :h, :w]
+            if rule == "torch":
+                want = torch.nn.functional.interpolate(src[None].float(), size=(nh, nw),
+                                                       mode="nearest")[0].to(torch.uint8)
+                pil = np.stack([np.asarray(Image.fromarray(m.numpy()).resize(
+                    (nw, nh), Image.Resampling.NEAREST)) for m in src])
+                differ += int(not np.array_equal(pil, want.numpy()))
+            else:
+                want = torch.from_numpy(np.stack([np.asarray(Image.fromarray(m.numpy()).resize(
+                    (nw, nh), Image.Resampling.NEAREST)) for m in src]))
+            assert torch.equal(out["masks.mask"][i, :, :nh, :nw], want), (rule, i)
+            assert not out["masks.mask"][i, :, nh:].any() and not out["masks.mask"][i, :, :, nw:].any()
+    assert differ > 0  # the two rules are not the same rule
+    with pytest.raises(UserError, match="masks must be"):
+        ScaleJitter(64, masks="bilinear")

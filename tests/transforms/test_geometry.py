@@ -241,3 +241,31 @@ def test_polygon_envelope_follows_the_pixels(channels_last: bool) -> None:
     assert lit is not None
     np.testing.assert_allclose(env, lit, atol=1.5)
     assert out["polygons.valid"].tolist() == [[True]]
+
+
+def test_upright_corners_are_clipped_like_xyxy_rotated_ones_move_whole() -> None:
+    """A crop cuts an upright box's corners where it cuts its envelope (as torchvision clips
+    the boxes), through a resized crop and through a warp (the crop RandomIoUCrop makes);
+    a rotated box keeps its exact corners."""
+    from npu_data.transforms.warp_geometry import Warp
+
+    upright = torch.tensor([[25.0, 5.0], [50.0, 5.0], [50.0, 15.0], [25.0, 15.0]])
+    c, s = math.cos(0.3), math.sin(0.3)
+    turned = torch.tensor([[20.0, 20.0], [20 + 20 * c, 20 + 20 * s],
+                           [20 + 20 * c - 10 * s, 20 + 20 * s + 10 * c],
+                           [20 - 10 * s, 20 + 10 * c]])
+    corners = torch.stack([upright, turned])[None]  # (1, 2, 4, 2)
+    batch = {"image": torch.zeros(1, 3, 40, 40, dtype=torch.uint8),
+             "sizes": torch.tensor([[40, 40]]), "boxes.corners": corners,
+             "boxes.xyxy": torch.cat([corners.amin(-2), corners.amax(-2)], -1)}
+    out = CenterCrop(20)(batch)  # keeps [10, 30) x [10, 30)
+    xyxy = out["boxes.xyxy"][0, 0].tolist()
+    assert xyxy == [15.0, 0.0, 20.0, 5.0]
+    assert out["boxes.corners"][0, 0].tolist() == [[15, 0], [20, 0], [20, 5], [15, 5]]
+    torch.testing.assert_close(out["boxes.corners"][0, 1], turned - 10)
+    warp = Warp.from_shift(torch.tensor([[10, 10]]), torch.tensor([[40, 40]]),
+                           torch.tensor([[20, 20]]), (20, 20), 0.0)
+    moved, env, _ = warp.corners(corners, torch.ones(1, 2, dtype=torch.bool))
+    assert moved[0, 0].tolist() == [[15, 0], [20, 0], [20, 5], [15, 5]]
+    assert env[0, 0].tolist() == xyxy
+    torch.testing.assert_close(moved[0, 1], turned - 10)
