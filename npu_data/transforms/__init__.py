@@ -20,6 +20,7 @@ from npu_data.transforms.base import Transform
 from npu_data.transforms.captions import CaptionDropout, RandomCaption
 from npu_data.transforms.color import ColorJitter
 from npu_data.transforms.compose import Compose
+from npu_data.transforms.containers import RandomApply, RandomChoice, RandomOrder
 from npu_data.transforms.crop import RandomResizedCrop
 from npu_data.transforms.detection import RandomIoUCrop, RandomZoomOut, ScaleJitter
 from npu_data.transforms.draws import sample_params
@@ -66,6 +67,8 @@ __all__ = [
     "NpuPreprocessor",
     "ParityReport",
     "RandomAffine",
+    "RandomApply",
+    "RandomChoice",
     "RandAugment",
     "RandomCaption",
     "RandomErasing",
@@ -74,6 +77,7 @@ __all__ = [
     "RandomIoUCrop",
     "RandomPhotometricDistort",
     "RandomLatentFlip",
+    "RandomOrder",
     "RandomResizedCrop",
     "RandomRotation",
     "RandomVerticalFlip",
