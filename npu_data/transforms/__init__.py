@@ -24,6 +24,7 @@ from npu_data.transforms.containers import RandomApply, RandomChoice, RandomOrde
 from npu_data.transforms.crop import RandomResizedCrop
 from npu_data.transforms.detection import RandomIoUCrop, RandomZoomOut, ScaleJitter
 from npu_data.transforms.draws import sample_params
+from npu_data.transforms.fixed_crop import FixedSizeCrop
 from npu_data.transforms.flip import RandomHorizontalFlip
 from npu_data.transforms.geometric import RandomAffine, RandomRotation, RandomVerticalFlip
 from npu_data.transforms.latents import LatentCaptionDropout, RandomLatentFlip
@@ -60,6 +61,7 @@ __all__ = [
     "ColorJitter",
     "Compose",
     "CutMix",
+    "FixedSizeCrop",
     "GaussianBlur",
     "MixUp",
     "LatentCaptionDropout",
