@@ -402,13 +402,11 @@ def _mirror_reported(params: Params, index: int, mask: np.ndarray, sizes: np.nda
         w = windows.numpy()
         out = params[stage_key(index, "out")].numpy()
         mirrored = w[:, 3] - top_left[:, 1] - out[:, 1]
-    else:
-        from npu_data.transforms.crop import box_top_left
-
-        b = params[stage_key(index, "boxes")].numpy().copy()
-        b[:, 1] = sizes[:, 1] - b[:, 1] - b[:, 3]
+    else:  # ``crop.box_top_left`` of the mirrored box: round(left * out_w / box_w), halves up
+        b = params[stage_key(index, "boxes")].numpy().astype(np.int64)
+        left = sizes[:, 1] - b[:, 1] - b[:, 3]
         assert size is not None
-        mirrored = box_top_left(b, size)[:, 1]
+        mirrored = (2 * left * size[1] + b[:, 3]) // (2 * np.maximum(b[:, 3], 1))
     top_left[:, 1] = np.where(mask, mirrored, top_left[:, 1])
     params[key] = torch.from_numpy(top_left)
 

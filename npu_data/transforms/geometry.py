@@ -208,16 +208,23 @@ def resized_crop_xyxy(
 
 def clip_upright_corners(corners: torch.Tensor, width: torch.Tensor | float,
                          height: torch.Tensor | float) -> torch.Tensor:
-    """Upright boxes' corners (B, N, 4, 2) clipped to ``[0, width] x [0, height]`` (floats,
-    or tensors broadcasting to (B, N, 4)), as their ``xyxy`` is: each corner clamped, which
-    for a box whose edges run along the axes is the clipped box, corners in their order.
-    Rotated boxes keep their corners (a clipped rotated box is no longer a box)."""
+    """Upright boxes' corners clipped to the output, as their ``xyxy`` is: each corner
+    clamped, which for a box whose edges run along the axes is the clipped box, corners in
+    their order. Rotated boxes keep their corners (a clipped rotated box is no longer a box).
+
+    Args:
+        corners: Boxes (B, N, 4, 2), corner 0 the box's own top-left, clockwise.
+        width: The output width (a float, or a tensor broadcasting to (B, N, 4)).
+        height: The output height (the same).
+
+    Returns:
+        The corners, upright boxes' clipped, shaped and typed as ``corners``.
+    """
     d = corners - corners.roll(1, dims=-2)  # each edge
     upright = ((d[..., 0] == 0) | (d[..., 1] == 0)).all(-1, keepdim=True)  # (B, N, 1)
-    x = torch.minimum(corners[..., 0].clamp(min=0), torch.as_tensor(width, dtype=corners.dtype,
-                                                                     device=corners.device))
-    y = torch.minimum(corners[..., 1].clamp(min=0), torch.as_tensor(height, dtype=corners.dtype,
-                                                                      device=corners.device))
+    x, y = corners[..., 0].clamp(min=0), corners[..., 1].clamp(min=0)
+    x = torch.minimum(x, width) if isinstance(width, torch.Tensor) else x.clamp(max=width)
+    y = torch.minimum(y, height) if isinstance(height, torch.Tensor) else y.clamp(max=height)
     clipped = torch.stack([x, y], -1)
     return torch.where(upright.unsqueeze(-1), clipped, corners)
 

@@ -64,3 +64,17 @@ def test_lsj_chain_in_a_keyed_compose() -> None:
     for i in range(8):
         want = pipe.apply_reference(sample_image(batch, i), params, i)
         assert np.array_equal(sample_image(out, i), want)
+
+
+def test_fixed_crop_and_sanitize_keep_the_device_rules() -> None:
+    from test_device_rules import audit
+
+    from npu_data.transforms import SanitizeBoundingBoxes
+
+    batch = _batch()
+    for t in (FixedSizeCrop((30, 44), fill=(1, 2, 3)), SanitizeBoundingBoxes(),
+              ScaleJitter(40)):
+        params = _draw(t, batch)
+        mode = audit(lambda t=t, params=params: t.apply(batch, params))
+        assert not mode.float64, (t, mode.summary())
+        assert not set(mode.syncs) - {"Tensor.numpy"}, (t, mode.summary())
