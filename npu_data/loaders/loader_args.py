@@ -46,8 +46,23 @@ def loader_transform(transform: Any, dataset: Any, batch_sampler: Any,
     if transform is None and ours(dataset):
         transform = getattr(dataset, "transform", None)
     bind_buckets(transform, batch_sampler, batch_size)
+    bind_classes(transform, dataset)
     check_captions(dataset, transform)
     return transform
+
+
+def bind_classes(transform: Any, dataset: Any) -> None:
+    """Give the dataset's labels (``{control: names}``) to every stage of ``transform`` that
+    takes them (MixUp / CutMix: their class count when ``num_classes`` is None)."""
+    from npu_data.loaders.buckets import stages_of
+
+    labels = getattr(dataset, "labels", None) if ours(dataset) else None
+    if not isinstance(labels, dict):
+        return
+    for t in stages_of(transform):
+        take = getattr(t, "take_classes", None)
+        if callable(take):
+            take(labels)
 
 
 def worker_init(user_init: Callable[[int], None] | None) -> Callable[[int], None]:

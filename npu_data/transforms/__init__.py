@@ -20,9 +20,11 @@ from npu_data.transforms.base import Transform
 from npu_data.transforms.captions import CaptionDropout, RandomCaption
 from npu_data.transforms.color import ColorJitter
 from npu_data.transforms.compose import Compose
+from npu_data.transforms.containers import RandomApply, RandomChoice, RandomOrder
 from npu_data.transforms.crop import RandomResizedCrop
 from npu_data.transforms.detection import RandomIoUCrop, RandomZoomOut, ScaleJitter
 from npu_data.transforms.draws import sample_params
+from npu_data.transforms.fixed_crop import FixedSizeCrop
 from npu_data.transforms.flip import RandomHorizontalFlip
 from npu_data.transforms.geometric import RandomAffine, RandomRotation, RandomVerticalFlip
 from npu_data.transforms.latents import LatentCaptionDropout, RandomLatentFlip
@@ -38,6 +40,7 @@ from npu_data.transforms.presets import LEVELS, NpuPreprocessor
 from npu_data.transforms.read_crop import ReadCrop
 from npu_data.transforms.replay import replay_reference, sample_image
 from npu_data.transforms.resize import CenterCrop, Resize, ResizeCenterCrop, ResizeCrop
+from npu_data.transforms.sanitize import SanitizeBoundingBoxes
 
 if TYPE_CHECKING:  # what type checkers and the API reference see (the same names as _LAZY)
     from npu_data.transforms import parity, reference
@@ -58,6 +61,7 @@ __all__ = [
     "ColorJitter",
     "Compose",
     "CutMix",
+    "FixedSizeCrop",
     "GaussianBlur",
     "MixUp",
     "LatentCaptionDropout",
@@ -65,6 +69,8 @@ __all__ = [
     "NpuPreprocessor",
     "ParityReport",
     "RandomAffine",
+    "RandomApply",
+    "RandomChoice",
     "RandAugment",
     "RandomCaption",
     "RandomErasing",
@@ -73,6 +79,7 @@ __all__ = [
     "RandomIoUCrop",
     "RandomPhotometricDistort",
     "RandomLatentFlip",
+    "RandomOrder",
     "RandomResizedCrop",
     "RandomRotation",
     "RandomVerticalFlip",
@@ -81,6 +88,7 @@ __all__ = [
     "Resize",
     "ResizeCenterCrop",
     "ResizeCrop",
+    "SanitizeBoundingBoxes",
     "ScaleJitter",
     "Transform",
     "TrivialAugmentWide",

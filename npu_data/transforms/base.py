@@ -189,14 +189,16 @@ class Transform:
     params, ctx)`` (module doc).
 
     The class attributes below declare what a pipeline may do with a stage (``compose``,
-    ``compose.mirror_crops``, ``compose.split`` read them; all False here).
+    ``compose.executed``, ``compose.mirror_top_left``, ``compose.split`` read them; all False
+    here).
     """
 
     name = "Transform"
     needs_uint8 = True
     takes_latents = False  # applies to a latents store's batches (no image)
     # a resized crop (``transforms.crop``): per-sample boxes or windows that a reader may apply
-    # while reading (keyed) and that a later mirror moves (``compose.mirror_crops``)
+    # while reading (keyed) and whose window a mirror written before it moves
+    # (``compose.executed``)
     crops = False
     fills = False  # every sample fills its output (no padding) after it
     folds_flip = False  # mirrors its output's pixels while resizing (``ApplyContext.flip``)

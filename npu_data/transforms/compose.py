@@ -1,22 +1,24 @@
 """Compose: a pipeline whose parameters are one flat dict and can be replayed.
 
 :meth:`Compose.split` hands a reader the pipeline's leading crop (:class:`Split`) and what is
-left after it; :func:`apply_stages` runs stages, fusing them by their declared capabilities
+left after it; :func:`apply_stages` runs stages (:func:`executed`'s order), fusing them by their declared capabilities
 (:func:`fusions`) and telling each what it knows through one ``ApplyContext``.
 
-**Flip before crop**, whatever order the stages are written in (SDXL's conditioning rule).
-diffusers' SDXL trainers (``train_text_to_image_sdxl.py`` since PR #6547) take pixels
-``crop(flip(resize(image)))``: the resized image is mirrored first, the crop window is chosen
-in the mirrored image (a centre offset ``round((W - tw) / 2)`` there), and ``crop_top_left``
-is that window's (top, left) — so the model is told where its pixels came from.
+**Stages in the order written; ``crop_top_left`` in the frame of the output.** A crop
+followed by a flip gives ``flip(crop(x))``, a flip followed by a crop ``crop(flip(x))``, as
+torchvision's ``Compose``. Every crop reports ``crop_top_left`` as its window's place in the
+frame of the pixels that come out: where a later flip mirrors a sample, the window mirrored
+(:func:`mirror_top_left`, ``left -> W - left - w`` in the crop's resized image) — diffusers'
+convention (SDXL's ``train_text_to_image_sdxl.py`` since PR #6547: pixels
+``crop(flip(resize(image)))``, ``crop_top_left`` the window in the mirrored image). A pipeline
+written in diffusers' order, ``[RandomHorizontalFlip, crop, ...]`` (``NpuPreprocessor``), draws
+the window in the mirrored image and reports it as drawn.
 
-A pipeline written ``[crop, ..., RandomHorizontalFlip]`` gets the same: a crop's parameters
-are read as drawn in the mirrored image of every sample the flip mirrors. For those samples
-:func:`mirror_crops` moves the crop's source window to its mirror image (a box crop's box
-``left -> W - left - box_w``, a window crop's ``left -> full_w - left - out_w``) and keeps
-the drawn ``crop_top_left``; the flip then mirrors the crop, and pixels, geometry and
-``crop_top_left`` all describe ``crop(flip(resize(image)))``. A flip written before the crop
-needs nothing: the crop already draws in the mirrored image.
+Two exact rewrites keep that fast: a flip right before a crop runs after it
+(:func:`executed`: ``crop(flip(x))`` is ``flip(crop'(x))`` with the window mirrored,
+:func:`mirror_window`; Pillow's resize commutes with a mirror), so a reader may still apply
+the crop while reading (:meth:`Compose.split`); and a flip after a crop is folded into the
+crop's resize (:func:`fusions`).
 
 **Donated images**: a batch image its owner no longer needs, which kernels may overwrite
 with their result instead of allocating a new batch (no per-batch allocation, no page faults
@@ -108,8 +110,8 @@ class Compose(Transform):
 
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         """Each stage's parameters in turn from the sizes the previous ones output, one
-        ``rng`` for all; a crop followed by a flip is moved for the flipped samples
-        (:func:`mirror_crops`)."""
+        ``rng`` for all; a crop followed by a flip reports its window mirrored for the
+        flipped samples (:func:`mirror_top_left`)."""
         return self._draw(sizes, lambda i, t, s: t.make_params(s, rng))
 
     @property
@@ -145,17 +147,23 @@ class Compose(Transform):
             p = draw(i, t, sizes)
             params.update(with_stage(i, p))
             sizes = t.drawn_sizes(sizes, p)
-        mirror_crops(self.transforms, params, inputs)
+        mirror_top_left(self.transforms, params, inputs)
         return params
 
     def split(self) -> Split | None:
         """The pipeline's leading crop and the stages after it, when every stage is keyed
-        and the first is a crop (:attr:`Transform.crops`; a nested Compose is not)."""
-        first = self.transforms[0]
-        if not self.keyed or not first.crops:
+        and the first is a crop (:attr:`Transform.crops`; a nested Compose is not), or a
+        flip right before one (run after it, :func:`executed`)."""
+        if not self.keyed:
             return None
-        rest = Rest(tuple(self.transforms[1:]), first=1, full=first.fills)
-        return Split(first, child_position(0, 0), rest)
+        order = executed(self.transforms)
+        first = self.transforms[order[0]]
+        if not first.crops:
+            return None
+        flip = order[1] if order[0] == 1 else None
+        rest = Rest(tuple(self.transforms[i] for i in order[1:]), first=1, full=first.fills,
+                    indices=tuple(order[1:]))
+        return Split(first, child_position(0, order[0]), rest, index=order[0], flip=flip)
 
     def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         return apply_stages(self.transforms, batch, params)
@@ -175,19 +183,24 @@ class Rest:
     """The stages of a pipeline after its leading crop, for a reader that applied the crop.
 
     Attributes:
-        stages: the stages after the crop, in order.
-        first: the index of ``stages[0]`` in the pipeline.
+        stages: the stages after the crop, in the order they run.
+        first: the index of ``stages[0]`` in the pipeline (stages in order after it).
         full: the crop fills its output: every sample fills the batch (no padding).
+        indices: each stage's index in the pipeline, where they are not ``first, first + 1,
+            ...`` (a flip written before the crop runs after it, :func:`executed`).
     """
 
     stages: tuple[Transform, ...] = ()
     first: int = 1
     full: bool = False
+    indices: tuple[int, ...] | None = None
 
     def apply(self, batch: Batch, params: Params) -> Batch:
         """The stages on the cropped ``batch``, with the WHOLE pipeline's ``params`` (drawn
-        once, a later flip's mirroring of the crop included)."""
-        return apply_stages(self.stages, batch, params, first=self.first, full=self.full)
+        once)."""
+        indices = self.indices if self.indices is not None else tuple(
+            range(self.first, self.first + len(self.stages)))
+        return run_stages(self.stages, indices, batch, params, self.full)
 
 
 @dataclass(frozen=True)
@@ -198,11 +211,27 @@ class Split:
         crop: the leading crop (:attr:`Transform.crops`, keyed).
         position: its draw position in the transform (``draws.child_position``).
         rest: what is left after it (:meth:`Rest.apply` takes the whole transform's params).
+        index: the crop's stage index in the transform (0 for a crop alone).
+        flip: the index of a flip written right before the crop (it runs after it, the
+            crop's window mirrored for the samples it flips: :func:`read_params`), or None.
     """
 
     crop: Transform
     position: int
     rest: Rest
+    index: int = 0
+    flip: int | None = None
+
+    def read_params(self, params: Params, whole: bool, sizes: np.ndarray) -> Params:
+        """The crop's own parameters as a reader applies them, out of the transform's
+        ``params`` (``whole``: a pipeline's, else the crop's alone) for input ``sizes``."""
+        if not whole:
+            return dict(params)
+        own = dict(params)
+        if self.flip is not None:
+            mirror_window(own, self.index, params[stage_key(self.flip, "flip")].to(
+                torch.bool).cpu(), sizes)
+        return stage_params(own, self.index)
 
 
 def split(transform: Any) -> Split | None:
@@ -241,11 +270,13 @@ def fusions(stages: Sequence[Transform], full: bool = False
     return folds, filled
 
 
-def stage_context(index: int, stages: Sequence[Transform], params: Params, first: int,
-                  folds: dict[int, int], filled: list[bool]) -> ApplyContext:
-    """What :func:`apply_stages` tells stage ``index`` (:func:`fusions`' findings)."""
+def stage_context(index: int, stages: Sequence[Transform], params: Params,
+                  indices: Sequence[int], folds: dict[int, int], filled: list[bool]
+                  ) -> ApplyContext:
+    """What :func:`run_stages` tells stage ``index`` (:func:`fusions`' findings;
+    ``indices``: each stage's pipeline index, for its parameters)."""
     mirror = folds.get(index)
-    flip = None if mirror is None else stage_params(params, first + mirror)["flip"]
+    flip = None if mirror is None else stage_params(params, indices[mirror])["flip"]
     pixels = index not in folds.values()
     full = True if filled[index] and stages[index].keeps_full else None
     if flip is None and pixels and full is None:
@@ -253,17 +284,44 @@ def stage_context(index: int, stages: Sequence[Transform], params: Params, first
     return ApplyContext(flip=flip, pixels=pixels, full=full)
 
 
+def executed(stages: Sequence[Transform]) -> list[int]:
+    """The order ``stages`` run in: as written, but a horizontal flip written right before a
+    crop runs right after it (module doc; :func:`run_stages` mirrors the crop's window for the
+    samples the flip mirrors)."""
+    order = list(range(len(stages)))
+    i = 0
+    while i + 1 < len(order):
+        if stages[order[i]].is_hflip and stages[order[i + 1]].crops:
+            order[i], order[i + 1] = order[i + 1], order[i]
+            i += 2
+        else:
+            i += 1
+    return order
+
+
 def apply_stages(stages: Sequence[Transform], batch: Batch, params: Params, first: int = 0,
                  full: bool = False) -> Batch:
-    """``stages`` in turn, stage ``i`` with the keys of ``params`` prefixed ``"<first + i>."``.
-    An image one stage allocated is donated to the next ones (module doc: they may
-    write into it); the caller's image only if the caller donated it. ``full``: every sample
-    fills the incoming batch (no padding). Crops, flips and jitters fuse (:func:`fusions`)."""
+    """``stages`` as written (stage ``i``'s keys of ``params`` prefixed ``"<first + i>."``),
+    run in the :func:`executed` order; ``full``: every sample fills the incoming batch."""
+    order = executed(stages)
+    return run_stages([stages[i] for i in order], [first + i for i in order], batch, params,
+                      full)
+
+
+def run_stages(stages: Sequence[Transform], indices: Sequence[int], batch: Batch,
+               params: Params, full: bool = False) -> Batch:
+    """``stages`` in turn, each with the keys of ``params`` of its pipeline index in
+    ``indices``; a crop run before a flip written before it (:func:`executed`) takes its
+    window mirrored for the flipped samples. An image one stage allocated is donated to the
+    next ones (module doc: they may write into it); the caller's image only if the caller
+    donated it. ``full``: every sample fills the incoming batch (no padding). Crops, flips
+    and jitters fuse (:func:`fusions`)."""
+    params = _moved_crops(stages, indices, batch, params)
     folds, filled = fusions(stages, full)
     owned: torch.Tensor | None = None  # the image an earlier stage allocated
     for i, t in enumerate(stages):
-        ctx = stage_context(i, stages, params, first, folds, filled)
-        own = stage_params(params, first + i)
+        ctx = stage_context(i, stages, params, indices, folds, filled)
+        own = stage_params(params, indices[i])
         before = batch.get("image")
         with donating(owned) if owned is not None and before is owned else _caller():
             if ctx is DEFAULT:
@@ -276,15 +334,41 @@ def apply_stages(stages: Sequence[Transform], batch: Batch, params: Params, firs
     return batch
 
 
+def _moved_crops(stages: Sequence[Transform], indices: Sequence[int], batch: Batch,
+                 params: Params) -> Params:
+    """``params`` with the window of each crop that runs right before a flip written before
+    it mirrored for the samples that flip mirrors (a copy; ``params`` as they were when
+    there is none)."""
+    moved = None
+    for k in range(len(stages) - 1):
+        if stages[k].crops and stages[k + 1].is_hflip and indices[k + 1] < indices[k]:
+            flip = params.get(stage_key(indices[k + 1], "flip"))
+            if flip is None:
+                continue
+            moved = dict(params) if moved is None else moved
+            sizes = _input_sizes(moved, indices[k], batch)
+            mirror_window(moved, indices[k], flip.to(torch.bool).cpu(), sizes)
+    return params if moved is None else moved
+
+
+def _input_sizes(params: Params, index: int, batch: Batch) -> np.ndarray:
+    """The input sizes of the crop at ``index`` (it runs first of the pair: the batch's)."""
+    drawn = params.get(stage_key(index, "sizes"))
+    sizes = drawn if drawn is not None else batch["sizes"].to("cpu")
+    return sizes.numpy().astype(np.int64).reshape(-1, 2)
+
+
 _caller = contextlib.nullcontext  # keep whatever the caller donated
 
 
-# --- flip before crop (module doc) ---
-def mirror_crops(stages: Sequence[Transform], params: Params,
-                 inputs: Sequence[np.ndarray], first: int = 0) -> None:
-    """Move, in place, the crop before each horizontal mirror of ``stages`` to the mirror
-    image of the samples it flips (module doc). Only stages that commute with a mirror
-    (``Transform.mirror_free``) may stand between the two.
+# --- crop_top_left in the frame of the output (module doc) ---
+def mirror_top_left(stages: Sequence[Transform], params: Params,
+                    inputs: Sequence[np.ndarray], first: int = 0) -> None:
+    """Mirror, in place, the ``crop_top_left`` of the crop before each horizontal mirror of
+    ``stages`` for the samples it flips (module doc): the window's place in the mirrored
+    output. Only stages that commute with a mirror (``Transform.mirror_free``) may stand
+    between the two; a flip written right before a crop (it draws in the mirrored image
+    already) changes nothing.
 
     Args:
         stages: a pipeline's stages in order.
@@ -301,13 +385,37 @@ def mirror_crops(stages: Sequence[Transform], params: Params,
         while i >= 0 and not stages[i].crops and stages[i].mirror_free:
             i -= 1
         if i >= 0 and stages[i].crops:
-            mirror_window(params, first + i, flip.to(torch.bool).cpu(), inputs[i])
+            _mirror_reported(params, first + i, flip.to(torch.bool).cpu().numpy(), inputs[i],
+                             getattr(stages[i], "size", None))
+
+
+def _mirror_reported(params: Params, index: int, mask: np.ndarray, sizes: np.ndarray,
+                     size: tuple[int, int] | None) -> None:
+    """``crop_top_left`` of the crop at ``index`` mirrored where ``mask`` (B,) is set: a
+    window's ``full_w - left - out_w``; a box crop's that of its mirrored box."""
+    key = stage_key(index, "crop_top_left")
+    if key not in params:
+        return
+    top_left = params[key].numpy().copy()
+    windows = params.get(stage_key(index, "windows"))
+    if windows is not None:
+        w = windows.numpy()
+        out = params[stage_key(index, "out")].numpy()
+        mirrored = w[:, 3] - top_left[:, 1] - out[:, 1]
+    else:  # ``crop.box_top_left`` of the mirrored box: round(left * out_w / box_w), halves up
+        b = params[stage_key(index, "boxes")].numpy().astype(np.int64)
+        left = sizes[:, 1] - b[:, 1] - b[:, 3]
+        assert size is not None
+        mirrored = (2 * left * size[1] + b[:, 3]) // (2 * np.maximum(b[:, 3], 1))
+    top_left[:, 1] = np.where(mask, mirrored, top_left[:, 1])
+    params[key] = torch.from_numpy(top_left)
 
 
 def mirror_window(params: Params, index: int, flip: torch.Tensor, sizes: np.ndarray) -> None:
-    """The source window of the crop at stage ``index`` mirrored where ``flip`` (B,) is set;
-    its ``crop_top_left`` (the window in the mirrored image) stays as drawn. Drawn parameters
-    are host tensors: this is numpy work on the host, no device op."""
+    """The source window of the crop at stage ``index`` mirrored where ``flip`` (B,) is set
+    (a crop run before the flip written before it, :func:`executed`); its ``crop_top_left``
+    (the window in the mirrored image) stays as drawn. Drawn parameters are host tensors:
+    this is numpy work on the host, no device op."""
     mask = flip.numpy()
     windows = params.get(stage_key(index, "windows"))
     if windows is not None:

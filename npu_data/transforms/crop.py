@@ -22,8 +22,9 @@ Every crop also writes SDXL's micro-conditioning keys, int64 ``(B, 2)``:
 ``crop_top_left`` is the window's offset (negative where torchvision's ``CenterCrop`` pads).
 For a box crop (``RandomResizedCrop``, ``Resize((h, w))``) the resized image is the whole
 image scaled by the crop's own factors (``out / box`` per axis): ``crop_top_left`` is
-``round(box_top * out_h / box_h), round(box_left * out_w / box_w)`` (halves up). A flip
-leaves the keys as they are.
+``round(box_top * out_h / box_h), round(box_left * out_w / box_w)`` (halves up). A
+Compose reports ``crop_top_left`` in the frame of its output: mirrored where a later flip
+mirrors the sample (``compose.mirror_top_left``).
 """
 
 from __future__ import annotations
@@ -220,7 +221,8 @@ class RandomResizedCrop(_CropBase):
         scale: (min, max) fraction of the image's area the crop covers, 0 <= min <= max.
         ratio: (min, max) aspect ratio (width / height) of the crop, 0 < min <= max.
         min_visible: Boxes, polygons and masks keeping less than this fraction of their area
-            are marked invalid.
+            are marked invalid; 0 (torchvision keeps them all): only those with nothing left
+            inside (``min_visible=0.25``: the rule before 2026-12-07).
         interpolation: ``"bilinear"``, ``"bicubic"`` or ``"lanczos"`` (Pillow's filters).
 
     Raises:
@@ -238,7 +240,7 @@ class RandomResizedCrop(_CropBase):
         size: int | Sequence[int],
         scale: Sequence[float] = (0.08, 1.0),
         ratio: Sequence[float] = (3 / 4, 4 / 3),
-        min_visible: float = 0.25,
+        min_visible: float = 0.0,
         interpolation: str = "bilinear",
     ) -> None:
         self.interpolation = check_interpolation(interpolation, self.name)

@@ -206,6 +206,29 @@ def resized_crop_xyxy(
     return clip_xyxy(pts.reshape(xyxy.shape), valid, out_size, min_visible)
 
 
+def clip_upright_corners(corners: torch.Tensor, width: torch.Tensor | float,
+                         height: torch.Tensor | float) -> torch.Tensor:
+    """Upright boxes' corners clipped to the output, as their ``xyxy`` is: each corner
+    clamped, which for a box whose edges run along the axes is the clipped box, corners in
+    their order. Rotated boxes keep their corners (a clipped rotated box is no longer a box).
+
+    Args:
+        corners: Boxes (B, N, 4, 2), corner 0 the box's own top-left, clockwise.
+        width: The output width (a float, or a tensor broadcasting to (B, N, 4)).
+        height: The output height (the same).
+
+    Returns:
+        The corners, upright boxes' clipped, shaped and typed as ``corners``.
+    """
+    d = corners - corners.roll(1, dims=-2)  # each edge
+    upright = ((d[..., 0] == 0) | (d[..., 1] == 0)).all(-1, keepdim=True)  # (B, N, 1)
+    x, y = corners[..., 0].clamp(min=0), corners[..., 1].clamp(min=0)
+    x = torch.minimum(x, width) if isinstance(width, torch.Tensor) else x.clamp(max=width)
+    y = torch.minimum(y, height) if isinstance(height, torch.Tensor) else y.clamp(max=height)
+    clipped = torch.stack([x, y], -1)
+    return torch.where(upright.unsqueeze(-1), clipped, corners)
+
+
 def resized_crop_corners(
     corners: torch.Tensor,
     valid: torch.Tensor,
@@ -215,9 +238,10 @@ def resized_crop_corners(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Rotated boxes through a resized crop.
 
-    Corners are mapped but not clipped (a clipped rotated box is no longer a box); ``xyxy``
-    is the envelope of the part of the box inside the output, and its area over the whole
-    envelope's is the visible fraction.
+    Upright boxes' corners are clipped as their ``xyxy`` is (:func:`clip_upright_corners`);
+    rotated ones are mapped but not clipped (a clipped rotated box is no longer a box).
+    ``xyxy`` is the envelope of the part of the box inside the output, and its area over the
+    whole envelope's is the visible fraction.
 
     Args:
         corners: Rotated boxes (B, N, 4, 2), corner 0 the box's own top-left, clockwise.
@@ -227,12 +251,13 @@ def resized_crop_corners(
         min_visible: The fraction of its area a shape must keep to stay valid.
 
     Returns:
-        (corners, xyxy, valid): the mapped corners, their clipped envelope (B, N, 4) and the
-        updated validity.
+        (corners, xyxy, valid): the mapped corners (upright ones clipped), their clipped
+        envelope (B, N, 4) and the updated validity.
     """
     mapped = resized_crop_points(corners, crop_boxes, out_size)
     xyxy = clipped_envelope(mapped, None, out_size)
-    return mapped, xyxy, _visible(xyxy, envelope(mapped), valid, min_visible)
+    keep = _visible(xyxy, envelope(mapped), valid, min_visible)
+    return clip_upright_corners(mapped, float(out_size[1]), float(out_size[0])), xyxy, keep
 
 
 def resized_crop_polygons(

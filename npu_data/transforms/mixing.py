@@ -77,6 +77,37 @@ class _Mixing(Transform):
         if not isinstance(labels_key, str):
             raise UserTypeError(f"{self.name}: labels_key must be a str, got {labels_key!r}")
         self.alpha, self.num_classes, self.labels_key = float(alpha), num_classes, labels_key
+        self.dataset_classes: int | None = None  # from the dataset's labels (take_classes)
+
+    def take_classes(self, labels: dict[str, list[str]]) -> None:
+        """The class count of a dataset's labels (``{control: names}``: the DataLoader gives
+        them), used for class ids when ``num_classes`` is None; several label sets: none."""
+        counts = [len(v) for v in labels.values() if len(v)]
+        self.dataset_classes = counts[0] if len(counts) == 1 else None
+
+    def labels_of(self, batch: Batch) -> tuple[torch.Tensor, int | None]:
+        """``(labels, num_classes)``: the batch's ``labels_key`` column, else (the default
+        ``"label"``) its ``choices.label`` column (B, 1) — one class per sample; class ids
+        (B,) or (B, 1), or (B, classes) rows."""
+        key = self.labels_key
+        if key not in batch and key == "label" and "choices.label" in batch:
+            key = "choices.label"
+            valid = batch.get("choices.valid")
+            if batch[key].ndim != 2 or batch[key].shape[1] != 1 or (
+                    valid is not None and valid.device.type == "cpu" and not bool(valid.all())):
+                raise UserValueError(f"{self.name}: 'choices.label' must hold one class per "
+                                     f"sample, got {tuple(batch[key].shape)} (some samples with "
+                                     "none or several) — mixing needs one class per sample")
+        labels = batch[key]
+        if labels.ndim == 2 and labels.shape[1] == 1 and not labels.is_floating_point():
+            labels = labels[:, 0]
+        num = self.num_classes if self.num_classes is not None else self.dataset_classes
+        if num is None and not labels.is_floating_point():
+            raise UserValueError(f"{self.name}: the labels are class ids — pass num_classes= "
+                                 "(the DataLoader takes it from a dataset with one label set)")
+        if not labels.is_floating_point():
+            labels = labels.to(torch.int64)
+        return labels, num
 
     def run(self, data: Any, generator: torch.Generator | None = None) -> tuple[Any, Params]:
         batch, bare = self._batch(data)
@@ -89,9 +120,12 @@ class _Mixing(Transform):
 
     def _batch(self, data: Any) -> tuple[Batch, bool]:
         batch, bare = as_batch(data, self.name, need_uint8=False)
-        if bare or self.labels_key not in batch:
-            raise UserValueError(f"{self.name}: the batch has no {self.labels_key!r} labels — "
-                                 "pass a batch dict with the class ids (or set labels_key)")
+        found = self.labels_key in batch or (self.labels_key == "label"
+                                             and "choices.label" in batch)
+        if bare or not found:
+            raise UserValueError(f"{self.name}: the batch has no {self.labels_key!r} labels "
+                                 "(nor 'choices.label') — pass a batch dict with the class ids "
+                                 "(or set labels_key)")
         geometry = [k for k in batch if k.startswith(_GEOMETRY)]
         if geometry:
             raise UserValueError(f"{self.name}: a batch with geometry ({geometry[0]}) cannot "
@@ -112,13 +146,14 @@ class _Mixing(Transform):
         lam = float(beta_draws(lam_u[leader:leader + 1], self.alpha)[0]) if b else 1.0
         return partner, lam, more[leader] if b else more
 
-    def soft_labels(self, labels: torch.Tensor, partner: torch.Tensor, weight: torch.Tensor
+    def soft_labels(self, batch: Batch, partner: torch.Tensor, weight: torch.Tensor
                     ) -> torch.Tensor:
-        """``(B, num_classes)`` float32: ``weight`` of the sample's label plus ``1 - weight``
-        of its partner's (``functional.soft_labels``, its errors named after this
-        transform)."""
+        """``(B, num_classes)`` float32: ``weight`` of the sample's label (:meth:`labels_of`)
+        plus ``1 - weight`` of its partner's (``functional.soft_labels``, its errors named
+        after this transform)."""
+        labels, num = self.labels_of(batch)
         try:
-            return F.soft_labels(labels, partner, weight, self.num_classes)
+            return F.soft_labels(labels, partner, weight, num)
         except UserError as e:
             raise type(e)(f"{self.name}: {str(e).removeprefix('soft_labels: ')}") from None
 
@@ -136,9 +171,12 @@ class MixUp(_Mixing):
 
     Args:
         alpha: Beta(alpha, alpha) for ``lam`` (torchvision: 1.0; the ResNet recipe 0.2).
-        num_classes: Turns the class ids (B,) into one-hot rows; None: the labels are already
-            (B, classes) float.
-        labels_key: The batch key of the labels (replaced by the soft targets).
+        num_classes: Turns the class ids (B,) or (B, 1) into one-hot rows; None: from the
+            dataset's labels (the DataLoader gives them) for class ids, else the labels are
+            already (B, classes) float.
+        labels_key: The batch key of the labels (replaced by the soft targets); the default
+            ``"label"`` reads a batch's ``choices.label`` (B, 1) when it has no ``label``
+            and writes the soft targets under ``"label"``.
 
     Raises:
         UserError: A bad alpha or num_classes; at call, a batch without labels, with geometry,
@@ -161,8 +199,7 @@ class MixUp(_Mixing):
     def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         out = dict(batch)
         out["image"] = F.mixup(batch["image"], params["partner"], params["lam"])
-        out[self.labels_key] = self.soft_labels(batch[self.labels_key], params["partner"],
-                                                params["label_lam"])
+        out[self.labels_key] = self.soft_labels(batch, params["partner"], params["label_lam"])
         return out
 
     def reference(self, images: list[np.ndarray], params: Params) -> list[np.ndarray]:
@@ -219,8 +256,7 @@ class CutMix(_Mixing):
     def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         out = dict(batch)
         out["image"] = F.cutmix(batch["image"], params["partner"], params["boxes"])
-        out[self.labels_key] = self.soft_labels(batch[self.labels_key], params["partner"],
-                                                params["label_lam"])
+        out[self.labels_key] = self.soft_labels(batch, params["partner"], params["label_lam"])
         return out
 
     def reference(self, images: list[np.ndarray], params: Params) -> list[np.ndarray]:

@@ -1,8 +1,9 @@
-"""NpuPreprocessor: the augmentation presets the article promised, as one Compose."""
+"""NpuPreprocessor, the augmentation presets the article promised, as one Compose; and
+torchvision's reference recipes: :func:`classification` and :func:`detection`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -19,7 +20,7 @@ from npu_data.transforms.resize import ResizeCenterCrop, ResizeCrop
 
 LEVELS = {
     0: "resize the shorter side to image_size, centre crop (evaluation)",
-    1: "RandomResizedCrop + RandomHorizontalFlip",
+    1: "RandomHorizontalFlip + RandomResizedCrop (diffusers' order: resize, flip, crop)",
     2: "level 1 + ColorJitter(0.2, 0.2, 0.2)",
     3: "level 1 + ColorJitter(0.4, 0.4, 0.4, hue=0.1)",
 }
@@ -33,7 +34,9 @@ def preset(
 ) -> list[Transform]:
     """The uint8 transforms of ``augment_level`` (see ``LEVELS``); with ``buckets``, the
     bucketed (AIGC) preset: ``ResizeCrop`` to each batch's bucket (centre at level 0, a
-    random offset above) instead of the crops. ``interpolation``: the first stage's filter."""
+    random offset above) instead of the crops. ``interpolation``: the crop's filter. Above
+    level 0 the flip comes first, diffusers' order (resize, flip, crop): the crop's window is
+    drawn in the mirrored image and ``crop_top_left`` is that window."""
     size = pair(image_size, "image_size", "NpuPreprocessor")
     if isinstance(augment_level, bool) or augment_level not in LEVELS:
         choices = "; ".join(f"{k}: {v}" for k, v in LEVELS.items())
@@ -57,7 +60,7 @@ def preset(
         first = RandomResizedCrop(size, min_visible=min_visible, interpolation=interpolation)
     if augment_level == 0:
         return [first]
-    out: list[Transform] = [first, RandomHorizontalFlip()]
+    out: list[Transform] = [RandomHorizontalFlip(), first]
     if augment_level == 2:
         out.append(ColorJitter(brightness=0.2, contrast=0.2, saturation=0.2))
     elif augment_level == 3:
@@ -91,7 +94,7 @@ class NpuPreprocessor(Compose):
             the sampler's (the DataLoader checks when it is built).
         no_upscale: with buckets, a photo smaller than its bucket gets one inside it
             (kohya's ``bucket_no_upscale``).
-        interpolation: the resize filter of the first stage: ``"bilinear"``, ``"bicubic"``
+        interpolation: the resize filter of the crop: ``"bilinear"``, ``"bicubic"``
             or ``"lanczos"`` (Pillow's, exact; diffusers' SDXL scripts use Lanczos).
 
     Raises:
@@ -131,4 +134,135 @@ class NpuPreprocessor(Compose):
         super().__init__(transforms)
         self.image_size = pair(image_size, "image_size", self.name)
         self.augment_level = augment_level
-        self.buckets = transforms[0].buckets if buckets is not None else None  # type: ignore[attr-defined]
+        self.buckets = self.crop.buckets if buckets is not None else None  # type: ignore[attr-defined]
+
+    @property
+    def crop(self) -> Transform:
+        """The preset's crop (after the flip above level 0: diffusers' order)."""
+        return next(t for t in self.transforms if t.crops)
+
+
+# --- torchvision's reference recipes (references/classification and detection presets.py) ---
+POLICIES = ("ra", "ta_wide", "imagenet")
+"""``classification``'s ``auto_augment_policy`` values (torchvision's, AugMix aside)."""
+
+DETECTION = ("hflip", "ssd", "ssdlite", "lsj")
+"""``detection``'s ``data_augmentation`` values (torchvision's, ``multiscale`` aside)."""
+
+DETECTION_MEAN = (123, 117, 104)
+"""The fill of torchvision's detection presets (``DetectionPresetTrain``'s ``mean``)."""
+
+
+def classification(crop_size: int | Sequence[int] = 224, *, interpolation: str = "bilinear",
+                   hflip_prob: float = 0.5, auto_augment_policy: str | None = None,
+                   ra_magnitude: int = 9, random_erase_prob: float = 0.0,
+                   mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
+                   mixup_alpha: float = 0.0, cutmix_alpha: float = 0.0,
+                   num_classes: int | None = None, dtype: torch.dtype = torch.float32
+                   ) -> Compose:
+    """torchvision's ``ClassificationPresetTrain`` (``references/classification/
+    presets.py``) and its ``get_mixup_cutmix``, as one batched pipeline: RandomResizedCrop →
+    flip (``hflip_prob > 0``) → the policy → RandomErasing (``random_erase_prob > 0``) →
+    Normalize → MixUp / CutMix (both: ``RandomChoice``, equal odds, one per batch as the
+    reference's ``collate_fn``). torchvision erases after Normalize with 0; here before it
+    with the mean's levels (``RandomErasing``'s ``value``), the same pixels up to rounding.
+
+    Args:
+        crop_size: The crop's output (height, width), or one int for both.
+        interpolation: The crop's and the policy's filter (the reference's ``bilinear``).
+        hflip_prob: The flip's probability (0: no flip).
+        auto_augment_policy: None, ``"ra"`` (RandAugment), ``"ta_wide"``
+            (TrivialAugmentWide) or ``"imagenet"`` (AutoAugment).
+        ra_magnitude: RandAugment's magnitude.
+        random_erase_prob: RandomErasing's probability (0: none).
+        mean: Normalize's mean (0..1 per channel).
+        std: Normalize's std.
+        mixup_alpha: MixUp's alpha (0: no MixUp).
+        cutmix_alpha: CutMix's alpha (0: no CutMix).
+        num_classes: The class count of MixUp / CutMix (None: the dataset's, through the
+            DataLoader).
+        dtype: The normalised output's dtype.
+
+    Returns:
+        The pipeline (a keyed ``Compose``).
+
+    Raises:
+        UserError: An unknown policy or a bad argument of one of the stages.
+    """
+    from npu_data.transforms.auto_augment import AutoAugment, RandAugment, TrivialAugmentWide
+    from npu_data.transforms.containers import RandomChoice
+    from npu_data.transforms.mixing import CutMix, MixUp
+    from npu_data.transforms.pixel_ops import RandomErasing
+
+    stages: list[Transform] = [RandomResizedCrop(crop_size, interpolation=interpolation)]
+    if hflip_prob > 0:
+        stages.append(RandomHorizontalFlip(hflip_prob))
+    if auto_augment_policy == "ra":
+        stages.append(RandAugment(magnitude=ra_magnitude, interpolation=interpolation))
+    elif auto_augment_policy == "ta_wide":
+        stages.append(TrivialAugmentWide(interpolation=interpolation))
+    elif auto_augment_policy == "imagenet":
+        stages.append(AutoAugment("imagenet", interpolation=interpolation))
+    elif auto_augment_policy is not None:
+        raise UserValueError(f"presets.classification: auto_augment_policy must be None or one "
+                             f"of {', '.join(POLICIES)}, got {auto_augment_policy!r}")
+    if random_erase_prob > 0:
+        levels = [round(255 * float(m)) for m in mean]
+        stages.append(RandomErasing(random_erase_prob, value=levels))
+    stages.append(Normalize(mean, std, dtype))
+    mixing: list[Transform] = []
+    if mixup_alpha > 0:
+        mixing.append(MixUp(mixup_alpha, num_classes))
+    if cutmix_alpha > 0:
+        mixing.append(CutMix(cutmix_alpha, num_classes))
+    if len(mixing) == 2:
+        stages.append(RandomChoice(mixing))
+    else:
+        stages += mixing
+    return Compose(stages)
+
+
+def detection(data_augmentation: str = "hflip", *, hflip_prob: float = 0.5,
+              fill: int | Sequence[int] = DETECTION_MEAN,
+              target_size: int | Sequence[int] = 1024, dtype: torch.dtype = torch.float32
+              ) -> Compose:
+    """torchvision's ``DetectionPresetTrain`` (``references/detection/presets.py``), the v2
+    path: ``"hflip"`` (flip), ``"ssd"`` (RandomPhotometricDistort, RandomZoomOut(fill),
+    RandomIoUCrop, flip), ``"ssdlite"`` (RandomIoUCrop, flip), ``"lsj"`` (ScaleJitter,
+    FixedSizeCrop(fill), flip); then SanitizeBoundingBoxes and the float conversion
+    (``ToDtype(float, scale=True)``: 0..1). The fill is the preset's mean, as its PIL path
+    pads (its v2 path pads with 0: ``_get_fill`` finds no key in the ``defaultdict``; pass
+    ``fill=0`` for those pixels).
+
+    Args:
+        data_augmentation: ``"hflip"``, ``"ssd"``, ``"ssdlite"`` or ``"lsj"``.
+        hflip_prob: The flip's probability.
+        fill: The canvas colour of RandomZoomOut (ssd) and FixedSizeCrop (lsj).
+        target_size: LSJ's ScaleJitter target and FixedSizeCrop size (the reference's 1024).
+        dtype: The output's float dtype.
+
+    Returns:
+        The pipeline (a keyed ``Compose``).
+
+    Raises:
+        UserError: An unknown ``data_augmentation`` or a bad argument of one of the stages.
+    """
+    from npu_data.transforms.detection import RandomIoUCrop, RandomZoomOut, ScaleJitter
+    from npu_data.transforms.fixed_crop import FixedSizeCrop
+    from npu_data.transforms.pixel_ops import RandomPhotometricDistort
+    from npu_data.transforms.sanitize import SanitizeBoundingBoxes
+
+    flip = RandomHorizontalFlip(hflip_prob)
+    recipes: dict[str, Callable[[], list[Transform]]] = {
+        "hflip": lambda: [flip],
+        "ssd": lambda: [RandomPhotometricDistort(), RandomZoomOut(fill=fill), RandomIoUCrop(),
+                        flip],
+        "ssdlite": lambda: [RandomIoUCrop(), flip],
+        "lsj": lambda: [ScaleJitter(target_size), FixedSizeCrop(target_size, fill=fill),
+                        flip],
+    }
+    make = recipes.get(data_augmentation)
+    if make is None:
+        raise UserValueError(f"presets.detection: data_augmentation must be one of "
+                             f"{', '.join(DETECTION)}, got {data_augmentation!r}")
+    return Compose([*make(), SanitizeBoundingBoxes(), Normalize(0.0, 1.0, dtype)])

@@ -29,8 +29,8 @@ from npu_data.common.batch import CropPlan
 from npu_data.transforms import _dispatch, draws, geometry
 from npu_data.transforms import functional as F
 from npu_data.transforms._kernels.crop import window_regions
-from npu_data.transforms.base import Batch, Params, Transform, stage_params
-from npu_data.transforms.compose import split
+from npu_data.transforms.base import Batch, Params, Transform
+from npu_data.transforms.compose import Rest, Split, split
 from npu_data.transforms.crop import (
     _CropBase,
     effective_boxes,
@@ -52,8 +52,9 @@ class ReadCrop:
         seed: the loader's seed.
         epoch: the pass's augmentation epoch (repeats included).
         fast: JPEG boxes at least twice the output may decode DCT-scaled (not exact).
-        pipeline: the keyed pipeline whose first stage ``crop`` is (its whole draw moves the
-            crop where a flip follows it, ``compose.mirror_crops``); None: the crop alone.
+        pipeline: the keyed pipeline whose leading crop ``crop`` is (``compose.split``);
+            None: the crop alone.
+        lead: how the pipeline splits there (the crop's stage, a flip written before it).
     """
 
     crop: _CropBase
@@ -62,6 +63,7 @@ class ReadCrop:
     epoch: int = 0
     fast: bool = False
     pipeline: Transform | None = None
+    lead: Split | None = None
 
     @classmethod
     def of(cls, transform: Any, fast: bool = False, seed: int = 0, epoch: int = 0
@@ -72,7 +74,7 @@ class ReadCrop:
         if lead is None or not isinstance(lead.crop, _CropBase):
             return None
         whole = transform if lead.crop is not transform else None
-        return cls(lead.crop, lead.position, int(seed), int(epoch), bool(fast), whole)
+        return cls(lead.crop, lead.position, int(seed), int(epoch), bool(fast), whole, lead)
 
     def at(self, seed: int, epoch: int, fast: bool | None = None) -> ReadCrop:
         """This crop in the pass of ``seed`` and ``epoch`` (``fast`` kept when None)."""
@@ -90,20 +92,23 @@ class ReadCrop:
 
     def plan(self, sizes: np.ndarray, ids: np.ndarray | Sequence[Any]) -> CropPlan:
         """The crop of the samples ``ids`` whose stored images are ``sizes (B, 2)``."""
-        return self.plan_from(self.draw(sizes, ids))
+        return self.plan_from(self.draw(sizes, ids), sizes)
 
     def draw_plan(self, sizes: np.ndarray, ids: np.ndarray | Sequence[Any]
                   ) -> tuple[Params, CropPlan]:
         """:meth:`draw` and the crop's plan out of it: the crop drawn once."""
         params = self.draw(sizes, ids)
-        return params, self.plan_from(params)
+        return params, self.plan_from(params, sizes)
 
-    def plan_from(self, params: Params) -> CropPlan:
-        """The crop of a batch whose whole keyed parameters are ``params`` (:meth:`draw`;
-        a later flip has moved the crop, ``compose.mirror_crops``); a window never decodes
-        DCT-scaled (its coefficients are those of the whole image)."""
+    def plan_from(self, params: Params, sizes: np.ndarray) -> CropPlan:
+        """The crop of a batch of stored ``sizes (B, 2)`` whose whole keyed parameters are
+        ``params`` (:meth:`draw`; a flip written before the crop runs after it, the crop's
+        window mirrored: ``compose.Split.read_params``); a window never decodes DCT-scaled
+        (its coefficients are those of the whole image)."""
         if self.pipeline is not None:  # the crop's own, out of the whole pipeline's draw
-            params = stage_params(params, 0)
+            lead = self.lead if self.lead is not None else Split(self.crop, self.position,
+                                                                 Rest())
+            params = lead.read_params(params, True, np.asarray(sizes, np.int64).reshape(-1, 2))
         shape = out_shape(params, self.crop.size)
         arrays = {k: np.ascontiguousarray(np.asarray(v), dtype=np.int64)
                   for k, v in params.items()}

@@ -111,7 +111,8 @@ class Resize(_WindowCrop):
         max_size: With ``size=int``, the longest the longer side may be (> ``size``); None:
             no bound.
         min_visible: Boxes, polygons and masks keeping less than this fraction of their area
-            are marked invalid.
+            are marked invalid; 0 (torchvision keeps them all): only those with nothing left
+            inside (``min_visible=0.25``: the rule before 2026-12-07).
         interpolation: ``"bilinear"``, ``"bicubic"`` or ``"lanczos"`` (Pillow's filters).
 
     Raises:
@@ -122,7 +123,7 @@ class Resize(_WindowCrop):
     name = "Resize"
 
     def __init__(self, size: int | Sequence[int], max_size: int | None = None,
-                 min_visible: float = 0.25, interpolation: str = "bilinear") -> None:
+                 min_visible: float = 0.0, interpolation: str = "bilinear") -> None:
         self.interpolation = check_interpolation(interpolation, self.name)
         self.shorter: int | None = None
         if isinstance(size, int) and not isinstance(size, bool):
@@ -168,7 +169,8 @@ class CenterCrop(_WindowCrop):
     Args:
         size: The output (height, width), or one int for both.
         min_visible: Boxes, polygons and masks keeping less than this fraction of their area
-            are marked invalid.
+            are marked invalid; 0 (torchvision keeps them all): only those with nothing left
+            inside (``min_visible=0.25``: the rule before 2026-12-07).
 
         interpolation: the filter of the pixels a window resamples (Pillow's ``"bilinear"``,
             ``"bicubic"`` or ``"lanczos"``; a crop at scale 1 copies pixels whatever it is).
@@ -181,7 +183,7 @@ class CenterCrop(_WindowCrop):
     name = "CenterCrop"
     size: tuple[int, int]
 
-    def __init__(self, size: int | Sequence[int], min_visible: float = 0.25,
+    def __init__(self, size: int | Sequence[int], min_visible: float = 0.0,
                  interpolation: str = "bilinear") -> None:
         self.interpolation = check_interpolation(interpolation, self.name)
         self.size = pair(size, "size", self.name)

@@ -125,7 +125,8 @@ class Warp:
     def corners(self, corners: torch.Tensor, valid: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Rotated boxes (B, N, 4, 2) moved exactly (corner 0 stays the box's own top-left,
-        clockwise: reordered ``[3, 2, 1, 0]`` where the map mirrors); their clipped envelope
+        clockwise: reordered ``[3, 2, 1, 0]`` where the map mirrors; upright ones clipped to
+        the output as their envelope is, ``G.clip_upright_corners``); their clipped envelope
         (B, N, 4) and validity."""
         moved = self.points(corners)
         mirrored = torch.stack([moved[..., 3, :], moved[..., 2, :], moved[..., 1, :],
@@ -135,8 +136,9 @@ class Warp:
         unit = self._unit(moved)
         tight = G.clipped_envelope(unit, None, (1, 1))
         keep = G._visible(tight, G.envelope(unit), valid, self.min_visible)
-        return moved, self._unit(tight.reshape(*tight.shape[:-1], 2, 2), True).reshape(
-            tight.shape), keep
+        w, h = self._wh(moved, moved.ndim - 3)
+        return G.clip_upright_corners(moved, w.unsqueeze(-1), h.unsqueeze(-1)), self._unit(
+            tight.reshape(*tight.shape[:-1], 2, 2), True).reshape(tight.shape), keep
 
     def polygons(self, points: torch.Tensor, vertex_valid: torch.Tensor, valid: torch.Tensor
                  ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -93,7 +93,7 @@ def test_resize_crop_takes_the_samplers_list(photos: LabelStudioDataset) -> None
     assert sum(len(b["index"]) for b in batches) == len(photos)
     pre = npu_data.NpuPreprocessor(image_size=64, buckets="sampler")
     DataLoader(photos, batch_sampler=sampler, device="cpu", transform=pre)
-    assert pre.transforms[0].buckets == tuple(MINE)  # type: ignore[attr-defined]
+    assert pre.crop.buckets == tuple(MINE)  # type: ignore[attr-defined]
 
 
 @pytest.mark.filterwarnings("ignore:NpuPreprocessor")

@@ -122,3 +122,68 @@ def test_bad_arguments_in_one_line() -> None:
         with pytest.raises(UserError, match=message) as info:
             make()
         assert "\n" not in str(info.value)
+
+
+class _Fixed:
+    """Uniforms that hand out given numbers (one column per call)."""
+
+    def __init__(self, u: np.ndarray) -> None:
+        self.u = u
+
+    def __len__(self) -> int:
+        return len(self.u)
+
+    def uniform(self, n: int) -> np.ndarray:
+        assert n == 1
+        return self.u[:, None]
+
+
+def test_scale_jitter_reads_target_size_as_torchvision() -> None:
+    """torchvision's ``make_params`` written out in torch (float32, its axes): the same
+    uniform gives the same size, for a non-square target too."""
+    u = torch.rand(600, generator=torch.Generator().manual_seed(3))
+    sizes = np.array([[60, 100], [100, 60], [333, 517], [17, 900]] * 150, np.int64)
+    for target, scale_range in (((96, 160), (0.1, 2.0)), ((1024, 1024), (0.3, 1.7)),
+                                ((50, 70), (1.0, 1.0))):
+        t = ScaleJitter(target, scale_range=scale_range)
+        got = t.make_params(sizes, _Fixed(u.double().numpy()))["out"]
+        for i in range(len(sizes)):
+            h, w = (int(v) for v in sizes[i])
+            scale = scale_range[0] + u[i:i + 1] * (scale_range[1] - scale_range[0])
+            r = min(target[1] / h, target[0] / w) * scale
+            want = (max(int(h * r), 1), max(int(w * r), 1))
+            assert tuple(got[i].tolist()) == want, (target, h, w, float(u[i]))
+    one = ScaleJitter((96, 160), scale_range=(1.0, 1.0)).make_params(
+        np.array([[60, 100]]), _Fixed(np.zeros(1)))
+    assert one["out"].tolist() == [[57, 96]]  # min(160 / 60, 96 / 100); swapped: (96, 160)
+
+
+def test_scale_jitter_resizes_masks_as_torchvision_or_as_pillow() -> None:
+    """``masks="torch"`` (the default): torch's nearest, what torchvision's mask resize runs;
+    ``masks="pillow"``: Pillow's centre-aligned nearest. Both 0 outside each sample."""
+    from PIL import Image
+
+    batch = _batch()
+    differ = 0
+    for rule in ("torch", "pillow"):
+        t = ScaleJitter((40, 56), scale_range=(0.3, 1.8), masks=rule)
+        params = _draw(t, batch)
+        out = t.apply(batch, params)
+        for i in range(B):
+            h, w = batch["sizes"][i].tolist()
+            nh, nw = params["out"][i].tolist()
+            src = batch["masks.mask"][i, :, :h, :w]
+            if rule == "torch":
+                want = torch.nn.functional.interpolate(src[None].float(), size=(nh, nw),
+                                                       mode="nearest")[0].to(torch.uint8)
+                pil = np.stack([np.asarray(Image.fromarray(m.numpy()).resize(
+                    (nw, nh), Image.Resampling.NEAREST)) for m in src])
+                differ += int(not np.array_equal(pil, want.numpy()))
+            else:
+                want = torch.from_numpy(np.stack([np.asarray(Image.fromarray(m.numpy()).resize(
+                    (nw, nh), Image.Resampling.NEAREST)) for m in src]))
+            assert torch.equal(out["masks.mask"][i, :, :nh, :nw], want), (rule, i)
+            assert not out["masks.mask"][i, :, nh:].any() and not out["masks.mask"][i, :, :, nw:].any()
+    assert differ > 0  # the two rules are not the same rule
+    with pytest.raises(UserError, match="masks must be"):
+        ScaleJitter(64, masks="bilinear")

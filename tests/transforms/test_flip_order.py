@@ -1,6 +1,7 @@
-"""Conditioning equals pixels in diffusers' convention (transforms.compose): pixels are
-crop(flip(resize(image))) and ``crop_top_left`` is the window in the mirrored image, whatever
-order the crop and the flip are written in, keyed or with a generator, through the loader's
+"""Stages run in the order written (transforms.compose), as torchvision's Compose: a crop
+then a flip is flip(crop(x)), a flip then a crop crop(flip(x)); and conditioning equals pixels
+in diffusers' convention whatever the order: a flipped sample's pixels are the window at
+``crop_top_left`` of its mirrored resize. Keyed or with a generator, through the loader's
 crop at read too."""
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ def _orders(crop: Transform) -> dict[str, list[Transform]]:
 def _expected(im: np.ndarray, params: dict[str, torch.Tensor], crop_at: int, k: int,
               flipped: bool, top_left: list[int], out: tuple[int, int]) -> np.ndarray:
     """Pillow, as torchvision's PIL path: window crops resize the whole image, mirror it when
-    flipped and keep the window at ``crop_top_left``; box crops (RandomResizedCrop) crop the
-    drawn box out of the mirrored image, then resize it."""
+    flipped and keep the window at ``crop_top_left`` (diffusers' convention); box crops
+    (RandomResizedCrop) crop the drawn box, then resize it, mirrored after when flipped — the
+    box drawn in the mirrored image when the flip comes first."""
     pil = Image.fromarray(im)
     windows = params.get(f"{crop_at}.windows")
     if windows is not None:
@@ -60,9 +62,9 @@ def _expected(im: np.ndarray, params: dict[str, torch.Tensor], crop_at: int, k: 
         t, left = top_left
         return np.asarray(r.crop((left, t, left + out[1], t + out[0])))
     top, left, h, w = params[f"{crop_at}.boxes"][k].tolist()
-    if flipped:  # the box the draw chose lies in the mirrored image
+    if flipped:
         pil = pil.transpose(Image.FLIP_LEFT_RIGHT)
-        if crop_at == 0:  # a flip after the crop moved the box to the unmirrored image
+        if crop_at == 0:  # the crop came first: its box lies in the unmirrored image
             left = im.shape[1] - left - w
     return np.asarray(pil.crop((left, top, left + w, top + h)).resize((out[1], out[0]),
                                                                       Image.BILINEAR))
@@ -96,9 +98,12 @@ def test_pixels_and_crop_top_left_are_crop_of_flip_of_resize(order: str, kind: s
         top_left = out["crop_top_left"][k].tolist()
         want = _expected(im, params, at, k, bool(flipped[k]), top_left, (33, 31))
         assert np.array_equal(out["image"][k].permute(1, 2, 0).numpy(), want), (order, k)
-        if kind == "centre":  # diffusers: round((W - tw) / 2) in the mirrored image
+        if kind == "centre":  # round((W - tw) / 2) in the frame the crop ran in
             full_h, full_w = params[f"{at}.windows"][k, 2:].tolist()
-            assert top_left == [round((full_h - 33) / 2), round((full_w - 31) / 2)]
+            left = round((full_w - 31) / 2)
+            mirrored = bool(flipped[k]) and at == 0  # a flip after: the output's frame
+            assert top_left == [round((full_h - 33) / 2),
+                                full_w - 31 - left if mirrored else left]
 
 
 def test_boxes_follow_the_mirrored_crop() -> None:
@@ -133,14 +138,20 @@ def photos(tmp_path_factory: pytest.TempPathFactory) -> LabelStudioDataset:
     return LabelStudioDataset(project.export_path, cache_dir=root / "cache")
 
 
+@pytest.mark.parametrize("flip_first", [False, True])
 @pytest.mark.parametrize("read_crop", [None, False])
 def test_loader_batches_follow_the_convention(photos: LabelStudioDataset,
-                                              read_crop: bool | None) -> None:
+                                              read_crop: bool | None, flip_first: bool) -> None:
     """Through the DataLoader (crop at read on and off): each sample's pixels are the window
-    at ``crop_top_left`` of its mirrored resize."""
+    at ``crop_top_left`` of its mirrored resize; written flip first (diffusers' order, as
+    NpuPreprocessor), the reader still crops at read and the centre window is diffusers'."""
+    from npu_data.transforms import ReadCrop
+
     buckets = [(64, 64), (48, 80), (80, 48)]
     sampler = BucketBatchSampler(photos, 4, buckets, num_replicas=1, rank=0, seed=2)
-    pipe = Compose([ResizeCrop(None, crop="center"), RandomHorizontalFlip(0.5)])
+    stages: list[Transform] = [ResizeCrop(None, crop="center"), RandomHorizontalFlip(0.5)]
+    pipe = Compose(stages[::-1] if flip_first else stages)
+    assert ReadCrop.of(pipe) is not None
     loader = DataLoader(photos, batch_sampler=sampler, device="cpu", transform=pipe, seed=2,
                         read_crop=read_crop)
     flipped = 0
@@ -161,7 +172,9 @@ def test_loader_batches_follow_the_convention(photos: LabelStudioDataset,
             assert np.array_equal(got, mirrored) or np.array_equal(got, plain)
             if not np.array_equal(got, plain):
                 flipped += 1
-            assert [t, left] == [round((full[0] - th) / 2), round((full[1] - tw) / 2)]
+            centre = round((full[1] - tw) / 2)
+            assert t == round((full[0] - th) / 2)
+            assert left == centre or (not flip_first and left == full[1] - tw - centre)
     assert flipped > 0
 
 
@@ -178,3 +191,29 @@ def test_a_drawn_output_size_reaches_the_next_stage_with_a_generator() -> None:
     out, _ = Compose([Compose([ScaleJitter((40, 50))]), ResizeCrop((20, 20))]).run(
         {"image": image, "sizes": sizes}, torch.Generator().manual_seed(0))
     assert out["image"].shape == (4, 3, 20, 20)
+
+
+@pytest.mark.parametrize("path", ["keyed", "generator"])
+def test_a_crop_then_a_flip_is_torchvisions_flip_of_the_crop(path: str) -> None:
+    """[CenterCrop, RandomHorizontalFlip] gives flip(crop(x)) exactly, an odd margin
+    included (the crop is not moved), and reports the window mirrored."""
+    from npu_data.transforms import CenterCrop
+
+    imgs, batch = _batch(2)
+    pipe = Compose([CenterCrop((31, 30)), RandomHorizontalFlip(0.5)])
+    if path == "keyed":
+        params = pipe.draw_keyed(batch["sizes"].numpy(), draws.sample_keys(0, 0, np.arange(B)))
+        out = pipe.apply(dict(batch), params)
+    else:
+        out, params = pipe.run(dict(batch), torch.Generator().manual_seed(1))
+    flipped = params["1.flip"]
+    odd = [(im.shape[1] - 30) % 2 == 1 for im in imgs]
+    assert any(bool(f) and o for f, o in zip(flipped, odd, strict=True))
+    for k, im in enumerate(imgs):
+        h, w = im.shape[:2]
+        top, left = int(round((h - 31) / 2)), int(round((w - 30) / 2))
+        crop = im[top:top + 31, left:left + 30]
+        want = crop[:, ::-1] if flipped[k] else crop
+        assert np.array_equal(out["image"][k].permute(1, 2, 0).numpy(), want), k
+        reported = w - 30 - left if flipped[k] else left
+        assert out["crop_top_left"][k].tolist() == [top, reported], k

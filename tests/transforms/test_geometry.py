@@ -169,6 +169,28 @@ def test_min_visible_drops_boxes_polygons_and_masks_cut_by_the_crop() -> None:
         assert int(out["masks.mask"].sum()) == 100
 
 
+def test_min_visible_defaults_to_torchvisions_keep_everything_left_inside() -> None:
+    """torchvision's crops keep a box however little of it is left: the default is 0 (a box
+    with nothing inside is still invalid); 0.25, the former default, one argument away."""
+    from npu_data.transforms import ScaleJitter
+
+    image = torch.zeros(2, 3, 40, 40, dtype=torch.uint8)
+    xyxy = torch.tensor([[[0.0, 0.0, 12.0, 12.0], [0.0, 0.0, 9.0, 9.0]]] * 2)  # 4 %, none
+    batch = {"image": image, "sizes": torch.tensor([[40, 40]] * 2), "boxes.xyxy": xyxy}
+    for t in (CenterCrop(20), RandomResizedCrop(20, scale=(0.25, 0.25), ratio=(1, 1)),
+              ScaleJitter(40)):
+        assert t.min_visible == 0.0, t
+    out = CenterCrop(20)(batch)
+    assert out["boxes.valid"].tolist() == [[True, False]] * 2
+    assert out["boxes.xyxy"][0, 0].tolist() == [0.0, 0.0, 2.0, 2.0]
+    assert CenterCrop(20, min_visible=0.25)(batch)["boxes.valid"].tolist() == [[False] * 2] * 2
+    rrc = RandomResizedCrop(20, scale=(0.25, 0.25), ratio=(1, 1))
+    params = {"boxes": torch.tensor([[10, 10, 20, 20]] * 2)}
+    assert rrc.apply(batch, params)["boxes.valid"].tolist() == [[True, False]] * 2
+    old = RandomResizedCrop(20, scale=(0.25, 0.25), ratio=(1, 1), min_visible=0.25)
+    assert old.apply(batch, params)["boxes.valid"].tolist() == [[False] * 2] * 2
+
+
 def test_keypoints_map_with_the_crop_formula_and_leave_when_outside() -> None:
     gen = torch.Generator().manual_seed(5)
     b, k = 12, 20
@@ -219,3 +241,31 @@ def test_polygon_envelope_follows_the_pixels(channels_last: bool) -> None:
     assert lit is not None
     np.testing.assert_allclose(env, lit, atol=1.5)
     assert out["polygons.valid"].tolist() == [[True]]
+
+
+def test_upright_corners_are_clipped_like_xyxy_rotated_ones_move_whole() -> None:
+    """A crop cuts an upright box's corners where it cuts its envelope (as torchvision clips
+    the boxes), through a resized crop and through a warp (the crop RandomIoUCrop makes);
+    a rotated box keeps its exact corners."""
+    from npu_data.transforms.warp_geometry import Warp
+
+    upright = torch.tensor([[25.0, 5.0], [50.0, 5.0], [50.0, 15.0], [25.0, 15.0]])
+    c, s = math.cos(0.3), math.sin(0.3)
+    turned = torch.tensor([[20.0, 20.0], [20 + 20 * c, 20 + 20 * s],
+                           [20 + 20 * c - 10 * s, 20 + 20 * s + 10 * c],
+                           [20 - 10 * s, 20 + 10 * c]])
+    corners = torch.stack([upright, turned])[None]  # (1, 2, 4, 2)
+    batch = {"image": torch.zeros(1, 3, 40, 40, dtype=torch.uint8),
+             "sizes": torch.tensor([[40, 40]]), "boxes.corners": corners,
+             "boxes.xyxy": torch.cat([corners.amin(-2), corners.amax(-2)], -1)}
+    out = CenterCrop(20)(batch)  # keeps [10, 30) x [10, 30)
+    xyxy = out["boxes.xyxy"][0, 0].tolist()
+    assert xyxy == [15.0, 0.0, 20.0, 5.0]
+    assert out["boxes.corners"][0, 0].tolist() == [[15, 0], [20, 0], [20, 5], [15, 5]]
+    torch.testing.assert_close(out["boxes.corners"][0, 1], turned - 10)
+    warp = Warp.from_shift(torch.tensor([[10, 10]]), torch.tensor([[40, 40]]),
+                           torch.tensor([[20, 20]]), (20, 20), 0.0)
+    moved, env, _ = warp.corners(corners, torch.ones(1, 2, dtype=torch.bool))
+    assert moved[0, 0].tolist() == [[15, 0], [20, 0], [20, 5], [15, 5]]
+    assert env[0, 0].tolist() == xyxy
+    torch.testing.assert_close(moved[0, 1], turned - 10)

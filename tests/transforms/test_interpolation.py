@@ -175,14 +175,14 @@ def _transforms(name: str) -> dict[str, Any]:
 @pytest.mark.parametrize("kind", list(_transforms("bilinear")))
 def test_every_resize_transform_is_pillows(name: str, kind: str) -> None:
     t = _transforms(name)[kind]
-    first = t.transforms[0] if isinstance(t, Compose) else t
+    first = next(s for s in t.transforms if s.crops) if isinstance(t, Compose) else t
     assert first.interpolation == name
+    at = f"{t.transforms.index(first)}." if isinstance(t, Compose) else ""
     rng = np.random.default_rng(7)
     imgs = _images(rng, SIZES)
     batch = _batch(imgs)
     params = t.draw_keyed(batch["sizes"].numpy(), sample_keys(5, 1, np.arange(len(SIZES))))
-    crop_params = {k[2:]: v for k, v in params.items() if k.startswith("0.")} \
-        if isinstance(t, Compose) else params
+    crop_params = {k[len(at):]: v for k, v in params.items() if k.startswith(at)}
     for got in _both_paths(lambda: t.apply(batch, params)):
         for i in range(len(SIZES)):
             want = _pil_of(crop_params, imgs, i, first.size, name)

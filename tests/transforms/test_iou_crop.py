@@ -161,3 +161,59 @@ def test_torch_compile_captures_the_choice_and_the_crop_whole() -> None:
     finally:
         torch._dynamo.reset()
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+def _torchvision_uncropped(n: int, h: int, w: int, box: list[float], seed: int) -> float:
+    """The share of samples torchvision's unbounded loop (``RandomIoUCrop.make_params``,
+    defaults) leaves uncropped, simulated with numpy's generator."""
+    rng = np.random.default_rng(seed)
+    options = [0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0]
+    x0, y0, x1, y1 = box
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    left_alone = 0
+    for _ in range(n):
+        while True:
+            m = options[int(rng.integers(len(options)))]
+            if m >= 1.0:
+                left_alone += 1
+                break
+            done = False
+            for _ in range(40):
+                r = 0.3 + 0.7 * rng.random(2)
+                nw, nh = int(w * r[0]), int(h * r[1])
+                if not 0.5 <= nw / nh <= 2.0:
+                    continue
+                r = rng.random(2)
+                left, top = int((w - nw) * r[0]), int((h - nh) * r[1])
+                if not (left < cx < left + nw and top < cy < top + nh):
+                    continue
+                iw = min(x1, left + nw) - max(x0, left)
+                ih = min(y1, top + nh) - max(y0, top)
+                inter = max(iw, 0) * max(ih, 0)
+                if inter / ((x1 - x0) * (y1 - y0) + nw * nh - inter) >= m:
+                    done = True
+                    break
+            if done:
+                break
+    return left_alone / n
+
+
+def test_the_outcomes_are_torchvisions_with_one_small_box() -> None:
+    """One small box: most options never fit, so torchvision loops many rounds; the default
+    bound leaves as many samples uncropped as its unbounded loop (8 rounds: 2.6 % more)."""
+    n, h, w = 4000, 100, 120
+    box = [50.0, 40.0, 58.0, 47.0]
+    t = RandomIoUCrop()
+    sizes = np.array([[h, w]] * n)
+    params = t.draw_keyed(sizes, sample_keys(0, 0, np.arange(n)))
+    xyxy = torch.tensor([box]).expand(n, 1, 4)
+    crop, _ = t.choose(xyxy, torch.ones(n, 1, dtype=torch.bool), params)
+    ours = float((crop == torch.tensor([0, 0, h, w])).all(1).double().mean())
+    want = _torchvision_uncropped(n, h, w, box, 1)
+    sd = (2 * want * (1 - want) / n) ** 0.5
+    assert abs(ours - want) < 4 * sd, (ours, want)
+    # the bound is what it says: with 8 rounds, samples run out where torchvision goes on
+    short = RandomIoUCrop(rounds=8)
+    p8 = short.draw_keyed(sizes, sample_keys(0, 0, np.arange(n)))
+    undecided = ((p8["min_iou"] < 1.0).all(1)).double().mean()
+    assert float(undecided) > 0.0

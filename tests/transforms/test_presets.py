@@ -31,9 +31,9 @@ def _batch() -> dict[str, torch.Tensor]:
     ("level", "ops"),
     [
         (0, [ResizeCenterCrop]),
-        (1, [RandomResizedCrop, RandomHorizontalFlip]),
-        (2, [RandomResizedCrop, RandomHorizontalFlip, ColorJitter]),
-        (3, [RandomResizedCrop, RandomHorizontalFlip, ColorJitter]),
+        (1, [RandomHorizontalFlip, RandomResizedCrop]),  # diffusers' order: flip, then crop
+        (2, [RandomHorizontalFlip, RandomResizedCrop, ColorJitter]),
+        (3, [RandomHorizontalFlip, RandomResizedCrop, ColorJitter]),
     ],
 )
 def test_levels_run_their_ops_and_give_the_output_shape(level: int, ops: list[type]) -> None:
@@ -86,3 +86,86 @@ def test_bad_preset_arguments(kwargs: dict[str, object]) -> None:
     args = {"image_size": 32, "augment_level": 1, **kwargs}
     with pytest.raises(UserError):
         NpuPreprocessor(**args)  # type: ignore[arg-type]
+
+
+def test_classification_is_torchvisions_reference_preset() -> None:
+    """``ClassificationPresetTrain`` + ``get_mixup_cutmix`` as the reference writes them."""
+    from npu_data.transforms import (
+        AutoAugment,
+        CutMix,
+        MixUp,
+        RandAugment,
+        RandomChoice,
+        RandomErasing,
+        TrivialAugmentWide,
+        presets,
+    )
+
+    plain = presets.classification(176)
+    assert [type(t) for t in plain.transforms] == [RandomResizedCrop, RandomHorizontalFlip,
+                                                   Normalize]
+    crop = plain.transforms[0]
+    assert isinstance(crop, RandomResizedCrop)
+    assert crop.size == (176, 176) and crop.scale == (0.08, 1.0) and crop.min_visible == 0.0
+    full = presets.classification(32, auto_augment_policy="ta_wide", random_erase_prob=0.1,
+                                  mixup_alpha=0.2, cutmix_alpha=1.0, num_classes=5)
+    assert [type(t) for t in full.transforms] == [RandomResizedCrop, RandomHorizontalFlip,
+                                                  TrivialAugmentWide, RandomErasing, Normalize,
+                                                  RandomChoice]
+    choice = full.transforms[-1]
+    assert isinstance(choice, RandomChoice) and choice.p == [0.5, 0.5]
+    assert [type(t) for t in choice.transforms] == [MixUp, CutMix]
+    assert [t.alpha for t in choice.transforms] == [0.2, 1.0]  # type: ignore[attr-defined]
+    assert full.transforms[2].interpolation == "bilinear"  # type: ignore[attr-defined]
+    ra = presets.classification(32, auto_augment_policy="ra", ra_magnitude=7, hflip_prob=0)
+    assert [type(t) for t in ra.transforms] == [RandomResizedCrop, RandAugment, Normalize]
+    assert ra.transforms[1].magnitude == 7  # type: ignore[attr-defined]
+    aa = presets.classification(32, auto_augment_policy="imagenet", cutmix_alpha=1.0)
+    assert [type(t) for t in aa.transforms][-2:] == [Normalize, CutMix]
+    assert isinstance(aa.transforms[2], AutoAugment)
+    batch = {**_batch(), "label": torch.tensor([0, 1, 2, 4])}
+    del batch["boxes.xyxy"]  # classification data
+    out = full(batch, torch.Generator().manual_seed(0))
+    assert out["image"].shape == (4, 3, 32, 32) and out["image"].dtype == torch.float32
+    assert out["label"].shape == (4, 5)
+    with pytest.raises(UserError, match="auto_augment_policy"):
+        presets.classification(32, auto_augment_policy="augmix")
+
+
+@pytest.mark.parametrize("kind", ["hflip", "ssd", "ssdlite", "lsj"])
+def test_detection_is_torchvisions_reference_preset(kind: str) -> None:
+    from npu_data.transforms import (
+        FixedSizeCrop,
+        RandomIoUCrop,
+        RandomPhotometricDistort,
+        RandomZoomOut,
+        SanitizeBoundingBoxes,
+        ScaleJitter,
+        presets,
+    )
+
+    want = {"hflip": [RandomHorizontalFlip],
+            "ssd": [RandomPhotometricDistort, RandomZoomOut, RandomIoUCrop,
+                    RandomHorizontalFlip],
+            "ssdlite": [RandomIoUCrop, RandomHorizontalFlip],
+            "lsj": [ScaleJitter, FixedSizeCrop, RandomHorizontalFlip]}[kind]
+    pipe = presets.detection(kind, target_size=48)
+    assert [type(t) for t in pipe.transforms] == [*want, SanitizeBoundingBoxes, Normalize]
+    for t in pipe.transforms:
+        if isinstance(t, RandomZoomOut | FixedSizeCrop):
+            assert t.fill == (123, 117, 104)
+    assert pipe.keyed
+    gen = torch.Generator().manual_seed(0)
+    xy = torch.rand(4, 6, 2, generator=gen) * 30
+    batch = {**_batch(), "boxes.xyxy": torch.cat([xy, xy + torch.rand(4, 6, 2,
+                                                                      generator=gen) * 9], -1)}
+    out = pipe(batch, gen)
+    image = out["image"]
+    assert image.dtype == torch.float32 and 0.0 <= float(image.min()) <= float(image.max()) <= 1.0
+    if kind == "lsj":
+        assert image.shape[2:] == (48, 48)
+    boxes = out["boxes.xyxy"]
+    w, h = boxes[..., 2] - boxes[..., 0], boxes[..., 3] - boxes[..., 1]
+    assert not (out["boxes.valid"] & ((w < 1) | (h < 1) | (w * h < 1))).any()
+    with pytest.raises(UserError, match="data_augmentation"):
+        presets.detection("multiscale")
