@@ -130,7 +130,8 @@ class _Mixing(Transform):
         if geometry:
             raise UserValueError(f"{self.name}: a batch with geometry ({geometry[0]}) cannot "
                                  "be mixed — use it for classification batches only")
-        _check_mixable(batch, self.labels_key, self.name)
+        _check_mixable(batch, self.labels_key if self.labels_key in batch else "choices.label",
+                       self.name)
         return batch, bare
 
     def _draw(self, rng: Uniforms, extra: int) -> tuple[np.ndarray, float, np.ndarray]:
