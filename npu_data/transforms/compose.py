@@ -148,6 +148,10 @@ class Compose(Transform):
             params.update(with_stage(i, p))
             sizes = t.drawn_sizes(sizes, p)
         mirror_top_left(self.transforms, params, inputs)
+        for i in range(1, len(self.transforms)):  # a crop a flip written before it runs
+            if self.transforms[i].crops and self.transforms[i - 1].is_hflip:  # after: its
+                params.setdefault(stage_key(i, "sizes"), torch.from_numpy(  # input sizes
+                    np.ascontiguousarray(inputs[i], np.int64)))
         return params
 
     def split(self) -> Split | None:
@@ -316,12 +320,11 @@ def run_stages(stages: Sequence[Transform], indices: Sequence[int], batch: Batch
     next ones (module doc: they may write into it); the caller's image only if the caller
     donated it. ``full``: every sample fills the incoming batch (no padding). Crops, flips
     and jitters fuse (:func:`fusions`)."""
-    params = _moved_crops(stages, indices, batch, params)
     folds, filled = fusions(stages, full)
     owned: torch.Tensor | None = None  # the image an earlier stage allocated
     for i, t in enumerate(stages):
         ctx = stage_context(i, stages, params, indices, folds, filled)
-        own = stage_params(params, indices[i])
+        own = stage_params(_moved_crop(stages, indices, i, batch, params), indices[i])
         before = batch.get("image")
         with donating(owned) if owned is not None and before is owned else _caller():
             if ctx is DEFAULT:
@@ -334,28 +337,24 @@ def run_stages(stages: Sequence[Transform], indices: Sequence[int], batch: Batch
     return batch
 
 
-def _moved_crops(stages: Sequence[Transform], indices: Sequence[int], batch: Batch,
-                 params: Params) -> Params:
-    """``params`` with the window of each crop that runs right before a flip written before
-    it mirrored for the samples that flip mirrors (a copy; ``params`` as they were when
-    there is none)."""
-    moved = None
-    for k in range(len(stages) - 1):
-        if stages[k].crops and stages[k + 1].is_hflip and indices[k + 1] < indices[k]:
-            flip = params.get(stage_key(indices[k + 1], "flip"))
-            if flip is None:
-                continue
-            moved = dict(params) if moved is None else moved
-            sizes = _input_sizes(moved, indices[k], batch)
-            mirror_window(moved, indices[k], flip.to(torch.bool).cpu(), sizes)
-    return params if moved is None else moved
-
-
-def _input_sizes(params: Params, index: int, batch: Batch) -> np.ndarray:
-    """The input sizes of the crop at ``index`` (it runs first of the pair: the batch's)."""
-    drawn = params.get(stage_key(index, "sizes"))
+def _moved_crop(stages: Sequence[Transform], indices: Sequence[int], k: int, batch: Batch,
+                params: Params) -> Params:
+    """``params`` with the window of stage ``k`` mirrored for the samples the flip after it
+    mirrors, where that flip was written right before it (:func:`executed`; a copy), else
+    ``params``. The crop's input sizes: those it was drawn for (``Compose`` keeps them), else
+    the batch's as it comes (read back)."""
+    if not (stages[k].crops and k + 1 < len(stages) and stages[k + 1].is_hflip
+            and indices[k + 1] < indices[k]):
+        return params
+    flip = params.get(stage_key(indices[k + 1], "flip"))
+    if flip is None:
+        return params
+    drawn = params.get(stage_key(indices[k], "sizes"))
     sizes = drawn if drawn is not None else batch["sizes"].to("cpu")
-    return sizes.numpy().astype(np.int64).reshape(-1, 2)
+    moved = dict(params)
+    mirror_window(moved, indices[k], flip.to(torch.bool).cpu(),
+                  sizes.numpy().astype(np.int64).reshape(-1, 2))
+    return moved
 
 
 _caller = contextlib.nullcontext  # keep whatever the caller donated

@@ -217,3 +217,22 @@ def test_a_crop_then_a_flip_is_torchvisions_flip_of_the_crop(path: str) -> None:
         assert np.array_equal(out["image"][k].permute(1, 2, 0).numpy(), want), k
         reported = w - 30 - left if flipped[k] else left
         assert out["crop_top_left"][k].tolist() == [top, reported], k
+
+
+@pytest.mark.parametrize("path", ["keyed", "generator"])
+def test_a_flip_before_a_crop_after_a_resize_is_the_reference(path: str) -> None:
+    """[Resize, flip, RandomResizedCrop]: the crop runs before the flip (its box mirrored in
+    the resized image, not the stored one) and gives crop(flip(resize(x))) exactly."""
+    from npu_data.transforms import Resize
+
+    imgs, batch = _batch(3)
+    pipe = Compose([Resize((50, 61)), RandomHorizontalFlip(0.5), RandomResizedCrop((21, 17))])
+    if path == "keyed":
+        params = pipe.draw_keyed(batch["sizes"].numpy(), draws.sample_keys(0, 0, np.arange(B)))
+        out = pipe.apply(dict(batch), params)
+    else:
+        out, params = pipe.run(dict(batch), torch.Generator().manual_seed(2))
+    assert 0 < int(params["1.flip"].sum()) < B
+    for k, im in enumerate(imgs):
+        want = pipe.apply_reference(im, params, k)
+        assert np.array_equal(out["image"][k].permute(1, 2, 0).numpy(), want), k

@@ -272,7 +272,7 @@ def test_micro_conditioning_keys() -> None:
     kept = rrc.apply(batch, drawn)["crop_top_left"]
     again = rrc.apply(batch, {"boxes": drawn["boxes"]})["crop_top_left"]
     assert torch.equal(kept, again)
-    # a later crop keeps the stored image's size; a flip leaves the keys
+    # a later crop keeps the stored image's size; a flip before a crop: the crop's frame
     pipe = Compose([Resize((80, 80)), RandomHorizontalFlip(1.0), CenterCrop(40)])
     out = pipe(batch)
     assert out["original_size"].tolist() == [[100, 200], [90, 60]]
