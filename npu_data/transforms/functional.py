@@ -539,7 +539,7 @@ def erase(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
         sizes: (B, 2) valid (height, width) of each sample.
         boxes: (B, 4) int (top, left, height, width); height or width 0 erases nothing; a
             box past the sample's valid size is cut at it (torchvision's slicing: nothing
-            is written into the padding); host boxes with a negative value are refused.
+            is written into the padding).
         value: Levels 0..255: one for all, one per channel (3,), or per sample (B, 3); or
             ``"random"``: per-pixel normal noise keyed by ``noise_seeds``
             (``transforms.noise``; torchvision's ``value="random"``, in levels).
@@ -560,10 +560,6 @@ def erase(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
     if tuple(boxes.shape) != (b, 4):
         raise UserValueError(f"erase: boxes must have shape ({b}, 4) (top, left, height, "
                              f"width), got {tuple(boxes.shape)}")
-    if _kernels.host_values(boxes) and bool((boxes < 0).any()):
-        i = int((boxes < 0).any(1).to(torch.int64).argmax())
-        raise UserValueError(f"erase: box {boxes[i].tolist()} of sample {i} (top, left, height, "
-                             "width) has a negative value — boxes start inside the image")
     boxes = _clip_boxes(boxes, sizes, images.device)
     if isinstance(value, str):
         return _erase_noise(images, sizes, boxes, value, noise_seeds, noise)
