@@ -328,7 +328,10 @@ class EpochOrder(Sampler[int]):
 
     def set_epoch(self, epoch: int) -> None:
         """Set the epoch (the shuffle seed is ``seed + epoch``), as torch's sampler."""
-        epoch = checked_epoch(epoch, f"{type(self).__name__}.set_epoch", MAX_EPOCH)
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) \
+                or not 0 <= epoch <= MAX_EPOCH:  # states.checked_epoch's rule, inline: per pass
+            checked_epoch(epoch, f"{type(self).__name__}.set_epoch", MAX_EPOCH)
+        epoch = int(epoch)
         if self._resume is not None and self._resume[0] != epoch:
             self._resume = None
         self.epoch = epoch
