@@ -39,7 +39,14 @@ from torch.utils.data import Sampler
 from npu_data.common.buckets import Buckets, BucketSpec, buckets_of
 from npu_data.common.dist import place
 from npu_data.errors import UserError, UserTypeError, UserValueError
-from npu_data.loaders.states import Fields, check_fingerprint, checked_seed, fingerprint
+from npu_data.loaders.states import (
+    MAX_EPOCH,
+    Fields,
+    check_fingerprint,
+    checked_epoch,
+    checked_seed,
+    fingerprint,
+)
 from npu_data.shards.repeats import repeats_of, virtual_ids
 
 _STATE_VERSION = 2  # 2: the dataset's fingerprint
@@ -202,9 +209,10 @@ class BucketBatchSampler(Sampler[list[int]]):
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch (the shuffle seed is ``seed + epoch``), as torch's DistributedSampler."""
+        epoch = checked_epoch(epoch, "BucketBatchSampler.set_epoch", MAX_EPOCH)
         if self._resume is not None and self._resume[0] != epoch:
             self._resume = None
-        self.epoch = int(epoch)
+        self.epoch = epoch
 
     # --- resume ----------------------------------------------------------------------------
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:

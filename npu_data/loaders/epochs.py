@@ -56,10 +56,17 @@ from torch.utils.data import (
     WeightedRandomSampler,
 )
 
-from npu_data.errors import UserError
+from npu_data.errors import UserError, UserValueError
 from npu_data.loaders.buckets import BucketBatchSampler
 from npu_data.loaders.sampler import EpochOrder
-from npu_data.loaders.states import MAX_EPOCH, SEED_MAX, Fields, loader_seed
+from npu_data.loaders.states import (
+    LAST_EPOCH,
+    MAX_EPOCH,
+    SEED_MAX,
+    Fields,
+    checked_epoch,
+    loader_seed,
+)
 
 LOADER_VERSION = 3  # 3: a BucketBatchSampler's own state; 2: its snapshot replayed
 _LOADER_READS = (1, 2, 3)  # 1: states before versions (no key)
@@ -406,7 +413,7 @@ class EpochState:
 
     def set_epoch(self, epoch: int) -> None:
         """Serve ``epoch`` next; a pending resume of another epoch is dropped."""
-        epoch = int(epoch)
+        epoch = checked_epoch(epoch, "DataLoader.set_epoch")
         self._chosen = self._epoch = epoch
         set_epoch(self.order, epoch)
         if self._resume is not None and self._resume.epoch != epoch:
@@ -434,6 +441,9 @@ class EpochState:
         else:
             epoch, base = self._next_epoch(), 0
             repeat = self._repeat(epoch)
+        if epoch > LAST_EPOCH:  # a loaded state naming the epoch after the last one served
+            raise UserValueError(f"DataLoader: epoch={epoch} is out of range — use an integer "
+                                 f"from 0 to {LAST_EPOCH}")
         set_epoch(order, epoch)
         self._chosen, self._mark, self._epoch = None, epoch_mark(order), epoch
         self._last = (epoch, repeat)

@@ -53,7 +53,14 @@ from torch.utils.data import DistributedSampler, RandomSampler, Sampler, Sequent
 
 from npu_data.common.dist import place
 from npu_data.errors import UserError, UserTypeError, UserValueError
-from npu_data.loaders.states import Fields, check_fingerprint, checked_seed, fingerprint
+from npu_data.loaders.states import (
+    MAX_EPOCH,
+    Fields,
+    check_fingerprint,
+    checked_epoch,
+    checked_seed,
+    fingerprint,
+)
 from npu_data.shards.repeats import repeats_of, virtual_ids
 
 _STATE_VERSION = 2  # 2: the dataset's fingerprint
@@ -342,6 +349,10 @@ class EpochOrder(Sampler[int]):
 
     def set_epoch(self, epoch: int) -> None:
         """Set the epoch (the shuffle seed is ``seed + epoch``), as torch's sampler."""
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) \
+                or not 0 <= epoch <= MAX_EPOCH:  # states.checked_epoch's rule, inline: per pass
+            checked_epoch(epoch, f"{type(self).__name__}.set_epoch", MAX_EPOCH)
+        epoch = int(epoch)
         if self._resume is not None and self._resume[0] != epoch:
             self._resume = None
         self.epoch = epoch

@@ -188,6 +188,22 @@ def _power(bound: int) -> str:
     return names.get(bound, str(bound))
 
 
+LAST_EPOCH = MAX_EPOCH - 1  # the last a loader serves: a state saved at its end names the next
+
+
+def checked_epoch(epoch: Any, who: str, last: int = LAST_EPOCH) -> int:
+    """``epoch`` as an int from 0 to ``last`` (a loader's: ``LAST_EPOCH``, so the state it
+    saves at the epoch's end, naming the next one, is one its ``load_state_dict`` takes; a
+    sampler's: ``MAX_EPOCH``), else one line naming ``who``'s epoch and the range."""
+    if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)):
+        raise UserTypeError(f"{who}: epoch={str(epoch)[:40]!r} is not an integer — pass the "
+                            "epoch number, 0 first")
+    if not 0 <= int(epoch) <= last:
+        raise UserValueError(f"{who}: epoch={epoch} is out of range — use an integer from 0 "
+                             f"to {last}")
+    return int(epoch)
+
+
 def checked_seed(seed: Any, who: str, lo: int = SEED_MIN) -> int:
     """``seed`` as the int a generator is seeded from: an integer (not a bool, not a float)
     in ``[lo, SEED_MAX]``, else one line naming ``who``'s seed and the fix."""

@@ -78,7 +78,7 @@ class _Shard:
                                  ) from None
 
     def _open(self, fname: str, dtype: np.dtype, trailing: tuple[int, ...],
-              copy: bool = False) -> np.ndarray:
+              copy: bool = False, key: str | None = None) -> np.ndarray:
         path = inside(self.root, fname)
         size = self.files.get(fname, {}).get("size")
         try:
@@ -87,7 +87,7 @@ class _Shard:
             raise DataCorruption(f"{path}: missing — {self.fix}") from None
         except OSError as exc:
             raise os_error(exc, path) from None
-        self._watch(fname, path, arr)
+        self._watch(key or fname, path, arr)  # a column's by its name: col() checks it
         return arr
 
     def _watch(self, key: str, path: Path, arr: np.ndarray) -> None:
@@ -136,7 +136,7 @@ class _Shard:
     def col(self, name: str) -> np.ndarray:
         arr = self._cols.get(name)
         if arr is not None:
-            self._alive(column_file(name))
+            self._alive(name)
         else:
             self._open_group(name.split(".", 1)[0])
             arr = self._cols.get(name)
@@ -151,7 +151,8 @@ class _Shard:
         ``.offsets``) must hold one string per sample, any other column one row each."""
         if all(c in self._cols for c in spec):
             return
-        cols = {c: self._open(column_file(c), dt, shape) for c, (dt, shape) in spec.items()}
+        cols = {c: self._open(column_file(c), dt, shape, key=c)
+                for c, (dt, shape) in spec.items()}
         for c, arr in cols.items():
             if c.endswith(".offsets"):
                 self._check_text(cols, c[:-len(".offsets")])
@@ -193,7 +194,8 @@ class _Shard:
             return
         kind = BY_NAME.get(group)
         cols = checks.open_group(group, kind, self.files,
-                                 lambda c, dt, shape: self._open(column_file(c), dt, shape))
+                                 lambda c, dt, shape: self._open(column_file(c), dt, shape,
+                                                                 key=c))
         self._checked(lambda: checks.check_group(group, kind, cols, self.samples,
                                                  self.sizes(), self.vocab))
         self._cols.update(cols)

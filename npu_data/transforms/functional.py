@@ -537,7 +537,9 @@ def erase(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
     Args:
         images: Padded uint8 batch (B, 3, H, W), each image at the top-left.
         sizes: (B, 2) valid (height, width) of each sample.
-        boxes: (B, 4) int (top, left, height, width); height or width 0 erases nothing.
+        boxes: (B, 4) int (top, left, height, width); height or width 0 erases nothing; a
+            box past the sample's valid size is cut at it (torchvision's slicing: nothing
+            is written into the padding).
         value: Levels 0..255: one for all, one per channel (3,), or per sample (B, 3); or
             ``"random"``: per-pixel normal noise keyed by ``noise_seeds``
             (``transforms.noise``; torchvision's ``value="random"``, in levels).
@@ -558,6 +560,7 @@ def erase(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
     if tuple(boxes.shape) != (b, 4):
         raise UserValueError(f"erase: boxes must have shape ({b}, 4) (top, left, height, "
                              f"width), got {tuple(boxes.shape)}")
+    boxes = _clip_boxes(boxes, sizes, images.device)
     if isinstance(value, str):
         return _erase_noise(images, sizes, boxes, value, noise_seeds, noise)
     v = torch.as_tensor(value)
@@ -573,6 +576,18 @@ def erase(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
                              " — pass uint8 levels, not normalised floats")
     return kernel("erase", images)(images, sizes, boxes, v)  # type: ignore[no-any-return]
 
+
+
+def _clip_boxes(boxes: torch.Tensor, sizes: torch.Tensor, device: torch.device
+                ) -> torch.Tensor:
+    """``boxes`` (top, left, height, width) cut at each sample's valid size, as torchvision's
+    slicing cuts them at the image: a box past it never writes into the padding (ops on
+    ``device``, the images', nothing read back)."""
+    bx = _kernels.to_device(boxes, device).to(torch.int64)
+    sz = _kernels.to_device(sizes, device).to(torch.int64)
+    start = bx[:, :2]
+    side = (torch.minimum(start + bx[:, 2:], sz) - start).clamp(min=0)
+    return torch.cat([start, side], 1)
 
 
 def _erase_noise(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor, value: str,

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from npu_data.common.compat import is_compiling
 from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.transforms import functional as F
-from npu_data.transforms._kernels import host_values
 from npu_data.transforms.base import (
     DEFAULT,
     ApplyContext,
@@ -287,8 +287,9 @@ def _check_mixable(batch: Batch, labels_key: str, who: str) -> None:
         raise UserValueError(f"{who}: the batch has {images.shape[0]} images and "
                              f"{labels.shape[0] if labels.ndim else 'no row of'} "
                              f"{labels_key!r} labels — give one label per image")
-    if isinstance(sizes, torch.Tensor) and host_values(sizes) and len(sizes) and bool(
-            (sizes != sizes[:1]).any()):
+    if not isinstance(sizes, torch.Tensor) or not sizes.is_cpu or is_compiling():
+        return  # device sizes: never read back
+    if len(sizes) and bool((sizes != sizes[:1]).any()):
         raise UserValueError(f"{who}: a padded batch of mixed sizes would blend padding into "
                              "valid pixels — bring every sample to one size first (a crop or "
                              "resize), or batch samples of one size (BucketBatchSampler)")

@@ -337,3 +337,24 @@ def test_an_earlier_loader_state_loads_exactly_or_is_refused() -> None:
     resumed = _loader("distributed")
     resumed.load_state_dict(v1)
     assert [b.tolist() for b in resumed] == whole[2:]
+
+
+def test_an_epoch_out_of_range_is_one_line_and_the_last_saves_a_state_that_loads() -> None:
+    """set_epoch takes 0..2**63 - 2 on a loader (the state saved at an epoch's end names the
+    next one, which a state may hold) and 0..2**63 - 1 on a sampler; a state whose next
+    epoch is past the last a loader serves is one line when served, never a traceback."""
+    for make in (_bucket, _dist, lambda: DataLoader(DS, batch_size=4, device="cpu", seed=1)):
+        for bad in (2**64, -1, True, 1.0):
+            with pytest.raises(UserError, match="epoch=") as err:
+                make().set_epoch(bad)  # type: ignore[arg-type]
+            assert "\n" not in str(err.value)
+    last = (1 << 63) - 2
+    loader = DataLoader(DS, batch_size=4, device="cpu", seed=1)
+    loader.set_epoch(last)
+    assert len(list(loader)) == len(loader)
+    state = json.loads(json.dumps(loader.state_dict()))
+    assert state["epoch"] == last + 1
+    again = DataLoader(DS, batch_size=4, device="cpu", seed=1)
+    again.load_state_dict(state)  # what it saved, it loads
+    with pytest.raises(UserError, match=rf"epoch={last + 1} is out of range .* to {last}"):
+        next(iter(again))

@@ -109,3 +109,18 @@ def test_colour_transforms_take_an_empty_batch(native: bool) -> None:
         with _native.disabled():
             out, _ = pipe.run(batch, torch.Generator().manual_seed(0))
     assert out["image"].shape == (0, 3, 16, 16)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_erase_boxes_past_the_image_are_cut_at_it_never_written_into_padding(
+        native: bool) -> None:
+    images, sizes = torch.zeros(2, 3, 8, 8, dtype=torch.uint8), torch.tensor([[4, 4], [8, 8]])
+    boxes = torch.tensor([[2, 2, 6, 6], [7, 7, 0, 0]])  # past a 4x4 image; an empty box
+    if native:
+        out = F.erase(images, sizes, boxes, 7)
+    else:
+        with _native.disabled():
+            out = F.erase(images, sizes, boxes, 7)
+    want = torch.zeros_like(images)
+    want[0, :, 2:4, 2:4] = 7  # torchvision's slice of the image, nothing in the padding
+    assert torch.equal(out, want)
