@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,16 @@ from npu_data.transforms import Compose, LatentCaptionDropout, RandomLatentFlip
 from tests.latents.conftest import encode_kwargs
 from tests.shards.conftest import BUCKET, KEY, SECRET
 from tests.shards.launchers import ROOT, two_nodes
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Iterator[None]:
+    """In-process encodes at the subprocesses' one thread (OMP_NUM_THREADS=1): a CPU encode
+    records its thread count, and a resume refuses another one."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(autouse=True)
@@ -179,13 +190,12 @@ def _args(pixels: Path, models: dict[str, Path], out: str) -> list[str]:
             "--device", "cpu", "--dtype", "float32", "--batch-size", "3", "--shard-size", "4"]
 
 
-ONE = ["--batch-size", "1", "--shard-size", "2"]  # one sample per VAE call: the bytes do not
-# depend on the thread count of the processes that encode
+ONE = ["--batch-size", "1", "--shard-size", "2"]  # one sample per VAE call
 
 
 @pytest.fixture(scope="module")
-def whole(models: dict[str, Path], pixels: Path, tmp_path_factory: pytest.TempPathFactory
-          ) -> Path:
+def whole(one_thread: None, models: dict[str, Path], pixels: Path,
+          tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The store of one uninterrupted process on disk (ONE's settings)."""
     out = tmp_path_factory.mktemp("whole") / "out"
     assert cli.main([*_args(pixels, models, str(out)), *ONE]) == 0
