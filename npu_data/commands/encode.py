@@ -118,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.out}: {len(ds)} samples, {len(ds.manifest['shards'])} shard(s), "
           f"{size / 1e6:.1f} MB ({per / 1e3:.1f} kB per sample)")
     print(f"buckets: {len(record['buckets'])} listed; stored {summary.bucket_counts(target)}")
-    print(summary.upscale_line(original, target, bool(record.get("no_upscale"))))
+    print(summary.upscale_line(original, target, bool(record.get("no_upscale")),
+                               "--no-upscale"))
     print(f"captions: {summary.caption_line(record)}")
     return 0

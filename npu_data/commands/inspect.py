@@ -59,7 +59,8 @@ def _latent_lines(where: object, ds: ShardDataset) -> list[str]:
              _row("buckets", f"{rule}: " + " ".join(f"{h}x{w}" for h, w in record["buckets"])),
              _row("samples per bucket", summary.bucket_counts(target)),
              _row("upscaled", summary.upscale_line(original, target,
-                                                   bool(record.get("no_upscale")))
+                                                   bool(record.get("no_upscale")),
+                                                   "`npu-data encode --no-upscale`")
                   [len("upscaled: "):]),
              _row("captions", summary.caption_line(record)),
              _row("samples with captions", ds.caption_coverage().line()[len("captions: "):]),

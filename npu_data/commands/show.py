@@ -36,8 +36,10 @@ def _latent_picture(ds: ShardDataset, sample: dict[str, Any], vae: str | None) -
 
     from npu_data.latents import check_store
     from npu_data.latents.models import config_sha256, load_models
+    from npu_data.progress import foreign_bars_off
 
-    model = load_models(vae, None, None, torch.device("cpu")).vae
+    with foreign_bars_off():
+        model = load_models(vae, None, None, torch.device("cpu")).vae
     check_store(ds, vae_config=config_sha256(model))
     return latent_picture(sample, model), "decoded with the VAE"
 

@@ -26,17 +26,19 @@ def sizes(ds: Any) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(orig), np.concatenate(target)
 
 
-def upscale_line(original: np.ndarray, target: np.ndarray, no_upscale: bool) -> str:
+def upscale_line(original: np.ndarray, target: np.ndarray, no_upscale: bool,
+                 flag: str = "no_upscale=True") -> str:
     """How many samples were resized up to cover their bucket (the cover scale
-    ``max(bucket_h / h, bucket_w / w)`` above 1), and by how much."""
+    ``max(bucket_h / h, bucket_w / w)`` above 1), and by how much; unless ``no_upscale``
+    was given, the ``flag`` that stops it."""
     if not len(original):
         return "upscaled: no samples"
     scale = np.max(target / np.maximum(original, 1), axis=1)
     up = scale[scale > 1.0 + 1e-9]
     if not len(up):
         return f"upscaled: none of {len(scale)} samples (each covers its bucket)"
-    hint = "" if no_upscale else " — --no-upscale (no_upscale=True) gives small photos a " \
-                                 "bucket inside them, or choose smaller buckets (kohya:SIZE)"
+    hint = "" if no_upscale else f" — {flag} gives a small photo a bucket inside it, or " \
+                                 "choose smaller buckets"
     return (f"upscaled: {len(up)} of {len(scale)} samples to cover their bucket, by "
             f"{up.min():.2f}x to {up.max():.2f}x (median {np.median(up):.2f}x){hint}")
 

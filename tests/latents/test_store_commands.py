@@ -124,3 +124,11 @@ def test_the_example_trains_from_the_encoded_store(kohya: tuple[Path, str],
     assert len(losses) == 2 and all(math.isfinite(v) and v > 0 for v in losses)
     said = capsys.readouterr().out
     assert "caption[0] 'photo" in said or "caption[0] ''" in said
+
+
+def test_a_store_with_samples_without_captions_says_so(store: Path) -> None:
+    ds = ShardDataset(store)  # the sample project's last task is unlabeled: no caption
+    assert ds.latents is not None
+    sampler = BucketBatchSampler(ds, 3, ds.latents["buckets"])
+    with pytest.warns(UserWarning, match=r"captions: 9 stored with the latents, 1 without"):
+        DataLoader(ds, batch_sampler=sampler, transform=CaptionDropout(0.1), device="cpu")
