@@ -53,7 +53,7 @@ def bind_empty_prompt(dataset: Any, transform: Any) -> None:
               if isinstance(t, LatentCaptionDropout) and t.empty is None]
     if not stages:
         return
-    from npu_data.latents import empty_prompt
+    from npu_data.shards.latent_read import empty_prompt
 
     empty = empty_prompt(dataset)  # one line for an image store or one without text
     for t in stages:
