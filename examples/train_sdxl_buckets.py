@@ -4,6 +4,7 @@ buckets, SDXL micro-conditioning, [-1, 1] inputs, captions with dropout — on t
     python examples/train_sdxl_buckets.py                      # built-in sample data
     python examples/train_sdxl_buckets.py --export export.json --size 512 --steps 100
     python examples/train_sdxl_buckets.py --cached             # from precomputed latents
+    python examples/train_sdxl_buckets.py --latents LATENTS    # from `npu-data encode`'s store
 
 Everything is built here from small configs (diffusers' ``UNet2DConditionModel`` with
 SDXL's ``text_time`` added conditioning, a small ``AutoencoderKL``, a hashing text encoder):
@@ -18,15 +19,23 @@ model. With a real SDXL checkpoint the batch keys are used the same way:
   ``crop_top_left`` is where the pixels came from; ``Normalize(0.5, 0.5)`` gives [-1, 1];
 - ``batch["original_size"]`` (the photo's, before any ``max_side``), ``batch["crop_top_left"]``
   and ``batch["target_size"]`` (int64, (B, 2)) are SDXL's ``add_time_ids``;
-- captions come from the task data (``data.caption``) of the built-in export, or TextArea
-  results; ``CaptionDropout`` empties 10% of them for classifier-free guidance.
+- a sample's caption is its first TextArea text, else the first non-empty one of the task
+  data's ``caption``, ``text``, ``prompt`` (``caption_field="key"`` names another key); the
+  built-in export keeps its captions in ``data.caption`` and has its TextArea results
+  (captions and per-region notes) removed, so ``data.caption`` is what is read;
+  ``CaptionDropout`` empties 10% of them for classifier-free guidance.
 
 With ``--cached`` the frozen VAE runs once (``npu_data.encode_latents``: centre crops, the
 mirrored variant too) and training reads the latents store: ``RandomLatentFlip`` picks each
 sample's stored variant and its ``crop_top_left``. Both paths use ``latent_dist.mean *
 scaling_factor``, so one step from the cache and one from the same centre-cropped pixels
-give the same loss. (With real SDXL encoders, cache the text embeddings too and drop
-captions with ``LatentCaptionDropout``; this example trains its tiny text encoder.)
+give the same loss.
+
+With ``--latents DIR`` it trains from a store made by ``npu-data encode`` (any VAE, any
+buckets): the sampler takes the store's buckets, the UNet its latent channels and, when the
+store holds text embeddings, their sizes — ``prompt_embeds`` and ``pooled_prompt_embeds``
+go to the UNet as SDXL's do, dropped to the store's empty prompt by
+``LatentCaptionDropout(0.1)``; without them the tiny text encoder reads the stored captions.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import (
     CaptionDropout,
     Compose,
+    LatentCaptionDropout,
     Normalize,
     RandomHorizontalFlip,
     RandomLatentFlip,
@@ -80,7 +90,10 @@ class HashTextEncoder(nn.Module):
         return hidden, hidden.mean(dim=1)
 
 
-def build_models(seed: int = 0) -> tuple[nn.Module, nn.Module, HashTextEncoder]:
+def build_models(seed: int = 0, channels: int = 4, text_dim: int = TEXT_DIM,
+                 pooled_dim: int = TEXT_DIM) -> tuple[nn.Module, nn.Module, HashTextEncoder]:
+    """The VAE, the UNet (for ``channels`` latent channels and text embeddings of width
+    ``text_dim``, pooled ``pooled_dim``) and the hashing text encoder."""
     from diffusers import AutoencoderKL, UNet2DConditionModel
 
     torch.manual_seed(seed)
@@ -90,13 +103,13 @@ def build_models(seed: int = 0) -> tuple[nn.Module, nn.Module, HashTextEncoder]:
                         block_out_channels=(8, 16), layers_per_block=1, norm_num_groups=4)
     time_dim = 8  # SDXL: 256 per id, six ids
     unet = UNet2DConditionModel(
-        sample_size=32, in_channels=4, out_channels=4, layers_per_block=1,
+        sample_size=32, in_channels=channels, out_channels=channels, layers_per_block=1,
         block_out_channels=(16, 32), norm_num_groups=4,
         down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
         up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-        cross_attention_dim=TEXT_DIM, attention_head_dim=4,
+        cross_attention_dim=text_dim, attention_head_dim=4,
         addition_embed_type="text_time", addition_time_embed_dim=time_dim,
-        projection_class_embeddings_input_dim=TEXT_DIM + 6 * time_dim)
+        projection_class_embeddings_input_dim=pooled_dim + 6 * time_dim)
     vae.requires_grad_(False)
     return vae, unet, HashTextEncoder()
 
@@ -104,7 +117,8 @@ def build_models(seed: int = 0) -> tuple[nn.Module, nn.Module, HashTextEncoder]:
 def sample_export(root: Path) -> Path:
     """The built-in sample project (landscape and portrait photos), its captions kept in the
     task data (``data.caption``, as caption sets are usually imported into Label Studio)
-    instead of TextArea results."""
+    instead of TextArea results; its other TextArea results (per-region notes) removed, as
+    the first TextArea text would be a sample's caption otherwise."""
     import json
 
     from npu_data.tools.sample_data import make_sample_project
@@ -113,10 +127,10 @@ def sample_export(root: Path) -> Path:
     tasks = json.loads(export.read_text())
     for task in tasks:
         for ann in task.get("annotations", []):
-            texts = [r for r in ann["result"] if r.get("type") == "textarea"
-                     and r.get("from_name") == "caption"]
-            if texts and "caption" not in task["data"]:
-                task["data"]["caption"] = texts[0]["value"]["text"][0]
+            texts = [r for r in ann["result"] if r.get("type") == "textarea"]  # notes too
+            captions = [r for r in texts if r.get("from_name") == "caption"]
+            if captions and "caption" not in task["data"]:
+                task["data"]["caption"] = captions[0]["value"]["text"][0]
             ann["result"] = [r for r in ann["result"] if r not in texts]
     export.write_text(json.dumps(tasks))
     return export
@@ -133,8 +147,12 @@ def main(argv: list[str] | None = None) -> list[float]:
     ap.add_argument("--workdir", type=Path, help="sample data and import cache (default: temp)")
     ap.add_argument("--cached", action="store_true",
                     help="encode the latents once (npu_data.encode_latents), train from them")
+    ap.add_argument("--latents", type=Path, metavar="DIR",
+                    help="train from this latents store (made by `npu-data encode`)")
     args = ap.parse_args(argv)
     torch.manual_seed(args.seed)
+    if args.latents is not None:
+        return train_from_store(args.latents, args.batch_size, args.steps, args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         work = args.workdir or Path(tmp)
         export = args.export or sample_export(work)
@@ -159,6 +177,26 @@ def main(argv: list[str] | None = None) -> list[float]:
         loader = DataLoader(dataset, batch_sampler=sampler, transform=pipeline, device="cpu",
                             seed=args.seed)
         return train(loader, sampler, args.steps, models)
+
+
+def train_from_store(path: Path, batch_size: int, steps: int, seed: int) -> list[float]:
+    """Train from the latents store at ``path``: its buckets, latent channels and (when it
+    holds them) text embeddings decide the sampler and the UNet."""
+    store = ShardDataset(path)
+    record = store.latents
+    if record is None:
+        raise SystemExit(f"{path}: not a latents store — make one with `npu-data encode "
+                         "SHARDS --vae DIR --out DIR`")
+    text = record["text"]
+    models = build_models(seed, record["channels"], *((text["dim"], text["pooled"]) if text
+                                                      else (TEXT_DIM, TEXT_DIM)))
+    sampler = BucketBatchSampler(store, batch_size, store.latents["buckets"], seed=seed)
+    stages: list[Any] = [RandomLatentFlip()] if record["flip"] else []
+    # the store's own empty prompt (npu_data.latents.empty_prompt), taken by the DataLoader
+    stages.append(LatentCaptionDropout(0.1) if text else CaptionDropout(0.1))
+    loader = DataLoader(store, batch_sampler=sampler, transform=Compose(stages), device="cpu",
+                        seed=seed)
+    return train(loader, sampler, steps, models)
 
 
 def encode_cache(dataset: LabelStudioDataset, vae: nn.Module, buckets: Any,
@@ -192,7 +230,10 @@ def step_loss(unet: nn.Module, text: HashTextEncoder, scheduler: Any, latents: t
     t = torch.randint(0, scheduler.config.num_train_timesteps, (len(latents),),
                       generator=generator)
     noisy = scheduler.add_noise(latents, noise, t)
-    hidden, pooled = text(batch["caption"])
+    if "prompt_embeds" in batch:  # the store's text embeddings (SDXL's two encoders)
+        hidden, pooled = batch["prompt_embeds"].float(), batch["pooled_prompt_embeds"].float()
+    else:
+        hidden, pooled = text(batch["caption"])
     time_ids = torch.cat([batch["original_size"], batch["crop_top_left"],
                           batch["target_size"]], dim=1).float()  # SDXL's add_time_ids
     pred = unet(noisy, t, encoder_hidden_states=hidden,

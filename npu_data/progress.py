@@ -7,6 +7,7 @@ work, whichever comes first, and a final line (``LineBar``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -124,3 +125,37 @@ def _counted(iterable: Iterable[T], lines: LineBar) -> Iterator[T]:
             lines.update(1)
     finally:
         lines.close()
+
+
+@contextlib.contextmanager
+def foreign_bars_off() -> Iterator[None]:
+    """Within the block, off a terminal or with ``NPU_DATA_QUIET=1``: no progress bars of
+    transformers, diffusers or huggingface_hub (their ``\\r``-redrawn lines would pile up in a
+    log); on a terminal they are left as they are. Restored after the block."""
+    import importlib
+
+    if _on_terminal() and not quiet():
+        yield
+        return
+    undo = []
+    for module, off, on, is_on in (
+            ("transformers.utils.logging", "disable_progress_bar", "enable_progress_bar",
+             "is_progress_bar_enabled"),
+            ("diffusers.utils.logging", "disable_progress_bar", "enable_progress_bar",
+             "is_progress_bar_enabled"),
+            ("huggingface_hub.utils", "disable_progress_bars", "enable_progress_bars",
+             "are_progress_bars_disabled")):
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:
+            continue
+        state = getattr(mod, is_on)()
+        enabled = not state if is_on.startswith("are_") else state
+        if enabled:
+            getattr(mod, off)()
+            undo.append(getattr(mod, on))
+    try:
+        yield
+    finally:
+        for restore in undo:
+            restore()

@@ -17,6 +17,7 @@ HELP = ("Precompute VAE latents (and SDXL text embeddings) of a shard dataset in
 # options whose flag is not --<keyword with dashes> (npu_data.errors spells them)
 FLAGS = {"text_encoders": "--text-encoder/--text-encoder-2",
          "tokenizers": "--tokenizer/--tokenizer-2", "flip": "--no-flip"}
+PRESETS = ("sdxl", "kohya")
 DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16,
           "fp16": torch.float16, "float32": torch.float32, "fp32": torch.float32}
 
@@ -34,9 +35,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="CLIPTextModelWithProjection folder (SDXL's second)")
     p.add_argument("--tokenizer", metavar="DIR", help="CLIPTokenizer folder of --text-encoder")
     p.add_argument("--tokenizer-2", metavar="DIR", help="CLIPTokenizer folder of --text-encoder-2")
-    p.add_argument("--buckets", default="sdxl", metavar="sdxl|HxW,...",
-                   help="aspect-ratio buckets: 'sdxl' or a list such as 1024x1024,832x1216 "
-                        "(sides multiples of the VAE's factor, 8) (default: sdxl)")
+    p.add_argument("--buckets", default="sdxl", metavar="sdxl|kohya[:SIZE]|HxW,...",
+                   help="aspect-ratio buckets: 'sdxl' (SDXL's 1024-px list), 'kohya' or "
+                        "'kohya:256' (kohya's rule at SIZE px, default 1024), 'sdxl:512' "
+                        "(scaled), or a list such as 1024x1024,832x1216 (sides multiples of "
+                        "the VAE's factor, 8) (default: sdxl)")
+    p.add_argument("--no-upscale", action="store_true",
+                   help="a photo smaller than its bucket gets a bucket inside it (kohya's "
+                        "bucket_no_upscale) instead of being resized up")
+    p.add_argument("--caption-field", metavar="KEY",
+                   help="the task data key holding captions (default: the first TextArea "
+                        "text, else the data's caption, text or prompt)")
+    p.add_argument("--unconditional", action="store_true",
+                   help="encode every sample with the empty prompt (needed to run text "
+                        "encoders over a dataset without captions)")
     p.add_argument("--device", default="auto", help="auto (npu, cuda, cpu), cpu, cuda[:N], npu[:N]")
     p.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES),
                    help="stored dtype of latents and embeddings (default: bfloat16)")
@@ -58,19 +70,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def parse_buckets(text: str) -> Any:
-    """``"sdxl"`` or ``"HxW,HxW,..."`` as ``encode_latents``' buckets."""
-    if text == "sdxl":
-        return text
+    """``"sdxl"``, ``"kohya"``, ``"NAME:SIZE"`` or ``"HxW,HxW,..."`` as ``encode_latents``'
+    buckets (a preset at a size: ``npu_data.buckets(NAME, SIZE)``)."""
+    from npu_data.common.buckets import buckets_of
+
+    name, colon, size = text.partition(":")
+    if name in PRESETS:
+        if not colon:
+            return name
+        if size.isdigit() and 0 < int(size) <= 1 << 16:
+            return buckets_of(name, int(size), who="--buckets")
+        raise UserValueError(f"{{buckets}}: {text!r} — the size after {name}: is a side in "
+                             f"pixels, e.g. {name}:256", option="buckets")
     try:
-        return [tuple(int(v) for v in item.lower().split("x", 1)) for item in text.split(",")]
+        pairs = [tuple(int(v) for v in item.lower().split("x", 1)) for item in text.split(",")]
+        if all(len(pr) == 2 for pr in pairs):
+            return pairs
     except ValueError:
-        raise UserValueError(f"{{buckets}}: {text!r} is not 'sdxl' or a list such as "
-                             "1024x1024,832x1216", option="buckets") from None
+        pass
+    raise UserValueError(f"{{buckets}}: {text!r} is not 'sdxl', 'kohya[:SIZE]' or a list "
+                         "such as 1024x1024,832x1216", option="buckets")
 
 
 def run(args: argparse.Namespace) -> int:
     """Encode, then print what was written."""
-    from npu_data.latents import encode_latents
+    from npu_data.latents import encode_latents, summary
 
     pairs = [(args.text_encoder, args.tokenizer), (args.text_encoder_2, args.tokenizer_2)]
     given = [(e, t) for e, t in pairs if e or t]
@@ -84,9 +108,17 @@ def run(args: argparse.Namespace) -> int:
                         tokenizers=[t for _, t in given] or None,
                         shard_size=args.shard_size, resume=args.resume,
                         latent=args.latent, seed=args.seed,
-                        storage_options=endpoint_options(args.storage_endpoint))
+                        storage_options=endpoint_options(args.storage_endpoint),
+                        caption_field=args.caption_field, unconditional=args.unconditional,
+                        no_upscale=args.no_upscale)
     size = sum(m["size"] for s in ds.manifest["shards"] for m in s["files"].values())
     per = size / max(1, len(ds))
+    record = ds.latents
+    original, target = summary.sizes(ds)
     print(f"{args.out}: {len(ds)} samples, {len(ds.manifest['shards'])} shard(s), "
           f"{size / 1e6:.1f} MB ({per / 1e3:.1f} kB per sample)")
+    print(f"buckets: {len(record['buckets'])} listed; stored {summary.bucket_counts(target)}")
+    print(summary.upscale_line(original, target, bool(record.get("no_upscale")),
+                               "--no-upscale"))
+    print(f"captions: {summary.caption_line(record)}")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from npu_data.errors import UserError
 from npu_data.shards.reader import ShardDataset
 from npu_data.shards.stats import dataset_stats
 from npu_data.shards.storage import add_remote_arguments, endpoint_options, is_url
@@ -35,6 +36,39 @@ def _row(key: str, value: object) -> str:
     return f"  {plain(key):<22} {plain(value)}"
 
 
+def _latent_lines(where: object, ds: ShardDataset) -> list[str]:
+    """The summary of a latents store: sizes, buckets, upscaling, dtype, encoders, captions."""
+    from npu_data.latents import summary
+
+    record = ds.latents
+    assert record is not None
+    m = ds.manifest
+    total = sum(int(f["size"]) for sh in m["shards"] for f in sh.get("files", {}).values())
+    original, target = summary.sizes(ds)
+    text = record.get("text")
+    rule = f"{len(record['buckets'])} listed" + (
+        f", no upscale (step {record.get('step')})" if record.get("no_upscale") else "")
+    lines = [f"dataset {plain(where)}", _row("samples", len(ds)),
+             _row("shards", len(m["shards"])), _row("bytes", f"{total:,} ({total / 1e6:.1f} MB)"),
+             _row("store", f"latents of source {str(m.get('source_sha256'))[:12]}"),
+             _row("latents", f"{record['channels']} channels, factor {record['factor']}, "
+                             f"{record['dtype']}, {record['latent']}, "
+                             f"{'with' if record['flip'] else 'without'} flipped variant"),
+             _row("text embeddings", f"{text['tokens']} x {text['dim']}, pooled "
+                                     f"{text['pooled']}" if text else "none"),
+             _row("buckets", f"{rule}: " + " ".join(f"{h}x{w}" for h, w in record["buckets"])),
+             _row("samples per bucket", summary.bucket_counts(target)),
+             _row("upscaled", summary.upscale_line(original, target,
+                                                   bool(record.get("no_upscale")),
+                                                   "`npu-data encode --no-upscale`")
+                  [len("upscaled: "):]),
+             _row("captions", summary.caption_line(record)),
+             _row("samples with captions", ds.caption_coverage().line()[len("captions: "):]),
+             "encoders"]
+    lines += [_row(role, text) for role, text in summary.encoder_lines(record)]
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the summary table."""
     field = getattr(args, "caption_field", None)
@@ -42,6 +76,13 @@ def run(args: argparse.Namespace) -> int:
                        storage_options=endpoint_options(args.storage_endpoint),
                        caption_field=field)
           if is_url(args.dataset) else ShardDataset(args.dataset, caption_field=field))
+    if ds.latents is not None:
+        if field:
+            raise UserError(f"{args.dataset}: a latents store's captions were chosen when it "
+                            "was encoded (`npu-data encode --caption-field`) — drop "
+                            "--caption-field")
+        print("\n".join(_latent_lines(args.dataset if is_url(args.dataset) else ds.path, ds)))
+        return 0
     st = dataset_stats(ds)
     lines = [f"dataset {plain(args.dataset if is_url(args.dataset) else ds.path)}",
              _row("samples", st.samples), _row("shards", st.shards),

@@ -40,10 +40,11 @@ import torch
 
 from npu_data import device as dev
 from npu_data.common.atomic import atomic_write_bytes, fsync_dir, npy_bytes
-from npu_data.common.buckets import BucketSpec, assign, bucket_list
+from npu_data.common.buckets import Buckets, BucketSpec, buckets_of
 from npu_data.common.hashing import file_sha256
 from npu_data.common.oserrors import os_error
 from npu_data.errors import UserError, UserTypeError, UserValueError
+from npu_data.latents.captions import caption_record
 from npu_data.latents.models import (
     Models,
     encode_pixels,
@@ -52,7 +53,9 @@ from npu_data.latents.models import (
     factor_of,
     load_models,
 )
-from npu_data.progress import bar
+from npu_data.latents.weights import check_resume, weights_sha256
+from npu_data.progress import bar, foreign_bars_off
+from npu_data.shards.batch_read import check_field
 from npu_data.shards.distributed_import import Group, import_group, leave
 from npu_data.shards.format import (
     ALIGN,
@@ -130,8 +133,11 @@ class _Encoder:
                  shard_size: int, batch_size: int, fingerprint: dict[str, Any]) -> None:
         self.src, self.models, self.record, self.out = src, models, record, out
         self.shard_size, self.batch_size, self.fp = shard_size, batch_size, fingerprint
-        self.buckets = [tuple(b) for b in record["buckets"]]
+        # a CPU encode's bytes depend on its thread count: recorded, a resume must match
+        self.threads = torch.get_num_threads() if models.device.type == "cpu" else None
         self.sizes, self.task_ids = src.sizes(), src.task_ids()
+        self.rule = _rule(record)
+        self.unconditional = bool(record["captions"]["unconditional"])
 
     def keys(self, ids: np.ndarray, variant: int) -> np.ndarray | None:
         """The draw keys of samples ``ids`` (variant 0, or 1 mirrored) when latents are
@@ -151,7 +157,7 @@ class _Encoder:
 
         lo, hi = self.shard_range(k)
         n = hi - lo
-        targets = np.asarray(self.buckets, np.int64)[assign(self.sizes[lo:hi], self.buckets)]
+        targets = self.rule.targets(self.sizes[lo:hi])
         name_of = self.record["dtype"]
         payloads: list[bytes] = [b""] * n
         top_left = np.zeros((n, 2), np.int64)
@@ -177,12 +183,13 @@ class _Encoder:
                     parts.append(to_numpy(encode_pixels(self.models.vae, xf,
                                                         self.keys(local + lo, 1)), name_of))
                     flipped_tl[local] = tlf
+                said = [""] * len(local) if self.unconditional else list(batch["caption"])
                 for t, i in enumerate(local.tolist()):
                     payloads[i] = b"".join(p[t].tobytes() for p in parts)
-                    captions[i] = batch["caption"][t].encode("utf-8")
+                    captions[i] = said[t].encode("utf-8")
                 if text:
                     assert embeds is not None and pooled is not None
-                    e, p = encode_prompts(self.models, list(batch["caption"]))
+                    e, p = encode_prompts(self.models, said)
                     embeds[local] = to_numpy(e, name_of)
                     pooled[local] = to_numpy(p, name_of)
                 pb.update(len(local))
@@ -225,7 +232,8 @@ class _Encoder:
         listing.update({f: {"size": len(d), "sha256": hashlib.sha256(d).hexdigest()}
                         for f, d in files.items()})
         record = {"name": name, "tasks": [lo, hi], "samples": hi - lo, "rejected": [],
-                  "files": dict(sorted(listing.items())), "fingerprint": self.fp}
+                  "files": dict(sorted(listing.items())), "fingerprint": self.fp,
+                  "threads": self.threads}
         _write_synced(tmp / COMPLETE, dumps(record))
         fsync_dir(tmp)
         final = self.out / name
@@ -264,7 +272,9 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
                    tokenizers: Sequence[Any] | None = None, shard_size: int = 1024,
                    resume: bool = False, group: Group | None = None,
                    latent: str = "mean", seed: int = 0,
-                   storage_options: dict[str, Any] | None = None) -> Any:
+                   storage_options: dict[str, Any] | None = None,
+                   caption_field: str | None = None, unconditional: bool = False,
+                   no_upscale: bool = False) -> Any:
     """Encode ``dataset`` once with the frozen ``vae`` (and text encoders) into ``out``.
 
     Args:
@@ -272,8 +282,9 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
         out: The latents store's folder (empty, or with ``resume=True`` a killed encode's),
             or a URL such as ``s3://bucket/prefix`` (an empty prefix, or a killed encode's).
         vae: A diffusers ``AutoencoderKL`` or the local folder it was saved to.
-        buckets: ``"sdxl"`` or a list of ``(height, width)``, each side a multiple of the
-            VAE's factor (8 for SD/SDXL).
+        buckets: ``"sdxl"``, ``"kohya"`` (kohya's rule at 1024 px), a ``Buckets``
+            (``npu_data.buckets("kohya", 256)``) or a list of ``(height, width)``, each side
+            a multiple of the VAE's factor (8 for SD/SDXL).
         batch_size: Samples per VAE call (one bucket per batch).
         device: Where the models run: ``"auto"`` (npu, then cuda, then cpu) or a device.
         dtype: The stored dtype of latents and embeddings (bfloat16, float16 or float32);
@@ -290,13 +301,21 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
         seed: The draws' seed with ``latent="sample"``.
         storage_options: fsspec options of a URL ``out`` (endpoint, credentials; default:
             the environment's, as for reading).
+        caption_field: The task data key holding each sample's caption (None: the first
+            TextArea text, else the task data's ``caption``, ``text`` or ``prompt``; the
+            pixel path's rule, ``shards.batch_read``).
+        unconditional: Encode every sample with the empty prompt (captions ignored); without
+            it, text encoders over a dataset where no sample has a caption are refused.
+        no_upscale: A photo smaller than its bucket gets one inside it (kohya's
+            ``bucket_no_upscale``; sides rounded down to the buckets' step, 64).
 
     Returns:
         ``ShardDataset(out)`` (of a URL: read through the node-local cache).
 
     Raises:
         UserError: A bad argument, a model that does not load, a bucket the VAE cannot
-            encode, a folder holding something else, or a resume with other settings.
+            encode, no caption for text encoders, a folder npu-data did not write, or a
+            resume with other settings, models or CPU thread count.
     """
     from npu_data.shards.reader import ShardDataset
 
@@ -306,13 +325,18 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise UserValueError(f"{{seed}}: must be a non-negative integer, got {seed!r}",
                              option="seed")
-    src = dataset if isinstance(dataset, ShardDataset) else ShardDataset(dataset)
+    check_field(caption_field, "encode_latents")
+    src = dataset if isinstance(dataset, ShardDataset) else ShardDataset(
+        dataset, caption_field=caption_field)
+    if caption_field is not None and src.caption_field != caption_field:
+        src = ShardDataset(src.path, caption_field=caption_field)
     if src.store == "latents":
         raise UserError(f"{src.path}: already a latents store — encode the image dataset it "
                         "was made from")
-    bucket_pairs = bucket_list(buckets, who="encode_latents")
+    rule = buckets_of(buckets, no_upscale=bool(no_upscale), who="encode_latents")
+    captions = caption_record(src, unconditional, bool(text_encoders))
     device_ = dev.resolve_device(device)
-    settings: dict[str, Any] = {"name": name, "flip": flip, "buckets": bucket_pairs,
+    settings: dict[str, Any] = {"name": name, "flip": flip, "rule": rule, "captions": captions,
                                 "latent": latent, "seed": seed, "shard_size": shard_size,
                                 "batch_size": batch_size, "resume": resume}
     joined = group is None
@@ -326,7 +350,8 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
             target = UrlTarget(url, resume, g, storage_options)
         out_dir = Path(out) if target is None else target.staging
         local = g if target is None else dataclasses.replace(g, shared=False)  # one per node
-        models = load_models(vae, text_encoders, tokenizers, device_)
+        with foreign_bars_off():  # no transformers \r bars piling up in a log
+            models = load_models(vae, text_encoders, tokenizers, device_)
         try:
             nshards = _encode(src, models, out_dir, local, **settings)
         except OSError as exc:  # a full disk, a read-only folder, permissions: one line
@@ -343,18 +368,36 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
     return ShardDataset(out_dir)
 
 
+def _rule(record: dict[str, Any]) -> Buckets:
+    """The bucket rule of a ``latents`` record: its list, and kohya's no-upscale rule when
+    it says so."""
+    return Buckets(tuple((int(h), int(w)) for h, w in record["buckets"]),
+                   bool(record.get("no_upscale", False)), int(record.get("step", 64)))
+
+
 def _encode(src: Any, models: Models, out: Path, group: Group, *, name: str, flip: bool,
-            buckets: Sequence[tuple[int, int]], latent: str, seed: int, shard_size: int,
+            rule: Buckets, captions: dict[str, Any], latent: str, seed: int, shard_size: int,
             batch_size: int, resume: bool) -> int:
     """The record and fingerprint of the loaded models, then the encode into folder ``out``;
     the shard count."""
     f = factor_of(models.vae)
-    bad = [b for b in buckets if b[0] % f or b[1] % f]
+    bad = [b for b in rule.sizes if b[0] % f or b[1] % f]
     if bad:
         raise UserValueError(f"{{buckets}}: {list(bad[0])} is not a multiple of the VAE's "
                              f"factor {f} — use buckets whose sides are multiples of {f}",
                              option="buckets")
-    record = encoder_record(models, name, flip, buckets, f, latent, seed)
+    if rule.no_upscale and rule.step % f:
+        raise UserValueError(f"{{no_upscale}}: the buckets' step {rule.step} is not a multiple "
+                             f"of the VAE's factor {f} — use Buckets(step=64)",
+                             option="no_upscale")
+    record = encoder_record(models, name, flip, rule.sizes, f, latent, seed)
+    if rule.no_upscale:  # kept out of the record otherwise: stores made before read the same
+        record.update(no_upscale=True, step=rule.step)
+    record["captions"] = captions
+    roles = [("vae", models.vae)] + [(f"text_encoder{'' if i == 0 else f'_{i + 1}'}", e)
+                                     for i, e in enumerate(models.text_encoders)]
+    for role, model in roles:  # bound to the weights, not only the configs
+        record["encoders"][role]["weights_sha256"] = weights_sha256(model)
     source_sha = hashlib.sha256((src.path / MANIFEST).read_bytes()).hexdigest()
     fp = {"options": {"shard_size": shard_size, "batch_size": batch_size,
                       "device": models.device.type, "latents": record},
@@ -370,6 +413,10 @@ def _run(src: Any, models: Models, record: dict[str, Any], out: Path, shard_size
         if group.rank == 0:
             try:
                 held.enter_context(import_lock(out))
+                if resume:  # the same models and CPU threads, before anything is deleted
+                    check_resume(out, record["encoders"],
+                                 torch.get_num_threads() if models.device.type == "cpu"
+                                 else None)
                 _prepare(out, resume, fp)
             except UserError as exc:
                 error = str(exc)

@@ -70,6 +70,24 @@ def dataset_sizes(dataset: Any, who: str = "BucketBatchSampler") -> np.ndarray:
     return sizes.astype(np.int64)
 
 
+def _store_targets(dataset: Any, rule: Buckets, sizes: np.ndarray) -> np.ndarray | None:
+    """A latents store's samples are already at their bucket (its ``sizes()``): they are
+    batched by it, under the store's own list only — another list is refused naming the
+    store's. None for any other dataset."""
+    record = getattr(dataset, "latents", None)
+    if not isinstance(record, dict):
+        return None
+    stored = sorted(tuple(map(int, b)) for b in record["buckets"])
+    if sorted(rule.sizes) != stored:
+        given = [list(b) for b in rule.sizes]
+        raise UserValueError(
+            f"BucketBatchSampler: {getattr(dataset, 'path', 'the store')} was encoded for "
+            f"buckets {record['buckets']}, not {rule.describe()} {given} — pass "
+            "buckets=dataset.latents['buckets'] (the store's list), or encode the images "
+            "again with the run's buckets")
+    return sizes
+
+
 def layout(batches: np.ndarray, world: int, drop_last: bool) -> np.ndarray:
     """``batches`` (T, B) padded cyclically (or truncated with ``drop_last``) to a multiple of
     ``world`` rows, as torch's DistributedSampler does with samples."""
@@ -124,7 +142,9 @@ class BucketBatchSampler(Sampler[list[int]]):
         self.rule: Buckets = buckets_of(buckets, no_upscale=bool(no_upscale),
                                         who="BucketBatchSampler")
         self.buckets = self.rule.sizes
-        targets = self.rule.targets(self.sizes)
+        targets = _store_targets(dataset, self.rule, self.sizes)
+        if targets is None:
+            targets = self.rule.targets(self.sizes)
         extra = sorted({tuple(t) for t in targets.tolist()} - set(self.buckets))
         self.groups: tuple[tuple[int, int], ...] = self.buckets + tuple(extra)  # type: ignore[operator]
         index = {g: i for i, g in enumerate(self.groups)}

@@ -35,4 +35,26 @@ def check_captions(dataset: Any, transform: Any) -> None:
             f"{where}: no sample has a caption (no TextArea text, no task data {looked}) but "
             "the transform uses captions — pass caption_field='<the task data key that holds "
             "them>' to the dataset")
-    warn_once(f"{where}: {cov.line()}")
+    if cov.none:  # said only when some sample trains without a caption
+        warn_once(f"{where}: {cov.line()}")
+
+
+def bind_empty_prompt(dataset: Any, transform: Any) -> None:
+    """Give every ``LatentCaptionDropout`` of ``transform`` built without ``empty`` the
+    empty prompt of latents store ``dataset`` (``npu_data.latents.empty_prompt``), read
+    once; refuse, before any batch is read, one over a dataset that is not a latents store.
+
+    Raises:
+        UserError: ``dataset`` is not a latents store, or holds no text embeddings.
+    """
+    from npu_data.transforms.latents import LatentCaptionDropout
+
+    stages = [t for t in stages_of(transform)
+              if isinstance(t, LatentCaptionDropout) and t.empty is None]
+    if not stages:
+        return
+    from npu_data.shards.latent_read import empty_prompt
+
+    empty = empty_prompt(dataset)  # one line for an image store or one without text
+    for t in stages:
+        t.empty = empty

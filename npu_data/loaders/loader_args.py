@@ -13,7 +13,7 @@ import torch
 from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.loaders import host_transform
 from npu_data.loaders.buckets import bind_buckets
-from npu_data.loaders.caption_check import check_captions
+from npu_data.loaders.caption_check import bind_empty_prompt, check_captions
 
 READ_AHEAD = 2  # batches a DataLoader's read thread works ahead of the transform
 # The importing thread's torch thread count, fixed now: a thread that first asks after torch's
@@ -48,6 +48,7 @@ def loader_transform(transform: Any, dataset: Any, batch_sampler: Any,
     bind_buckets(transform, batch_sampler, batch_size)
     bind_classes(transform, dataset)
     check_captions(dataset, transform)
+    bind_empty_prompt(dataset, transform)
     return transform
 
 

@@ -330,17 +330,55 @@ def import_lock(out_dir: Path) -> contextlib.AbstractContextManager[None]:
                      "--out folder")
 
 
+OWNER = ".npu-data-owner.json"  # in the output folder: npu-data's claim, written first
+
+
+def _owned(out_dir: Path, entries: list[Path], fingerprint: dict[str, Any]) -> None:
+    """Before ``--resume`` deletes anything: ``out_dir`` is a folder npu-data wrote (its owner
+    record, else a manifest or a shard completion record of this format: folders written
+    before the owner record), written with ``fingerprint`` (the same options and source),
+    and every ``shard-*`` entry in it is a shard folder with its completion record — a
+    UserError naming what is not, and nothing is changed."""
+    fix = ("move it away or choose an empty --out folder (nothing was changed)")
+    owner = out_dir / OWNER
+    if owner.exists() or owner.is_symlink():
+        record = _record(owner)
+        if record is None or record.get("format") != FORMAT_NAME:
+            raise UserError(f"{owner}: not an owner record npu-data wrote — {fix}")
+        _same_options(out_dir, record.get("fingerprint"), fingerprint)
+    manifest = out_dir / MANIFEST
+    mine = _record(manifest)
+    if mine is not None and mine.get("format") != FORMAT_NAME:
+        mine = None
+    if (manifest.exists() or manifest.is_symlink()) and mine is None:
+        raise UserError(f"{manifest}: not a manifest npu-data wrote — {fix}")
+    shards = [p for p in entries if p.name.startswith("shard-")]
+    for folder in sorted(shards):
+        if folder.is_symlink() or not folder.is_dir() or _record(folder / COMPLETE) is None:
+            raise UserError(f"{folder}: not a shard npu-data completed (no {COMPLETE}) — "
+                            f"{fix}")
+    if not (owner.exists() or mine is not None or shards):
+        raise UserError(f"{out_dir}: no import or encode of npu-data wrote this folder (no "
+                        f"{OWNER}, {MANIFEST} or completed shard) — choose an empty --out "
+                        "folder, or move its files away (nothing was changed)")
+    _check_resumable(out_dir, fingerprint)
+
+
 def _prepare(out_dir: Path, resume: bool, fingerprint: dict[str, Any]) -> None:
-    """Check ``out_dir`` (every check before anything is deleted), then remove what a killed
-    import left: temporary shard folders and, on ``--resume``, the manifest."""
+    """Check ``out_dir`` (every check before anything is deleted: ``--resume`` only into a
+    folder npu-data wrote, ``_owned``), record it as this run's (``OWNER``), then remove
+    what a killed run left: temporary shard folders and, on ``--resume``, the manifest."""
     entries = [p for p in out_dir.iterdir() if p.name != LOCK]
     if entries and not resume:
         raise UserError(f"{out_dir}: not empty — pass {{resume}} to continue an import there, "
                         "or choose an empty {out} folder", option=("resume", "out"))
-    if resume:
-        _check_resumable(out_dir, fingerprint)
+    if entries:
+        _owned(out_dir, entries, fingerprint)
+    atomic_write_bytes(out_dir / OWNER, dumps({"format": FORMAT_NAME,
+                                               "fingerprint": fingerprint}))
     for p in entries:
-        if p.name.startswith(".shard-") and ".tmp-" in p.name and not p.is_symlink():
+        if p.name.startswith(".shard-") and ".tmp-" in p.name and p.is_dir() \
+                and not p.is_symlink():
             shutil.rmtree(p, ignore_errors=True)
     (out_dir / MANIFEST).unlink(missing_ok=True)
 

@@ -96,12 +96,16 @@ def draw_sample(sample: dict[str, Any], labels: dict[str, list[str]],
     canvas = Canvas(base, s, labels, list(controls) if controls is not None else list(labels))
     for kind in sorted(KINDS, key=lambda k: not k.paint_first):
         kind.paint(canvas, sample)
-    out = canvas.image.convert("RGB")
-    caption = str(sample.get("caption", ""))
-    if caption:
-        band = Image.new("RGB", (out.width, out.height + 18), (0, 0, 0))
-        band.paste(out, (0, 0))
-        ImageDraw.Draw(band).text((4, out.height + 3), caption[:200], fill=(255, 255, 255),
-                                  font=canvas.font)
-        out = band
-    return out
+    return caption_band(canvas.image.convert("RGB"), str(sample.get("caption", "")),
+                        canvas.font)
+
+
+def caption_band(out: Image.Image, caption: str, font: Any = None) -> Image.Image:
+    """``out`` with ``caption`` (its first 200 characters) on a black band below it."""
+    if not caption:
+        return out
+    band = Image.new("RGB", (out.width, out.height + 18), (0, 0, 0))
+    band.paste(out, (0, 0))
+    ImageDraw.Draw(band).text((4, out.height + 3), caption[:200], fill=(255, 255, 255),
+                              font=font or ImageFont.load_default())
+    return band

@@ -86,8 +86,9 @@ class LatentCaptionDropout(Transform):
 
     Args:
         p: The probability, in [0, 1].
-        empty: The empty prompt's ``(prompt_embeds (S, D), pooled_prompt_embeds (P,))``:
-            ``npu_data.latents.empty_prompt(dataset)``.
+        empty: The empty prompt's ``(prompt_embeds (S, D), pooled_prompt_embeds (P,))``;
+            None (the default): the store's, taken by npu_data's ``DataLoader`` over a
+            latents store (``npu_data.latents.empty_prompt(dataset)``).
 
     Raises:
         UserError: ``p`` is not a probability, ``empty`` is not two tensors, or a batch
@@ -98,8 +99,12 @@ class LatentCaptionDropout(Transform):
     needs_uint8 = False
     takes_latents = True
 
-    def __init__(self, p: float, empty: tuple[torch.Tensor, torch.Tensor]) -> None:
+    def __init__(self, p: float, empty: tuple[torch.Tensor, torch.Tensor] | None = None
+                 ) -> None:
         self.p = _probability(p, self.name)
+        self.empty: tuple[torch.Tensor, torch.Tensor] | None = None
+        if empty is None:
+            return
         if not (isinstance(empty, tuple | list) and len(empty) == 2
                 and all(isinstance(t, torch.Tensor) for t in empty)):
             raise UserTypeError(f"{self.name}: empty must be the empty prompt's two tensors — "
@@ -113,6 +118,10 @@ class LatentCaptionDropout(Transform):
         if "prompt_embeds" not in batch or "pooled_prompt_embeds" not in batch:
             raise UserError(f"{self.name}: the batch has no prompt embeddings — the store was "
                             "encoded without text encoders; use CaptionDropout on captions")
+        if self.empty is None:
+            raise UserError(f"{self.name}: no empty prompt — use it in npu_data's DataLoader "
+                            "over the latents store (it takes the store's), or pass "
+                            "empty=npu_data.latents.empty_prompt(dataset)")
         out = dict(batch)
         drop = params["drop"]
         for key, empty in zip(("prompt_embeds", "pooled_prompt_embeds"), self.empty,

@@ -1,63 +1,25 @@
-"""Tiny random-weight encoders built from configs into a temporary folder (a diffusers
-AutoencoderKL; transformers CLIPTextModel and CLIPTextModelWithProjection with a vocabulary
-of single letters written here), a small image dataset, and its float32 latents store."""
+"""Tiny random-weight encoders built from configs into a temporary folder
+(``npu_data.latents.tiny``), small image datasets, and a float32 latents store."""
 
 from __future__ import annotations
 
 import json
-import string
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
+from npu_data.latents.tiny import save_tiny_encoders
 from npu_data.shards.importer import import_dataset
 from npu_data.tools.sample_data import make_sample_project
 
 BUCKETS = [(64, 64), (48, 80), (80, 48)]  # sides multiples of the VAE's factor 8
-TOKENS = 12  # the tokenizers' model_max_length
-
-
-def build_models(root: Path) -> dict[str, Path]:
-    """Save the tiny encoders under ``root``; their folders by role."""
-    from diffusers import AutoencoderKL
-    from transformers import (
-        CLIPTextConfig,
-        CLIPTextModel,
-        CLIPTextModelWithProjection,
-        CLIPTokenizer,
-    )
-
-    torch.manual_seed(0)
-    AutoencoderKL(in_channels=3, out_channels=3, latent_channels=4,
-                  down_block_types=("DownEncoderBlock2D",) * 4,
-                  up_block_types=("UpDecoderBlock2D",) * 4, block_out_channels=(8, 8, 8, 8),
-                  layers_per_block=1, norm_num_groups=4).save_pretrained(root / "vae")
-    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
-    for c in string.ascii_lowercase:
-        vocab[c] = len(vocab)
-        vocab[c + "</w>"] = len(vocab)
-    (root / "bpe").mkdir(parents=True)
-    (root / "bpe" / "vocab.json").write_text(json.dumps(vocab))
-    (root / "bpe" / "merges.txt").write_text("#version: 0.2\n")
-    tok = CLIPTokenizer(str(root / "bpe" / "vocab.json"), str(root / "bpe" / "merges.txt"),
-                        model_max_length=TOKENS)
-    for name, cls, hidden in (("text_encoder", CLIPTextModel, 16),
-                              ("text_encoder_2", CLIPTextModelWithProjection, 24)):
-        cfg = CLIPTextConfig(vocab_size=len(vocab), hidden_size=hidden, intermediate_size=32,
-                             num_hidden_layers=2, num_attention_heads=2,
-                             max_position_embeddings=TOKENS, projection_dim=20,
-                             bos_token_id=0, eos_token_id=1, pad_token_id=1)
-        cls(cfg).save_pretrained(root / name)
-        tok.save_pretrained(root / name.replace("text_encoder", "tokenizer"))
-    return {n: root / n for n in ("vae", "text_encoder", "text_encoder_2", "tokenizer",
-                                  "tokenizer_2")}
 
 
 @pytest.fixture(scope="session")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return build_models(tmp_path_factory.mktemp("models"))
+    return save_tiny_encoders(tmp_path_factory.mktemp("models"))
 
 
 @pytest.fixture(scope="session")
@@ -87,3 +49,52 @@ def store(models: dict[str, Path], pixels: Path, tmp_path_factory: pytest.TempPa
     out = tmp_path_factory.mktemp("store") / "latents"
     encode_latents(pixels, out, models["vae"], **encode_kwargs(models))
     return out
+
+
+DESCRIBED = [(128, 192), (192, 128), (96, 96), (256, 256)]  # (height, width) of each photo
+
+
+@pytest.fixture(scope="session")
+def described(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """4 photos, no annotation, each caption under the task data's ``description`` (a field
+    the default caption rule does not read)."""
+    import numpy as np
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("described")
+    tasks = []
+    for i, (h, w) in enumerate(DESCRIBED):
+        rng = np.random.default_rng(i)
+        Image.fromarray(rng.integers(0, 256, (h, w, 3), np.uint8)).save(root / f"p{i}.png")
+        tasks.append({"id": i + 1, "data": {"image": f"p{i}.png",
+                                            "description": f"photo {'abcd'[i]} of a cat"},
+                      "annotations": []})
+    (root / "export.json").write_text(json.dumps(tasks))
+    import_dataset(root / "export.json", root / "shards")
+    return root / "shards"
+
+
+def encode_args(dataset: Path, models: dict[str, Path], out: Path) -> list[str]:
+    """``npu-data encode`` of ``dataset`` with both tiny text encoders, float32, no flip."""
+    return ["encode", str(dataset), "--vae", str(models["vae"]), "--out", str(out),
+            "--device", "cpu", "--dtype", "float32", "--no-flip", "--batch-size", "4",
+            "--text-encoder", str(models["text_encoder"]), "--tokenizer",
+            str(models["tokenizer"]), "--text-encoder-2", str(models["text_encoder_2"]),
+            "--tokenizer-2", str(models["tokenizer_2"])]
+
+
+@pytest.fixture(scope="session")
+def kohya(described: Path, models: dict[str, Path],
+          tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The store of ``npu-data encode --buckets kohya:256 --caption-field description`` of
+    ``described`` and what it printed."""
+    import contextlib
+
+    from npu_data import cli
+
+    out = tmp_path_factory.mktemp("kohya") / "store"
+    capture = tmp_path_factory.mktemp("said") / "stdout"
+    with open(capture, "w") as fh, contextlib.redirect_stdout(fh):
+        assert cli.main([*encode_args(described, models, out), "--buckets", "kohya:256",
+                         "--caption-field", "description"]) == 0
+    return out, capture.read_text()

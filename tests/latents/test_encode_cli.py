@@ -37,7 +37,7 @@ def test_encode_mistakes_are_one_line(pixels: Path, models: dict[str, Path], tmp
     assert cli.main([*base, "--text-encoder", str(models["text_encoder"])]) == 1
     assert "needs its --tokenizer" in _error(capsys)
     assert cli.main([*base, "--buckets", "64x"]) == 1
-    assert "--buckets: '64x' is not 'sdxl' or a list" in _error(capsys)
+    assert "--buckets: '64x' is not 'sdxl', 'kohya[:SIZE]' or a list" in _error(capsys)
     assert cli.main([*base, "--batch-size", "0"]) == 1
     assert "--batch-size: must be a positive integer" in _error(capsys)
     assert cli.main([*base, "--buckets", "60x60"]) == 1

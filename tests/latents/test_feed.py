@@ -107,7 +107,11 @@ def test_a_store_without_what_a_transform_needs_is_one_line() -> None:
     with pytest.raises(UserError, match="a latents batch takes only the latent transforms"):
         ColorJitter(brightness=0.2)(batch)
     with pytest.raises(UserError, match="empty must be the empty prompt's two tensors"):
-        LatentCaptionDropout(0.1, None)  # type: ignore[arg-type]
+        LatentCaptionDropout(0.1, (torch.zeros(3, 5),))  # type: ignore[arg-type]
+    text = {**batch, "prompt_embeds": torch.zeros(2, 3, 5),
+            "pooled_prompt_embeds": torch.zeros(2, 4)}
+    with pytest.raises(UserError, match="no empty prompt — use it in npu_data's DataLoader"):
+        LatentCaptionDropout(0.1)(text)  # None: the DataLoader gives the store's
 
 
 @pytest.mark.newest_torch

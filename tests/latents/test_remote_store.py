@@ -6,11 +6,13 @@ to the bytes of a local one. Moto's S3 server on 127.0.0.1 (``tests/s3_server.py
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,18 @@ from npu_data.transforms import Compose, LatentCaptionDropout, RandomLatentFlip
 from tests.latents.conftest import encode_kwargs
 from tests.shards.conftest import BUCKET, KEY, SECRET
 from tests.shards.launchers import ROOT, two_nodes
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """In-process encodes at the subprocesses' one thread (OMP_NUM_THREADS=1): a CPU encode's
+    bytes depend on its thread count, which it records; a resume refuses another one."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.fixture(autouse=True)
@@ -179,16 +193,16 @@ def _args(pixels: Path, models: dict[str, Path], out: str) -> list[str]:
             "--device", "cpu", "--dtype", "float32", "--batch-size", "3", "--shard-size", "4"]
 
 
-ONE = ["--batch-size", "1", "--shard-size", "2"]  # one sample per VAE call: the bytes do not
-# depend on the thread count of the processes that encode
+ONE = ["--batch-size", "1", "--shard-size", "2"]  # one sample per VAE call
 
 
 @pytest.fixture(scope="module")
 def whole(models: dict[str, Path], pixels: Path, tmp_path_factory: pytest.TempPathFactory
           ) -> Path:
-    """The store of one uninterrupted process on disk (ONE's settings)."""
+    """The store of one uninterrupted process on disk (ONE's settings, one thread)."""
     out = tmp_path_factory.mktemp("whole") / "out"
-    assert cli.main([*_args(pixels, models, str(out)), *ONE]) == 0
+    with one_thread():
+        assert cli.main([*_args(pixels, models, str(out)), *ONE]) == 0
     return out
 
 
@@ -213,7 +227,8 @@ def test_killed_s3_encode_resumes_to_identical_bytes(
     with pytest.raises(UserError):
         ShardDataset(url, cache_dir=tmp_path / "r")
     # the killed encode's lease (its process is gone) is taken over; its shards are kept
-    assert cli.main([*_args(pixels, models, url), *ONE, "--resume"]) == 0
+    with one_thread():
+        assert cli.main([*_args(pixels, models, url), *ONE, "--resume"]) == 0
     _no_secret("".join(capsys.readouterr()))
     assert _remote_files(s3, "lat/killed") == _local_files(whole)
     assert not list((tmp_path / "cache" / "upload").glob("*/*"))  # staging removed

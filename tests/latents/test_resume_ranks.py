@@ -1,6 +1,7 @@
 """A latents store's bytes depend only on the source and the settings: an encode killed with
 SIGKILL and resumed, and two torchrun ranks, write exactly the files of one uninterrupted
-process (``npu-data encode``)."""
+process (``npu-data encode``), at one CPU thread everywhere (a CPU encode records its
+thread count, and a resume with another one is refused: test_encode_resume)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 from npu_data import cli
 from tests.shards.launchers import ROOT, one_node
@@ -30,8 +33,17 @@ def _args(pixels: Path, models: dict[str, Path], out: Path) -> list[str]:
             "--device", "cpu", "--dtype", "float32", "--batch-size", "1", "--shard-size", "2"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Iterator[None]:
+    """In-process encodes at the subprocesses' one thread (OMP_NUM_THREADS=1)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
-def single(pixels: Path, models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+def single(one_thread: None, pixels: Path, models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
            ) -> Path:
     out = tmp_path_factory.mktemp("single") / "out"
     assert cli.main(_args(pixels, models, out)) == 0

@@ -24,8 +24,11 @@ SCRIPT = Path(__file__).with_name("torchrun_scripts.py")
 
 
 def _files(root: Path) -> dict[str, bytes]:
+    """Every file of dataset ``root`` but its own hidden records (the owner record stays
+    local: a URL is claimed by its lease)."""
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*")
-            if p.is_file()}
+            if p.is_file() and not any(part.startswith(".")
+                                       for part in p.relative_to(root).parts)}
 
 
 def test_two_ranks_import_byte_identical(tmp_path: Path,

@@ -42,8 +42,11 @@ def _remote_files(s3: dict[str, Any], prefix: str) -> dict[str, bytes]:
 
 
 def _local_files(root: Path) -> dict[str, bytes]:
+    """Every file of dataset ``root`` but its own hidden records (the owner record stays
+    local: a URL is claimed by its lease)."""
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*")
-            if p.is_file()}
+            if p.is_file() and not any(part.startswith(".")
+                                       for part in p.relative_to(root).parts)}
 
 
 def _no_secret(text: str) -> None:

@@ -16,7 +16,7 @@ from PIL import Image
 
 from npu_data.common.atomic import atomic_file, atomic_write_bytes
 from npu_data.common.hashing import file_sha256
-from npu_data.errors import UserValueError
+from npu_data.errors import UserError, UserValueError
 from npu_data.formats.webdataset.mapping import VERSION, sample_json
 from npu_data.kinds.registry import KINDS
 from npu_data.shards.format import ENC_JPEG, ENC_PNG, ENC_RAW
@@ -104,6 +104,10 @@ def export_wds(dataset: str | os.PathLike[str], pattern: str, maxcount: int = 10
         raise UserValueError(f"{{maxcount={maxcount}}}, {{maxsize={maxsize}}}: both must be at "
                              "least 1", option=("maxcount", "maxsize"))
     ds = ShardDataset(dataset)
+    if ds.latents is not None:  # a tar of images: a store holds no image to write
+        raise UserError(f"{dataset}: a latents store holds VAE latents, not images — export "
+                        "the image dataset it was encoded from (`npu-data export-wds SHARDS "
+                        "--out ...`); train from the store itself with ShardDataset")
     written: list[Path] = []
     entries: list[dict[str, Any]] = []
     samples = _groups(ds, maxcount, maxsize)
