@@ -103,6 +103,25 @@ def bound(stages: dict[str, float], workers: int) -> dict[str, Any]:
             "stage_img_s": 1000 / ms if ms > 0 else None}
 
 
+def ceilings(one_thread: dict[str, float], cores: int, host_augment: bool) -> dict[str, Any]:
+    """What the machine allows a row at all, from its stages timed on one thread: reading
+    only (``read``), decoding only what the crops need (``decode``), the kernels only
+    (``augment_cpu`` + ``augment`` when it runs on the host), and their combined cost per
+    image spread over ``cores`` (``ceiling_img_s``; collate and the copy are not counted)."""
+    read, decode = one_thread.get("read", 0.0), one_thread.get("decode", 0.0)
+    kernels = one_thread.get("augment_cpu", 0.0) + (
+        one_thread.get("augment", 0.0) if host_augment else 0.0)
+    combined = read + decode + kernels
+    if not one_thread or combined <= 0:
+        return {}
+    return {"read_ms": read, "decode_ms": decode, "kernels_ms": kernels,
+            "combined_ms": combined, "cores": cores,
+            "read_img_s": cores * 1000 / read if read > 0 else None,
+            "decode_img_s": cores * 1000 / decode if decode > 0 else None,
+            "kernels_img_s": cores * 1000 / kernels if kernels > 0 else None,
+            "ceiling_img_s": cores * 1000 / combined}
+
+
 def _augment_step(crop: int, device: torch.device) -> Step:
     from npu_data.tools.baseline import augmentation
 
