@@ -208,12 +208,13 @@ def dali_plan() -> StagePlan:
 
 
 def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
-                      device: torch.device, repeats: int) -> dict[str, float]:
+                      device: torch.device, repeats: int, transform: Any = None
+                      ) -> dict[str, float]:
     """The crop-at-read path (``loaders.request``, ``loaders.assemble``), stage by stage: read = the batch's
     columns (JPEGs left encoded), decode = the crop boxes' JPEG regions, augment_cpu = the
     crop into the batch buffer (all three in the workers), collate = the rest of the
     worker's batch (annotations, geometry, shared buffer); augment = the pipeline after the
-    crop on the main process."""
+    crop (``transform``, default the bench's RandomResizedCrop + ColorJitter + flip)."""
     import numpy as np
 
     from npu_data.common.batch import BatchRequest
@@ -224,7 +225,7 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     from npu_data.transforms import ReadCrop, draws, read_crop
     from npu_data.transforms.compose import split
 
-    aug = augmentation(crop)
+    aug = transform if transform is not None else augmentation(crop)
     leading = ReadCrop.of(aug, fast)
     assert leading is not None
     lead = split(aug)
@@ -266,6 +267,13 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
               "collate": max(t_all - t_read - t_decode - t_crop, 0.0) * ms,
               "h2d": t_h2d * ms, "augment": t_aug * ms}
     return {k: v for k, v in out_ms.items() if v is not None}
+
+
+def keyed_stages(ds: Any, transform: Any, n: int, batch_size: int, device: torch.device,
+                 repeats: int = 3) -> dict[str, float]:
+    """ms per image of each stage of a keyed ``transform`` that starts with a crop over the
+    ``ShardDataset`` ``ds``, read as the DataLoader reads it (crop at read)."""
+    return _crop_read_stages(ds, 0, False, n, batch_size, device, repeats, transform)
 
 
 def wds_plan(tars: list[Path], crop: int, device: torch.device,
