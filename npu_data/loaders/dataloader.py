@@ -325,15 +325,15 @@ class DataLoader(TorchDataLoader):
         p = self._epochs.begin(super().__len__)
         aug_epoch = p.epoch + (p.repeat << 32)  # a repeated epoch still gets new augmentation
         armed = self._requests.begin(self, aug_epoch, self._pipeline)  # ended with the pass
-        threads = torch.get_num_threads()  # the main process's, set for this pass only
-        if self._main_threads is not None:
-            torch.set_num_threads(self._main_threads)
         source: Iterator[Any] = super().__iter__()
         if self.num_workers == 0:  # read here: our datasets serve raw samples to us
             source = host_transform.loader_reads(source)
         if self._reads_ahead():
             source = read_ahead(source, READ_AHEAD, self._read_threads)
         link = frameworks.GradientStateLink(self) if self._adopted else None
+        threads = torch.get_num_threads()  # the main process's, set for this pass only
+        if self._main_threads is not None:
+            torch.set_num_threads(self._main_threads)
         try:
             for batch, aug, last in self._prefetcher.batches(
                     source, self.device, self.device_prefetch,
