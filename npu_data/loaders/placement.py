@@ -18,9 +18,11 @@ main process, as does any batch read without a request.
 **Threads** (``DataLoader(threads=...)``, ``NPU_DATA_THREADS``): the processes that run
 kernels share the cores this process may use (``os.sched_getaffinity``): with the pipeline in
 the workers each worker gets ``cores // num_workers`` intra-op threads (torch's own worker
-default is 1), the main process keeps its count; with the pipeline in the main process on the
-CPU the main process gets ``cores - num_workers`` during a pass (restored when the pass ends)
-and each worker 1. ``threads`` sets the count of whichever processes run the pipeline.
+default is 1) and, on the CPU, the main process what they leave (at least 1) during a pass;
+with the pipeline in the main process on the CPU it gets ``cores - num_workers`` during a pass
+and each worker 1; the main process's count is restored when the pass ends. On an accelerator
+the main process keeps its count. ``threads`` sets the count of whichever processes run the
+pipeline.
 """
 
 from __future__ import annotations
@@ -99,11 +101,16 @@ def worker_threads(threads: int | None, num_workers: int, pipeline_here: bool,
 
 def main_threads(threads: int | None, num_workers: int, pipeline_here: bool,
                  accelerator: bool) -> int | None:
-    """The main process's intra-op threads during a pass (None: leave them): only when it
-    runs the pipeline on the CPU beside workers."""
-    if pipeline_here or accelerator or num_workers <= 0:
+    """The main process's intra-op threads during a pass on the CPU beside workers (None:
+    leave them): the cores the workers leave, at least 1 — with the pipeline in the workers
+    what their threads leave (the main process still mixes or trains there), else
+    ``threads`` (or ``cores - num_workers``) as it runs the pipeline itself."""
+    if accelerator or num_workers <= 0:
         return None
     given = threads if threads is not None else env_threads()
+    if pipeline_here:
+        each = given if given is not None else max(1, cores() // num_workers)
+        return max(1, cores() - num_workers * each)
     return given if given is not None else max(1, cores() - num_workers)
 
 

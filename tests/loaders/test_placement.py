@@ -180,10 +180,12 @@ def test_auto_placement(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_threads_fit_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(placement.THREADS_ENV, raising=False)
     monkeypatch.setattr(placement, "cores", lambda: 16)
-    # the workers run the pipeline: the cores shared among them; the main process keeps its
+    # the workers run the pipeline: the cores shared among them, the main process what is left
     assert placement.worker_threads(None, 4, True, False) == 4
     assert placement.worker_threads(None, 32, True, False) == 1
-    assert placement.main_threads(None, 4, True, False) is None
+    assert placement.main_threads(None, 4, True, False) == 1
+    assert placement.main_threads(None, 3, True, False) == 1  # 16 - 3 * 5
+    assert placement.main_threads(None, 6, True, False) == 4  # 16 - 6 * 2
     # the main process runs it on the CPU: the cores the workers leave, one for each worker
     assert placement.main_threads(None, 4, False, False) == 12
     assert placement.main_threads(None, 20, False, False) == 1
@@ -192,6 +194,7 @@ def test_threads_fit_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     assert placement.worker_threads(None, 8, False, True) == 2
     assert placement.main_threads(None, 8, False, True) is None
     assert placement.worker_threads(3, 4, True, False) == 3  # the argument wins
+    assert placement.main_threads(3, 4, True, False) == 4
     monkeypatch.setenv(placement.THREADS_ENV, "2")
     assert placement.worker_threads(None, 4, True, False) == 2
     assert placement.main_threads(None, 4, False, False) == 2
