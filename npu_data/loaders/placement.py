@@ -56,10 +56,17 @@ def check(augment_on: Any, threads: Any) -> None:
 
 
 def in_workers(augment_on: str, accelerator: bool, num_workers: int) -> bool:
-    """Whether the pipeline runs where batches are assembled (module doc)."""
+    """Whether the pipeline runs where batches are assembled (module doc).
+
+    Raises:
+        UserValueError: ``NPU_DATA_AUGMENT_ON`` is set to something else than a placement.
+    """
     if augment_on == "auto":
-        chosen = os.environ.get(PLACEMENT_ENV, "auto").strip().lower()
-        if chosen in ("device", "workers"):
+        chosen = os.environ.get(PLACEMENT_ENV, "").strip().lower() or "auto"
+        if chosen not in PLACEMENTS:
+            raise UserValueError(f"{PLACEMENT_ENV}={chosen!r} must be auto, device or workers "
+                                 "— unset it to choose by the device")
+        if chosen != "auto":
             return chosen == "workers"
         return not accelerator and num_workers > 0
     return augment_on == "workers"

@@ -175,6 +175,9 @@ def test_auto_placement(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(placement.PLACEMENT_ENV, "workers")
     assert placement.in_workers("auto", accelerator=True, num_workers=8)
     assert not placement.in_workers("device", accelerator=False, num_workers=2)
+    monkeypatch.setenv(placement.PLACEMENT_ENV, "gpu")
+    with pytest.raises(UserError, match="NPU_DATA_AUGMENT_ON='gpu' must be auto, device or"):
+        placement.in_workers("auto", accelerator=False, num_workers=2)
 
 
 def test_threads_fit_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
