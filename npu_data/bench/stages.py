@@ -208,13 +208,14 @@ def dali_plan() -> StagePlan:
 
 
 def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
-                      device: torch.device, repeats: int, transform: Any = None
-                      ) -> dict[str, float]:
+                      device: torch.device, repeats: int, transform: Any = None,
+                      batches: list[Any] | None = None) -> dict[str, float]:
     """The crop-at-read path (``loaders.request``, ``loaders.assemble``), stage by stage: read = the batch's
     columns (JPEGs left encoded), decode = the crop boxes' JPEG regions, augment_cpu = the
     crop into the batch buffer (all three in the workers), collate = the rest of the
     worker's batch (annotations, geometry, shared buffer); augment = the pipeline after the
-    crop (``transform``, default the bench's RandomResizedCrop + ColorJitter + flip)."""
+    crop (``transform``, default the bench's RandomResizedCrop + ColorJitter + flip), over
+    ``batches`` of sample indices (default: the first ``n`` in batches of ``batch_size``)."""
     import numpy as np
 
     from npu_data.common.batch import BatchRequest
@@ -234,6 +235,9 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     first = leading.crop
     ids = np.arange(min(n, len(ds)))
     groups = [ids[a:a + batch_size] for a in range(0, len(ids), batch_size)]
+    if batches is not None:  # e.g. a BucketBatchSampler's: one bucket each
+        groups = [np.asarray(b, dtype=np.int64) for b in batches]
+        ids = np.concatenate(groups) if groups else ids[:0]
     sizes = ds.sizes()
     keys = [draws.sample_keys(0, 0, g) for g in groups]
     drawn = [leading.draw_plan(sizes[g], g) for g in groups]
@@ -248,12 +252,14 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
 
     cols, t_read = timed(lambda: [read_columns(ds, g.tolist(), lazy_jpeg=True) for g in groups])
     boxes = [torch.from_numpy(d[1].boxes) for d in drawn]
-    decoded, t_decode = timed(lambda: [assemble.decode_boxes(c.images, b,
-                                                             first.size if fast else None)
-                                       for c, b in zip(cols, boxes, strict=True)])
-    def crops() -> None:
-        for (im, b), o in zip(decoded, out, strict=True):
-            read_crop.resize_into(im, b, o)
+    decoded, t_decode = timed(lambda: [assemble.decode_boxes(
+        c.images, b, first.size if fast else None,
+        regions=None if fast else read_crop.read_regions(d[1]))
+        for c, b, d in zip(cols, boxes, drawn, strict=True)])
+
+    def crops() -> None:  # as the loader's assembler (assemble.crop_images): windows too
+        for (im, b), o, d in zip(decoded, out, drawn, strict=True):
+            read_crop.resize_into(im, b, o, d[1].windows, d[1].interpolation)
 
     _, t_crop = timed(crops)
     batches, t_all = timed(lambda: [collate_samples(SampleBatch(ds, p)) for p in plans])
@@ -270,10 +276,11 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
 
 
 def keyed_stages(ds: Any, transform: Any, n: int, batch_size: int, device: torch.device,
-                 repeats: int = 3) -> dict[str, float]:
+                 repeats: int = 3, batches: list[Any] | None = None) -> dict[str, float]:
     """ms per image of each stage of a keyed ``transform`` that starts with a crop over the
-    ``ShardDataset`` ``ds``, read as the DataLoader reads it (crop at read)."""
-    return _crop_read_stages(ds, 0, False, n, batch_size, device, repeats, transform)
+    ``ShardDataset`` ``ds``, read as the DataLoader reads it (crop at read); ``batches``: the
+    sample indices of each batch (default the first ``n`` in batches of ``batch_size``)."""
+    return _crop_read_stages(ds, 0, False, n, batch_size, device, repeats, transform, batches)
 
 
 def wds_plan(tars: list[Path], crop: int, device: torch.device,
