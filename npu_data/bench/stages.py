@@ -233,7 +233,7 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     assert lead is not None
     rest = lead.rest
     first = leading.crop
-    ids = np.arange(min(n, len(ds)))
+    ids: np.ndarray = np.arange(min(n, len(ds)))
     groups = [ids[a:a + batch_size] for a in range(0, len(ids), batch_size)]
     if batches is not None:  # e.g. a BucketBatchSampler's: one bucket each
         groups = [np.asarray(b, dtype=np.int64) for b in batches]
