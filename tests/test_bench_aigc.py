@@ -18,6 +18,8 @@ def test_the_aigc_bench_runs_and_both_pipelines_agree(tmp_path: Path,
     assert aigc_buckets.main(["--quick", "--work-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "first batch max diff 0.00 levels" in out and "img/s" in out
+    roof = out.split("ceilings over ")[1].splitlines()[0]  # the row's ceilings and its share
+    assert "read" in roof and "decode" in roof and "kernels" in roof and "ours at" in roof
 
 
 def test_dali_crop_anchors_land_on_the_drawn_window() -> None:

@@ -19,7 +19,9 @@ def test_the_recipe_bench_runs_and_ours_matches_its_reference(
     out = capsys.readouterr().out
     assert "max 0.00 levels, 0.00% of values" in out
     kornia = recipe.kornia_missing() is None  # an optional third row
-    assert out.count("img/s") == 2 + kornia and "ratio" in out
+    assert out.count("img/s (") == 2 + kornia and "ratio" in out
+    roof = out.split("ceilings over ")[1].splitlines()[0]  # the row's ceilings and its share
+    assert "read" in roof and "decode" in roof and "kernels" in roof and "ours at" in roof
     assert ("ratio to Kornia" in out) == kornia and ("Kornia: not installed" in out) != kornia
     stages = out.split("ours by stage")[1].splitlines()[1:]
     assert len(stages) == 6 and "TrivialAugmentWide" in stages[2] and "MixUp" in stages[5]

@@ -22,7 +22,8 @@ dali:     NVIDIA DALI's CPU pipeline over the JPEG files with the same parameter
           installed (``npu_data.bench.aigc_dali``; ``--no-dali`` leaves it out)
 
 The first batch of the first pass is compared pixel for pixel (0 levels: both are Pillow's
-resize then crop). Passes are interleaved (one warm-up each); the medians are printed. The
+resize then crop). Passes are interleaved (one warm-up each); the medians are printed, then
+the row's ceilings (:func:`ceilings`) and ours as a percentage of the combined one. The
 images are generated once under ``--work-dir`` and reused.
 """
 
@@ -164,6 +165,29 @@ def loaders(args: argparse.Namespace, work: Path) -> tuple[dict[str, Any], Any]:
     return out, sampler
 
 
+def ceilings(loader: Any, sampler: Any, device: torch.device) -> dict[str, Any]:
+    """The row's ceilings (``stages.ceilings``): ours' stages over the sampler's first
+    batches (up to 64 images) timed on one thread — the columns read, the windows' JPEG
+    regions decoded, the crop, flip and Normalize on the host — over the cores."""
+    from npu_data.bench import stages
+    from npu_data.loaders.placement import cores
+
+    batches, taken = [], 0
+    for b in sampler:
+        if taken >= 64:
+            break
+        batches.append(list(b))
+        taken += len(batches[-1])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        st = stages.keyed_stages(loader.dataset, loader.transform, taken, 1, device, 2,
+                                 batches)
+    finally:
+        torch.set_num_threads(threads)
+    return stages.ceilings(st, cores(), device.type == "cpu")
+
+
 def images_of(batch: Any) -> torch.Tensor:
     """A batch's images: ours and DALI's are dicts, the baseline's a stacked tensor."""
     return batch["image"] if isinstance(batch, dict) else batch
@@ -233,6 +257,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  ratio {med['ours'] / med['baseline']:.2f}x")
     if "ours" in med and med.get("dali", 0) > 0:
         print(f"  ratio to DALI {med['ours'] / med['dali']:.2f}x")
+    roof = ceilings(named["ours"], sampler, device)
+    if roof and "ours" in med:
+        print(f"  ceilings over {roof['cores']} core(s): read {roof['read_ms']:.2f} + decode "
+              f"{roof['decode_ms']:.2f} + kernels {roof['kernels_ms']:.2f} ms/img -> "
+              f"{roof['ceiling_img_s']:.0f} img/s; ours at "
+              f"{100 * med['ours'] / roof['ceiling_img_s']:.0f}%")
     return 0 if diff == 0 else 1
 
 

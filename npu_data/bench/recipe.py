@@ -25,7 +25,8 @@ draws), so the two rows do the same kind of work, not the same pixels; ours' fir
 checked against our own per-sample Pillow reference instead (before the mixing). When Kornia
 (with ``kornia.augmentation.auto``) imports, a third row runs its version of the recipe on
 our DataLoader's batches (:class:`KorniaRecipe`); DALI has no row. Epochs are
-interleaved (one warm-up each); the median, the spread and the ratio are printed;
+interleaved (one warm-up each); the median, the spread and the ratio are printed, then the
+row's ceilings (:func:`ceilings`) and ours as a percentage of the combined one;
 ``--stages`` adds ours' time per stage on one batch in this process (where the time goes).
 """
 
@@ -297,6 +298,34 @@ def stage_times(shards: Path, args: argparse.Namespace, device: torch.device,
     return out
 
 
+def ceilings(shards: Path, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    """The row's ceilings (``stages.ceilings``): ours' stages timed on one thread — the
+    columns read, the crops' JPEG regions decoded, the crop, the rest of the pipeline and the
+    mixing on the host — spread over the cores this process may use."""
+    from npu_data.bench import stages
+    from npu_data.loaders.placement import cores
+    from npu_data.shards.reader import ShardDataset
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        ds = ShardDataset(shards)
+        n = min(128, len(ds))
+        st = stages.keyed_stages(ds, pipeline(args.crop), n, args.batch_size, device, 2)
+        b = min(args.batch_size, n)
+        batch = {"image": torch.zeros(b, 3, args.crop, args.crop, device=device),
+                 "sizes": torch.tensor([[args.crop, args.crop]] * b).to(device),
+                 "index": torch.arange(b)}
+        mix(batch, args.classes, 0, 0)  # warm-up
+        t0 = time.perf_counter()
+        for epoch in range(4):  # MixUp and CutMix both, as the coins fall
+            mix(batch, args.classes, 0, epoch)
+        st["augment"] = st.get("augment", 0.0) + (time.perf_counter() - t0) / 4 * 1000 / b
+    finally:
+        torch.set_num_threads(threads)
+    return stages.ceilings(st, cores(), device.type == "cpu")
+
+
 def one_pass(loader: Any, device: torch.device, ours: bool, args: argparse.Namespace,
              epoch: int, kornia: KorniaRecipe | None = None) -> float:
     """One epoch through ``loader``, mixing ours on the device, baseline's moved there,
@@ -374,6 +403,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"  Kornia: {kornia_missing()} (no row)")
     print("  NVIDIA DALI: no recipe pipeline in this bench (no row)")
+    roof = ceilings(data.encoded, args, device)
+    if roof:
+        print(f"  ceilings over {roof['cores']} core(s): read {roof['read_ms']:.2f} + decode "
+              f"{roof['decode_ms']:.2f} + kernels {roof['kernels_ms']:.2f} ms/img -> "
+              f"{roof['ceiling_img_s']:.0f} img/s; ours at "
+              f"{100 * med['ours'] / roof['ceiling_img_s']:.0f}%")
     if args.stages:
         print("  ours by stage (one batch, in process, ms):")
         for name, ms in stage_times(data.encoded, args, device).items():

@@ -78,6 +78,23 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"| {p['label']} | " + " | ".join(
                 _fmt(st.get(s), 3) if s in st else "—" for s in STAGES)
                 + f" | {_bound(p)} | {_fmt(p.get('stage_img_s'))} |")
+    roofs = [p for p in results["pipelines"] if p["status"] == "ok" and p.get("ceilings")]
+    if roofs:
+        lines += ["", "Ceilings: what this machine allows each row at all, from its stages "
+                  "timed on one thread (ms per image on one core) spread over the cores this "
+                  "process may use — reading only, decoding only what the crops need, the "
+                  "kernels only (on the host), and all three (collate and copies not "
+                  "counted); the row as a percentage of the combined ceiling.", "",
+                  "| pipeline | read ms | decode ms | kernels ms | cores | read img/s | "
+                  "decode img/s | kernels img/s | combined ceiling img/s | row % of it |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for p in roofs:
+            c = p["ceilings"]
+            lines.append(
+                f"| {p['label']} | {_fmt(c['read_ms'], 3)} | {_fmt(c['decode_ms'], 3)} | "
+                f"{_fmt(c['kernels_ms'], 3)} | {c['cores']} | {_fmt(c['read_img_s'])} | "
+                f"{_fmt(c['decode_img_s'])} | {_fmt(c['kernels_img_s'])} | "
+                f"{_fmt(c['ceiling_img_s'])} | {_fmt(p.get('pct_of_ceiling'))} |")
     names = {p["name"]: p["label"] for p in results["pipelines"]}
     for name, sweep in results.get("sweeps", {}).items():
         keys = list(dict.fromkeys(k for row in sweep for k in row["img_s"]))

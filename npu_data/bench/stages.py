@@ -103,6 +103,25 @@ def bound(stages: dict[str, float], workers: int) -> dict[str, Any]:
             "stage_img_s": 1000 / ms if ms > 0 else None}
 
 
+def ceilings(one_thread: dict[str, float], cores: int, host_augment: bool) -> dict[str, Any]:
+    """What the machine allows a row at all, from its stages timed on one thread: reading
+    only (``read``), decoding only what the crops need (``decode``), the kernels only
+    (``augment_cpu`` + ``augment`` when it runs on the host), and their combined cost per
+    image spread over ``cores`` (``ceiling_img_s``; collate and the copy are not counted)."""
+    read, decode = one_thread.get("read", 0.0), one_thread.get("decode", 0.0)
+    kernels = one_thread.get("augment_cpu", 0.0) + (
+        one_thread.get("augment", 0.0) if host_augment else 0.0)
+    combined = read + decode + kernels
+    if not one_thread or combined <= 0:
+        return {}
+    return {"read_ms": read, "decode_ms": decode, "kernels_ms": kernels,
+            "combined_ms": combined, "cores": cores,
+            "read_img_s": cores * 1000 / read if read > 0 else None,
+            "decode_img_s": cores * 1000 / decode if decode > 0 else None,
+            "kernels_img_s": cores * 1000 / kernels if kernels > 0 else None,
+            "ceiling_img_s": cores * 1000 / combined}
+
+
 def _augment_step(crop: int, device: torch.device) -> Step:
     from npu_data.tools.baseline import augmentation
 
@@ -189,12 +208,14 @@ def dali_plan() -> StagePlan:
 
 
 def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
-                      device: torch.device, repeats: int) -> dict[str, float]:
+                      device: torch.device, repeats: int, transform: Any = None,
+                      batches: list[Any] | None = None) -> dict[str, float]:
     """The crop-at-read path (``loaders.request``, ``loaders.assemble``), stage by stage: read = the batch's
     columns (JPEGs left encoded), decode = the crop boxes' JPEG regions, augment_cpu = the
     crop into the batch buffer (all three in the workers), collate = the rest of the
     worker's batch (annotations, geometry, shared buffer); augment = the pipeline after the
-    crop on the main process."""
+    crop (``transform``, default the bench's RandomResizedCrop + ColorJitter + flip), over
+    ``batches`` of sample indices (default: the first ``n`` in batches of ``batch_size``)."""
     import numpy as np
 
     from npu_data.common.batch import BatchRequest
@@ -205,15 +226,18 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     from npu_data.transforms import ReadCrop, draws, read_crop
     from npu_data.transforms.compose import split
 
-    aug = augmentation(crop)
+    aug = transform if transform is not None else augmentation(crop)
     leading = ReadCrop.of(aug, fast)
     assert leading is not None
     lead = split(aug)
     assert lead is not None
     rest = lead.rest
     first = leading.crop
-    ids = np.arange(min(n, len(ds)))
+    ids: np.ndarray = np.arange(min(n, len(ds)))
     groups = [ids[a:a + batch_size] for a in range(0, len(ids), batch_size)]
+    if batches is not None:  # e.g. a BucketBatchSampler's: one bucket each
+        groups = [np.asarray(b, dtype=np.int64) for b in batches]
+        ids = np.concatenate(groups) if groups else ids[:0]
     sizes = ds.sizes()
     keys = [draws.sample_keys(0, 0, g) for g in groups]
     drawn = [leading.draw_plan(sizes[g], g) for g in groups]
@@ -228,12 +252,14 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
 
     cols, t_read = timed(lambda: [read_columns(ds, g.tolist(), lazy_jpeg=True) for g in groups])
     boxes = [torch.from_numpy(d[1].boxes) for d in drawn]
-    decoded, t_decode = timed(lambda: [assemble.decode_boxes(c.images, b,
-                                                             first.size if fast else None)
-                                       for c, b in zip(cols, boxes, strict=True)])
-    def crops() -> None:
-        for (im, b), o in zip(decoded, out, strict=True):
-            read_crop.resize_into(im, b, o)
+    decoded, t_decode = timed(lambda: [assemble.decode_boxes(
+        c.images, b, first.size if fast else None,
+        regions=None if fast else read_crop.read_regions(d[1]))
+        for c, b, d in zip(cols, boxes, drawn, strict=True)])
+
+    def crops() -> None:  # as the loader's assembler (assemble.crop_images): windows too
+        for (im, b), o, d in zip(decoded, out, drawn, strict=True):
+            read_crop.resize_into(im, b, o, d[1].windows, d[1].interpolation)
 
     _, t_crop = timed(crops)
     batches, t_all = timed(lambda: [collate_samples(SampleBatch(ds, p)) for p in plans])
@@ -247,6 +273,14 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
               "collate": max(t_all - t_read - t_decode - t_crop, 0.0) * ms,
               "h2d": t_h2d * ms, "augment": t_aug * ms}
     return {k: v for k, v in out_ms.items() if v is not None}
+
+
+def keyed_stages(ds: Any, transform: Any, n: int, batch_size: int, device: torch.device,
+                 repeats: int = 3, batches: list[Any] | None = None) -> dict[str, float]:
+    """ms per image of each stage of a keyed ``transform`` that starts with a crop over the
+    ``ShardDataset`` ``ds``, read as the DataLoader reads it (crop at read); ``batches``: the
+    sample indices of each batch (default the first ``n`` in batches of ``batch_size``)."""
+    return _crop_read_stages(ds, 0, False, n, batch_size, device, repeats, transform, batches)
 
 
 def wds_plan(tars: list[Path], crop: int, device: torch.device,

@@ -32,6 +32,7 @@ from npu_data import device as dev
 from npu_data.bench import extras, stages, torchvision_baseline
 from npu_data.bench.datasets import BenchData, ensure
 from npu_data.formats.webdataset.stream import WebDatasetStream
+from npu_data.loaders import placement
 from npu_data.tools import baseline
 
 
@@ -278,17 +279,46 @@ def measure(runs: list[Pipeline], cfg: BenchConfig, device: torch.device,
         n = min(cfg.stage_samples, cfg.images)
         timed = with_stages and p.timed
         st = stages.time_stages(p.plan(), n, cfg.batch_size, device) if timed else {}
+        roof = stages.ceilings(_one_thread(p, n, cfg, device, st), placement.cores(),
+                               device.type == "cpu") if timed else {}
+        median = statistics.median(rate)
         out.append({"name": p.name, "label": p.label, "status": "ok", "epochs_img_s": rate,
                     "median_img_s": statistics.median(rate), "min_img_s": min(rate),
                     "max_img_s": max(rate), "host_to_device_kib_per_img": nbytes / 1024,
                     "peak_memory_mib": {
                         "main": pm / mib, "workers": pw / mib, "total": (pm + pw) / mib},
                     "peak_anon_mib_epochs": [[m / mib, w / mib] for m, w in epochs],
-                    "stages_ms_per_img": st, **stages.bound(st, cfg.workers)})
+                    "stages_ms_per_img": st, **stages.bound(st, cfg.workers),
+                    "ceilings": roof, "pct_of_ceiling": 100 * median / roof["ceiling_img_s"]
+                    if roof else None})
     base = next((x for x in out if x["name"] == "baseline"), None)
     for x in out:
         x["ratio_to_baseline"] = x["median_img_s"] / base["median_img_s"] if base else None
     return out
+
+
+def _one_thread(p: Pipeline, n: int, cfg: BenchConfig, device: torch.device,
+                st: dict[str, float]) -> dict[str, float]:
+    """``p``'s stages timed on one torch thread (``st`` when that is what ran): the cost
+    per image on one core, which the ceilings spread over the cores."""
+    threads = torch.get_num_threads()
+    if threads == 1:
+        return st
+    torch.set_num_threads(1)
+    try:
+        return stages.time_stages(p.plan(), n, cfg.batch_size, device)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def ceiling_line(x: Mapping[str, Any]) -> str:
+    """A row's ceilings as one line: per-image costs on one core and img/s over the cores."""
+    c = x.get("ceilings") or {}
+    if not c:
+        return ""
+    return (f"ceilings over {c['cores']} core(s): read {c['read_ms']:.2f} + decode "
+            f"{c['decode_ms']:.2f} + kernels {c['kernels_ms']:.2f} ms/img -> "
+            f"{c['ceiling_img_s']:.0f} img/s; row at {x['pct_of_ceiling']:.0f}%")
 
 
 SWEEP_PIPELINES = ("baseline", "npu_data_raw", "webdataset")
@@ -359,6 +389,8 @@ def run(cfg: BenchConfig, data_dir: Path, sweeps: Mapping[str, Sequence[Value]] 
     for x in results:
         log(f"  {x['label']:<45} {x['median_img_s']:8.1f} img/s "
             f"({x['ratio_to_baseline']:.2f}x), bound by {x['bound_by']} ({x['bound_kind']})")
+        if x.get("ceilings"):
+            log(f"  {'':<45} {ceiling_line(x)}")
     return {
         "config": {**asdict(cfg), "device": str(device)},
         "machine": {"cpus": psutil.cpu_count(), "device": dev.describe(device),

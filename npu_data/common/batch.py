@@ -67,9 +67,10 @@ class BatchRequest:
     ``indices``, the augmentation keys' sample ``ids``, the ``seed`` and augmentation
     ``epoch`` they were drawn for, the aspect-ratio ``bucket`` (the ``BucketBatchSampler``'s
     group index; None: none), the keyed pipeline's parameters drawn once from the stored
-    sizes (``params``: name -> array; None when the transform draws none) and the leading
-    crop the reader applies (``crop``; None: the reader applies none). Iterates over its
-    indices, as the list it replaces."""
+    sizes (``params``: name -> array; None when the transform draws none), the leading
+    crop the reader applies (``crop``; None: the reader applies none) and the token of the
+    pipeline the reader runs whole (``placed``, ``loaders.placement``; None: the main process
+    runs it). Iterates over its indices, as the list it replaces."""
 
     indices: tuple[int, ...]
     ids: np.ndarray
@@ -78,6 +79,7 @@ class BatchRequest:
     bucket: int | None = None
     params: dict[str, np.ndarray] | None = None
     crop: CropPlan | None = None
+    placed: bytes | None = None
 
     def __len__(self) -> int:
         return len(self.indices)

@@ -60,6 +60,7 @@ from npu_data.errors import UserError
 from npu_data.kinds.base import Kind
 from npu_data.kinds.registry import PADDED_BY_NAME
 from npu_data.loaders.collate import default_collate_samples, is_shard_sample, pin_tree
+from npu_data.loaders.placement import WorkerPipeline
 from npu_data.loaders.request import (
     ASSEMBLERS,
     CropState,
@@ -88,6 +89,8 @@ class HostBatch:
             ``task_id``, ``caption``, ...).
         request: what the batch was read for (its parameters); None: plain indices.
         cropped: the request's leading crop is applied.
+        applied: the whole keyed pipeline ran (``loaders.placement``): ``fields`` is the
+            transformed batch dict, ``image`` and ``sizes`` are None.
     """
 
     image: torch.Tensor | None
@@ -96,6 +99,7 @@ class HostBatch:
     fields: Batch
     request: BatchRequest | None = None
     cropped: bool = False
+    applied: bool = False
 
     @classmethod
     def of(cls, batch: Batch, stored: np.ndarray | None, request: BatchRequest | None = None,
@@ -130,6 +134,8 @@ class HostBatch:
 
     def as_dict(self) -> Batch:
         """The batch dict users get (``image``, ``sizes``, then the other keys)."""
+        if self.applied:
+            return self.fields
         head = {k: v for k, v in (("image", self.image), ("sizes", self.sizes))
                 if v is not None or k in self.fields}
         return {**head, **self.fields}
@@ -168,15 +174,22 @@ def collate_samples(samples: Sequence[Any], pin: bool = False) -> Any:
     return out.as_dict() if isinstance(out, HostBatch) else out
 
 
-def collate_host(samples: Sequence[Any], pin: bool = False, stream: CropState | None = None
-                 ) -> Any:
+def collate_host(samples: Sequence[Any], pin: bool = False, stream: CropState | None = None,
+                 pipeline: WorkerPipeline | None = None) -> Any:
     """The DataLoader's collate: :class:`HostBatch` for our samples (``stream``: the crop
-    state of the stream they come from), torch's batch for any other."""
+    state of the stream they come from), torch's batch for any other. ``pipeline``: run the
+    keyed pipeline on a batch whose request was drawn for it (``loaders.placement``)."""
     if not samples:
         raise ValueError("collate_samples needs at least one sample")
     pin = pin and dev.pin_memory_supported(dev.best_device_type())
     if isinstance(samples, ColumnBatch):  # ShardDataset.__getitems__: one shot
-        return _from_columns(samples.columns(), pin, samples.request)
+        host = _from_columns(samples.columns(), pin, samples.request)
+        request = host.request
+        if pipeline is None or pipeline.token is None or request is None or \
+                request.placed != pipeline.token or request.params is None:
+            return host
+        out = pipeline.run(host.as_dict(), host.params or {}, host.cropped)
+        return dataclasses.replace(host, image=None, sizes=None, fields=out, applied=True)
     if not is_shard_sample(samples[0]):
         return default_collate_samples(samples, pin)
     crop = stream.plan() if stream is not None else None
@@ -545,7 +558,9 @@ def keyed_batch(host: Any, transform: Transform | None, seed: int, epoch: int
                 f"{request.epoch} but this pass is seed {seed}, epoch {epoch} — one stream "
                 "feeds two loaders at once; give each loader its own stream or pass "
                 "read_crop=False")
-        params, cropped, host = host.params, host.cropped, host.as_dict()
+        params, cropped, applied, host = host.params, host.cropped, host.applied, host.as_dict()
+        if applied and params is not None:
+            return host, Keyed(params, cropped, applied=True)
     if transform is None or not isinstance(host, Mapping) or \
             not isinstance(host.get("sizes"), torch.Tensor):
         return host, None

@@ -19,7 +19,7 @@ from npu_data.buffers import release_reused
 from npu_data.common.batch import ColumnBatch
 from npu_data.common.compat import DATALOADER_ARGS, dataloader_kwargs
 from npu_data.errors import UserError, UserValueError
-from npu_data.loaders import epochs, frameworks, host_transform
+from npu_data.loaders import epochs, frameworks, host_transform, placement
 from npu_data.loaders.assemble import collate_host, is_collate_samples, keyed_batch
 from npu_data.loaders.epochs import EpochState, PassIndices, batch_seed
 from npu_data.loaders.loader_args import READ_AHEAD, check_extras, loader_transform, worker_init
@@ -27,7 +27,7 @@ from npu_data.loaders.loader_args import image_position as _image_position
 from npu_data.loaders.loader_args import ours as _ours
 from npu_data.loaders.prefetch import DevicePrefetcher, read_ahead
 from npu_data.loaders.prefetch import rebuild as _rebuild
-from npu_data.loaders.request import Keyed, Requests, refusal, state_of
+from npu_data.loaders.request import Keyed, Requests, refusal, state_of, worker_refusal
 from npu_data.loaders.sampler import loader_order
 from npu_data.loaders.states import loader_seed
 from npu_data.transforms.compose import donating
@@ -99,11 +99,21 @@ class DataLoader(TorchDataLoader):
             background thread of this process while the main thread transforms the previous
             one (``loaders.prefetch.read_ahead``); None: on for this package's datasets, off for
             others, which may not be thread-safe.
+        augment_on: Where the keyed transform runs (``loaders.placement``): ``"device"`` in
+            this process after the copy; ``"workers"`` where each batch is assembled (every
+            worker on its own batch; the read thread with ``num_workers=0``), this process
+            only hands batches on; ``"auto"`` (default): ``"workers"`` for a CPU device with
+            workers, else ``"device"`` (``NPU_DATA_AUGMENT_ON`` overrides). The same bytes in
+            every placement.
+        threads: torch intra-op threads of each process that runs the transform (workers, or
+            this process on the CPU during a pass); None: ``NPU_DATA_THREADS``, else the cores
+            this process may use shared out (``loaders.placement``).
 
     Raises:
         UserError: A device that is not usable here, an extra argument out of range (a
             ``seed`` that is not an int from 0 to 2**64 - 1), or ``read_crop=True`` where the
-            loader cannot crop while reading.
+            loader cannot crop while reading, or ``augment_on="workers"`` where its
+            assembler cannot run the transform.
     """
 
     # Accelerate: prepare() returns this loader as it is; save_state() saves state_dict()
@@ -122,11 +132,13 @@ class DataLoader(TorchDataLoader):
                  device_prefetch: int = 2, seed: int | None = None,
                  jit_compile: bool | None = None, image_key: int | str | None = None,
                  read_crop: bool | None = None, decode: str = "exact",
-                 read_thread: bool | None = None) -> None:
+                 read_thread: bool | None = None, augment_on: str = "auto",
+                 threads: int | None = None) -> None:
         # checked before anything changes; a generator's own seed is never refused
         self.seed = loader_seed(seed if seed is not None else generator.initial_seed()
                                 if generator is not None else 0, "DataLoader")
         check_extras(device_prefetch, image_key, read_crop, decode, read_thread)
+        placement.check(augment_on, threads)
         self._auto_device = device is None or (isinstance(device, str) and device == "auto")
         self.device = dev.resolve_device(device)
         if jit_compile is not None:
@@ -137,14 +149,18 @@ class DataLoader(TorchDataLoader):
             torch_shuffle = None
         accel = dev.is_accelerator(self.device)
         pin = bool(pin_memory) and accel
+        # the keyed pipeline where batches are assembled, or in this process (loaders.placement)
+        here = placement.in_workers(augment_on, accel, num_workers)
+        self._pipeline = placement.WorkerPipeline() if here else None
         if collate_fn is None and (batch_size is not None or batch_sampler is not None):
             collate_fn = functools.partial(collate_host, pin=pin and num_workers == 0,
-                                           stream=state_of(dataset))
-        elif is_collate_samples(collate_fn) and not _wraps(collate_fn, collate_host):
-            # collate_samples passed as collate_fn: the same assembler, its HostBatch kept
+                                           stream=state_of(dataset), pipeline=self._pipeline)
+        elif is_collate_samples(collate_fn):
+            # collate_samples passed as collate_fn (or a rebuilt loader's): the same
+            # assembler, its HostBatch kept, this loader's own pipeline
             given = collate_fn.keywords if isinstance(collate_fn, functools.partial) else {}
             collate_fn = functools.partial(collate_host, pin=bool(given.get("pin", False)),
-                                           stream=state_of(dataset))
+                                           stream=state_of(dataset), pipeline=self._pipeline)
         elif collate_fn is not None and not (is_collate_samples(collate_fn)
                                              or _wraps(collate_fn, _listed)):
             collate_fn = functools.partial(_listed, collate_fn)
@@ -154,7 +170,8 @@ class DataLoader(TorchDataLoader):
             dataset, batch_size=batch_size, shuffle=torch_shuffle, sampler=sampler,
             batch_sampler=batch_sampler, num_workers=num_workers, collate_fn=collate_fn,
             pin_memory=pin and num_workers > 0, drop_last=drop_last, timeout=timeout,
-            worker_init_fn=worker_init(worker_init_fn),
+            worker_init_fn=worker_init(worker_init_fn, placement.worker_threads(
+                threads, num_workers, here, accel)),
             multiprocessing_context=multiprocessing_context,
             generator=generator, prefetch_factor=prefetch_factor,
             **dataloader_kwargs(persistent_workers=persistent_workers,
@@ -164,6 +181,8 @@ class DataLoader(TorchDataLoader):
             self.in_order = in_order  # as newer torch keeps it (a rebuild reads it back)
         self.device_prefetch, self.jit_compile, self.image_key = device_prefetch, jit_compile, image_key
         self.read_crop, self.decode, self.read_thread = read_crop, decode, read_thread
+        self.augment_on, self.threads = augment_on, threads
+        self._main_threads = placement.main_threads(threads, num_workers, here, accel)
         self._read_threads = torch.get_num_threads()  # the read thread's (read_ahead)
         self._ours = _ours(dataset)  # a dataset of this package: read ahead by default
         weakref.finalize(self, release_reused)  # the batch buffers kept for reuse go with it
@@ -177,6 +196,11 @@ class DataLoader(TorchDataLoader):
             why = refusal(self)
             if why:
                 raise UserValueError(f"DataLoader(read_crop=True): {why} — drop read_crop=True")
+        if augment_on == "workers":
+            why = worker_refusal(self)
+            if why:
+                raise UserValueError(f"DataLoader(augment_on='workers'): {why} — use "
+                                     "augment_on='auto' or 'device'")
         self._epochs = EpochState(epochs.order_of(self.sampler, self.batch_sampler, dataset),
                                   self._indices, isinstance(dataset, IterableDataset))
         self._prefetcher = DevicePrefetcher()
@@ -266,6 +290,9 @@ class DataLoader(TorchDataLoader):
     def _transform(self, batch: Any, number: int, epoch: int, aug: Keyed | None = None) -> Any:
         if self.transform is None:
             return batch
+        if aug is not None and aug.applied:  # the assembler ran the pipeline (placement)
+            batch["aug"] = aug.params
+            return batch
         if aug is not None:  # keyed: parameters drawn on the host, shipped with the batch
             # a batch our collate built is the loader's alone: the kernels may write into it
             mine = batch.get("image") if is_collate_samples(self.collate_fn) else None
@@ -297,13 +324,16 @@ class DataLoader(TorchDataLoader):
         self._adopt()
         p = self._epochs.begin(super().__len__)
         aug_epoch = p.epoch + (p.repeat << 32)  # a repeated epoch still gets new augmentation
-        armed = self._requests.begin(self, aug_epoch)  # ended with (or when dropping) the pass
+        armed = self._requests.begin(self, aug_epoch, self._pipeline)  # ended with the pass
         source: Iterator[Any] = super().__iter__()
         if self.num_workers == 0:  # read here: our datasets serve raw samples to us
             source = host_transform.loader_reads(source)
         if self._reads_ahead():
             source = read_ahead(source, READ_AHEAD, self._read_threads)
         link = frameworks.GradientStateLink(self) if self._adopted else None
+        threads = torch.get_num_threads()  # the main process's, set for this pass only
+        if self._main_threads is not None:
+            torch.set_num_threads(self._main_threads)
         try:
             for batch, aug, last in self._prefetcher.batches(
                     source, self.device, self.device_prefetch,
@@ -322,6 +352,8 @@ class DataLoader(TorchDataLoader):
             if link is not None:
                 link.close()
             armed.close()
+            if self._main_threads is not None:
+                torch.set_num_threads(threads)
 
 
 def _wraps(fn: Any, inner: Callable[..., Any]) -> bool:

@@ -66,20 +66,25 @@ def bind_classes(transform: Any, dataset: Any) -> None:
             take(labels)
 
 
-def worker_init(user_init: Callable[[int], None] | None) -> Callable[[int], None]:
-    """The ``worker_init_fn`` torch gets: the loader's setup, then ``user_init`` (a loader
+def worker_init(user_init: Callable[[int], None] | None,
+                threads: int | None = None) -> Callable[[int], None]:
+    """The ``worker_init_fn`` torch gets: the loader's setup (``threads``: the worker's torch
+    intra-op threads, ``loaders.placement``; None: torch's 1), then ``user_init`` (a loader
     rebuilt from this one's attributes passes this back: not wrapped twice)."""
     if isinstance(user_init, functools.partial) and user_init.func is _worker_init:
         user_init = user_init.args[0]
-    return functools.partial(_worker_init, user_init)
+    return functools.partial(_worker_init, user_init, threads=threads)
 
 
-def _worker_init(user_init: Callable[[int], None] | None, worker_id: int) -> None:
+def _worker_init(user_init: Callable[[int], None] | None, worker_id: int,
+                 threads: int | None = None) -> None:
     """Freeze what the worker inherited: the garbage collector never scans (nor dirties,
     copy-on-write) those objects again, so batches cost less and worker memory stays flat.
-    Mark the process as this loader's: datasets serve it raw samples."""
+    Mark the process as this loader's: datasets serve it raw samples. Set its threads."""
     gc.freeze()
     host_transform.mark_worker()
+    if threads is not None:
+        torch.set_num_threads(threads)
     if user_init is not None:
         user_init(worker_id)
 

@@ -39,6 +39,7 @@ import torch
 from npu_data.common.batch import BatchRequest
 from npu_data.errors import UserError
 from npu_data.loaders.buckets import BucketBatchSampler
+from npu_data.loaders.placement import WorkerPipeline
 from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import draws
 from npu_data.transforms.base import Params, Transform
@@ -99,22 +100,26 @@ def as_params(arrays: Mapping[str, np.ndarray]) -> Params:
 
 @dataclass(frozen=True)
 class Keyed:
-    """A batch's keyed parameters on the host (the whole pipeline's) and whether its reader
-    applied the leading crop (then only the rest of the pipeline runs)."""
+    """A batch's keyed parameters on the host (the whole pipeline's), whether its reader
+    applied the leading crop (then only the rest of the pipeline runs) and whether it ran the
+    whole pipeline (``loaders.placement``: nothing is left to run)."""
 
     params: Params
     cropped: bool = False
+    applied: bool = False
 
 
 @dataclass(frozen=True)
 class PassDraw:
     """What one pass draws its requests with: the keyed ``transform``, the loader's ``seed``,
-    the pass's augmentation ``epoch`` and the crop the reader applies (None: none)."""
+    the pass's augmentation ``epoch``, the crop the reader applies (None: none) and the token
+    of the pipeline the reader runs (``loaders.placement``; None: the main process runs it)."""
 
     transform: Transform
     seed: int
     epoch: int
     crop: ReadCrop | None = None
+    placed: bytes | None = None
 
     def request(self, indices: Any, ids: np.ndarray, sizes: np.ndarray,
                 bucket: int | None = None) -> BatchRequest:
@@ -126,7 +131,7 @@ class PassDraw:
             keys = draws.sample_keys(self.seed, self.epoch, ids)
             params = self.transform.draw_keyed(sizes, keys)
         return BatchRequest(tuple(int(i) for i in indices), ids, self.seed, self.epoch, bucket,
-                            as_arrays(params), plan)
+                            as_arrays(params), plan, self.placed)
 
 
 class RequestBatches:
@@ -267,6 +272,19 @@ def _refusal(loader: Any, crop: ReadCrop | None) -> str:
     return ""
 
 
+def worker_refusal(loader: Any) -> str:
+    """Why ``loader``'s assembler cannot run its keyed pipeline ("" when it can)."""
+    if not isinstance(loader.dataset, ShardDataset) or loader.dataset.latents is not None:
+        return "the dataset is not a ShardDataset of images (its batches carry no request)"
+    if loader.batch_size is None and loader.batch_sampler is None:
+        return "batch_size=None (no batches)"
+    if not is_collate_samples(loader.collate_fn):
+        return "a collate_fn gets the samples"
+    if keyed(loader) is None:
+        return "the transform is not a keyed npu_data transform (or image_key= is set)"
+    return ""
+
+
 def keyed(loader: Any) -> Transform | None:
     """The loader's transform when its parameters are drawn per sample (keyed), else None."""
     t = loader.transform
@@ -284,11 +302,12 @@ class Requests:
         ours = isinstance(dataset, ShardDataset) and dataset.latents is None
         self.batches = RequestBatches(batches) if batches is not None and ours else None
 
-    def begin(self, loader: Any, epoch: int) -> Armed:
+    def begin(self, loader: Any, epoch: int, pipeline: WorkerPipeline | None = None) -> Armed:
         """Draw this pass's requests of ``loader`` (augmentation ``epoch``): the keyed
         transform's parameters, and its leading crop where the loader wants to (``read_crop``
-        not False) and can (:func:`refusal`) crop while reading; returns what ends the pass
-        (a stream is disarmed when it is closed or dropped)."""
+        not False) and can (:func:`refusal`) crop while reading; ``pipeline``: the loader's
+        assembler runs the keyed pipeline too (``loaders.placement``). Returns what ends the
+        pass (a stream is disarmed when it is closed or dropped)."""
         crop = None
         if loader.read_crop is not False:
             crop = ReadCrop.of(loader.transform, loader.decode == "fast", loader.seed, epoch)
@@ -296,8 +315,13 @@ class Requests:
         self.transform = keyed(loader)
         if self.batches is not None:
             ours = is_collate_samples(loader.collate_fn)
+            placed = None
+            if pipeline is not None and self.transform is not None and ours:
+                placed = pipeline.arm(self.transform)
+            elif pipeline is not None:
+                pipeline.disarm()
             self.batches.draw = None if self.transform is None or not ours else PassDraw(
-                self.transform, loader.seed, epoch, crop)
+                self.transform, loader.seed, epoch, crop, placed)
             self.batches.sizes = self.dataset.sizes() if self.batches.draw is not None else None
             bucketed = isinstance(loader.batch_sampler, BucketBatchSampler)
             self.batches.buckets = loader.batch_sampler.bucket_of if bucketed else None

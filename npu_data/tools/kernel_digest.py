@@ -8,7 +8,8 @@ Inputs come from numpy's PCG64 (the same numbers on every platform): noise, grad
 edges; crops that enlarge and shrink, take either pass order, and end inside and on the 16-pixel
 tiles of the transposes; each filter (bilinear, bicubic, Lanczos); the augmentation kernels
 (warps through tables of fixed maps, histograms, contrast keys, each auto-augment pixel mode,
-the blur with fixed weights, vflip, grayscale, erase, choose) on padded samples. Every input
+the blur with fixed weights, vflip, grayscale, erase, choose; MixUp on uint8 and float32, CutMix,
+soft labels, channel permutation) on padded samples. Every input
 is made with exact arithmetic only (no sin, cos or exp, whose last bit may differ between
 platforms' libraries).
 """
@@ -147,6 +148,14 @@ def _augment_cases(ops: Any, images: torch.Tensor, rng: np.random.Generator
                          dtype=torch.int64)[torch.arange(b) % 4]
     yield "erase", ops.erase(images, boxes, luts[:, :, 0])
     yield "choose", ops.choose(flags, images, images.flip(0))
+    partner = torch.arange(b).roll(1)
+    lam = torch.tensor([0.0, 0.5, 0.3125, 0.9], dtype=torch.float32)[torch.arange(b) % 4]
+    yield "mixup uint8", ops.mixup(images, partner, lam)
+    yield "mixup float32", ops.mixup(images.to(torch.float32) / 255, partner, lam)
+    yield "cutmix", ops.cutmix(images, partner, boxes)
+    yield "soft_labels", ops.soft_labels(torch.arange(b) % 3, partner, lam, 5)
+    perms = torch.tensor([[2, 0, 1], [0, 1, 2], [1, 2, 0], [2, 1, 0]])[torch.arange(b) % 4]
+    yield "permute_channels", ops.permute_channels(images, perms)
     for kx, ky in ((1, 3), (9, 5), (23, 23)):
         wx = rng.integers(1, 1000, size=(b, kx)).astype(np.float32)
         wy = rng.integers(1, 1000, size=(b, ky)).astype(np.float32)

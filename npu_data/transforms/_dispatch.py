@@ -48,6 +48,10 @@ def _uint8(t: torch.Tensor) -> bool:
     return t.dtype == torch.uint8
 
 
+def _uint8_or_float32(t: torch.Tensor) -> bool:
+    return t.dtype in (torch.uint8, torch.float32)
+
+
 TABLE: dict[str, Kernel] = {
     "resized_crop": Kernel(crop.resized_crop, compiled.resized_crop),
     # a reader's images of different sizes (crop at read, ``transforms.read_crop``)
@@ -68,11 +72,11 @@ TABLE: dict[str, Kernel] = {
     "adjust_sharpness": Kernel(pixel.adjust_sharpness, compiled_augment.adjust_sharpness),
     "gaussian_blur": Kernel(blur.gaussian_blur, compiled_augment.gaussian_blur),
     "policy_step": Kernel(pixel.policy_step, compiled_augment.policy_step),
-    "permute_channels": Kernel(mixing.permute_channels),
+    "permute_channels": Kernel(mixing.permute_channels, compiled_augment.permute_channels),
     "choose": Kernel(mixing.choose, compiled_augment.choose),
-    "mixup": Kernel(mixing.mixup),
-    "cutmix": Kernel(mixing.cutmix),
-    "soft_labels": Kernel(mixing.soft_labels),
+    "mixup": Kernel(mixing.mixup, compiled_augment.mixup, compiled_takes=_uint8_or_float32),
+    "cutmix": Kernel(mixing.cutmix, compiled_augment.cutmix),
+    "soft_labels": Kernel(mixing.soft_labels, compiled_augment.soft_labels),
     # affine, rotate, pad and crop: host tables, then one pass over the pixels
     "warp": Kernel(warp.warp, compiled_augment.warp),
     "vflip": Kernel(warp.vflip, compiled_augment.vflip),

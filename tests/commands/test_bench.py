@@ -45,6 +45,12 @@ def test_bench_writes_well_formed_files(tmp_path: Path, capsys: pytest.CaptureFi
         assert {"read", "collate", "h2d"} <= set(st) <= set(stages.STAGES)
         assert p["bound_by"] in st and p["bound_kind"] in {"IO", "memory", "compute"}
         assert all(v >= 0 for v in st.values()) and p["stage_img_s"] > 0
+        roof = p["ceilings"]  # the row's ceilings from its stages on one thread
+        assert roof["combined_ms"] == pytest.approx(
+            roof["read_ms"] + roof["decode_ms"] + roof["kernels_ms"])
+        assert roof["ceiling_img_s"] == pytest.approx(roof["cores"] * 1000 / roof["combined_ms"])
+        assert p["pct_of_ceiling"] == pytest.approx(
+            100 * p["median_img_s"] / roof["ceiling_img_s"])
     assert {"decode", "augment_cpu"} <= set(ok["baseline"]["stages_ms_per_img"])
     for name in PIPELINES - {"baseline"}:
         assert "augment" in ok[name]["stages_ms_per_img"]
@@ -62,8 +68,10 @@ def test_bench_writes_well_formed_files(tmp_path: Path, capsys: pytest.CaptureFi
     md = (out / "results.md").read_text()
     assert "vs baseline" in md and "WebDataset tars" in md
     assert all(f"- {p['label']}: " in md for p in ok.values())  # memory per epoch
-    assert all(md.count(f"\n| {p['label']} |") == 1 + bool(p["stages_ms_per_img"])
-               for p in ok.values())  # main table, stage table (when it has stages)
+    # main table, stage and ceiling tables (when it has stages)
+    assert all(md.count(f"\n| {p['label']} |") == 1 + 2 * bool(p["stages_ms_per_img"])
+               for p in ok.values())
+    assert "combined ceiling img/s" in md
     skipped = [p for p in res["pipelines"] if p["status"] == "skipped"]
     assert all(md.count(f"| {p['label']} | skipped: {p['reason']} |") == 1 for p in skipped)
     assert all(f"Sweep over {chart.SWEEP_TITLES[k]} (" in md for k in sweeps)
@@ -247,6 +255,18 @@ def test_bound_stage_weighs_worker_stages_by_the_worker_count() -> None:
     assert two["bound_by"] == "decode" and two["bound_kind"] == "compute"
     four = stages.bound(st, 4)  # 1.25 ms in workers vs 2.5 ms on the main process
     assert four["bound_by"] == "augment" and four["stage_img_s"] == pytest.approx(400)
+
+
+def test_ceilings_spread_the_one_core_costs_over_the_cores() -> None:
+    st = {"read": 0.5, "decode": 1.5, "augment_cpu": 0.5, "collate": 1.0, "h2d": 0.5,
+          "augment": 0.5}
+    cpu = stages.ceilings(st, 4, host_augment=True)  # collate and the copy are not counted
+    assert (cpu["read_ms"], cpu["decode_ms"], cpu["kernels_ms"]) == (0.5, 1.5, 1.0)
+    assert cpu["ceiling_img_s"] == pytest.approx(4 * 1000 / 3.0)
+    assert cpu["decode_img_s"] == pytest.approx(4 * 1000 / 1.5)
+    accel = stages.ceilings(st, 4, host_augment=False)  # the device runs the augmentation
+    assert accel["kernels_ms"] == 0.5 and accel["ceiling_img_s"] == pytest.approx(1600)
+    assert stages.ceilings({}, 4, True) == {}  # no stages (DALI): no ceilings
 
 
 def test_bench_rejects_bad_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,7 +1,7 @@
 """Compiled CPU kernels (Pillow-exact resize, colour and augmentation ops), built on first use.
 
 The C++ sources next to this file (``ops.cpp`` registers ``resample.cpp``, ``color.cpp``,
-``layout.cpp`` and ``augment.cpp``) are compiled once per machine (``common.compiled``) and
+``layout.cpp``, ``augment.cpp`` and ``mixing.cpp``) are compiled once per machine (``common.compiled``) and
 registered as ``torch.ops.npu_data.*``. When no compiler is available, the kernel cache is
 refused (not this user's, writable by others) or read-only, or ``NPU_DATA_NATIVE=0``,
 :func:`ops` returns ``None`` and the transforms use their pure-torch kernels (the same values,
@@ -21,7 +21,8 @@ from npu_data.common.compiled import INCLUDE, Library
 _HERE = Path(__file__).parent
 _LIBRARY = Library(
     "npu_data_native", "npu_data",
-    [_HERE / n for n in ("ops.cpp", "resample.cpp", "color.cpp", "layout.cpp", "augment.cpp")],
+    [_HERE / n for n in ("ops.cpp", "resample.cpp", "color.cpp", "layout.cpp", "augment.cpp",
+                         "mixing.cpp")],
     [_HERE / "kernels.h", INCLUDE / "parallel.h"], "native",
     "compiled CPU kernels unavailable",
     "using the pure-torch kernels (same values, slower).",

@@ -1,5 +1,6 @@
-"""The compiled CPU implementations of the augmentation kernels (``augment.cpp``), with the torch
-kernels' signatures (``transforms/_kernels``: ``warp``, ``pixel``, ``blur``).
+"""The compiled CPU implementations of the augmentation kernels (``augment.cpp``, ``mixing.cpp``),
+with the torch kernels' signatures (``transforms/_kernels``: ``warp``, ``pixel``, ``blur``,
+``mixing``).
 
 The per-sample tables (lookup tables, blend products, blur weights) are made by the torch
 kernels' own functions; the compiled ops do the per-pixel passes with the same arithmetic, so
@@ -33,6 +34,24 @@ def warp(images: torch.Tensor, sizes: torch.Tensor, out_sizes: torch.Tensor,
 
 def choose(mask: torch.Tensor, images: torch.Tensor, others: torch.Tensor) -> torch.Tensor:
     return _ops().choose(mask, images, others)
+
+
+def mixup(images: torch.Tensor, partner: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
+    return _ops().mixup(images, partner, lam)
+
+
+def cutmix(images: torch.Tensor, partner: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+    return _ops().cutmix(images, partner, boxes)
+
+
+def soft_labels(labels: torch.Tensor, partner: torch.Tensor, weight: torch.Tensor,
+                num_classes: int | None) -> torch.Tensor:
+    return _ops().soft_labels(labels, partner, weight, num_classes)
+
+
+def permute_channels(images: torch.Tensor, sizes: torch.Tensor, permutation: torch.Tensor
+                     ) -> torch.Tensor:
+    return _ops().permute_channels(images, permutation)
 
 
 def vflip(images: torch.Tensor, sizes: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:

@@ -53,6 +53,17 @@ at::Tensor vflip(const at::Tensor& images, const at::Tensor& sizes, const at::Te
 at::Tensor erase(const at::Tensor& images, const at::Tensor& boxes, const at::Tensor& value);
 at::Tensor rgb_to_grayscale(const at::Tensor& images, const at::Tensor& mask);
 
+// MixUp / CutMix and their labels, channel permutation (mixing.cpp), equal to their torch
+// kernels byte for byte: partner * (1 - lam) + x * lam per sample (uint8 rounded half to even,
+// or float32); each sample's box (B, 4) (top, left, height, width) from its partner (any
+// dtype); (B, K) float32 soft labels of class ids (num_classes) or of given rows; output
+// channel c of sample b is its input channel permutation[b, c].
+at::Tensor mixup(const at::Tensor& images, const at::Tensor& partner, const at::Tensor& lam);
+at::Tensor cutmix(const at::Tensor& images, const at::Tensor& partner, const at::Tensor& boxes);
+at::Tensor soft_labels(const at::Tensor& labels, const at::Tensor& partner,
+                       const at::Tensor& weight, c10::optional<int64_t> num_classes);
+at::Tensor permute_channels(const at::Tensor& images, const at::Tensor& permutation);
+
 // The hand-written SIMD path each file was built with ("sse2", "neon", ..., or "none").
 const char* transpose_simd();
 const char* byte_tables_simd();

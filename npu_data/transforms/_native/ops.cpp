@@ -1,7 +1,7 @@
 // npu_data's compiled CPU kernels as torch operators: torch.ops.npu_data.*.
 //
 // One sample per task over the batch (parallel.h); the arithmetic of each op follows Pillow
-// 13 exactly, so the CPU versions in npu_data/transforms/reference.py match to the bit.
+// 13 exactly (the mixing ops: their torch kernels), so the CPU versions in npu_data/transforms/reference.py match to the bit.
 
 #include <torch/library.h>
 
@@ -54,6 +54,10 @@ TORCH_LIBRARY(npu_data, m) {
   m.def("vflip(Tensor images, Tensor sizes, Tensor flip_mask) -> Tensor");
   m.def("erase(Tensor images, Tensor boxes, Tensor value) -> Tensor");
   m.def("rgb_to_grayscale(Tensor images, Tensor mask) -> Tensor");
+  m.def("mixup(Tensor images, Tensor partner, Tensor lam) -> Tensor");
+  m.def("cutmix(Tensor images, Tensor partner, Tensor boxes) -> Tensor");
+  m.def("soft_labels(Tensor labels, Tensor partner, Tensor weight, int? num_classes) -> Tensor");
+  m.def("permute_channels(Tensor images, Tensor permutation) -> Tensor");
   m.def("color_ops_(Tensor(a!) images, Tensor sizes, Tensor order, Tensor factors, Tensor shifts) -> ()");
 }
 
@@ -78,4 +82,8 @@ TORCH_LIBRARY_IMPL(npu_data, CPU, m) {
   m.impl("vflip", &npu_data_native::vflip);
   m.impl("erase", &npu_data_native::erase);
   m.impl("rgb_to_grayscale", &npu_data_native::rgb_to_grayscale);
+  m.impl("mixup", &npu_data_native::mixup);
+  m.impl("cutmix", &npu_data_native::cutmix);
+  m.impl("soft_labels", &npu_data_native::soft_labels);
+  m.impl("permute_channels", &npu_data_native::permute_channels);
 }

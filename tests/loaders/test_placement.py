@@ -1,0 +1,238 @@
+"""Placement (loaders.placement): the keyed pipeline in the main process after the copy or
+where each batch is assembled (workers, the read thread) gives the same bytes, whatever the
+worker count or batch split; resume works there; threads fit the cores."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from npu_data.annotations.images import ImageOptions
+from npu_data.errors import UserError
+from npu_data.loaders import DataLoader, dataloader, placement
+from npu_data.shards.reader import ShardDataset
+from npu_data.shards.writer import WriteOptions, write_dataset
+from npu_data.transforms import (
+    ColorJitter,
+    Compose,
+    Normalize,
+    RandomErasing,
+    RandomHorizontalFlip,
+    RandomResizedCrop,
+    TrivialAugmentWide,
+)
+from tests.loaders.test_crop_read import _same_batch
+from tests.shards.export_maker import make_export
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ShardDataset]:
+    tmp = tmp_path_factory.mktemp("placement")
+    export = make_export(tmp / "proj", n=23)
+    out = {}
+    for store in ("raw", "encoded"):
+        opts = WriteOptions(store=store, shard_size=5,
+                            images=ImageOptions(images_root=tmp / "proj"))
+        write_dataset(export, tmp / store, opts)
+        out[store] = ShardDataset(tmp / store)
+    return out
+
+
+def _pipeline() -> Compose:
+    return Compose([RandomResizedCrop(24), ColorJitter(0.4, 0.4, 0.4, 0.1),
+                    RandomHorizontalFlip(), Normalize([0.5, 0.4, 0.3], [0.2, 0.3, 0.25])])
+
+
+def _batches(ds: ShardDataset, transform: Any = None, epochs: int = 2,
+             **kw: Any) -> list[dict[str, Any]]:
+    args: dict[str, Any] = {"batch_size": 6, "shuffle": True, "seed": 3, "device": "cpu",
+                            "transform": transform if transform is not None else _pipeline()}
+    args.update(kw)
+    loader = DataLoader(ds, **args)
+    return [b for _ in range(epochs) for b in loader]
+
+
+def _rows(batches: list[dict[str, Any]]) -> dict[int, torch.Tensor]:
+    return {int(i): b["image"][j] for b in batches for j, i in enumerate(b["index"])}
+
+
+class _MainRuns:
+    """Counts the main process's runs of the pipeline."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        real = dataloader.apply_after_read
+
+        def counted(*args: Any, **kw: Any) -> Any:
+            self.calls += 1
+            return real(*args, **kw)
+
+        monkeypatch.setattr(dataloader, "apply_after_read", counted)
+
+
+@pytest.mark.parametrize("store", ["raw", "encoded"])
+def test_every_placement_gives_the_same_bytes(stores: dict[str, ShardDataset], store: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    ds = stores[store]
+    device = _batches(ds, augment_on="device")
+    main = _MainRuns(monkeypatch)
+    for kw in ({"augment_on": "workers"}, {"augment_on": "workers", "read_thread": False},
+               {"num_workers": 2}, {"num_workers": 2, "persistent_workers": True},
+               {"augment_on": "workers", "read_crop": False, "num_workers": 2}):
+        got = _batches(ds, **kw)
+        assert len(got) == len(device) == 8
+        for a, b in zip(device, got, strict=True):
+            _same_batch(a, b)  # every key: image (float), sizes, geometry, ..., aug
+    assert main.calls == 0  # the workers (or the read thread) ran every batch
+    assert device[0]["image"].dtype == torch.float32
+
+
+def test_a_sample_does_not_depend_on_the_batch_split(stores: dict[str, ShardDataset]) -> None:
+    ds = stores["encoded"]
+    device = _rows(_batches(ds, augment_on="device", epochs=1))
+    for kw in ({"batch_size": 4, "num_workers": 2}, {"batch_size": 5, "augment_on": "workers"}):
+        split = _rows(_batches(ds, epochs=1, **kw))
+        assert sorted(split) == sorted(device) == list(range(23))
+        for i, image in device.items():
+            assert torch.equal(image, split[i]), i
+
+
+def test_the_recipe_in_the_workers_is_the_main_process_recipe(
+        stores: dict[str, ShardDataset]) -> None:
+    recipe = Compose([RandomResizedCrop(24), RandomHorizontalFlip(),
+                      TrivialAugmentWide(interpolation="bilinear"),
+                      RandomErasing(p=0.5, value=(124, 116, 104)), Normalize()])
+    device = _batches(stores["raw"], recipe, augment_on="device")
+    workers = _batches(stores["raw"], recipe, num_workers=2)
+    for a, b in zip(device, workers, strict=True):
+        _same_batch(a, b)
+
+
+def test_a_changed_transform_under_persistent_workers(stores: dict[str, ShardDataset],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    ds = stores["raw"]
+    loader = DataLoader(ds, batch_size=6, shuffle=True, seed=3, device="cpu",
+                        transform=_pipeline(), num_workers=2, persistent_workers=True)
+    list(loader)
+    loader.transform = Compose([RandomResizedCrop(16), RandomHorizontalFlip()])
+    main = _MainRuns(monkeypatch)
+    second = list(loader)  # the workers still hold the first transform: the main process runs
+    assert main.calls == len(second) == 4
+    reference = DataLoader(ds, batch_size=6, shuffle=True, seed=3, device="cpu",
+                           transform=Compose([RandomResizedCrop(16), RandomHorizontalFlip()]),
+                           augment_on="device")
+    reference.set_epoch(1)
+    for a, b in zip(list(reference), second, strict=True):
+        _same_batch(a, b)
+        assert b["image"].shape[-1] == 16
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_resume_mid_epoch_in_the_workers(stores: dict[str, ShardDataset],
+                                         num_workers: int) -> None:
+    ds = stores["encoded"]
+    args: dict[str, Any] = {"batch_size": 4, "shuffle": True, "seed": 5, "device": "cpu",
+                            "transform": _pipeline(), "augment_on": "workers",
+                            "num_workers": num_workers}
+    whole = list(DataLoader(ds, **args))
+    first = DataLoader(ds, **args)
+    it = iter(first)
+    seen = [next(it), next(it)]
+    state = first.state_dict()
+    del it
+    resumed = DataLoader(ds, **args)
+    resumed.load_state_dict(state)
+    rest = list(resumed)
+    assert len(seen) + len(rest) == len(whole) == 6
+    for a, b in zip(whole, seen + rest, strict=True):
+        _same_batch(a, b)
+
+
+def test_workers_placement_says_why_it_cannot(stores: dict[str, ShardDataset]) -> None:
+    ds = stores["raw"]
+    with pytest.raises(UserError, match="augment_on='workers'.*collate_fn"):
+        DataLoader(ds, batch_size=2, device="cpu", transform=_pipeline(),
+                   collate_fn=lambda s: s, augment_on="workers")
+    with pytest.raises(UserError, match="augment_on='workers'.*keyed"):
+        DataLoader(ds, batch_size=2, device="cpu", transform=lambda b, generator=None: b,
+                   augment_on="workers")
+    with pytest.raises(UserError, match="augment_on='gpu'"):
+        DataLoader(ds, batch_size=2, augment_on="gpu")
+    for bad in (0, True, 1.5):
+        with pytest.raises(UserError, match="threads="):
+            DataLoader(ds, batch_size=2, threads=bad)
+
+
+def test_auto_placement(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(placement.PLACEMENT_ENV, raising=False)
+    assert placement.in_workers("auto", accelerator=False, num_workers=2)
+    assert not placement.in_workers("auto", accelerator=False, num_workers=0)
+    assert not placement.in_workers("auto", accelerator=True, num_workers=8)
+    assert placement.in_workers("workers", accelerator=True, num_workers=0)
+    assert not placement.in_workers("device", accelerator=False, num_workers=2)
+    monkeypatch.setenv(placement.PLACEMENT_ENV, "workers")
+    assert placement.in_workers("auto", accelerator=True, num_workers=8)
+    assert not placement.in_workers("device", accelerator=False, num_workers=2)
+    monkeypatch.setenv(placement.PLACEMENT_ENV, "gpu")
+    with pytest.raises(UserError, match="NPU_DATA_AUGMENT_ON='gpu' must be auto, device or"):
+        placement.in_workers("auto", accelerator=False, num_workers=2)
+
+
+def test_threads_fit_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(placement.THREADS_ENV, raising=False)
+    monkeypatch.setattr(placement, "cores", lambda: 16)
+    # the workers run the pipeline: the cores shared among them, the main process what is left
+    assert placement.worker_threads(None, 4, True, False) == 4
+    assert placement.worker_threads(None, 32, True, False) == 1
+    assert placement.main_threads(None, 4, True, False) == 1
+    assert placement.main_threads(None, 3, True, False) == 1  # 16 - 3 * 5
+    assert placement.main_threads(None, 6, True, False) == 4  # 16 - 6 * 2
+    # the main process runs it on the CPU: the cores the workers leave, one for each worker
+    assert placement.main_threads(None, 4, False, False) == 12
+    assert placement.main_threads(None, 20, False, False) == 1
+    assert placement.worker_threads(None, 4, False, False) is None
+    # an accelerator: the workers read and crop over the cores, the main process launches
+    assert placement.worker_threads(None, 8, False, True) == 2
+    assert placement.main_threads(None, 8, False, True) is None
+    assert placement.worker_threads(3, 4, True, False) == 3  # the argument wins
+    assert placement.main_threads(3, 4, True, False) == 4
+    monkeypatch.setenv(placement.THREADS_ENV, "2")
+    assert placement.worker_threads(None, 4, True, False) == 2
+    assert placement.main_threads(None, 4, False, False) == 2
+    monkeypatch.setenv(placement.THREADS_ENV, "many")
+    with pytest.raises(UserError, match="NPU_DATA_THREADS='many'"):
+        placement.worker_threads(None, 4, True, False)
+
+
+def test_a_pass_sets_the_main_threads_and_restores_them(stores: dict[str, ShardDataset],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(placement.THREADS_ENV, raising=False)
+    before = torch.get_num_threads()
+    loader = DataLoader(stores["raw"], batch_size=6, device="cpu", transform=_pipeline(),
+                        num_workers=1, augment_on="device", threads=before + 1)
+    during = []
+    for _ in loader:
+        during.append(torch.get_num_threads())
+    assert set(during) == {before + 1}
+    assert torch.get_num_threads() == before
+    it = iter(loader)
+    next(it)
+    del it  # a pass left early restores them too
+    assert torch.get_num_threads() == before
+    init = DataLoader(stores["raw"], batch_size=6, device="cpu", transform=_pipeline(),
+                      num_workers=2, threads=3).worker_init_fn
+    assert init is not None
+    try:
+        init(0)  # what each worker runs first
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_worker_pipeline_travels_and_refuses_what_does_not() -> None:
+    pipe = placement.WorkerPipeline()
+    assert pipe.arm(_pipeline()) is not None and pipe.transform is not None
+    assert pipe.arm(Compose([RandomResizedCrop(8)])) != placement.token_of(_pipeline())
+    assert pipe.arm(lambda b: b) is None and pipe.transform is None  # does not pickle
