@@ -134,7 +134,7 @@ class _Encoder:
         self.src, self.models, self.record, self.out = src, models, record, out
         self.shard_size, self.batch_size, self.fp = shard_size, batch_size, fingerprint
         # a CPU encode's bytes depend on its thread count: recorded, a resume must match
-        self.threads = torch.get_num_threads() if models.device.type == "cpu" else None
+        self.threads = None if dev.is_accelerator(models.device) else torch.get_num_threads()
         self.sizes, self.task_ids = src.sizes(), src.task_ids()
         self.rule = _rule(record)
         self.unconditional = bool(record["captions"]["unconditional"])
@@ -415,8 +415,8 @@ def _run(src: Any, models: Models, record: dict[str, Any], out: Path, shard_size
                 held.enter_context(import_lock(out))
                 if resume:  # the same models and CPU threads, before anything is deleted
                     check_resume(out, record["encoders"],
-                                 torch.get_num_threads() if models.device.type == "cpu"
-                                 else None)
+                                 None if dev.is_accelerator(models.device)
+                                 else torch.get_num_threads())
                 _prepare(out, resume, fp)
             except UserError as exc:
                 error = str(exc)

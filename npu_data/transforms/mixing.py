@@ -94,7 +94,8 @@ class _Mixing(Transform):
             key = "choices.label"
             valid = batch.get("choices.valid")
             if batch[key].ndim != 2 or batch[key].shape[1] != 1 or (
-                    valid is not None and valid.device.type == "cpu" and not bool(valid.all())):
+                    valid is not None and valid.is_cpu and not is_compiling()
+                    and not bool(valid.all())):
                 raise UserValueError(f"{self.name}: 'choices.label' must hold one class per "
                                      f"sample, got {tuple(batch[key].shape)} (some samples with "
                                      "none or several) — mixing needs one class per sample")
