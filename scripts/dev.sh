@@ -45,6 +45,8 @@ case "$mode" in
     ;;
   test)
     python -m pip install -q -e '.[dev]'
+    # the import sources' tests, on top of what dev installed (the oldest leg leaves them out)
+    python -m pip install -q -e '.[dev-formats]'
     echo "== ruff"; ruff check npu_data
     echo "== mypy"; mypy npu_data
     if [ -f .ci/labelstudio-server.sh ]; then
