@@ -27,21 +27,7 @@ from npu_data.transforms import (
     ResizeCrop,
     _native,
 )
-from tests.shards.export_maker import make_export
 from tests.shards.test_batch_read import _same_value
-
-
-@pytest.fixture(scope="module")
-def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ShardDataset]:
-    tmp = tmp_path_factory.mktemp("crop_read")
-    export = make_export(tmp / "proj", n=23)
-    out = {}
-    for store in ("raw", "encoded"):
-        opts = WriteOptions(store=store, shard_size=5,
-                            images=ImageOptions(images_root=tmp / "proj"))
-        write_dataset(export, tmp / store, opts)
-        out[store] = ShardDataset(tmp / store)
-    return out
 
 
 def _same_batch(expected: dict[str, Any], got: dict[str, Any]) -> None:

@@ -9,11 +9,9 @@ from typing import Any
 import pytest
 import torch
 
-from npu_data.annotations.images import ImageOptions
 from npu_data.errors import UserError
 from npu_data.loaders import DataLoader, dataloader, placement
 from npu_data.shards.reader import ShardDataset
-from npu_data.shards.writer import WriteOptions, write_dataset
 from npu_data.transforms import (
     ColorJitter,
     Compose,
@@ -24,20 +22,6 @@ from npu_data.transforms import (
     TrivialAugmentWide,
 )
 from tests.loaders.test_crop_read import _same_batch
-from tests.shards.export_maker import make_export
-
-
-@pytest.fixture(scope="module")
-def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ShardDataset]:
-    tmp = tmp_path_factory.mktemp("placement")
-    export = make_export(tmp / "proj", n=23)
-    out = {}
-    for store in ("raw", "encoded"):
-        opts = WriteOptions(store=store, shard_size=5,
-                            images=ImageOptions(images_root=tmp / "proj"))
-        write_dataset(export, tmp / store, opts)
-        out[store] = ShardDataset(tmp / store)
-    return out
 
 
 def _pipeline() -> Compose:
