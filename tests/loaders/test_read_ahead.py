@@ -17,7 +17,7 @@ from npu_data.loaders import DataLoader
 from npu_data.loaders.prefetch import read_ahead
 from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import ColorJitter, Compose, RandomHorizontalFlip, RandomResizedCrop
-from tests.loaders.test_crop_read import _same_batch, stores  # noqa: F401  (fixture)
+from tests.loaders.test_crop_read import _same_batch
 
 
 def _threads() -> set[str]:
