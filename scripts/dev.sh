@@ -4,7 +4,8 @@
 #   bash scripts/dev.sh test   # install with the dev extra, then lint, type-check and test
 #   bash scripts/dev.sh bench [ARGS]  # install with the bench extra (torchvision), run the suite
 #   bash scripts/dev.sh test-oldest   # the oldest supported stack (torch 2.1.2, numpy < 2, the
-#                                     # newest setuptools) in .venv-torch2.1: parity, the demo,
+#                                     # newest setuptools) in ~/.cache/npu-data/venv-torch2.1:
+#                                     # parity, the demo,
 #                                     # the transforms/loaders/shards/codecs tests
 #   bash scripts/dev.sh test-arm64    # scripts/arm64_check.sh: the kernels on aarch64 (emulated)
 # Environment: VENV (default .venv), TORCH_SPEC (default torch==2.13.0, the tested CPU build;
@@ -13,15 +14,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-test}"
-if [ "$mode" = test-oldest ]; then  # its own venv: torch 2.1.2 is a CUDA build of several GB
-  venv="${VENV:-.venv-torch2.1}"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/npu-data"
+if [ "$mode" = test-oldest ]; then  # its own venv, cached outside the checkout (as the Label
+  # Studio server's is): torch 2.1.2 is a CUDA build of several GB, downloaded once per machine
+  venv="${VENV:-$cache/venv-torch2.1}"
   torch_spec="${TORCH_SPEC:-torch==2.1.2 numpy<2}"
 else
   venv="${VENV:-.venv}"
   torch_spec="${TORCH_SPEC:-torch==2.13.0}"
 fi
 # The Label Studio server (integration tests) lives in its own venv, cached outside the checkout.
-export LABEL_STUDIO_VENV="${LABEL_STUDIO_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/npu-data/venv-labelstudio}"
+export LABEL_STUDIO_VENV="${LABEL_STUDIO_VENV:-$cache/venv-labelstudio}"
 
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
