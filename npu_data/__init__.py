@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # what type checkers and the API reference see: the names of 
     from npu_data.transforms import RandomZoomOut as RandomZoomOut
     from npu_data.transforms import ResizeCrop as ResizeCrop
     from npu_data.transforms import ScaleJitter as ScaleJitter
-    from npu_data.transforms.parity import compare_tensor as compare_tensor
+    from npu_data.transforms.oracle.measures import compare_tensor as compare_tensor
 
 _LAZY = {
     "DataLoader": "npu_data.loaders",
@@ -67,7 +67,7 @@ _LAZY = {
     "ResizeCrop": "npu_data.transforms",
     "CaptionDropout": "npu_data.transforms",
     "RandomCaption": "npu_data.transforms",
-    "compare_tensor": "npu_data.transforms.parity",
+    "compare_tensor": "npu_data.transforms.oracle.measures",
     "parse_export": "npu_data.annotations",
     "resolve_device": "npu_data.device",
     "UserError": "npu_data.errors",

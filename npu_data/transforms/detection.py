@@ -169,7 +169,7 @@ class RandomZoomOut(_DrawnSize):
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        from npu_data.transforms import reference_geometric as RG
+        from npu_data.transforms.oracle import pillow_geometric as RG
 
         top, left = (int(v) for v in params["offset"][index].tolist())
         height, width = (int(v) for v in params["out"][index].tolist())
@@ -258,7 +258,7 @@ class ScaleJitter(_DrawnSize):
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        from npu_data.transforms import reference
+        from npu_data.transforms.oracle import pillow as reference
 
         h, w = image.shape[:2]
         return reference.resized_crop(image, [0, 0, h, w],
@@ -423,7 +423,7 @@ class RandomIoUCrop(Transform):
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        from npu_data.transforms import reference_geometric as RG
+        from npu_data.transforms.oracle import pillow_geometric as RG
 
         top, left, height, width = (int(v) for v in params["crop"][index].tolist())
         return RG.crop(image, top, left, height, width)

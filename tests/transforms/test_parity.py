@@ -13,7 +13,7 @@ from npu_data import cli
 from npu_data.tools import parity_suite
 from npu_data.tools.parity_suite import run_parity_suite
 from npu_data.transforms import functional as F
-from npu_data.transforms.parity import (
+from npu_data.transforms.oracle.measures import (
     PRECISION_TOLERANCES,
     TOLERANCES,
     compare_tensor,
