@@ -35,13 +35,17 @@ ALLOWED: dict[str, set[str]] = {
     "latents": BASE | {"device", "loaders", "shards", "transforms"},
     "formats": BASE | {"annotations", "buffers", "codecs", "device", "kinds", "loaders",
                        "shards", "transforms"},
+    # the parity suite (npu_data.parity): the kernels, the pipeline and the DataLoader against
+    # the Pillow oracle (transforms.oracle); its precision modes; the kernel digests
+    "parity": BASE | {"device", "loaders", "transforms"},
     "tools": BASE | {"annotations", "buffers", "codecs", "device", "formats", "kinds",
-                     "loaders", "shards", "transforms"},
+                     "loaders", "parity", "shards", "transforms"},
     # the bench suite (npu_data.bench): measures the parts above; only commands.bench runs it
     "bench": BASE | {"annotations", "buffers", "codecs", "device", "formats", "kinds",
-                     "latents", "loaders", "shards", "tools", "transforms"},
+                     "latents", "loaders", "parity", "shards", "tools", "transforms"},
     "commands": BASE | {"annotations", "bench", "buffers", "codecs", "device", "formats",
-                        "kinds", "latents", "loaders", "shards", "tools", "transforms"},
+                        "kinds", "latents", "loaders", "parity", "shards", "tools",
+                        "transforms"},
 }
 ALLOWED["cli"] = ALLOWED["commands"] | {"commands"}
 

@@ -31,7 +31,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from npu_data import device as dev
-from npu_data.transforms.precision import wrapped_numbers
+from npu_data.parity.precision import wrapped_numbers
 
 _WIDE = (torch.float64, torch.complex128)
 

@@ -15,8 +15,8 @@ import torch
 from npu_data.common.compat import autocast_available
 from npu_data.device import DeviceLike, resolve_device
 from npu_data.errors import UserError
-from npu_data.tools.parity_augment import augment_rows
-from npu_data.tools.parity_geometric import geometric_rows
+from npu_data.parity.augment_rows import augment_rows
+from npu_data.parity.geometric_rows import geometric_rows
 from npu_data.transforms.oracle.measures import (
     PRECISION_TOLERANCES,
     TOLERANCES,
@@ -104,13 +104,13 @@ def run_parity_suite(
     On the CPU with the compiled kernels available, the pure-torch kernels (the ones that run
     on CUDA and NPU) are checked too, as rows named ``"<kernel> (torch)"``. With
     ``precision``, the torch kernels run again, down the accelerators' path, under each mode
-    of :data:`npu_data.transforms.precision.MODES` that ``device`` has: rows
+    of :data:`npu_data.parity.precision.MODES` that ``device`` has: rows
     ``"<kernel> (torch, <mode>)"`` (no loader row).
     """
     from dataclasses import replace
 
+    from npu_data.parity.precision import MODES, reduced_precision
     from npu_data.transforms.backends import accelerator_path, compiled_for, torch_kernels
-    from npu_data.transforms.precision import MODES, reduced_precision
 
     if batches < 1 or batch_size < 1:
         raise UserError(f"run_parity_suite: batches and batch_size must be >= 1, got {batches} "
