@@ -102,8 +102,8 @@ def _time(decode: Decoder, n: int, threads: int, repeats: int = 3) -> tuple[floa
 
 def run(files: list[Path], crop: int, threads: int) -> list[dict[str, Any]]:
     """One row per decoder (see the module doc)."""
+    from npu_data.bench.pillow_baseline import augmentation
     from npu_data.codecs import with_restarts
-    from npu_data.tools.baseline import augmentation
     from npu_data.transforms import draws
 
     blobs = [f.read_bytes() for f in files]

@@ -72,9 +72,9 @@ def _site() -> str:
 
 
 def check(store: str, path: Path, device: torch.device, batches: int, crop: int) -> dict[str, Any]:
+    from npu_data.bench import pillow_baseline as baseline
     from npu_data.loaders import DataLoader
     from npu_data.shards.reader import ShardDataset
-    from npu_data.tools import baseline
 
     loader = DataLoader(ShardDataset(path), batch_size=32, shuffle=True, num_workers=0,
                         pin_memory=True, device=device, transform=baseline.augmentation(crop),

@@ -172,7 +172,7 @@ def _augment_cases(crops: torch.Tensor, csizes: torch.Tensor, small: np.ndarray,
 def _transform_cases(x: torch.Tensor, sizes: torch.Tensor, crops: torch.Tensor,
                      csizes: torch.Tensor, big: np.ndarray, small: np.ndarray
                      ) -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]:
-    from npu_data.tools.baseline import augmentation
+    from npu_data.bench.pillow_baseline import augmentation
     from npu_data.transforms import ColorJitter, TrivialAugmentWide
     from npu_data.transforms.draws import sample_keys
 
@@ -227,7 +227,7 @@ def costs(batches: tuple[int, ...] = (16, 64),
           sizes: tuple[tuple[int, int], ...] = ((375, 500), (1500, 2000)),
           crop: int = 224) -> list[dict[str, Any]]:
     """Device ops and peak device bytes per call (see the module docstring)."""
-    from npu_data.tools.baseline import augmentation
+    from npu_data.bench.pillow_baseline import augmentation
     from npu_data.transforms.draws import sample_keys
 
     meta = torch.device("meta")

@@ -6,7 +6,7 @@
 ours:     DataLoader over raw shards + device Compose([RandomResizedCrop(224),
           ColorJitter(0.4, 0.4, 0.4, 0.1), RandomHorizontalFlip()]) on whole batches
 baseline: torch DataLoader reading the JPEG files, Pillow decode and the same augmentation
-          per sample with the CPU reference, boxes moved in numpy (npu_data.tools.baseline)
+          per sample with the CPU reference, boxes moved in numpy (npu_data.bench.pillow_baseline)
 Epochs are interleaved (``npu_data.bench.suite.measure``); the median img/s of each is printed, then
 each pipeline's stage breakdown (``npu_data.bench.stages``, the same timing ``npu-data bench`` reports).
 """

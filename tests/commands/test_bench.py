@@ -12,8 +12,8 @@ import torch
 from PIL import Image
 
 from npu_data.bench import chart, datasets, extras, stages, suite
+from npu_data.bench import pillow_baseline as baseline
 from npu_data.cli import main
-from npu_data.tools import baseline
 from npu_data.transforms import geometry
 
 PIPELINES = {"baseline", "npu_data_raw", "npu_data_encoded", "webdataset"}
