@@ -38,14 +38,16 @@ ALLOWED: dict[str, set[str]] = {
     # the parity suite (npu_data.parity): the kernels, the pipeline and the DataLoader against
     # the Pillow oracle (transforms.oracle); its precision modes; the kernel digests
     "parity": BASE | {"device", "loaders", "transforms"},
+    # pictures of samples, batches and latents (npu_data.previews): npu-data show and demo
+    "previews": BASE | {"device", "kinds", "transforms"},
     "tools": BASE | {"annotations", "buffers", "codecs", "device", "formats", "kinds",
                      "loaders", "parity", "shards", "transforms"},
     # the bench suite (npu_data.bench): measures the parts above; only commands.bench runs it
     "bench": BASE | {"annotations", "buffers", "codecs", "device", "formats", "kinds",
                      "latents", "loaders", "parity", "shards", "tools", "transforms"},
     "commands": BASE | {"annotations", "bench", "buffers", "codecs", "device", "formats",
-                        "kinds", "latents", "loaders", "parity", "shards", "tools",
-                        "transforms"},
+                        "kinds", "latents", "loaders", "parity", "previews", "shards",
+                        "tools", "transforms"},
 }
 ALLOWED["cli"] = ALLOWED["commands"] | {"commands"}
 

@@ -16,7 +16,7 @@ what they need, typed by the Protocols of ``npu_data.kinds.protocols`` — the v
 (``ValueChecks``), the extraction toolkit ``npu_data.annotations.results`` as ``R``
 (``Extraction``), the kernels ``transforms.geometry`` as ``G`` (``GeometryKernels``).
 
-The drawing hooks (``paint``, ``unbatch``) serve the previews (``tools/preview*.py``), which
+The drawing hooks (``paint``, ``unbatch``) serve the previews (``previews/``), which
 hand over their ``Canvas`` (``protocols.Canvas``).
 The WebDataset JSON hooks (``json_*``) map one sample's columns to and from the kind's part
 of a tar's ``<key>.json`` (``formats/webdataset/mapping.py`` iterates them).
@@ -350,9 +350,9 @@ class Kind:
             out[f"{n}.{nest.offsets}"] = offsets_of(lengths)
         return out
 
-    # --- drawing (tools/preview.py) -------------------------------------------------------
+    # --- drawing (previews/canvas.py) -------------------------------------------------------
     def paint(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
-        """Draw this kind's rows of ``sample`` on ``canvas`` (``tools.preview.Canvas``: the
+        """Draw this kind's rows of ``sample`` on ``canvas`` (``previews.canvas.Canvas``: the
         picture, its scale, colours and label names); nothing by default."""
 
     def unbatch(self, batch: Mapping[str, np.ndarray], i: int,
