@@ -218,8 +218,8 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     ``batches`` of sample indices (default: the first ``n`` in batches of ``batch_size``)."""
     import numpy as np
 
+    from npu_data.batch import BatchRequest
     from npu_data.bench.pillow_baseline import augmentation
-    from npu_data.common.batch import BatchRequest
     from npu_data.loaders import assemble, collate_samples
     from npu_data.loaders.request import as_arrays
     from npu_data.shards.batch_read import SampleBatch, read_columns

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from npu_data.common.batch import Batch
+from npu_data.batch import Batch
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms.draws import Draws, GeneratorDraws, Uniforms
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from npu_data.common.batch import EncodedImage
+from npu_data.batch import EncodedImage
 from npu_data.errors import UserError
 from npu_data.formats.webdataset import jpeg_header
 from npu_data.formats.webdataset.mapping import sample_columns
