@@ -13,9 +13,9 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # what type checkers and the API reference see: the names of _LAZY
     from npu_data.annotations import parse_export as parse_export
-    from npu_data.common.buckets import Buckets as Buckets
-    from npu_data.common.buckets import buckets_of as buckets_of
-    from npu_data.common.buckets import make_buckets as make_buckets
+    from npu_data.buckets import Buckets as Buckets
+    from npu_data.buckets import buckets_of as buckets_of
+    from npu_data.buckets import make_buckets as make_buckets
     from npu_data.device import resolve_device as resolve_device
     from npu_data.errors import UserError as UserError
     from npu_data.latents import encode_latents as encode_latents
@@ -46,9 +46,9 @@ _LAZY = {
     "DataLoader": "npu_data.loaders",
     "NpuDistributedSampler": "npu_data.loaders",
     "BucketBatchSampler": "npu_data.loaders",
-    "Buckets": "npu_data.common.buckets",
-    "buckets_of": "npu_data.common.buckets",
-    "make_buckets": "npu_data.common.buckets",
+    "Buckets": "npu_data.buckets",
+    "buckets_of": "npu_data.buckets",
+    "make_buckets": "npu_data.buckets",
     "LabelStudioDataset": "npu_data.loaders",
     "collate_samples": "npu_data.loaders",
     "ShardDataset": "npu_data.shards.reader",

@@ -135,7 +135,7 @@ def loaders(args: argparse.Namespace, work: Path) -> tuple[dict[str, Any], Any]:
     """The row's loaders by name (``ours``, ``baseline``, and ``dali`` when asked for and
     installed) over the same batches, and their sampler."""
     from npu_data.bench import aigc_dali
-    from npu_data.common.buckets import bucket_list
+    from npu_data.buckets import bucket_list
     from npu_data.loaders import BucketBatchSampler, DataLoader
     from npu_data.shards.reader import ShardDataset
     from npu_data.shards.source import image_options

@@ -39,8 +39,8 @@ import numpy as np
 import torch
 
 from npu_data import device as dev
+from npu_data.buckets import Buckets, BucketSpec, buckets_of
 from npu_data.common.atomic import atomic_write_bytes, fsync_dir, npy_bytes
-from npu_data.common.buckets import Buckets, BucketSpec, buckets_of
 from npu_data.common.hashing import file_sha256
 from npu_data.common.oserrors import os_error
 from npu_data.errors import UserError, UserTypeError, UserValueError

@@ -11,7 +11,7 @@ import torch
 from loaders_fakes import photo_dataset
 
 import npu_data
-from npu_data.common.buckets import SDXL, assign, bucket_list
+from npu_data.buckets import SDXL, assign, bucket_list
 from npu_data.errors import UserError
 from npu_data.loaders import BucketBatchSampler, DataLoader, LabelStudioDataset
 from npu_data.transforms import CaptionDropout, Compose, Normalize, RandomHorizontalFlip, ResizeCrop
