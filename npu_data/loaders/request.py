@@ -38,7 +38,7 @@ import torch
 
 from npu_data.batch import BatchRequest
 from npu_data.errors import UserError
-from npu_data.loaders.buckets import BucketBatchSampler
+from npu_data.loaders.bucket_sampler import BucketBatchSampler
 from npu_data.loaders.placement import WorkerPipeline
 from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import draws
