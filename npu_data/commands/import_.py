@@ -118,7 +118,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _is_tar(source: str) -> bool:
-    from npu_data.formats.sources import _is_tar as is_tar
+    from npu_data.formats.sources import is_tar
 
     return is_tar(source)
 

@@ -82,7 +82,10 @@ from npu_data.shards.latent_format import (
     to_numpy,
 )
 from npu_data.shards.storage import is_url
-from npu_data.shards.writer import _completed, _prepare, _write_synced, import_lock
+from npu_data.shards.writer import completed_record as _completed
+from npu_data.shards.writer import import_lock
+from npu_data.shards.writer import prepare_out as _prepare
+from npu_data.shards.writer import write_synced as _write_synced
 
 SAMPLE_TEXT = ("image_ref", "data_json")  # kept from the source (what each latent came from)
 
