@@ -26,7 +26,6 @@ from npu_data.transforms.detection import RandomIoUCrop, RandomZoomOut, ScaleJit
 from npu_data.transforms.draws import sample_params
 from npu_data.transforms.fixed_crop import FixedSizeCrop
 from npu_data.transforms.flip import RandomHorizontalFlip
-from npu_data.transforms.geometric import RandomAffine, RandomRotation, RandomVerticalFlip
 from npu_data.transforms.latents import LatentCaptionDropout, RandomLatentFlip
 from npu_data.transforms.mixing import CutMix, MixUp
 from npu_data.transforms.normalize import Normalize
@@ -41,6 +40,7 @@ from npu_data.transforms.presets import LEVELS, NpuPreprocessor
 from npu_data.transforms.read_crop import ReadCrop
 from npu_data.transforms.resize import CenterCrop, Resize, ResizeCenterCrop, ResizeCrop
 from npu_data.transforms.sanitize import SanitizeBoundingBoxes
+from npu_data.transforms.warp_ops import RandomAffine, RandomRotation, RandomVerticalFlip
 
 if TYPE_CHECKING:  # what type checkers and the API reference see (the same names as _LAZY)
     from npu_data.transforms.oracle import measures as parity

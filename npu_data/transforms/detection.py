@@ -26,9 +26,9 @@ from npu_data.transforms import functional as F
 from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform, pair
 from npu_data.transforms.crop import check_min_visible
 from npu_data.transforms.draws import Uniforms
-from npu_data.transforms.geometric import degrees_range
 from npu_data.transforms.maps import check_fill, translation_matrices
 from npu_data.transforms.warp_geometry import Warp, warp_geometry
+from npu_data.transforms.warp_ops import degrees_range
 
 MAX_ZOOM = 16.0  # RandomZoomOut's largest canvas side over the image's
 MAX_SIDE = 1 << 15  # ScaleJitter's largest output side
