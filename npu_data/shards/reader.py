@@ -31,7 +31,7 @@ from npu_data.shards.format import (
     column_file,
     dataset_kinds,
 )
-from npu_data.shards.images import MAX_PIXELS
+from npu_data.shards.image_payload import MAX_PIXELS
 from npu_data.shards.schema import read_manifest
 
 

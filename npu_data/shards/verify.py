@@ -20,7 +20,7 @@ from npu_data.kinds.registry import BY_NAME, KINDS
 from npu_data.progress import progress
 from npu_data.shards import checks
 from npu_data.shards.format import DATA, INDEX, INDEX_DTYPE, column_file
-from npu_data.shards.images import MAX_PIXELS
+from npu_data.shards.image_payload import MAX_PIXELS
 from npu_data.shards.latent_format import (
     DTYPES,
     cell_bytes,

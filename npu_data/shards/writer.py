@@ -31,7 +31,7 @@ from npu_data.common.oserrors import os_error
 from npu_data.common.paths import unsafe_reason
 from npu_data.errors import UserError, UserValueError
 from npu_data.progress import bar
-from npu_data.shards import images as img
+from npu_data.shards import image_payload as img
 from npu_data.shards.convert import to_pixels
 from npu_data.shards.distributed_import import SINGLE, Group
 from npu_data.shards.format import (

@@ -29,7 +29,7 @@ from npu_data.formats.webdataset.reader import (
     shown,
 )
 from npu_data.kinds.registry import KINDS
-from npu_data.shards.images import MAX_PIXELS
+from npu_data.shards.image_payload import MAX_PIXELS
 from npu_data.transforms.read_crop import ReadCrop
 
 _TRANSPOSED = frozenset(range(2, 9))  # EXIF orientations Pillow's exif_transpose applies
