@@ -202,7 +202,7 @@ class Kind:
     def stored_problem(self, col: Callable[[str], np.ndarray],
                        sizes: np.ndarray) -> str | None:
         """What is wrong with this kind's stored rows beyond their offsets and row counts
-        (checked by ``shards.checks`` before any read), read through ``col(name)``;
+        (checked by ``shards.file_checks`` before any read), read through ``col(name)``;
         ``sizes``: (samples, 2) height, width of each sample's stored image. None: nothing."""
         return None
 
