@@ -151,15 +151,15 @@ def test_the_bench_suite_is_read_too() -> None:
     """The bench suite lives in the package (npu_data.bench), so the checks above read it: its
     modules are in the graph with their function-level imports (stages -> extras is one)."""
     bench = {m for m in MODULES if _part(m) == "bench"}
-    assert {"npu_data.bench.suite", "npu_data.bench.stages", "npu_data.bench.extras"} <= bench
-    assert "npu_data.bench.extras" in {t for t, _ in EDGES["npu_data.bench.stages"]}
+    assert {"npu_data.bench.suite", "npu_data.bench.stage_times", "npu_data.bench.extras"} <= bench
+    assert "npu_data.bench.extras" in {t for t, _ in EDGES["npu_data.bench.stage_times"]}
     assert any(_part(t) == "bench" for t, _ in EDGES["npu_data.commands.bench"])
     # the cycle the suite had: extras imported stages inside a function (dali_plan)
-    text = "def dali_plan():\n    from npu_data.bench.stages import StagePlan\n"
+    text = "def dali_plan():\n    from npu_data.bench.stage_times import StagePlan\n"
     graph = {m: {t for t, _ in targets} for m, targets in EDGES.items()}
     graph["npu_data.bench.extras"] |= {t for t, _ in _imports(
         "npu_data.bench.extras", MODULES["npu_data.bench.extras"], text)}
-    assert set(_cycle(graph) or []) == {"npu_data.bench.extras", "npu_data.bench.stages"}
+    assert set(_cycle(graph) or []) == {"npu_data.bench.extras", "npu_data.bench.stage_times"}
 
 
 def test_allowed_directions_have_no_cycle() -> None:

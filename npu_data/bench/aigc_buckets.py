@@ -169,7 +169,7 @@ def ceilings(loader: Any, sampler: Any, device: torch.device) -> dict[str, Any]:
     """The row's ceilings (``stages.ceilings``): ours' stages over the sampler's first
     batches (up to 64 images) timed on one thread — the columns read, the windows' JPEG
     regions decoded, the crop, flip and Normalize on the host — over the cores."""
-    from npu_data.bench import stages
+    from npu_data.bench import stage_times as stages
     from npu_data.loaders.placement import cores
 
     batches, taken = [], 0

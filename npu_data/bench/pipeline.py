@@ -8,7 +8,7 @@ ours:     DataLoader over raw shards + device Compose([RandomResizedCrop(224),
 baseline: torch DataLoader reading the JPEG files, Pillow decode and the same augmentation
           per sample with the CPU reference, boxes moved in numpy (npu_data.bench.pillow_baseline)
 Epochs are interleaved (``npu_data.bench.suite.measure``); the median img/s of each is printed, then
-each pipeline's stage breakdown (``npu_data.bench.stages``, the same timing ``npu-data bench`` reports).
+each pipeline's stage breakdown (``npu_data.bench.stage_times``, the same timing ``npu-data bench`` reports).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 
 from npu_data import device as dev
-from npu_data.bench import stages, suite
+from npu_data.bench import stage_times as stages
+from npu_data.bench import suite
 from npu_data.bench.datasets import ensure
 
 

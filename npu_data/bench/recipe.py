@@ -302,7 +302,7 @@ def ceilings(shards: Path, args: argparse.Namespace, device: torch.device) -> di
     """The row's ceilings (``stages.ceilings``): ours' stages timed on one thread — the
     columns read, the crops' JPEG regions decoded, the crop, the rest of the pipeline and the
     mixing on the host — spread over the cores this process may use."""
-    from npu_data.bench import stages
+    from npu_data.bench import stage_times as stages
     from npu_data.loaders.placement import cores
     from npu_data.shards.reader import ShardDataset
 

@@ -11,8 +11,9 @@ import pytest
 import torch
 from PIL import Image
 
-from npu_data.bench import chart, datasets, extras, stages, suite
+from npu_data.bench import chart, datasets, extras, suite
 from npu_data.bench import pillow_baseline as baseline
+from npu_data.bench import stage_times as stages
 from npu_data.cli import main
 from npu_data.transforms import geometry
 
