@@ -4,7 +4,7 @@ crop needs).
     python -m npu_data.bench.decoders [--images 200] [--width 500] [--height 375] [--crop 224]
                                [--threads 2] [--data-dir DIR]
 
-On the bench's JPEGs (``npu_data.bench.datasets``), per decoder: ms per image on one thread, img/s
+On the bench's JPEGs (``npu_data.bench.bench_data``), per decoder: ms per image on one thread, img/s
 with ``--threads`` threads (a decoder that holds the GIL does not scale), and the largest
 difference to Pillow's full decode in 8-bit levels. Rows: Pillow (``Image.open`` +
 ``convert("RGB")``, what torchvision's PIL path runs), Pillow ``draft`` (DCT scaling to at

@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     device = dev.resolve_device(a.device)
     if device.type != "cuda":  # a dry run: the loop and the table, nothing on a device to see
         print(f"device_rules: host syncs are counted on CUDA only; {device} is a dry run")
-    from npu_data.bench.datasets import ensure
+    from npu_data.bench.bench_data import ensure
 
     root = a.data_dir or tempfile.mkdtemp(prefix="npu-data-rules-")
     data = ensure(root, a.images, 500, 375)

@@ -19,7 +19,7 @@ from typing import Any
 
 import psutil
 
-from npu_data.bench.datasets import ensure
+from npu_data.bench.bench_data import ensure
 from npu_data.bench.suite import _anon
 
 

@@ -23,7 +23,7 @@ import torch
 from npu_data import device as dev
 from npu_data.bench import stage_times as stages
 from npu_data.bench import suite
-from npu_data.bench.datasets import ensure
+from npu_data.bench.bench_data import ensure
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,7 +32,7 @@ from npu_data import device as dev
 from npu_data.bench import extras, torchvision_baseline
 from npu_data.bench import pillow_baseline as baseline
 from npu_data.bench import stage_times as stages
-from npu_data.bench.datasets import BenchData, ensure
+from npu_data.bench.bench_data import BenchData, ensure
 from npu_data.formats.webdataset.stream import WebDatasetStream
 from npu_data.loaders import placement
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 from PIL import Image
 
-from npu_data.bench import chart, datasets, extras, suite
+from npu_data.bench import bench_data as datasets
+from npu_data.bench import chart, extras, suite
 from npu_data.bench import pillow_baseline as baseline
 from npu_data.bench import stage_times as stages
 from npu_data.cli import main
