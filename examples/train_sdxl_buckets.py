@@ -51,7 +51,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from npu_data.common.buckets import make_buckets
+from npu_data.buckets import make_buckets
 from npu_data.loaders import BucketBatchSampler, DataLoader, LabelStudioDataset
 from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import (

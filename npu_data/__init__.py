@@ -13,9 +13,9 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # what type checkers and the API reference see: the names of _LAZY
     from npu_data.annotations import parse_export as parse_export
-    from npu_data.common.buckets import Buckets as Buckets
-    from npu_data.common.buckets import buckets_of as buckets_of
-    from npu_data.common.buckets import make_buckets as make_buckets
+    from npu_data.buckets import Buckets as Buckets
+    from npu_data.buckets import buckets_of as buckets_of
+    from npu_data.buckets import make_buckets as make_buckets
     from npu_data.device import resolve_device as resolve_device
     from npu_data.errors import UserError as UserError
     from npu_data.latents import encode_latents as encode_latents
@@ -40,15 +40,15 @@ if TYPE_CHECKING:  # what type checkers and the API reference see: the names of 
     from npu_data.transforms import RandomZoomOut as RandomZoomOut
     from npu_data.transforms import ResizeCrop as ResizeCrop
     from npu_data.transforms import ScaleJitter as ScaleJitter
-    from npu_data.transforms.parity import compare_tensor as compare_tensor
+    from npu_data.transforms.oracle.measures import compare_tensor as compare_tensor
 
 _LAZY = {
     "DataLoader": "npu_data.loaders",
     "NpuDistributedSampler": "npu_data.loaders",
     "BucketBatchSampler": "npu_data.loaders",
-    "Buckets": "npu_data.common.buckets",
-    "buckets_of": "npu_data.common.buckets",
-    "make_buckets": "npu_data.common.buckets",
+    "Buckets": "npu_data.buckets",
+    "buckets_of": "npu_data.buckets",
+    "make_buckets": "npu_data.buckets",
     "LabelStudioDataset": "npu_data.loaders",
     "collate_samples": "npu_data.loaders",
     "ShardDataset": "npu_data.shards.reader",
@@ -67,7 +67,7 @@ _LAZY = {
     "ResizeCrop": "npu_data.transforms",
     "CaptionDropout": "npu_data.transforms",
     "RandomCaption": "npu_data.transforms",
-    "compare_tensor": "npu_data.transforms.parity",
+    "compare_tensor": "npu_data.transforms.oracle.measures",
     "parse_export": "npu_data.annotations",
     "resolve_device": "npu_data.device",
     "UserError": "npu_data.errors",

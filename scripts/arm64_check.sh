@@ -3,7 +3,7 @@
 # a Debian arm64 root run under qemu-user emulation builds them there (the NEON paths,
 # -march=native as on a Kunpeng 920) and proves
 #   1. the same output bytes as this x86-64 machine's build, kernel by kernel
-#      (npu_data.tools.kernel_digest), for the native, portable and scalar builds;
+#      (npu_data.parity.kernel_digest), for the native, portable and scalar builds;
 #   2. `npu-data parity --device cpu`: 0 levels against Pillow (running on aarch64 too);
 #   3. the kernel and codec tests (tests/transforms/test_native.py, test_native_augment.py,
 #      test_simd_builds.py, tests/codecs).
@@ -184,7 +184,7 @@ copy_project() {  # the working tree as git sees it (tracked and new files), not
 digests_inside() {
   local build
   for build in $builds; do
-    chrooted env NPU_DATA_SIMD=$build python3 -m npu_data.tools.kernel_digest \
+    chrooted env NPU_DATA_SIMD=$build python3 -m npu_data.parity.kernel_digest \
       > "$cache/digests-arm64-$build.json"
   done
 }
@@ -210,7 +210,7 @@ insns_inside() {
   done
 }
 
-host_digests() { "$python" -m npu_data.tools.kernel_digest > "$cache/digests-x86.json"; }
+host_digests() { "$python" -m npu_data.parity.kernel_digest > "$cache/digests-x86.json"; }
 
 compare_digests() {
   "$python" - "$cache" "$builds" <<'EOF'

@@ -13,7 +13,7 @@ import torch
 
 import npu_data
 import npu_data.transforms.functional as F
-import npu_data.transforms.reference as R
+import npu_data.transforms.oracle.pillow as R
 from npu_data import UserError
 from npu_data.loaders import BucketBatchSampler, DataLoader, NpuDistributedSampler
 from npu_data.transforms import (

@@ -56,7 +56,7 @@ def test_one_step_from_the_cache_equals_one_from_pixels(tmp_path: Path) -> None:
     from diffusers import DDPMScheduler
     from torch.utils.data import default_collate
 
-    from npu_data.common.buckets import make_buckets
+    from npu_data.buckets import make_buckets
     from npu_data.loaders import LabelStudioDataset, collate_samples
     from npu_data.shards.reader import ShardDataset
     from npu_data.transforms import Compose, Normalize, ResizeCrop

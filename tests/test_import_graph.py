@@ -14,9 +14,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "npu_data"
 
 # part -> the parts it may import (a part is a subpackage or a top-level module of npu_data)
-BASE = {"errors", "progress", "common"}  # anyone may import these
+BASE = {"errors", "progress", "common", "batch", "buckets"}  # anyone may import these
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
+    "batch": set(),  # the batch types of the path every batch takes (npu_data/batch.py)
+    "buckets": {"errors"},  # the aspect-ratio bucket rule (npu_data/buckets.py)
     "progress": {"errors"},
     "common": {"errors"},
     "device": {"common", "errors"},
@@ -35,13 +37,19 @@ ALLOWED: dict[str, set[str]] = {
     "latents": BASE | {"device", "loaders", "shards", "transforms"},
     "formats": BASE | {"annotations", "buffers", "codecs", "device", "kinds", "loaders",
                        "shards", "transforms"},
+    # the parity suite (npu_data.parity): the kernels, the pipeline and the DataLoader against
+    # the Pillow oracle (transforms.oracle); its precision modes; the kernel digests
+    "parity": BASE | {"device", "loaders", "transforms"},
+    # pictures of samples, batches and latents (npu_data.previews): npu-data show and demo
+    "previews": BASE | {"device", "kinds", "transforms"},
     "tools": BASE | {"annotations", "buffers", "codecs", "device", "formats", "kinds",
-                     "loaders", "shards", "transforms"},
+                     "loaders", "parity", "shards", "transforms"},
     # the bench suite (npu_data.bench): measures the parts above; only commands.bench runs it
     "bench": BASE | {"annotations", "buffers", "codecs", "device", "formats", "kinds",
-                     "latents", "loaders", "shards", "tools", "transforms"},
+                     "latents", "loaders", "parity", "shards", "tools", "transforms"},
     "commands": BASE | {"annotations", "bench", "buffers", "codecs", "device", "formats",
-                        "kinds", "latents", "loaders", "shards", "tools", "transforms"},
+                        "kinds", "latents", "loaders", "parity", "previews", "shards",
+                        "tools", "transforms"},
 }
 ALLOWED["cli"] = ALLOWED["commands"] | {"commands"}
 
@@ -143,15 +151,15 @@ def test_the_bench_suite_is_read_too() -> None:
     """The bench suite lives in the package (npu_data.bench), so the checks above read it: its
     modules are in the graph with their function-level imports (stages -> extras is one)."""
     bench = {m for m in MODULES if _part(m) == "bench"}
-    assert {"npu_data.bench.suite", "npu_data.bench.stages", "npu_data.bench.extras"} <= bench
-    assert "npu_data.bench.extras" in {t for t, _ in EDGES["npu_data.bench.stages"]}
+    assert {"npu_data.bench.suite", "npu_data.bench.stage_times", "npu_data.bench.extras"} <= bench
+    assert "npu_data.bench.extras" in {t for t, _ in EDGES["npu_data.bench.stage_times"]}
     assert any(_part(t) == "bench" for t, _ in EDGES["npu_data.commands.bench"])
     # the cycle the suite had: extras imported stages inside a function (dali_plan)
-    text = "def dali_plan():\n    from npu_data.bench.stages import StagePlan\n"
+    text = "def dali_plan():\n    from npu_data.bench.stage_times import StagePlan\n"
     graph = {m: {t for t, _ in targets} for m, targets in EDGES.items()}
     graph["npu_data.bench.extras"] |= {t for t, _ in _imports(
         "npu_data.bench.extras", MODULES["npu_data.bench.extras"], text)}
-    assert set(_cycle(graph) or []) == {"npu_data.bench.extras", "npu_data.bench.stages"}
+    assert set(_cycle(graph) or []) == {"npu_data.bench.extras", "npu_data.bench.stage_times"}
 
 
 def test_allowed_directions_have_no_cycle() -> None:

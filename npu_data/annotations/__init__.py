@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from npu_data.annotations.brush_rle import decode_rle, rle_to_mask
 from npu_data.annotations.config import label_map_from_config
 from npu_data.annotations.images import (
     ImageError,
@@ -18,7 +19,6 @@ from npu_data.annotations.parse import (
     load_export_meta,
     parse_export,
 )
-from npu_data.annotations.rle import decode_rle, rle_to_mask
 from npu_data.annotations.table import AnnotationTable
 
 __all__ = [

@@ -21,9 +21,9 @@ import numpy as np
 import orjson
 
 from npu_data.annotations import checks as C
+from npu_data.annotations.brush_rle import RLEError as RLEError  # re-exported: kinds read R.*
+from npu_data.annotations.brush_rle import rle_to_mask as rle_to_mask
 from npu_data.annotations.builders import Rows
-from npu_data.annotations.rle import RLEError as RLEError  # re-exported: kinds read R.*
-from npu_data.annotations.rle import rle_to_mask as rle_to_mask
 from npu_data.common.ragged import encode_texts
 from npu_data.errors import render
 from npu_data.kinds.protocols import CheckedKind, ExtractionContext, ResultBatch

@@ -135,7 +135,7 @@ def loaders(args: argparse.Namespace, work: Path) -> tuple[dict[str, Any], Any]:
     """The row's loaders by name (``ours``, ``baseline``, and ``dali`` when asked for and
     installed) over the same batches, and their sampler."""
     from npu_data.bench import aigc_dali
-    from npu_data.common.buckets import bucket_list
+    from npu_data.buckets import bucket_list
     from npu_data.loaders import BucketBatchSampler, DataLoader
     from npu_data.shards.reader import ShardDataset
     from npu_data.shards.source import image_options
@@ -169,7 +169,7 @@ def ceilings(loader: Any, sampler: Any, device: torch.device) -> dict[str, Any]:
     """The row's ceilings (``stages.ceilings``): ours' stages over the sampler's first
     batches (up to 64 images) timed on one thread — the columns read, the windows' JPEG
     regions decoded, the crop, flip and Normalize on the host — over the cores."""
-    from npu_data.bench import stages
+    from npu_data.bench import stage_times as stages
     from npu_data.loaders.placement import cores
 
     batches, taken = [], 0

@@ -4,7 +4,7 @@ crop needs).
     python -m npu_data.bench.decoders [--images 200] [--width 500] [--height 375] [--crop 224]
                                [--threads 2] [--data-dir DIR]
 
-On the bench's JPEGs (``npu_data.bench.datasets``), per decoder: ms per image on one thread, img/s
+On the bench's JPEGs (``npu_data.bench.bench_data``), per decoder: ms per image on one thread, img/s
 with ``--threads`` threads (a decoder that holds the GIL does not scale), and the largest
 difference to Pillow's full decode in 8-bit levels. Rows: Pillow (``Image.open`` +
 ``convert("RGB")``, what torchvision's PIL path runs), Pillow ``draft`` (DCT scaling to at
@@ -102,8 +102,8 @@ def _time(decode: Decoder, n: int, threads: int, repeats: int = 3) -> tuple[floa
 
 def run(files: list[Path], crop: int, threads: int) -> list[dict[str, Any]]:
     """One row per decoder (see the module doc)."""
+    from npu_data.bench.pillow_baseline import augmentation
     from npu_data.codecs import with_restarts
-    from npu_data.tools.baseline import augmentation
     from npu_data.transforms import draws
 
     blobs = [f.read_bytes() for f in files]

@@ -31,7 +31,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from npu_data import device as dev
-from npu_data.transforms.precision import wrapped_numbers
+from npu_data.parity.precision import wrapped_numbers
 
 _WIDE = (torch.float64, torch.complex128)
 
@@ -72,9 +72,9 @@ def _site() -> str:
 
 
 def check(store: str, path: Path, device: torch.device, batches: int, crop: int) -> dict[str, Any]:
+    from npu_data.bench import pillow_baseline as baseline
     from npu_data.loaders import DataLoader
     from npu_data.shards.reader import ShardDataset
-    from npu_data.tools import baseline
 
     loader = DataLoader(ShardDataset(path), batch_size=32, shuffle=True, num_workers=0,
                         pin_memory=True, device=device, transform=baseline.augmentation(crop),
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     device = dev.resolve_device(a.device)
     if device.type != "cuda":  # a dry run: the loop and the table, nothing on a device to see
         print(f"device_rules: host syncs are counted on CUDA only; {device} is a dry run")
-    from npu_data.bench.datasets import ensure
+    from npu_data.bench.bench_data import ensure
 
     root = a.data_dir or tempfile.mkdtemp(prefix="npu-data-rules-")
     data = ensure(root, a.images, 500, 375)

@@ -152,7 +152,7 @@ def dali_loader(files: Sequence[Path], batch_size: int, workers: int, crop: int 
     from nvidia.dali.pipeline import Pipeline
     from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
-    from npu_data.tools.baseline import augmentation
+    from npu_data.bench.pillow_baseline import augmentation
 
     s = dali_settings(augmentation(crop), files, batch_size, workers, seed)
     pipe = Pipeline(**s["pipeline"])

@@ -36,8 +36,8 @@ import torch
 from npu_data import device as dev
 from npu_data.transforms import backends
 from npu_data.transforms import functional as F
-from npu_data.transforms import reference as R
-from npu_data.transforms.replay import replay_reference
+from npu_data.transforms.oracle import pillow as R
+from npu_data.transforms.oracle.replay import replay_reference
 
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
@@ -124,7 +124,7 @@ def _augment_cases(crops: torch.Tensor, csizes: torch.Tensor, small: np.ndarray,
                    ) -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]:
     """The augmentation kernels on the 224x224 crops (TrivialAugmentWide's ops, the blur),
     against the per-sample Pillow ops (the blur's reference: torchvision's float32 kernel)."""
-    from npu_data.transforms import reference_geometric as RG
+    from npu_data.transforms.oracle import pillow_geometric as RG
 
     b, d = crops.shape[0], crops.device
     angles = rng.uniform(-30.0, 30.0, b)
@@ -172,7 +172,7 @@ def _augment_cases(crops: torch.Tensor, csizes: torch.Tensor, small: np.ndarray,
 def _transform_cases(x: torch.Tensor, sizes: torch.Tensor, crops: torch.Tensor,
                      csizes: torch.Tensor, big: np.ndarray, small: np.ndarray
                      ) -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]:
-    from npu_data.tools.baseline import augmentation
+    from npu_data.bench.pillow_baseline import augmentation
     from npu_data.transforms import ColorJitter, TrivialAugmentWide
     from npu_data.transforms.draws import sample_keys
 
@@ -227,7 +227,7 @@ def costs(batches: tuple[int, ...] = (16, 64),
           sizes: tuple[tuple[int, int], ...] = ((375, 500), (1500, 2000)),
           crop: int = 224) -> list[dict[str, Any]]:
     """Device ops and peak device bytes per call (see the module docstring)."""
-    from npu_data.tools.baseline import augmentation
+    from npu_data.bench.pillow_baseline import augmentation
     from npu_data.transforms.draws import sample_keys
 
     meta = torch.device("meta")

@@ -68,7 +68,7 @@ def one_pass(loader: Any, step: Any, device: torch.device) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     from npu_data import device as dev
-    from npu_data.common.buckets import bucket_list
+    from npu_data.buckets import bucket_list
     from npu_data.latents import encode_latents
     from npu_data.loaders import BucketBatchSampler, DataLoader
     from npu_data.shards.importer import import_dataset

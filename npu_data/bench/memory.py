@@ -19,15 +19,15 @@ from typing import Any
 
 import psutil
 
-from npu_data.bench.datasets import ensure
+from npu_data.bench.bench_data import ensure
 from npu_data.bench.suite import _anon
 
 
 def _loader(root: Path, tars: list[Path] | None, store: str, workers: int, crop: int) -> Any:
+    from npu_data.bench import pillow_baseline as baseline
     from npu_data.formats.webdataset.stream import WebDatasetStream
     from npu_data.loaders import DataLoader
     from npu_data.shards.reader import ShardDataset
-    from npu_data.tools import baseline
 
     if store == "wds":
         ds: Any = WebDatasetStream([str(t) for t in tars or []], shuffle=True, seed=0, buffer=64)

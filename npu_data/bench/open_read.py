@@ -19,7 +19,7 @@ import psutil
 os.environ.setdefault("NPU_DATA_QUIET", "1")
 
 from npu_data.annotations.table import TextColumnBuilder, empty_table  # noqa: E402
-from npu_data.shards import images as img  # noqa: E402
+from npu_data.shards import image_payload as img  # noqa: E402
 from npu_data.shards.format import ENC_RAW  # noqa: E402
 from npu_data.shards.reader import ShardDataset  # noqa: E402
 from npu_data.shards.writer import WriteOptions, write_dataset  # noqa: E402

@@ -6,9 +6,9 @@
 ours:     DataLoader over raw shards + device Compose([RandomResizedCrop(224),
           ColorJitter(0.4, 0.4, 0.4, 0.1), RandomHorizontalFlip()]) on whole batches
 baseline: torch DataLoader reading the JPEG files, Pillow decode and the same augmentation
-          per sample with the CPU reference, boxes moved in numpy (npu_data.tools.baseline)
+          per sample with the CPU reference, boxes moved in numpy (npu_data.bench.pillow_baseline)
 Epochs are interleaved (``npu_data.bench.suite.measure``); the median img/s of each is printed, then
-each pipeline's stage breakdown (``npu_data.bench.stages``, the same timing ``npu-data bench`` reports).
+each pipeline's stage breakdown (``npu_data.bench.stage_times``, the same timing ``npu-data bench`` reports).
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from pathlib import Path
 import torch
 
 from npu_data import device as dev
-from npu_data.bench import stages, suite
-from npu_data.bench.datasets import ensure
+from npu_data.bench import stage_times as stages
+from npu_data.bench import suite
+from npu_data.bench.bench_data import ensure
 
 
 def main(argv: list[str] | None = None) -> int:

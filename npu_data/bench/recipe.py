@@ -6,7 +6,7 @@ ours batched, 224 px, the same JPEGs, batch size and worker count.
                                     [--classes 1000] [--device auto] [--stages]
     python -m npu_data.bench.recipe --quick      # tiny sizes: checks that it runs and agrees
 
-baseline: torch DataLoader over the JPEG files (``npu_data.bench.datasets``), Pillow decode,
+baseline: torch DataLoader over the JPEG files (``npu_data.bench.bench_data``), Pillow decode,
           torchvision v2 ``RandomResizedCrop(crop)``, ``RandomHorizontalFlip()``,
           ``TrivialAugmentWide(bilinear)``, ``PILToTensor``, ``ToDtype(float32, scale)``,
           ``Normalize(ImageNet)``, ``RandomErasing(p=0.25)`` per sample, then
@@ -302,7 +302,7 @@ def ceilings(shards: Path, args: argparse.Namespace, device: torch.device) -> di
     """The row's ceilings (``stages.ceilings``): ours' stages timed on one thread — the
     columns read, the crops' JPEG regions decoded, the crop, the rest of the pipeline and the
     mixing on the host — spread over the cores this process may use."""
-    from npu_data.bench import stages
+    from npu_data.bench import stage_times as stages
     from npu_data.loaders.placement import cores
     from npu_data.shards.reader import ShardDataset
 
@@ -347,7 +347,7 @@ def one_pass(loader: Any, device: torch.device, ours: bool, args: argparse.Names
 
 def main(argv: list[str] | None = None) -> int:
     from npu_data import device as dev
-    from npu_data.bench.datasets import ensure
+    from npu_data.bench.bench_data import ensure
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--images", type=int, default=512)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from npu_data.bench.chart import SWEEP_TITLES, chart
-from npu_data.bench.stages import STAGES
+from npu_data.bench.stage_times import STAGES
 from npu_data.common.atomic import atomic_write_bytes
 
 

@@ -4,7 +4,7 @@ Pipelines (same images, same augmentation, boxes carried along, same batch size 
 count): the baseline, torchvision's v2 transforms on PIL images in a torch DataLoader
 (``npu_data.bench.torchvision_baseline``; when torchvision is missing the next row stands in), the
 per-sample Pillow reference (torch DataLoader, JPEG files, Pillow decode, each transform's CPU
-reference moving the boxes, ``npu_data.tools.baseline``), npu-data from raw shards, npu-data from encoded shards, and
+reference moving the boxes, ``npu_data.bench.pillow_baseline``), npu-data from raw shards, npu-data from encoded shards, and
 WebDataset tars (``npu-data export-wds`` of the same JPEGs) streamed by
 ``npu_data.formats.webdataset.WebDatasetStream`` into our DataLoader and device transforms; Kornia's
 augmentation on our raw-shard batches when Kornia is installed, and NVIDIA DALI's CPU pipeline
@@ -29,11 +29,12 @@ import psutil
 import torch
 
 from npu_data import device as dev
-from npu_data.bench import extras, stages, torchvision_baseline
-from npu_data.bench.datasets import BenchData, ensure
+from npu_data.bench import extras, torchvision_baseline
+from npu_data.bench import pillow_baseline as baseline
+from npu_data.bench import stage_times as stages
+from npu_data.bench.bench_data import BenchData, ensure
 from npu_data.formats.webdataset.stream import WebDatasetStream
 from npu_data.loaders import placement
-from npu_data.tools import baseline
 
 
 @dataclass

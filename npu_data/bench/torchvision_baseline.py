@@ -6,9 +6,9 @@ rectangles as ``tv_tensors.BoundingBoxes`` and runs ``v2.Compose([RandomResizedC
 ColorJitter(0.4, 0.4, 0.4, 0.1), RandomHorizontalFlip(), PILToTensor(),
 SanitizeBoundingBoxes()])`` — the detection recipe of torchvision's docs; the boxes follow the
 crop and the flip, and the ones cropped away are dropped. The collate stacks the images and
-pads the boxes like ``npu_data.tools.baseline.collate``. torchvision comes with the ``bench`` extra
+pads the boxes like ``npu_data.bench.pillow_baseline.collate``. torchvision comes with the ``bench`` extra
 (matched to the installed torch); without it the suite's baseline is the per-sample Pillow
-reference (``npu_data.tools.baseline``).
+reference (``npu_data.bench.pillow_baseline``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from PIL import Image
 
-from npu_data.tools import baseline
+from npu_data.bench import pillow_baseline as baseline
 
 LABEL = "baseline: torchvision v2 on PIL images (CPU)"
 
@@ -74,6 +74,6 @@ class TorchvisionJpeg(baseline.JpegDataset):
 
 def loader(files: list[Path], batch_size: int, workers: int, crop: int = 224,
            export: Path | None = None, pin_memory: bool = False) -> Any:
-    """The torchvision DataLoader (``tools.baseline.loader`` of ``TorchvisionJpeg``)."""
+    """The torchvision DataLoader (``pillow_baseline.loader`` of ``TorchvisionJpeg``)."""
     return baseline.loader(files, batch_size, workers, crop, export, pin_memory,
                            dataset=TorchvisionJpeg)

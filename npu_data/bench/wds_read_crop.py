@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from npu_data.tools import baseline
+from npu_data.bench import pillow_baseline as baseline
 
 
 def loader(tars: list[str], read_crop: bool, args: argparse.Namespace) -> Any:

@@ -55,13 +55,13 @@ def run(args: argparse.Namespace) -> int:
     if args.images < 1 or args.batch_size < 1 or args.workers < 0 or args.epochs < 1:
         raise UserError("demo: --images, --batch-size and --epochs must be >= 1 and "
                         "--workers >= 0")
+    from npu_data.bench import pillow_baseline as baseline
     from npu_data.commands import inspect
     from npu_data.loaders import DataLoader
+    from npu_data.previews.batch_grid import preview_batch, preview_geometry
     from npu_data.shards.reader import ShardDataset
     from npu_data.shards.source import image_options
     from npu_data.shards.writer import WriteOptions, write_dataset
-    from npu_data.tools import baseline
-    from npu_data.tools.preview_grid import preview_batch, preview_geometry
     from npu_data.tools.sample_data import make_sample_project
 
     out = Path(args.out)

@@ -72,7 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def parse_buckets(text: str) -> Any:
     """``"sdxl"``, ``"kohya"``, ``"NAME:SIZE"`` or ``"HxW,HxW,..."`` as ``encode_latents``'
     buckets (a preset at a size: ``npu_data.buckets(NAME, SIZE)``)."""
-    from npu_data.common.buckets import buckets_of
+    from npu_data.buckets import buckets_of
 
     name, colon, size = text.partition(":")
     if name in PRESETS:

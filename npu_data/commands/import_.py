@@ -18,7 +18,7 @@ from npu_data.annotations.table import AnnotationTable
 from npu_data.errors import UserError, UserValueError
 from npu_data.shards.distributed_import import Group, import_group, leave
 from npu_data.shards.format import REJECTED
-from npu_data.shards.images import IMPORT_MAX_PIXELS
+from npu_data.shards.image_payload import IMPORT_MAX_PIXELS
 from npu_data.shards.importer import import_dataset, import_options
 from npu_data.shards.storage import is_url
 
@@ -118,7 +118,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _is_tar(source: str) -> bool:
-    from npu_data.formats.sources import _is_tar as is_tar
+    from npu_data.formats.sources import is_tar
 
     return is_tar(source)
 

@@ -28,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the table and the device; 0 when every kernel passes, 1 otherwise."""
     from npu_data.device import describe, resolve_device
-    from npu_data.tools.parity_suite import run_parity_suite
+    from npu_data.parity.runner import run_parity_suite
 
     if args.batches < 1 or args.batch_size < 1:
         raise UserError(f"--batches and --batch-size must be at least 1, got {args.batches} "

@@ -28,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _latent_picture(ds: ShardDataset, sample: dict[str, Any], vae: str | None) -> Any:
-    from npu_data.tools.latent_preview import latent_picture
+    from npu_data.previews.latent_picture import latent_picture
 
     if vae is None:
         return latent_picture(sample), "latent channels side by side"
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.vae is not None:
         raise UserError(f"{args.dataset}: an image dataset, not a latents store — drop --vae")
     else:
-        from npu_data.tools.preview import draw_sample
+        from npu_data.previews.canvas import draw_sample
 
         image, how = draw_sample(sample, ds.labels, ds.controls), ""
     out = Path(args.out)

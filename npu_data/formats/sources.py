@@ -49,7 +49,8 @@ def format_name(name: str) -> str:
     return key
 
 
-def _is_tar(source: str) -> bool:
+def is_tar(source: str) -> bool:
+    """Whether ``source`` (a path or URL, its query ignored) names a tar."""
     return source.split("?", 1)[0].lower().endswith(TAR_SUFFIXES)
 
 
@@ -84,7 +85,7 @@ def _folder_kind(root: Path) -> str:
         return "hf-imagefolder"
     if any(root.glob("*.parquet")) or any(root.glob("data/*.parquet")):
         return "hf-parquet"
-    if any(p.is_file() and _is_tar(p.name) for p in root.iterdir()):
+    if any(p.is_file() and is_tar(p.name) for p in root.iterdir()):
         return "webdataset"
     if kohya.looks_like(root):
         return "kohya"
@@ -102,7 +103,7 @@ def _folder_kind(root: Path) -> str:
 
 def detect(sources: Sequence[str]) -> str:
     """The format of ``sources`` (one folder or file, or several tars / parquet files)."""
-    if all(_is_tar(s) for s in sources):
+    if all(is_tar(s) for s in sources):
         return "webdataset"
     if all(s.lower().endswith(".parquet") for s in sources):
         return "hf-parquet"

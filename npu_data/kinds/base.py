@@ -16,7 +16,7 @@ what they need, typed by the Protocols of ``npu_data.kinds.protocols`` — the v
 (``ValueChecks``), the extraction toolkit ``npu_data.annotations.results`` as ``R``
 (``Extraction``), the kernels ``transforms.geometry`` as ``G`` (``GeometryKernels``).
 
-The drawing hooks (``paint``, ``unbatch``) serve the previews (``tools/preview*.py``), which
+The drawing hooks (``paint``, ``unbatch``) serve the previews (``previews/``), which
 hand over their ``Canvas`` (``protocols.Canvas``).
 The WebDataset JSON hooks (``json_*``) map one sample's columns to and from the kind's part
 of a tar's ``<key>.json`` (``formats/webdataset/mapping.py`` iterates them).
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from npu_data.common.batch import Batch
+from npu_data.batch import Batch
 from npu_data.common.ragged import offsets_of
 from npu_data.kinds.protocols import (
     Canvas,
@@ -202,7 +202,7 @@ class Kind:
     def stored_problem(self, col: Callable[[str], np.ndarray],
                        sizes: np.ndarray) -> str | None:
         """What is wrong with this kind's stored rows beyond their offsets and row counts
-        (checked by ``shards.checks`` before any read), read through ``col(name)``;
+        (checked by ``shards.file_checks`` before any read), read through ``col(name)``;
         ``sizes``: (samples, 2) height, width of each sample's stored image. None: nothing."""
         return None
 
@@ -350,9 +350,9 @@ class Kind:
             out[f"{n}.{nest.offsets}"] = offsets_of(lengths)
         return out
 
-    # --- drawing (tools/preview.py) -------------------------------------------------------
+    # --- drawing (previews/canvas.py) -------------------------------------------------------
     def paint(self, canvas: Canvas, sample: Mapping[str, Any]) -> None:
-        """Draw this kind's rows of ``sample`` on ``canvas`` (``tools.preview.Canvas``: the
+        """Draw this kind's rows of ``sample`` on ``canvas`` (``previews.canvas.Canvas``: the
         picture, its scale, colours and label names); nothing by default."""
 
     def unbatch(self, batch: Mapping[str, np.ndarray], i: int,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from npu_data.common.batch import Batch
+from npu_data.batch import Batch
 from npu_data.common.ragged import offsets_of
 from npu_data.kinds.protocols import GeometryKernels, GeometryWarp
 

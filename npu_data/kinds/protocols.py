@@ -14,7 +14,7 @@ it structurally:
   ``Kind.warp(..., G)``, handed on to the kind's ``kinds.geometry`` layout (the module
   ``transforms.geometry``);
 - ``GeometryWarp``: ``Kind.warp(batch, W, G)`` (``transforms.warp_geometry.Warp``);
-- ``Canvas``: ``Kind.paint(canvas, sample)`` (``tools.preview.Canvas``).
+- ``Canvas``: ``Kind.paint(canvas, sample)`` (``previews.canvas.Canvas``).
 
 Modules satisfy a Protocol when they are passed by name (``kind.extract(ctx, b, results)``):
 mypy then checks every function the Protocol names against the module's.
@@ -204,7 +204,7 @@ class GeometryWarp(Protocol):
 
 
 class Canvas(Protocol):
-    """The picture a preview draws on (``tools.preview.Canvas``): the image scaled by
+    """The picture a preview draws on (``previews.canvas.Canvas``): the image scaled by
     ``scale``, its colours and the label names."""
 
     @property

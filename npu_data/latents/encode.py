@@ -39,8 +39,8 @@ import numpy as np
 import torch
 
 from npu_data import device as dev
+from npu_data.buckets import Buckets, BucketSpec, buckets_of
 from npu_data.common.atomic import atomic_write_bytes, fsync_dir, npy_bytes
-from npu_data.common.buckets import Buckets, BucketSpec, buckets_of
 from npu_data.common.hashing import file_sha256
 from npu_data.common.oserrors import os_error
 from npu_data.errors import UserError, UserTypeError, UserValueError
@@ -82,7 +82,10 @@ from npu_data.shards.latent_format import (
     to_numpy,
 )
 from npu_data.shards.storage import is_url
-from npu_data.shards.writer import _completed, _prepare, _write_synced, import_lock
+from npu_data.shards.writer import completed_record as _completed
+from npu_data.shards.writer import import_lock
+from npu_data.shards.writer import prepare_out as _prepare
+from npu_data.shards.writer import write_synced as _write_synced
 
 SAMPLE_TEXT = ("image_ref", "data_json")  # kept from the source (what each latent came from)
 

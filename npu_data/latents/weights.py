@@ -12,7 +12,8 @@ import torch
 
 from npu_data.errors import UserError
 from npu_data.shards.format import COMPLETE, MANIFEST
-from npu_data.shards.writer import OWNER, _record
+from npu_data.shards.writer import OWNER
+from npu_data.shards.writer import json_record as _record
 
 ROLES = {"vae": "VAE", "text_encoder": "text encoder", "text_encoder_2": "second text encoder",
          "tokenizer": "tokenizer", "tokenizer_2": "second tokenizer"}

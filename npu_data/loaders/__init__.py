@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from npu_data.loaders.assemble import collate_samples
-from npu_data.loaders.buckets import BucketBatchSampler
+from npu_data.loaders.bucket_sampler import BucketBatchSampler
 from npu_data.loaders.dataloader import DataLoader
 from npu_data.loaders.sampler import NpuDistributedSampler
 

@@ -36,6 +36,15 @@ from torch.utils.data import get_worker_info
 
 from npu_data import codecs
 from npu_data import device as dev
+from npu_data.batch import (
+    Batch,
+    BatchColumns,
+    BatchRequest,
+    ColumnBatch,
+    CropPlan,
+    EncodedImage,
+    Sample,
+)
 from npu_data.buffers import (
     copy_images,
     empty_host,
@@ -46,15 +55,6 @@ from npu_data.buffers import (
     sizes_tensor,
     torch_dtype,
     zeros_host,
-)
-from npu_data.common.batch import (
-    Batch,
-    BatchColumns,
-    BatchRequest,
-    ColumnBatch,
-    CropPlan,
-    EncodedImage,
-    Sample,
 )
 from npu_data.errors import UserError
 from npu_data.kinds.base import Kind

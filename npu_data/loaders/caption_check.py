@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from npu_data.errors import UserValueError
-from npu_data.loaders.buckets import stages_of
+from npu_data.loaders.bucket_sampler import stages_of
 from npu_data.loaders.epochs import warn_once
 from npu_data.shards.batch_read import FIELDS
 

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch.utils.data import default_collate
 
-from npu_data.common.batch import EncodedImage
+from npu_data.batch import EncodedImage
 from npu_data.errors import UserError
 from npu_data.kinds.registry import PADDED_BY_NAME
 

@@ -15,8 +15,8 @@ from torch.utils.data import DataLoader as TorchDataLoader
 from torch.utils.data import IterableDataset
 
 from npu_data import device as dev
+from npu_data.batch import ColumnBatch
 from npu_data.buffers import release_reused
-from npu_data.common.batch import ColumnBatch
 from npu_data.common.compat import DATALOADER_ARGS, dataloader_kwargs
 from npu_data.errors import UserError, UserValueError
 from npu_data.loaders import epochs, frameworks, host_transform, placement

@@ -57,7 +57,7 @@ from torch.utils.data import (
 )
 
 from npu_data.errors import UserError, UserValueError
-from npu_data.loaders.buckets import BucketBatchSampler
+from npu_data.loaders.bucket_sampler import BucketBatchSampler
 from npu_data.loaders.sampler import EpochOrder
 from npu_data.loaders.states import (
     LAST_EPOCH,

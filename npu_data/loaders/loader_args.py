@@ -12,7 +12,7 @@ import torch
 
 from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.loaders import host_transform
-from npu_data.loaders.buckets import bind_buckets
+from npu_data.loaders.bucket_sampler import bind_buckets
 from npu_data.loaders.caption_check import bind_empty_prompt, check_captions
 
 READ_AHEAD = 2  # batches a DataLoader's read thread works ahead of the transform
@@ -42,7 +42,7 @@ def loader_transform(transform: Any, dataset: Any, batch_sampler: Any,
                      batch_size: int | None) -> Any:
     """The loader's device transform: ``transform``, else the dataset's for this package's
     datasets (torchvision's ``.transform`` is per sample); given the user's ``batch_sampler``
-    buckets (``buckets.bind_buckets``) and checked against the dataset's captions."""
+    buckets (``bucket_sampler.bind_buckets``) and checked against the dataset's captions."""
     if transform is None and ours(dataset):
         transform = getattr(dataset, "transform", None)
     bind_buckets(transform, batch_sampler, batch_size)
@@ -55,7 +55,7 @@ def loader_transform(transform: Any, dataset: Any, batch_sampler: Any,
 def bind_classes(transform: Any, dataset: Any) -> None:
     """Give the dataset's labels (``{control: names}``) to every stage of ``transform`` that
     takes them (MixUp / CutMix: their class count when ``num_classes`` is None)."""
-    from npu_data.loaders.buckets import stages_of
+    from npu_data.loaders.bucket_sampler import stages_of
 
     labels = getattr(dataset, "labels", None) if ours(dataset) else None
     if not isinstance(labels, dict):

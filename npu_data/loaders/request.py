@@ -1,4 +1,4 @@
-"""The request of one batch (``common.batch.BatchRequest``), drawn once where its samples are
+"""The request of one batch (``npu_data.batch.BatchRequest``), drawn once where its samples are
 known: in the main process for a ``ShardDataset``, where the stream reads for a
 ``WebDatasetStream``.
 
@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from npu_data.common.batch import BatchRequest
+from npu_data.batch import BatchRequest
 from npu_data.errors import UserError
-from npu_data.loaders.buckets import BucketBatchSampler
+from npu_data.loaders.bucket_sampler import BucketBatchSampler
 from npu_data.loaders.placement import WorkerPipeline
 from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import draws

@@ -30,7 +30,7 @@ import numpy as np
 import orjson
 
 from npu_data.annotations.table import ranges_index
-from npu_data.common.batch import (
+from npu_data.batch import (
     BatchColumns,
     BatchRequest,
     ColumnBatch,

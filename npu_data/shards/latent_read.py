@@ -20,7 +20,7 @@ import torch
 from npu_data.common.oserrors import os_error
 from npu_data.common.paths import inside, read_regular
 from npu_data.errors import DataCorruption, UserError
-from npu_data.shards import checks
+from npu_data.shards import file_checks as checks
 from npu_data.shards.latent_format import (
     DTYPES,
     GROUP,

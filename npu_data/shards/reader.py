@@ -19,7 +19,8 @@ from npu_data.errors import DataCorruption, UserError
 from npu_data.kinds.base import Kind
 from npu_data.kinds.registry import BY_NAME
 from npu_data.kinds.texts import CAPTION_OF
-from npu_data.shards import batch_read, checks, repeats
+from npu_data.shards import batch_read, repeats
+from npu_data.shards import file_checks as checks
 from npu_data.shards.batch_read import SampleBatch, as_index
 from npu_data.shards.format import (
     DATA,
@@ -31,7 +32,7 @@ from npu_data.shards.format import (
     column_file,
     dataset_kinds,
 )
-from npu_data.shards.images import MAX_PIXELS
+from npu_data.shards.image_payload import MAX_PIXELS
 from npu_data.shards.schema import read_manifest
 
 
@@ -49,7 +50,7 @@ T = TypeVar("T")
 class _Shard:
     """Lazily opened arrays of one shard: read-only memory maps, held as plain ndarray views
     (slicing an ``np.memmap`` costs a subclass round trip per call), each file checked when
-    it is opened (``shards.checks``): the index on opening the shard, a group's columns
+    it is opened (``shards.file_checks``): the index on opening the shard, a group's columns
     together on the first use of any of them. ``entry``: the shard's (validated) manifest
     entry; ``fix``: what a message tells the user to do about a damaged file."""
 
@@ -229,7 +230,7 @@ class ShardDataset:
     ``npu_data.shards.remote``) and ``self.path`` is that cache folder.
 
     Nothing on disk is trusted: the manifest is validated on opening (``shards.schema``) and
-    each shard's files when the shard is opened (``shards.checks``); an image whose index
+    each shard's files when the shard is opened (``shards.file_checks``); an image whose index
     claims more than ``max_pixels`` pixels, or a size its encoded header does not have, is a
     ``DataCorruption`` before any buffer of that size exists (docs/format.md, "Validation").
 

@@ -6,7 +6,7 @@ single safe path component (``common.paths.safe_name``), no shard listed twice, 
 shard must have (``data.bin``, ``index.npy``, the column files of the kinds with rows), sizes
 and digests well formed, the ``samples`` totals adding up, each shard's ``samples`` exactly
 what its ``index.npy`` holds and within what its offsets files can hold (their sizes). What only the files
-themselves can show (exact row counts, dtypes, shapes, offsets) ``shards.checks`` verifies
+themselves can show (exact row counts, dtypes, shapes, offsets) ``shards.file_checks`` verifies
 when a shard is opened. Errors are one-line ``DataCorruption`` s naming the manifest and the
 key (docs/format.md, "Validation").
 """

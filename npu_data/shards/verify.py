@@ -18,9 +18,9 @@ from npu_data.common.paths import inside, open_regular
 from npu_data.errors import UserError
 from npu_data.kinds.registry import BY_NAME, KINDS
 from npu_data.progress import progress
-from npu_data.shards import checks
+from npu_data.shards import file_checks as checks
 from npu_data.shards.format import DATA, INDEX, INDEX_DTYPE, column_file
-from npu_data.shards.images import MAX_PIXELS
+from npu_data.shards.image_payload import MAX_PIXELS
 from npu_data.shards.latent_format import (
     DTYPES,
     cell_bytes,
@@ -54,7 +54,7 @@ def verify_dataset(path: str | os.PathLike[str],
     The manifest is validated first (``shards.schema``: a bad one is a one-line
     ``DataCorruption``); then, shard by shard, every listed file must be a regular file inside
     the folder with the manifest's size and sha256, the files' structure must hold
-    (``shards.checks``: what the manifest says of them, dtypes, shapes, row counts, offsets,
+    (``shards.file_checks``: what the manifest says of them, dtypes, shapes, row counts, offsets,
     the index inside data.bin, image sizes at most ``max_pixels``) and every sample's
     payload its crc32 — so a copy whose files were changed and rehashed into its manifest
     still fails when the manifest disagrees with them."""
@@ -109,7 +109,7 @@ def _file_problem(folder: Path, fname: str, meta: dict[str, Any]) -> str | None:
 def _check_structure(folder: Path, sh: dict[str, Any], bad_files: set[str], start: int,
                      max_pixels: int, vocab: checks.Vocab,
                      latents: dict[str, Any] | None = None) -> list[Problem]:
-    """The shard's structure (``shards.checks``; ``latents``: a latents store's record),
+    """The shard's structure (``shards.file_checks``; ``latents``: a latents store's record),
     then each sample's crc32."""
     name, samples, files = sh["name"], int(sh["samples"]), sh["files"]
     layout = None if latents is None else (int(latents["factor"]), cell_bytes(latents))

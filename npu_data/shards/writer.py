@@ -31,7 +31,7 @@ from npu_data.common.oserrors import os_error
 from npu_data.common.paths import unsafe_reason
 from npu_data.errors import UserError, UserValueError
 from npu_data.progress import bar
-from npu_data.shards import images as img
+from npu_data.shards import image_payload as img
 from npu_data.shards.convert import to_pixels
 from npu_data.shards.distributed_import import SINGLE, Group
 from npu_data.shards.format import (
@@ -203,13 +203,13 @@ def write_shard(table: AnnotationTable, k: int, out_dir: Path, o: WriteOptions,
         arr = np.ascontiguousarray(cols[col]).astype(np.dtype(spec["dtype"]), copy=False)
         files[column_file(col)] = npy_bytes(arr.reshape(-1, *spec["shape"]))
     for fname, data in files.items():
-        _write_synced(tmp / fname, data)
+        write_synced(tmp / fname, data)
     listing = {DATA: {"size": pos + (-pos % ALIGN), "sha256": file_sha256(tmp / DATA)}}
     for fname, data in files.items():
         listing[fname] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     record = {"name": name, "tasks": [lo, hi], "samples": len(keep), "rejected": rejected,
               "files": dict(sorted(listing.items())), "fingerprint": fingerprint}
-    _write_synced(tmp / COMPLETE, dumps(record))
+    write_synced(tmp / COMPLETE, dumps(record))
     fsync_dir(tmp)
     final = out_dir / name
     shutil.rmtree(final, ignore_errors=True)
@@ -218,7 +218,8 @@ def write_shard(table: AnnotationTable, k: int, out_dir: Path, o: WriteOptions,
     return record
 
 
-def _write_synced(path: Path, data: bytes) -> None:
+def write_synced(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` and sync it to the disk (before a record names it)."""
     with open(path, "wb") as fh:
         fh.write(data)
         fh.flush()
@@ -240,7 +241,7 @@ def _markers_hint(old: Any, new: dict[str, Any]) -> str:
             " (its JPEGs were stored with restart markers: drop --keep-jpeg-bytes to resume it)")
 
 
-def _record(path: Path) -> dict[str, Any] | None:
+def json_record(path: Path) -> dict[str, Any] | None:
     """The JSON object in ``path`` (a completion record or a manifest); None when missing,
     not a regular file or unreadable (a torn write: the shard is written again)."""
     if not path.is_file() or path.is_symlink():
@@ -263,20 +264,20 @@ def _same_options(where: Path, found: Any, fingerprint: dict[str, Any]) -> None:
 def _check_resumable(out_dir: Path, fingerprint: dict[str, Any]) -> None:
     """Before ``--resume`` deletes anything: the manifest and every shard's completion record
     in ``out_dir`` were written with ``fingerprint`` (the same options and export)."""
-    manifest = _record(out_dir / MANIFEST)
+    manifest = json_record(out_dir / MANIFEST)
     if manifest is not None:
         _same_options(out_dir / MANIFEST, {k: manifest.get(k) for k in fingerprint},
                       fingerprint)
     for folder in sorted(out_dir.glob("shard-*")):
-        record = _record(folder / COMPLETE)
+        record = json_record(folder / COMPLETE)
         if record is not None:
             _same_options(folder, record.get("fingerprint"), fingerprint)
 
 
-def _completed(out_dir: Path, k: int, fingerprint: dict[str, Any]) -> dict[str, Any] | None:
+def completed_record(out_dir: Path, k: int, fingerprint: dict[str, Any]) -> dict[str, Any] | None:
     """The completion record of shard ``k`` if it is whole and matches the options."""
     path = out_dir / shard_name(k) / COMPLETE
-    record = _record(path)
+    record = json_record(path)
     if record is None:
         return None
     _same_options(path.parent, record.get("fingerprint"), fingerprint)
@@ -342,19 +343,19 @@ def _owned(out_dir: Path, entries: list[Path], fingerprint: dict[str, Any]) -> N
     fix = ("move it away or choose an empty --out folder (nothing was changed)")
     owner = out_dir / OWNER
     if owner.exists() or owner.is_symlink():
-        record = _record(owner)
+        record = json_record(owner)
         if record is None or record.get("format") != FORMAT_NAME:
             raise UserError(f"{owner}: not an owner record npu-data wrote — {fix}")
         _same_options(out_dir, record.get("fingerprint"), fingerprint)
     manifest = out_dir / MANIFEST
-    mine = _record(manifest)
+    mine = json_record(manifest)
     if mine is not None and mine.get("format") != FORMAT_NAME:
         mine = None
     if (manifest.exists() or manifest.is_symlink()) and mine is None:
         raise UserError(f"{manifest}: not a manifest npu-data wrote — {fix}")
     shards = [p for p in entries if p.name.startswith("shard-")]
     for folder in sorted(shards):
-        if folder.is_symlink() or not folder.is_dir() or _record(folder / COMPLETE) is None:
+        if folder.is_symlink() or not folder.is_dir() or json_record(folder / COMPLETE) is None:
             raise UserError(f"{folder}: not a shard npu-data completed (no {COMPLETE}) — "
                             f"{fix}")
     if not (owner.exists() or mine is not None or shards):
@@ -364,7 +365,7 @@ def _owned(out_dir: Path, entries: list[Path], fingerprint: dict[str, Any]) -> N
     _check_resumable(out_dir, fingerprint)
 
 
-def _prepare(out_dir: Path, resume: bool, fingerprint: dict[str, Any]) -> None:
+def prepare_out(out_dir: Path, resume: bool, fingerprint: dict[str, Any]) -> None:
     """Check ``out_dir`` (every check before anything is deleted: ``--resume`` only into a
     folder npu-data wrote, ``_owned``), record it as this run's (``OWNER``), then remove
     what a killed run left: temporary shard folders and, on ``--resume``, the manifest."""
@@ -423,7 +424,7 @@ def write_dataset(source: Any, out_dir: str | os.PathLike[str],
         if group.rank == 0:
             try:
                 held.enter_context(import_lock(out))
-                _prepare(out, o.resume, fp)
+                prepare_out(out, o.resume, fp)
             except UserError as exc:
                 error = str(exc)
             except OSError as exc:
@@ -448,7 +449,7 @@ def _write_all(table: AnnotationTable, out: Path, o: WriteOptions, group: Group,
     try:
         if o.resume:
             for k in mine:
-                rec = _completed(out, k, fp)
+                rec = completed_record(out, k, fp)
                 if rec is not None:
                     records[k] = rec
         kept = len(records)

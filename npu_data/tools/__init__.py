@@ -1,3 +1,3 @@
 """Tools around the library, not on its data path: generated sample projects and benchmark
-images (``sample_data``), drawings of samples and batches (``preview``, ``preview_grid``),
-and the per-sample Pillow pipeline npu-data is measured against (``baseline``)."""
+images (``sample_data``); the device ops and peak device memory of a call, counted on the
+host (``device_costs``)."""

@@ -19,7 +19,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from npu_data.transforms.precision import wrapped_numbers
+from npu_data.parity.precision import wrapped_numbers
 
 
 def _storage(t: torch.Tensor) -> int:

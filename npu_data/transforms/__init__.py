@@ -2,7 +2,7 @@
 
 Pure kernels live in :mod:`~npu_data.transforms.functional` (each op dispatches once, in
 ``_dispatch``, to the compiled CPU kernels or the torch ones) and
-:mod:`~npu_data.transforms.reference` (Pillow, per sample); geometry companions in
+:mod:`~npu_data.transforms.oracle.pillow` (Pillow, per sample); geometry companions in
 :mod:`~npu_data.transforms.geometry`; the random transforms below draw per-sample parameters
 (on the batch's device, or keyed on the host) and apply them through ``functional``,
 geometry included; :mod:`~npu_data.transforms.read_crop` lets a reader apply a pipeline's
@@ -26,10 +26,10 @@ from npu_data.transforms.detection import RandomIoUCrop, RandomZoomOut, ScaleJit
 from npu_data.transforms.draws import sample_params
 from npu_data.transforms.fixed_crop import FixedSizeCrop
 from npu_data.transforms.flip import RandomHorizontalFlip
-from npu_data.transforms.geometric import RandomAffine, RandomRotation, RandomVerticalFlip
 from npu_data.transforms.latents import LatentCaptionDropout, RandomLatentFlip
 from npu_data.transforms.mixing import CutMix, MixUp
 from npu_data.transforms.normalize import Normalize
+from npu_data.transforms.oracle.replay import replay_reference, sample_image
 from npu_data.transforms.pixel_ops import (
     GaussianBlur,
     RandomErasing,
@@ -38,19 +38,20 @@ from npu_data.transforms.pixel_ops import (
 )
 from npu_data.transforms.presets import LEVELS, NpuPreprocessor
 from npu_data.transforms.read_crop import ReadCrop
-from npu_data.transforms.replay import replay_reference, sample_image
 from npu_data.transforms.resize import CenterCrop, Resize, ResizeCenterCrop, ResizeCrop
 from npu_data.transforms.sanitize import SanitizeBoundingBoxes
+from npu_data.transforms.warp_ops import RandomAffine, RandomRotation, RandomVerticalFlip
 
 if TYPE_CHECKING:  # what type checkers and the API reference see (the same names as _LAZY)
-    from npu_data.transforms import parity, reference
-    from npu_data.transforms.parity import ParityReport, compare_tensor
+    from npu_data.transforms.oracle import measures as parity
+    from npu_data.transforms.oracle import pillow as reference
+    from npu_data.transforms.oracle.measures import ParityReport, compare_tensor
 
 _LAZY = {
-    "reference": ("npu_data.transforms.reference", None),
-    "parity": ("npu_data.transforms.parity", None),
-    "compare_tensor": ("npu_data.transforms.parity", "compare_tensor"),
-    "ParityReport": ("npu_data.transforms.parity", "ParityReport"),
+    "reference": ("npu_data.transforms.oracle.pillow", None),
+    "parity": ("npu_data.transforms.oracle.measures", None),
+    "compare_tensor": ("npu_data.transforms.oracle.measures", "compare_tensor"),
+    "ParityReport": ("npu_data.transforms.oracle.measures", "ParityReport"),
 }
 
 __all__ = [

@@ -140,7 +140,7 @@ class _Policy(Transform):
 
     def __init__(self, space: Space, pixel_only: bool, interpolation: str,
                  fill: int | Sequence[int]) -> None:
-        from npu_data.transforms.reference_geometric import check_fill, check_interpolation
+        from npu_data.transforms.oracle.pillow_geometric import check_fill, check_interpolation
 
         if not isinstance(pixel_only, bool):
             raise UserTypeError(f"{self.name}: pixel_only must be True or False")
@@ -244,8 +244,8 @@ def reference_op(image: np.ndarray, op: str, magnitude: float, interpolation: st
     """
     from PIL import Image
 
-    from npu_data.transforms import reference as R
-    from npu_data.transforms import reference_geometric as G
+    from npu_data.transforms.oracle import pillow as R
+    from npu_data.transforms.oracle import pillow_geometric as G
 
     if op == "Identity":
         return image

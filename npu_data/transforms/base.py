@@ -14,7 +14,7 @@ The contract, in torchvision v2's terms: a transform defines two things,
 and :meth:`Transform.apply_reference`, one sample through the CPU reference. Everything else
 is the base's: ``t(data)``, :meth:`Transform.run` (output and params), :meth:`Transform.apply`
 (drawn params, plain host tensors, on any device: a batch replays sample by sample through
-``npu_data.transforms.reference``). A transform is called on a batch dict (see
+``npu_data.transforms.oracle.pillow``). A transform is called on a batch dict (see
 docs/architecture.md) or on a bare uint8 tensor ``(B, C, H, W)`` and returns the same kind.
 
 What a pipeline may do with a stage it reads from the stage's declared capabilities
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from npu_data.common.batch import Batch
+from npu_data.batch import Batch
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms.draws import Draws, GeneratorDraws, Uniforms
 

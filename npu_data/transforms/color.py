@@ -123,7 +123,7 @@ class ColorJitter(Transform):
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        from npu_data.transforms import reference
+        from npu_data.transforms.oracle import pillow as reference
 
         fns = {
             "brightness": reference.adjust_brightness,

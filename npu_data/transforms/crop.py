@@ -172,7 +172,7 @@ class _CropBase(Transform):
         return {"original_size": original, "crop_top_left": top_left, "target_size": target}
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        from npu_data.transforms import reference
+        from npu_data.transforms.oracle import pillow as reference
 
         box = [int(v) for v in params["boxes"][index].tolist()]
         windows = params.get("windows")

@@ -26,9 +26,9 @@ from npu_data.transforms import functional as F
 from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform, pair
 from npu_data.transforms.crop import check_min_visible
 from npu_data.transforms.draws import Uniforms
-from npu_data.transforms.geometric import degrees_range
 from npu_data.transforms.maps import check_fill, translation_matrices
 from npu_data.transforms.warp_geometry import Warp, warp_geometry
+from npu_data.transforms.warp_ops import degrees_range
 
 MAX_ZOOM = 16.0  # RandomZoomOut's largest canvas side over the image's
 MAX_SIDE = 1 << 15  # ScaleJitter's largest output side
@@ -169,7 +169,7 @@ class RandomZoomOut(_DrawnSize):
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        from npu_data.transforms import reference_geometric as RG
+        from npu_data.transforms.oracle import pillow_geometric as RG
 
         top, left = (int(v) for v in params["offset"][index].tolist())
         height, width = (int(v) for v in params["out"][index].tolist())
@@ -258,7 +258,7 @@ class ScaleJitter(_DrawnSize):
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        from npu_data.transforms import reference
+        from npu_data.transforms.oracle import pillow as reference
 
         h, w = image.shape[:2]
         return reference.resized_crop(image, [0, 0, h, w],
@@ -423,7 +423,7 @@ class RandomIoUCrop(Transform):
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        from npu_data.transforms import reference_geometric as RG
+        from npu_data.transforms.oracle import pillow_geometric as RG
 
         top, left, height, width = (int(v) for v in params["crop"][index].tolist())
         return RG.crop(image, top, left, height, width)

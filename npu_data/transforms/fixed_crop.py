@@ -77,7 +77,7 @@ class FixedSizeCrop(Transform):
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        from npu_data.transforms import reference_geometric as RG
+        from npu_data.transforms.oracle import pillow_geometric as RG
 
         top, left = (int(v) for v in params["offset"][index].tolist())
         h, w = image.shape[:2]

@@ -47,7 +47,7 @@ class RandomHorizontalFlip(Transform):
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        from npu_data.transforms import reference
+        from npu_data.transforms.oracle import pillow as reference
 
         return reference.hflip(image) if bool(params["flip"][index]) else image
 

@@ -4,8 +4,8 @@ Every function takes a padded uint8 batch ``images (B, C, H, W)`` (any memory fo
 content at the top-left) and ``sizes (B, 2)`` — the valid (height, width) of each sample —
 and runs wherever the tensors are (NPU, CUDA, CPU) with no host synchronisation and no Python
 loop over samples or pixels. Semantics are Pillow's (torchvision's PIL path); the CPU
-versions are in ``npu_data.transforms.reference`` and the agreement is checked by
-``npu_data.transforms.parity``. Padding outside ``sizes`` comes out as 0. Host ``sizes`` are
+versions are in ``npu_data.transforms.oracle.pillow`` and the agreement is checked by
+``npu_data.transforms.oracle.measures``. Padding outside ``sizes`` comes out as 0. Host ``sizes`` are
 checked inside the batch (0..H by 0..W; 1.. for the warps) before any kernel runs, so both
 backends give the same line; a batch of no samples is valid for every op.
 

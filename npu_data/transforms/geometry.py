@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from npu_data.common.batch import Batch
+from npu_data.batch import Batch
 from npu_data.kinds.registry import KINDS
 from npu_data.transforms._kernels import to_device
 

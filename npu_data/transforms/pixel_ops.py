@@ -72,7 +72,7 @@ class GaussianBlur(Transform):
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        from npu_data.transforms import reference
+        from npu_data.transforms.oracle import pillow as reference
 
         return reference.gaussian_blur(image, self.kernel_size, float(params["sigma"][index]))
 
@@ -101,7 +101,7 @@ class RandomGrayscale(Transform):
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        from npu_data.transforms import reference
+        from npu_data.transforms.oracle import pillow as reference
 
         return reference.rgb_to_grayscale(image) if bool(params["grey"][index]) else image
 
@@ -191,7 +191,7 @@ class RandomErasing(Transform):
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        from npu_data.transforms import reference
+        from npu_data.transforms.oracle import pillow as reference
 
         box = params["boxes"][index].tolist()
         if self.value == "random":
@@ -272,7 +272,7 @@ class RandomPhotometricDistort(Transform):
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        from npu_data.transforms import reference as R
+        from npu_data.transforms.oracle import pillow as R
 
         def factor(op: str) -> float:
             return float(params[op][index])

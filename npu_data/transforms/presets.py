@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from npu_data.common.buckets import BucketSpec, buckets_of
+from npu_data.buckets import BucketSpec, buckets_of
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms.base import Transform, pair
 from npu_data.transforms.color import ColorJitter

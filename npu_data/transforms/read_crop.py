@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from npu_data.common.batch import CropPlan
+from npu_data.batch import CropPlan
 from npu_data.transforms import _dispatch, draws, geometry
 from npu_data.transforms import functional as F
 from npu_data.transforms._kernels.crop import window_regions

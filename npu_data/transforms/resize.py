@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from npu_data.common.buckets import SDXL, Buckets, BucketSpec, buckets_of
+from npu_data.buckets import SDXL, Buckets, BucketSpec, buckets_of
 from npu_data.errors import UserError, UserValueError
 from npu_data.transforms.base import Params, pair
 from npu_data.transforms.crop import (

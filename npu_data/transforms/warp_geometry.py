@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from npu_data.common.batch import Batch
+from npu_data.batch import Batch
 from npu_data.kinds.registry import KINDS
 from npu_data.transforms import geometry as G
 from npu_data.transforms._kernels import to_device

@@ -12,7 +12,7 @@ from label_studio_sdk.converter.brush import decode_rle as sdk_decode
 from label_studio_sdk.converter.brush import encode_rle, mask2rle
 
 from npu_data.annotations import decode_rle, label_map_from_config, rle_to_mask
-from npu_data.annotations.rle import RLEError
+from npu_data.annotations.brush_rle import RLEError
 from npu_data.errors import UserError
 from npu_data.kinds.boxes import box_pixels
 
@@ -152,7 +152,7 @@ def _same(rle: list[int]) -> str | None:
 @pytest.mark.parametrize("block", [None, 1, 3])  # 1, 3: many vectorised passes per stream
 def test_rle_same_as_reference_on_random_masks_streams_and_truncations(
         block: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
-    from npu_data.annotations import rle as rle_mod
+    from npu_data.annotations import brush_rle as rle_mod
     from npu_data.tools.sample_data import encode_rle as ours_encode
 
     if block is not None:

@@ -11,9 +11,11 @@ import pytest
 import torch
 from PIL import Image
 
-from npu_data.bench import chart, datasets, extras, stages, suite
+from npu_data.bench import bench_data as datasets
+from npu_data.bench import chart, extras, suite
+from npu_data.bench import pillow_baseline as baseline
+from npu_data.bench import stage_times as stages
 from npu_data.cli import main
-from npu_data.tools import baseline
 from npu_data.transforms import geometry
 
 PIPELINES = {"baseline", "npu_data_raw", "npu_data_encoded", "webdataset"}

@@ -10,7 +10,7 @@ from label_studio_sdk.converter.brush import encode_rle as sdk_encode_rle
 from label_studio_sdk.converter.brush import mask2rle as sdk_mask2rle
 from pycocotools import mask as mask_api
 
-from npu_data.annotations.rle import decode_rle, encode_rle, mask_to_rle, rle_to_mask
+from npu_data.annotations.brush_rle import decode_rle, encode_rle, mask_to_rle, rle_to_mask
 from npu_data.formats.coco.rle import (
     CocoRLEError,
     counts_from_string,

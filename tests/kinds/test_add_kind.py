@@ -47,7 +47,7 @@ crop = geometry.resized_crop_geometry(batch, torch.tensor([[0, 0, 20, 40]]), (10
 from npu_data.cli import main
 from npu_data.formats.webdataset import wds_to_table
 from npu_data.formats.webdataset.stream import WebDatasetStream
-from npu_data.tools.preview import draw_sample
+from npu_data.previews.canvas import draw_sample
 assert main(["export-wds", str(root / "out"), "--out", str(root / "w-%06d.tar")]) == 0
 streamed = list(WebDatasetStream([str(root / "w-000000.tar")], rank=0, world_size=1))
 ref = ds[0]

@@ -11,10 +11,10 @@ from npu_data.annotations.images import ImageOptions
 from npu_data.kinds.base import Kind
 from npu_data.kinds.registry import KINDS, PADDED
 from npu_data.loaders import collate_samples
+from npu_data.previews.batch_grid import batch_samples
+from npu_data.previews.canvas import Canvas, draw_sample
 from npu_data.shards.reader import ShardDataset
 from npu_data.shards.writer import WriteOptions, write_dataset
-from npu_data.tools.preview import Canvas, draw_sample
-from npu_data.tools.preview_grid import batch_samples
 from tests.shards.export_maker import make_export
 
 

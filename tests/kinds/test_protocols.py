@@ -14,7 +14,7 @@ from npu_data.annotations import checks, results
 from npu_data.kinds import protocols as P
 from npu_data.kinds.base import Kind
 from npu_data.kinds.registry import KINDS
-from npu_data.tools.preview import Canvas
+from npu_data.previews.canvas import Canvas
 from npu_data.transforms import geometry
 
 # hook -> its parameter typed by a Protocol, and the Protocol

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from npu_data import ShardDataset, cli
-from npu_data.common.buckets import buckets_of
+from npu_data.buckets import buckets_of
 from npu_data.errors import UserError
 from npu_data.latents import empty_prompt
 from npu_data.loaders import BucketBatchSampler

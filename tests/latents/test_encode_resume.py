@@ -60,7 +60,7 @@ def test_resume_into_a_folder_no_encode_wrote_changes_nothing(
         assert cli.main(["encode", str(pixels), "--out", str(out), *base]) == 1, why
         _one_line(capsys, named, "nothing was changed")
         assert _files(out) == before, why
-    # an import's --resume follows the same rule (shards.writer._prepare)
+    # an import's --resume follows the same rule (shards.writer.prepare_out)
     from npu_data.tools.sample_data import make_sample_project
 
     export = make_sample_project(tmp_path / "p", n_images=2, width=32, height=32).export_path

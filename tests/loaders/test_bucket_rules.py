@@ -12,7 +12,7 @@ import torch
 from loaders_fakes import photo_dataset
 
 import npu_data
-from npu_data.common.buckets import SDXL, Buckets, buckets_of, make_buckets
+from npu_data.buckets import SDXL, Buckets, buckets_of, make_buckets
 from npu_data.errors import UserError
 from npu_data.loaders import BucketBatchSampler, DataLoader, LabelStudioDataset
 from npu_data.transforms import Compose, RandomHorizontalFlip, ResizeCrop

@@ -11,7 +11,7 @@ import torch
 from loaders_fakes import photo_dataset
 
 import npu_data
-from npu_data.common.buckets import SDXL, assign, bucket_list
+from npu_data.buckets import SDXL, assign, bucket_list
 from npu_data.errors import UserError
 from npu_data.loaders import BucketBatchSampler, DataLoader, LabelStudioDataset
 from npu_data.transforms import CaptionDropout, Compose, Normalize, RandomHorizontalFlip, ResizeCrop
@@ -249,7 +249,7 @@ def test_our_dataloader_moves_the_buckets_on_and_resumes_them_exactly(
 def test_a_shard_batch_request_carries_its_bucket(photos: LabelStudioDataset) -> None:
     """A ``ShardDataset`` batch of a ``BucketBatchSampler`` leaves the main process as a
     request naming its bucket; the reader's ResizeCrop (crop at read) outputs that bucket."""
-    from npu_data.common.batch import BatchRequest
+    from npu_data.batch import BatchRequest
     from npu_data.loaders.assemble import HostBatch, collate_host
 
     ds = photos.dataset

@@ -213,7 +213,7 @@ def jpegs(tmp_path_factory: pytest.TempPathFactory) -> ShardDataset:
 
 def test_jpeg_regions_decode_to_the_full_decode_cropped(jpegs: ShardDataset,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from npu_data.common.batch import EncodedImage
+    from npu_data.batch import EncodedImage
 
     whole: list[int] = []
     real = EncodedImage.decode
@@ -317,7 +317,7 @@ def test_a_request_is_read_into_one_host_batch(stores: dict[str, ShardDataset]) 
     request's parameters to the rest of the pipeline; no hidden key in the batch."""
     import pickle
 
-    from npu_data.common.batch import BatchRequest
+    from npu_data.batch import BatchRequest
     from npu_data.kinds.registry import PADDED_BY_NAME
     from npu_data.loaders.assemble import HostBatch, collate_host
 

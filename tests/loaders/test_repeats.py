@@ -18,7 +18,7 @@ from npu_data.common.ragged import encode_texts
 from npu_data.errors import DataCorruption, UserError
 from npu_data.formats.sources import SourceOptions, convert
 from npu_data.loaders import DataLoader
-from npu_data.loaders.buckets import BucketBatchSampler
+from npu_data.loaders.bucket_sampler import BucketBatchSampler
 from npu_data.loaders.sampler import NpuDistributedSampler
 from npu_data.shards.importer import import_dataset
 from npu_data.shards.reader import ShardDataset

@@ -43,7 +43,7 @@ def test_disk_full_during_import_then_resume(export: Path, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "ds"
-    real = writer._write_synced
+    real = writer.write_synced
     calls = {"n": 0}
 
     def full(path: Path, data: bytes) -> None:
@@ -52,12 +52,12 @@ def test_disk_full_during_import_then_resume(export: Path, tmp_path: Path,
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         real(path, data)
 
-    monkeypatch.setattr(writer, "_write_synced", full)
+    monkeypatch.setattr(writer, "write_synced", full)
     assert _import(export, out) == 1
     _one_line(capsys, str(out), "No space left on device", "free space", "--resume")
     kept = sorted(p.name for p in out.glob("shard-*"))
     assert kept == ["shard-00000"]  # the complete shard stays
-    monkeypatch.setattr(writer, "_write_synced", real)
+    monkeypatch.setattr(writer, "write_synced", real)
     assert _import(export, out, "--resume") == 0
     assert "1 kept from an earlier run" in capsys.readouterr().out
     assert cli.main(["verify", str(out)]) == 0

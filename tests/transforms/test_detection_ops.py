@@ -13,7 +13,7 @@ from test_geometric_ops import _batch, _check_ellipses, _draw
 from npu_data.errors import UserError
 from npu_data.transforms import Compose, RandomAffine, RandomZoomOut, ScaleJitter
 from npu_data.transforms.draws import sample_keys
-from npu_data.transforms.replay import sample_image
+from npu_data.transforms.oracle.replay import sample_image
 
 B = 8
 TRANSFORMS: dict[str, Any] = {

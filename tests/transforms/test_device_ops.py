@@ -27,8 +27,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 import npu_data.transforms as T
+from npu_data.parity.precision import wrapped_numbers
 from npu_data.transforms._kernels import accelerator_path
-from npu_data.transforms.precision import wrapped_numbers
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "device-ops.md"
 _ROOT = Path(T.__file__).resolve().parent

@@ -28,6 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from npu_data.common.compat import autocast_enabled
+from npu_data.parity.precision import MODES, reduced_precision, round_mantissa, wrapped_numbers
 from npu_data.transforms import (
     ColorJitter,
     Compose,
@@ -40,7 +41,6 @@ from npu_data.transforms import functional as F
 from npu_data.transforms._kernels import accelerator_path
 from npu_data.transforms._kernels.tables import color_tables
 from npu_data.transforms.draws import sample_keys
-from npu_data.transforms.precision import MODES, reduced_precision, round_mantissa, wrapped_numbers
 
 aten = torch.ops.aten
 _SYNC_OPS = {aten._local_scalar_dense, aten.item, aten.nonzero, aten.nonzero_static,
@@ -260,7 +260,7 @@ def test_the_audit_sees_what_it_must_refuse() -> None:
     assert not clean.float64 and not clean.syncs, clean.summary()
 
 
-# --- reduced-precision matmul (npu_data.transforms.precision: set for real, emulated) -------
+# --- reduced-precision matmul (npu_data.parity.precision: set for real, emulated) -------
 def test_the_precision_emulation_changes_what_it_must() -> None:
     """Negative control: a product needing more than 11 significant bits changes."""
     a = torch.tensor([[255.0, 1.0]])

@@ -26,7 +26,7 @@ ROOT = Path(T.__file__).parent
 _DISPATCH = {ROOT / "_dispatch.py", ROOT / "_native" / "__init__.py"}
 # the transform classes: they draw parameters and call functional, nothing lower
 _CLASSES = ["base.py", "color.py", "compose.py", "crop.py", "flip.py",
-            "normalize.py", "presets.py", "resize.py", "geometric.py", "detection.py",
+            "normalize.py", "presets.py", "resize.py", "warp_ops.py", "detection.py",
             "pixel_ops.py", "auto_augment.py", "mixing.py"]
 _LOWER = ("npu_data.transforms._native", "npu_data.transforms._kernels",
           "npu_data.transforms._dispatch")

@@ -8,7 +8,7 @@ import torch
 from test_geometric_ops import _batch, _draw
 
 from npu_data.transforms import Compose, FixedSizeCrop, ScaleJitter
-from npu_data.transforms.replay import sample_image
+from npu_data.transforms.oracle.replay import sample_image
 
 
 class _Fixed:

@@ -8,7 +8,7 @@ import torch
 
 from npu_data.errors import UserError
 from npu_data.transforms import functional as F
-from npu_data.transforms import reference as R
+from npu_data.transforms.oracle import pillow as R
 
 RNG = np.random.default_rng(1234)
 COLOUR = [

@@ -1,5 +1,5 @@
 """functional.affine / rotate / vflip against torchvision's PIL path (Pillow's transform and
-rotate, run by ``reference_geometric``): nearest and flips exact, bilinear within a level."""
+rotate, run by ``oracle.pillow_geometric``): nearest and flips exact, bilinear within a level."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import torch
 
 from npu_data.errors import UserError
 from npu_data.transforms import functional as F
-from npu_data.transforms import reference_geometric as RG
 from npu_data.transforms._kernels import accelerator_path
+from npu_data.transforms.oracle import pillow_geometric as RG
 
 RNG = np.random.default_rng(39)
 B, H, W = 12, 37, 51

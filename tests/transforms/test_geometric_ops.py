@@ -13,7 +13,7 @@ import torch
 from npu_data.errors import UserError
 from npu_data.transforms import RandomAffine, RandomRotation, RandomVerticalFlip
 from npu_data.transforms.draws import sample_keys
-from npu_data.transforms.replay import sample_image
+from npu_data.transforms.oracle.replay import sample_image
 
 B = 8
 

@@ -345,8 +345,8 @@ def test_an_unknown_interpolation_is_refused_in_one_line(make: Any) -> None:
 def test_parity_rows_for_bicubic_and_lanczos_are_exact() -> None:
     """``npu-data parity`` has rows for both filters (boxes, windows, ResizeCrop), on the
     compiled and the torch kernels, at 0 levels."""
-    from npu_data.tools.parity_suite import run_parity_suite
-    from npu_data.transforms.parity import TOLERANCES
+    from npu_data.parity.runner import run_parity_suite
+    from npu_data.transforms.oracle.measures import TOLERANCES
 
     names = [f"{op} {n}" for n in FILTERS for op in ("resized_crop", "resized_window",
                                                      "resize_crop")]

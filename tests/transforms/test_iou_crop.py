@@ -12,7 +12,7 @@ from npu_data.errors import UserError
 from npu_data.transforms import Compose, RandomHorizontalFlip, RandomIoUCrop, RandomZoomOut
 from npu_data.transforms import functional as F
 from npu_data.transforms.draws import sample_keys
-from npu_data.transforms.replay import sample_image
+from npu_data.transforms.oracle.replay import sample_image
 
 B = 8
 

@@ -10,8 +10,8 @@ import torch
 
 from npu_data.transforms import ColorJitter
 from npu_data.transforms import functional as F
-from npu_data.transforms import reference as R
 from npu_data.transforms.color import OPS
+from npu_data.transforms.oracle import pillow as R
 
 KERNELS = {"brightness": F.adjust_brightness, "contrast": F.adjust_contrast,
            "saturation": F.adjust_saturation, "hue": F.adjust_hue}

@@ -20,7 +20,7 @@ from npu_data.transforms import (
     _native,
 )
 from npu_data.transforms import functional as F
-from npu_data.transforms import reference as R
+from npu_data.transforms.oracle import pillow as R
 
 
 def test_compiled_kernels_load_here() -> None:

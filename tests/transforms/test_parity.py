@@ -10,16 +10,16 @@ import pytest
 import torch
 
 from npu_data import cli
-from npu_data.tools import parity_suite
-from npu_data.tools.parity_suite import run_parity_suite
+from npu_data.parity import runner as parity_suite
+from npu_data.parity.precision import MODES
+from npu_data.parity.runner import run_parity_suite
 from npu_data.transforms import functional as F
-from npu_data.transforms.parity import (
+from npu_data.transforms.oracle.measures import (
     PRECISION_TOLERANCES,
     TOLERANCES,
     compare_tensor,
     within,
 )
-from npu_data.transforms.precision import MODES
 
 
 def test_identical_uint8_is_exact() -> None:

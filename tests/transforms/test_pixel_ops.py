@@ -22,10 +22,10 @@ from npu_data.transforms import (
     RandomPhotometricDistort,
 )
 from npu_data.transforms import functional as F
-from npu_data.transforms import reference as R
 from npu_data.transforms._kernels import accelerator_path
 from npu_data.transforms._kernels.pixel import autocontrast_table_np
 from npu_data.transforms.draws import sample_keys
+from npu_data.transforms.oracle import pillow as R
 
 _SIZES = [(1, 1), (2, 7), (3, 3), (37, 1), (1, 29), (4, 2)]
 
@@ -151,7 +151,7 @@ def test_gaussian_blur_within_one_level_of_torchvisions_formula(kernel_size: Any
 def test_gaussian_kernel_is_torchvisions() -> None:
     """The device weights follow torchvision v2's softmax-of-linspace form."""
     from npu_data.transforms._kernels.blur import kernel1d
-    from npu_data.transforms.reference_pixel import gaussian_kernel1d
+    from npu_data.transforms.oracle.pillow_pixel import gaussian_kernel1d
 
     sigmas = torch.tensor([0.1, 0.7, 1.3, 5.0])
     for k in (1, 3, 7, 23):

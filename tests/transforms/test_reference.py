@@ -7,7 +7,7 @@ import pytest
 from PIL import Image, ImageEnhance
 
 from npu_data.errors import UserError
-from npu_data.transforms import reference as R
+from npu_data.transforms.oracle import pillow as R
 
 SHAPES = [(1, 1), (1, 37), (41, 1), (23, 64), (97, 80)]
 

@@ -13,13 +13,13 @@ import pytest
 
 from npu_data.common import compiled
 from npu_data.errors import UserError
-from npu_data.tools.kernel_digest import digests
+from npu_data.parity.kernel_digest import digests
 from npu_data.transforms import _native
 
 
 def _digests_of(build: str) -> dict:
     env = {**os.environ, "NPU_DATA_SIMD": build, "NPU_DATA_QUIET": "1"}
-    done = subprocess.run([sys.executable, "-m", "npu_data.tools.kernel_digest"], env=env,
+    done = subprocess.run([sys.executable, "-m", "npu_data.parity.kernel_digest"], env=env,
                           capture_output=True, text=True, timeout=900, check=True)
     return json.loads(done.stdout)
 

@@ -17,8 +17,8 @@ import torch
 
 from npu_data import codecs
 from npu_data.annotations.images import ImageOptions
+from npu_data.batch import BatchRequest
 from npu_data.cli import main
-from npu_data.common.batch import BatchRequest
 from npu_data.errors import UserError
 from npu_data.formats.webdataset import stages
 from npu_data.formats.webdataset.stream import WebDatasetStream

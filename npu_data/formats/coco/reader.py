@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from npu_data.annotations.rle import mask_to_rle
+from npu_data.annotations.brush_rle import mask_to_rle
 from npu_data.common.paths import UnsafeName, inside
 from npu_data.errors import UserError
 from npu_data.formats.coco.rle import CocoRLEError, rle_mask

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from npu_data.common.batch import EncodedImage
+from npu_data.batch import EncodedImage
 from npu_data.errors import UserError
 from npu_data.formats.webdataset import jpeg_header
 from npu_data.formats.webdataset.mapping import sample_columns
@@ -29,7 +29,7 @@ from npu_data.formats.webdataset.reader import (
     shown,
 )
 from npu_data.kinds.registry import KINDS
-from npu_data.shards.images import MAX_PIXELS
+from npu_data.shards.image_payload import MAX_PIXELS
 from npu_data.transforms.read_crop import ReadCrop
 
 _TRANSPOSED = frozenset(range(2, 9))  # EXIF orientations Pillow's exif_transpose applies

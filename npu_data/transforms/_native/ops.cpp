@@ -1,7 +1,7 @@
 // npu_data's compiled CPU kernels as torch operators: torch.ops.npu_data.*.
 //
 // One sample per task over the batch (parallel.h); the arithmetic of each op follows Pillow
-// 13 exactly (the mixing ops: their torch kernels), so the CPU versions in npu_data/transforms/reference.py match to the bit.
+// 13 exactly (the mixing ops: their torch kernels), so the CPU versions in npu_data/transforms/oracle/pillow.py match to the bit.
 
 #include <torch/library.h>
 

@@ -1,6 +1,6 @@
 """BucketBatchSampler: aspect-ratio bucketed batches (SDXL, kohya sd-scripts, MindSpeed-MM).
 
-Each sample goes to its bucket (``common.buckets.Buckets``: closest log aspect ratio, or one
+Each sample goes to its bucket (``npu_data.buckets.Buckets``: closest log aspect ratio, or one
 inside a small photo with ``no_upscale``), computed from the stored sizes
 (``dataset.sizes()``: the shard indices; no pixel is read). An epoch's batches
 (deterministic in ``(seed, epoch)``):
@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from npu_data.common.buckets import Buckets, BucketSpec, buckets_of
+from npu_data.buckets import Buckets, BucketSpec, buckets_of
 from npu_data.common.dist import place
 from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.loaders.states import (

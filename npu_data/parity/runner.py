@@ -1,7 +1,7 @@
 """The parity suite behind ``npu-data parity``: every kernel of
 :mod:`npu_data.transforms.functional`, a full augmentation pipeline and the DataLoader on random
 padded batches on a device, each sample's valid region compared with
-:mod:`npu_data.transforms.reference` (measures and budgets: :mod:`npu_data.transforms.parity`).
+:mod:`npu_data.transforms.oracle.pillow` (measures and budgets: :mod:`npu_data.transforms.oracle.measures`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import torch
 from npu_data.common.compat import autocast_available
 from npu_data.device import DeviceLike, resolve_device
 from npu_data.errors import UserError
-from npu_data.tools.parity_augment import augment_rows
-from npu_data.tools.parity_geometric import geometric_rows
-from npu_data.transforms.parity import (
+from npu_data.parity.augment_rows import augment_rows
+from npu_data.parity.geometric_rows import geometric_rows
+from npu_data.transforms.oracle.measures import (
     PRECISION_TOLERANCES,
     TOLERANCES,
     ParityRow,
@@ -104,13 +104,13 @@ def run_parity_suite(
     On the CPU with the compiled kernels available, the pure-torch kernels (the ones that run
     on CUDA and NPU) are checked too, as rows named ``"<kernel> (torch)"``. With
     ``precision``, the torch kernels run again, down the accelerators' path, under each mode
-    of :data:`npu_data.transforms.precision.MODES` that ``device`` has: rows
+    of :data:`npu_data.parity.precision.MODES` that ``device`` has: rows
     ``"<kernel> (torch, <mode>)"`` (no loader row).
     """
     from dataclasses import replace
 
+    from npu_data.parity.precision import MODES, reduced_precision
     from npu_data.transforms.backends import accelerator_path, compiled_for, torch_kernels
-    from npu_data.transforms.precision import MODES, reduced_precision
 
     if batches < 1 or batch_size < 1:
         raise UserError(f"run_parity_suite: batches and batch_size must be >= 1, got {batches} "
@@ -134,8 +134,8 @@ def _run_suite(dev: torch.device, seed: int, batches: int, batch_size: int,
                tolerances: dict[str, tuple[float, float]]) -> list[ParityRow]:
     from npu_data.device import manual_seed
     from npu_data.transforms import functional as F
-    from npu_data.transforms import reference as R
-    from npu_data.transforms.replay import replay_reference, sample_image
+    from npu_data.transforms.oracle import pillow as R
+    from npu_data.transforms.oracle.replay import replay_reference, sample_image
 
     rng = np.random.default_rng(seed)
     accs = {k: RowAccumulator(k, tol) for k, tol in tolerances.items()}
@@ -203,7 +203,7 @@ def _window_rows(accs: dict[str, RowAccumulator], rng: np.random.Generator,
     against torchvision's PIL ``Resize(int)`` + ``CenterCrop`` (``reference``)."""
     from npu_data.transforms import ResizeCenterCrop
     from npu_data.transforms import functional as F
-    from npu_data.transforms import reference as R
+    from npu_data.transforms.oracle import pillow as R
 
     n = len(imgs)
     boxes = torch.cat([torch.zeros((n, 2), dtype=torch.int64), sizes_cpu], dim=1)
@@ -232,8 +232,8 @@ def _filter_rows(accs: dict[str, RowAccumulator], rng: np.random.Generator,
     and ``ResizeCrop`` (resize to cover, random crop) against Pillow's filter of that name."""
     from npu_data.transforms import ResizeCrop
     from npu_data.transforms import functional as F
-    from npu_data.transforms import reference as R
     from npu_data.transforms.draws import sample_keys
+    from npu_data.transforms.oracle import pillow as R
 
     n = len(imgs)
     for name in ("bicubic", "lanczos"):
@@ -277,7 +277,7 @@ def _loader_rows(acc: RowAccumulator, pipe: Any, imgs: list[np.ndarray], dev: to
     """End to end: the DataLoader's device batches (parameters drawn on the host, keyed by
     (seed, epoch, index)) against the reference replayed from each batch's ``aug``."""
     from npu_data.loaders import DataLoader
-    from npu_data.transforms.replay import sample_image
+    from npu_data.transforms.oracle.replay import sample_image
 
     loader = DataLoader(_Samples(imgs), batch_size=max(1, len(imgs) // 2), shuffle=True,
                         device=dev, transform=pipe, seed=seed)

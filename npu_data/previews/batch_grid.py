@@ -1,7 +1,7 @@
 """A picture of an augmented batch: each sample drawn with its annotations and caption, and
 one of the geometric transforms applied to it, a row per transform.
 
-Tools only (copies to the host); the drawing of one sample is ``tools.preview.draw_sample``;
+Previews only (copies to the host); the drawing of one sample is ``previews.canvas.draw_sample``;
 each kind unpads its rows (``Kind.unbatch``).
 """
 
@@ -58,7 +58,7 @@ def grid(tiles: list[Image.Image], cols: int = 4, title: str = "", pad: int = 8)
 def preview_batch(batch: dict[str, Any], labels: dict[str, list[str]], controls: list[str],
                   limit: int = 8, cols: int = 4, title: str = "") -> Image.Image:
     """The grid picture of the first ``limit`` samples of an augmented batch."""
-    from npu_data.tools.preview import draw_sample
+    from npu_data.previews.canvas import draw_sample
 
     tiles = [draw_sample(s, labels, controls) for s in batch_samples(batch, limit)]
     return grid(tiles, cols=cols, title=title)
@@ -98,7 +98,7 @@ def preview_geometry(batch: dict[str, Any], labels: dict[str, list[str]],
     ``batch`` after it, their boxes, polygons, keypoints, ellipses and masks drawn where the
     transform moved them, the transform named under each tile."""
     from npu_data.device import manual_seed
-    from npu_data.tools.preview import draw_sample
+    from npu_data.previews.canvas import draw_sample
 
     small = head(batch, limit)
     device = small["image"].device

@@ -2,9 +2,9 @@
 
 ``compare_tensor`` measures two arrays; ``RowAccumulator`` folds many samples into one
 ``ParityRow`` against the budgets in ``TOLERANCES`` (and, for the torch kernels under each
-reduced-precision mode of ``npu_data.transforms.precision``, ``PRECISION_TOLERANCES``). The
+reduced-precision mode of ``npu_data.parity.precision``, ``PRECISION_TOLERANCES``). The
 suite that runs every kernel, the pipeline and the DataLoader is a tool:
-``npu_data.tools.parity_suite.run_parity_suite`` (``npu-data parity``).
+``npu_data.parity.runner.run_parity_suite`` (``npu-data parity``).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "cutmix": (0, 0.0),
     "pipeline": (1, 0.1),
     "loader": (1, 0.1),
-    # the warps (tools.parity_geometric): nearest is Pillow's integer arithmetic; bilinear
+    # the warps (parity.geometric_rows): nearest is Pillow's integer arithmetic; bilinear
     # interpolates exactly where Pillow rounds in double (within one level, rarely off)
     "affine_nearest": (0, 0.0),
     "affine_bilinear": (1, 0.05),

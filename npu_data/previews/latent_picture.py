@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from npu_data.tools.preview import caption_band
+from npu_data.previews.canvas import caption_band
 
 
 @torch.no_grad()

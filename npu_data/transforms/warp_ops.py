@@ -188,7 +188,7 @@ class RandomAffine(_Warping):
                         params["shear"], self.interpolation, self.fill)
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        from npu_data.transforms import reference_geometric as RG
+        from npu_data.transforms.oracle import pillow_geometric as RG
 
         return RG.affine(image, float(params["angle"][index]),
                          params["translate"][index].tolist(), float(params["scale"][index]),
@@ -236,7 +236,7 @@ class RandomRotation(_Warping):
         return F.rotate(images, sizes, params["angle"], self.interpolation, self.fill)
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        from npu_data.transforms import reference_geometric as RG
+        from npu_data.transforms.oracle import pillow_geometric as RG
 
         return RG.rotate(image, float(params["angle"][index]), self.interpolation, self.fill)
 
@@ -277,7 +277,7 @@ class RandomVerticalFlip(_Warping):
         return F.vflip(images, sizes, params["flip"].to(torch.bool))
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        from npu_data.transforms import reference_geometric as RG
+        from npu_data.transforms.oracle import pillow_geometric as RG
 
         return RG.vflip(image, bool(params["flip"][index]))
 

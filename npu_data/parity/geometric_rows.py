@@ -1,14 +1,14 @@
 """The parity suite's geometric rows (``npu-data parity``): affine and rotate (nearest and
 bilinear), vflip, zoom-out and scale jitter on the suite's padded batches, each sample
 against the Pillow reference as torchvision's PIL kernels run it
-(:mod:`npu_data.transforms.reference_geometric`)."""
+(:mod:`npu_data.transforms.oracle.pillow_geometric`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from npu_data.transforms.parity import RowAccumulator
+from npu_data.transforms.oracle.measures import RowAccumulator
 
 GEOMETRIC_ROWS = ("affine_nearest", "affine_bilinear", "rotate_nearest", "rotate_bilinear",
                   "vflip", "zoom_out", "scale_jitter", "iou_crop")
@@ -24,9 +24,9 @@ def geometric_rows(accs: dict[str, RowAccumulator], rng: np.random.Generator,
     """Add one comparison per sample to each geometric row present in ``accs``."""
     from npu_data.transforms import RandomIoUCrop, RandomZoomOut, ScaleJitter
     from npu_data.transforms import functional as F
-    from npu_data.transforms import reference_geometric as RG
     from npu_data.transforms.draws import sample_keys
-    from npu_data.transforms.replay import sample_image
+    from npu_data.transforms.oracle import pillow_geometric as RG
+    from npu_data.transforms.oracle.replay import sample_image
 
     n = len(imgs)
     hw = sizes_cpu.tolist()

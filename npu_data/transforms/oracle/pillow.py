@@ -4,7 +4,7 @@ A sample is an ``HxWx3`` uint8 numpy array of its valid size; every op returns a
 ``HxWx3`` uint8 array, except ``normalize``, which returns float32 ``CxHxW`` (the layout of
 one sample of the device batch) or ``HxWxC`` with ``channels_last=True``. Parameters are the
 same as ``npu_data.transforms.functional`` takes per sample; these functions define what
-the device kernels must reproduce (see ``npu_data.transforms.parity``).
+the device kernels must reproduce (see ``npu_data.transforms.oracle.measures``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 from PIL import Image, ImageEnhance
 
 from npu_data.errors import UserTypeError, UserValueError
-from npu_data.transforms.reference_checks import _check_factor, _check_image
+from npu_data.transforms.oracle.arguments import _check_factor, _check_image
 
 __all__ = [
     "adjust_brightness",
@@ -353,7 +353,7 @@ def normalize(img: np.ndarray, mean: Sequence[float], std: Sequence[float],
     return out if channels_last else np.ascontiguousarray(out.transpose(2, 0, 1))
 
 
-from npu_data.transforms.reference_pixel import (  # noqa: E402  (the pixel augmentations)
+from npu_data.transforms.oracle.pillow_pixel import (  # noqa: E402  (the pixel augmentations)
     adjust_sharpness,
     autocontrast,
     equalize,

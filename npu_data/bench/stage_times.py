@@ -24,7 +24,7 @@ import torch
 from npu_data import device as dev
 
 if TYPE_CHECKING:
-    from npu_data.tools.baseline import JpegDataset
+    from npu_data.bench.pillow_baseline import JpegDataset
 
 STAGES = ("read", "decode", "augment_cpu", "collate", "h2d", "augment")
 KIND = {"read": "IO", "decode": "compute", "augment_cpu": "compute", "collate": "memory",
@@ -123,7 +123,7 @@ def ceilings(one_thread: dict[str, float], cores: int, host_augment: bool) -> di
 
 
 def _augment_step(crop: int, device: torch.device) -> Step:
-    from npu_data.tools.baseline import augmentation
+    from npu_data.bench.pillow_baseline import augmentation
 
     augment = augmentation(crop)
     gen = dev.manual_seed(0, device)
@@ -145,7 +145,7 @@ def _h2d_step(device: torch.device) -> Step:
 def baseline_plan(files: list[Path], export: Path, crop: int, device: torch.device) -> StagePlan:
     """The baseline's own read / decode / per-sample augment / collate (+ the copy to
     ``device`` a training loop does)."""
-    from npu_data.tools import baseline
+    from npu_data.bench import pillow_baseline as baseline
 
     return _jpeg_plan(baseline.JpegReference(files, baseline.targets(export, files), crop),
                       device)
@@ -154,16 +154,16 @@ def baseline_plan(files: list[Path], export: Path, crop: int, device: torch.devi
 def torchvision_plan(files: list[Path], export: Path, crop: int, device: torch.device
                      ) -> StagePlan:
     """torchvision's baseline: open / Pillow decode / v2 transforms per sample / collate."""
+    from npu_data.bench import pillow_baseline as baseline
     from npu_data.bench import torchvision_baseline
-    from npu_data.tools import baseline
 
     return _jpeg_plan(torchvision_baseline.TorchvisionJpeg(
         files, baseline.targets(export, files), crop), device)
 
 
 def _jpeg_plan(ds: JpegDataset, device: torch.device) -> StagePlan:
-    """A ``tools.baseline.JpegDataset``'s stages, its collate and the copy to ``device``."""
-    from npu_data.tools import baseline
+    """A ``bench.pillow_baseline.JpegDataset``'s stages, its collate and the copy to ``device``."""
+    from npu_data.bench import pillow_baseline as baseline
 
     return StagePlan(lambda n: [ds.read(i) for i in range(min(n, len(ds)))],
                      [("decode", ds.decode), ("augment_cpu", ds.augment)], baseline.collate,
@@ -218,11 +218,11 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     ``batches`` of sample indices (default: the first ``n`` in batches of ``batch_size``)."""
     import numpy as np
 
-    from npu_data.common.batch import BatchRequest
+    from npu_data.batch import BatchRequest
+    from npu_data.bench.pillow_baseline import augmentation
     from npu_data.loaders import assemble, collate_samples
     from npu_data.loaders.request import as_arrays
     from npu_data.shards.batch_read import SampleBatch, read_columns
-    from npu_data.tools.baseline import augmentation
     from npu_data.transforms import ReadCrop, draws, read_crop
     from npu_data.transforms.compose import split
 
@@ -313,10 +313,10 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
     batch buffer, collate = the rest of the worker's work (JPEG headers, annotations into
     sample dicts, geometry, boxes drawn); augment = the pipeline after the crop on the main
     process."""
+    from npu_data.bench.pillow_baseline import augmentation
     from npu_data.formats.webdataset.stages import planned as planned_sample
     from npu_data.loaders import assemble
     from npu_data.loaders.request import CropState
-    from npu_data.tools.baseline import augmentation
     from npu_data.transforms import ReadCrop, draws, read_crop
     from npu_data.transforms.compose import split
 

@@ -1,6 +1,6 @@
 """The CPU versions of the pixel augmentations (torchvision 0.29's PIL path), one sample each.
 
-Same conventions as :mod:`npu_data.transforms.reference` (which re-exports these): a sample is
+Same conventions as :mod:`npu_data.transforms.oracle.pillow` (which re-exports these): a sample is
 an ``HxWx3`` uint8 array of its valid size and every op returns a new one. Pillow does the work
 where torchvision's PIL kernels call Pillow (grayscale, posterize, solarize, equalize,
 autocontrast, invert, sharpness); ``erase`` and ``gaussian_blur`` follow torchvision's PIL
@@ -17,7 +17,7 @@ import torch
 from PIL import Image, ImageEnhance, ImageOps
 
 from npu_data.errors import UserTypeError, UserValueError
-from npu_data.transforms.reference_checks import _check_factor, _check_image
+from npu_data.transforms.oracle.arguments import _check_factor, _check_image
 
 
 def _check(img: np.ndarray, who: str) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Feed benchmark: raw 256-px shards → pinned host batches (no augmentation), img/s.
 
-    python -m npu_data.bench.feed [--images 4096] [--batch 128] [--workers 2] [--epochs 3]
+    python -m npu_data.bench.feed_rate [--images 4096] [--batch 128] [--workers 2] [--epochs 3]
                            [--source shards|memmap] [--read batched|per-sample]
                            [--locality-block K] [--cold]
 

@@ -1,4 +1,4 @@
-"""The argument checks every CPU reference shares (``reference``, ``reference_pixel``)."""
+"""The argument checks every CPU reference shares (``pillow``, ``pillow_pixel``)."""
 
 from __future__ import annotations
 

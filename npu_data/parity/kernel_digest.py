@@ -3,7 +3,7 @@ two builds — x86-64 and aarch64, or the native, portable and scalar SIMD build
 (``NPU_DATA_SIMD``) — are proven to give the same bytes. The native x86-64 build is the one
 ``npu-data parity`` proves Pillow-exact; equal digests carry that proof over.
 
-``python -m npu_data.tools.kernel_digest`` prints ``{"build": ..., "digests": {case: sha}}``.
+``python -m npu_data.parity.kernel_digest`` prints ``{"build": ..., "digests": {case: sha}}``.
 Inputs come from numpy's PCG64 (the same numbers on every platform): noise, gradients and hard
 edges; crops that enlarge and shrink, take either pass order, and end inside and on the 16-pixel
 tiles of the transposes; each filter (bilinear, bicubic, Lanczos); the augmentation kernels

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from npu_data.transforms.parity import RowAccumulator
+from npu_data.transforms.oracle.measures import RowAccumulator
 
 OPS = ("rgb_to_grayscale", "erase", "erase_random", "posterize", "solarize", "invert", "equalize",
        "autocontrast", "adjust_sharpness", "gaussian_blur", "permute_channels")
@@ -25,7 +25,7 @@ def _sample(out: torch.Tensor, i: int, h: int, w: int) -> np.ndarray:
 def _op_cases(rng: np.random.Generator, n: int, hw: list[list[int]], dev: torch.device
               ) -> dict[str, tuple[Callable[..., torch.Tensor], Callable[..., np.ndarray]]]:
     from npu_data.transforms import functional as F
-    from npu_data.transforms import reference as R
+    from npu_data.transforms.oracle import pillow as R
 
     mask = torch.from_numpy(rng.random(n) < 0.5)
     boxes = torch.tensor([[int(rng.integers(0, h)), int(rng.integers(0, w)),

@@ -5,7 +5,7 @@
 ``Image.transform(AFFINE, fillcolor=fill)``; ``rotate`` is Pillow's ``Image.rotate``;
 ``vflip`` mirrors rows; ``pad`` places the image on a filled canvas (``RandomZoomOut``);
 ``crop`` cuts a window (``RandomIoUCrop``). Images are ``HxWx3`` uint8 arrays of the valid
-size, as in :mod:`npu_data.transforms.reference`.
+size, as in :mod:`npu_data.transforms.oracle.pillow`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from PIL import Image
 
 from npu_data.errors import UserValueError
 from npu_data.transforms.maps import affine_matrix, check_fill, check_interpolation
-from npu_data.transforms.reference import _check_image
+from npu_data.transforms.oracle.arguments import _check_image
 
 __all__ = ["affine", "crop", "pad", "rotate", "vflip"]
 

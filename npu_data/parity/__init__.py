@@ -1,0 +1,10 @@
+"""The parity suite behind ``npu-data parity``: every kernel, the pipeline and the DataLoader
+against the Pillow oracle (``npu_data.transforms.oracle``).
+
+``runner`` (``run_parity_suite``: the kernels' rows, the pipeline's and the DataLoader's),
+``augment_rows`` (pixel augmentations, auto-augment policies, MixUp / CutMix) and
+``geometric_rows`` (the warps) measure each sample against the oracle; ``precision`` is the
+reduced-precision modes the torch kernels run again under (set for real and emulated);
+``kernel_digest`` fingerprints the compiled kernels' outputs, so two builds proven equal
+share the suite's proof.
+"""
