@@ -9,6 +9,7 @@ CPU kernels, which match Pillow bit for bit (``test_native.py``).
 from __future__ import annotations
 
 import contextlib
+import itertools
 from typing import Any
 
 import numpy as np
@@ -250,16 +251,19 @@ def test_a_batch_reaches_the_device_in_one_copy_and_few_ops() -> None:
 def test_the_one_copy_packing_changes_no_byte() -> None:
     """The packed copy's views (``_kernels.copies_on_host``: the packing run for the host as
     for a device) against the plain path, on the torch kernels: the Compose, the recipe and
-    MixUp / CutMix after it give the same bytes."""
+    MixUp / CutMix after it give the same bytes; and so do the torch kernels where host
+    sizes may be read (``_native.disabled``: full batches skip their padding masks)."""
     rng = np.random.default_rng(11)
-    b, h, w = 6, 50, 66
+    b, h, w = 24, 50, 66
     x = torch.from_numpy(rng.integers(0, 256, (b, h, w, 3), dtype=np.uint8)).permute(0, 3, 1, 2)
     batch = {"image": x, "sizes": torch.tensor([[h, w]] * b)}
-    keys = sample_keys(4, 0, np.arange(b))
     runs: list[list[torch.Tensor]] = []
-    for packed in (False, True):
+    # seeds 6 and 7: every policy op but Invert among TrivialAugmentWide's draws, and erasing
+    for mode, seed in itertools.product(("plain", "packed", "reads"), (6, 7)):
+        keys = sample_keys(seed, 0, np.arange(b))
         out: list[torch.Tensor] = []
-        with accelerator_path(), copies_on_host() if packed else contextlib.nullcontext():
+        with (_native.disabled() if mode == "reads" else accelerator_path(),
+              copies_on_host() if mode == "packed" else contextlib.nullcontext()):
             for pipe in (_pipe(), _recipe(b, h, w)[0]):
                 params = pipe.draw_keyed(batch["sizes"].numpy(), keys)
                 res = pipe.apply(batch, params)
@@ -270,8 +274,10 @@ def test_the_one_copy_packing_changes_no_byte() -> None:
                 mixed = mix.apply({"image": out[2], "sizes": out[3], "label": labels}, mp)
                 out += [mixed["image"], mixed["label"]]
         runs.append(out)
-    for plain, packed_out in zip(*runs, strict=True):
-        assert plain.dtype == packed_out.dtype and torch.equal(plain, packed_out)
+    for same in (runs[0::2], runs[1::2]):  # each seed: plain, packed, reads
+        for plain, *others in zip(*same, strict=True):
+            for other in others:
+                assert plain.dtype == other.dtype and torch.equal(plain, other)
 
 
 def test_pack_upload_round_trips_every_dtype() -> None:
