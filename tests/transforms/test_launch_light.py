@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from npu_data.transforms.precision import wrapped_numbers
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from npu_data.tools.device_costs import measure
@@ -33,7 +34,6 @@ from npu_data.transforms._kernels import color as K
 from npu_data.transforms._kernels import resample as RS
 from npu_data.transforms._kernels.crop import vertical_first
 from npu_data.transforms.draws import sample_keys
-from npu_data.transforms.precision import wrapped_numbers
 
 
 def _pipe(size: int = 32) -> Compose:
