@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from npu_data.transforms.precision import wrapped_numbers
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from npu_data.parity.precision import wrapped_numbers
 from npu_data.tools.device_costs import measure
 from npu_data.transforms import (
     ColorJitter,
