@@ -314,7 +314,9 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
             the environment's, as for reading).
         caption_field: The task data key holding each sample's caption (None: the first
             TextArea text, else the task data's ``caption``, ``text`` or ``prompt``; the
-            pixel path's rule, ``shards.batch_read``).
+            pixel path's rule, ``shards.batch_read``). Every caption of a sample (all its
+            TextArea texts, or each string of a list the field holds) is embedded as one
+            row (``latent.caption_rows``); ``RandomCaption`` trains one per epoch.
         unconditional: Encode every sample with the empty prompt (captions ignored); without
             it, text encoders over a dataset where no sample has a caption are refused.
         no_upscale: A photo smaller than its bucket gets one inside it (kohya's
