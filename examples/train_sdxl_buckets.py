@@ -36,6 +36,9 @@ buckets): the sampler takes the store's buckets, the UNet its latent channels an
 store holds text embeddings, their sizes — ``prompt_embeds`` and ``pooled_prompt_embeds``
 go to the UNet as SDXL's do, dropped to the store's empty prompt by
 ``LatentCaptionDropout(0.1)``; without them the tiny text encoder reads the stored captions.
+A sample with several captions (a kohya caption file's lines, several TextArea texts: one
+embedding row each) trains one per epoch, chosen by ``RandomCaption()`` — keyed by (seed,
+epoch, sample), as on the pixel path.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from npu_data.transforms import (
     Compose,
     LatentCaptionDropout,
     Normalize,
+    RandomCaption,
     RandomHorizontalFlip,
     RandomLatentFlip,
     ResizeCrop,
@@ -192,6 +196,9 @@ def train_from_store(path: Path, batch_size: int, steps: int, seed: int) -> list
                                                       else (TEXT_DIM, TEXT_DIM)))
     sampler = BucketBatchSampler(store, batch_size, store.latents["buckets"], seed=seed)
     stages: list[Any] = [RandomLatentFlip()] if record["flip"] else []
+    # one of each sample's stored captions per epoch (kohya's caption lines, several
+    # TextArea texts), keyed like every draw; the DataLoader binds the store it reads from
+    stages.append(RandomCaption())
     # the store's own empty prompt (npu_data.latents.empty_prompt), taken by the DataLoader
     stages.append(LatentCaptionDropout(0.1) if text else CaptionDropout(0.1))
     loader = DataLoader(store, batch_sampler=sampler, transform=Compose(stages), device="cpu",

@@ -2,7 +2,8 @@
 # One prepared run for a lent GPU machine: parity on CUDA, then the benchmarks on CUDA.
 #   OUT=/some/dir bash scripts/gpu_check.sh        # results land in $OUT (default ./gpu-results)
 #   DEVICE=cpu QUICK=1 bash scripts/gpu_check.sh   # a dry run of the same steps, small, on the CPU
-#   STEPS="rules bench" bash scripts/gpu_check.sh  # only those steps (parity rules kernels bench)
+#   STEPS="rules bench" bash scripts/gpu_check.sh  # only those steps (parity rules kernels bench
+#                                                   # latents)
 # Installs the package into .venv with the platform's default torch (a CUDA build) unless a
 # torch is already importable. Budget: about 6-8 minutes on one H200 (mostly installing and
 # generating the 2,000-image dataset); each step is time-limited so a slow one cannot eat the rest.
@@ -41,7 +42,9 @@ else
   py=python
   python -c "import torch" 2>/dev/null || python -m pip install -q "${TORCH_SPEC:-torch}"
   # the bench extra brings torchvision (the suite's baseline) matched to that torch
-  python -m pip install -q -e '.[bench]' || python -m pip install -q -e . || exit 1
+  # (and the latents extra: diffusers + transformers for the SDXL-sized VAE row)
+  python -m pip install -q -e '.[bench,latents]' || python -m pip install -q -e '.[bench]' \
+    || python -m pip install -q -e . || exit 1
 fi
 cli=("$py" -m npu_data.cli)
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
@@ -67,6 +70,7 @@ if [ -n "$quick" ]; then
   step "kernels-$device" 120 "$py" -m npu_data.bench.kernels --device "$device" --batch 8 --repeats 1
   step "kernels-costs" 120 "$py" -m npu_data.bench.kernels --costs --out "$out/kernel-costs.json"
   step "bench-$device" 240 "${cli[@]}" bench --quick --device "$device" --out "$out/bench-$device"
+  step "latents-$device" 180 "${cli[@]}" bench sdxl-vae --quick --device "$device"
   exit 0
 fi
 step "parity-$device" "${PARITY_S:-180}" "${cli[@]}" parity --device "$device" --batches 4
@@ -80,3 +84,6 @@ step "kernels-$device-64" "${KERNELS_S:-120}" "$py" -m npu_data.bench.kernels --
 step "kernels-costs" 120 "$py" -m npu_data.bench.kernels --costs --out "$out/kernel-costs.json"
 step "bench-$device" "${BENCH_S:-420}" "${cli[@]}" bench --device "$device" \
   --workers "${WORKERS:-8}" --out "$out/bench-$device" --data-dir "${DATA_DIR:-/tmp/npu-data-bench}"
+# docs/benchmarks.md's SDXL-sized VAE row on the device: pixels + VAE against the latents store
+step "latents-$device" "${LATENTS_S:-240}" "${cli[@]}" bench sdxl-vae --device "$device" \
+  --images 8 --size 1024 --batch-size 4 --runs 3

@@ -18,16 +18,19 @@ HELP = ("Measure images/s of npu-data (raw shards, encoded shards, WebDataset ta
         "interleaved epochs, boxes carried along); writes "
         "results.json, results.md and chart.png. `bench parse|import ...` runs the parse or "
         "import benchmark; `bench sources` the import time of each source format; `bench "
-        "remote` the feed rate from a loopback S3 server.")
+        "remote` the feed rate from a loopback S3 server; `bench sdxl-vae` samples/s from "
+        "pixels through an SDXL-sized VAE against from a latents store.")
 
 _SUB = {"parse": "npu_data.bench.parse", "import": "npu_data.bench.import_bench",
-        "sources": "npu_data.bench.import_sources", "remote": "npu_data.bench.remote"}
+        "sources": "npu_data.bench.import_sources", "remote": "npu_data.bench.remote",
+        "sdxl-vae": "npu_data.bench.sdxl_vae"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``npu-data bench``."""
     p.add_argument("suite", nargs="?", choices=("run", *_SUB), default="run",
-                   help="run (default): the pipeline suite; parse / import / sources / remote: those "
+                   help="run (default): the pipeline suite; parse / import / sources / remote / "
+                        "sdxl-vae: those "
                         "benches "
                         "(their own arguments follow)")
     p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)

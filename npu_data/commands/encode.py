@@ -121,4 +121,10 @@ def run(args: argparse.Namespace) -> int:
     print(summary.upscale_line(original, target, bool(record.get("no_upscale")),
                                "--no-upscale"))
     print(f"captions: {summary.caption_line(record)}")
+    from npu_data.shards.latent_read import captions_per_sample
+
+    several = bool(len(ds)) and int(captions_per_sample(ds).max()) > 1
+    print(f"captions: {summary.rows_line(ds)}" + (
+        "; RandomCaption() picks one per sample each epoch (else the first is trained)"
+        if several else ""))
     return 0

@@ -64,6 +64,7 @@ def _latent_lines(where: object, ds: ShardDataset) -> list[str]:
                   [len("upscaled: "):]),
              _row("captions", summary.caption_line(record)),
              _row("samples with captions", ds.caption_coverage().line()[len("captions: "):]),
+             _row("captions per sample", summary.rows_line(ds)),
              "encoders"]
     lines += [_row(role, text) for role, text in summary.encoder_lines(record)]
     return lines

@@ -55,7 +55,7 @@ from npu_data.latents.models import (
 )
 from npu_data.latents.weights import check_resume, weights_sha256
 from npu_data.progress import bar, foreign_bars_off
-from npu_data.shards.batch_read import check_field
+from npu_data.shards.batch_read import check_field, sample_captions
 from npu_data.shards.distributed_import import Group, import_group, leave
 from npu_data.shards.format import (
     ALIGN,
@@ -74,6 +74,7 @@ from npu_data.shards.format import (
     shard_name,
 )
 from npu_data.shards.latent_format import (
+    CAPTION_ROWS,
     DTYPES,
     GROUP,
     column_spec,
@@ -151,6 +152,14 @@ class _Encoder:
 
         return sample_keys(int(self.record["seed"]), variant, ids)
 
+    def captions(self, gi: int) -> list[str]:
+        """Source sample ``gi``'s captions (``batch_read.captions_of``; the first is the pixel
+        path's caption), ``[""]`` without one or when unconditional: each gets an embedding
+        row."""
+        if self.unconditional:
+            return [""]
+        return sample_captions(self.src, gi) or [""]
+
     def shard_range(self, k: int) -> tuple[int, int]:
         return k * self.shard_size, min(len(self.src), (k + 1) * self.shard_size)
 
@@ -165,13 +174,15 @@ class _Encoder:
         payloads: list[bytes] = [b""] * n
         top_left = np.zeros((n, 2), np.int64)
         flipped_tl = np.zeros((n, 2), np.int64)
-        captions: list[bytes] = [b""] * n
+        said = [self.captions(gi) for gi in range(lo, hi)]  # each sample's, >= 1 row
+        rows = np.zeros(n + 1, np.int64)
+        np.cumsum([len(c) for c in said], out=rows[1:])
         text = self.record.get("text")
         embeds = pooled = None
         if text:
             npd = np.dtype(DTYPES[self.record["dtype"]][0])
-            embeds = np.zeros((n, text["tokens"], text["dim"]), npd)
-            pooled = np.zeros((n, text["pooled"]), npd)
+            embeds = np.zeros((int(rows[-1]), text["tokens"], text["dim"]), npd)
+            pooled = np.zeros((int(rows[-1]), text["pooled"]), npd)
         for target in sorted({(int(t[0]), int(t[1])) for t in targets}):
             members = np.flatnonzero((targets == target).all(axis=1))
             for s in range(0, len(members), self.batch_size):
@@ -186,20 +197,20 @@ class _Encoder:
                     parts.append(to_numpy(encode_pixels(self.models.vae, xf,
                                                         self.keys(local + lo, 1)), name_of))
                     flipped_tl[local] = tlf
-                said = [""] * len(local) if self.unconditional else list(batch["caption"])
                 for t, i in enumerate(local.tolist()):
                     payloads[i] = b"".join(p[t].tobytes() for p in parts)
-                    captions[i] = said[t].encode("utf-8")
-                if text:
+                if text:  # every caption of the batch's samples: one row each
                     assert embeds is not None and pooled is not None
-                    e, p = encode_prompts(self.models, said)
-                    embeds[local] = to_numpy(e, name_of)
-                    pooled[local] = to_numpy(p, name_of)
+                    at = np.concatenate([np.arange(rows[i], rows[i + 1]) for i in local])
+                    e, p = encode_prompts(self.models, [c for i in local for c in said[i]])
+                    embeds[at] = to_numpy(e, name_of)
+                    pooled[at] = to_numpy(p, name_of)
                 pb.update(len(local))
         arrays = {f"{GROUP}.original_size": self.sizes[lo:hi].astype(np.int64),
                   f"{GROUP}.crop_top_left": top_left, f"{GROUP}.target_size": targets}
+        arrays[CAPTION_ROWS] = rows
         arrays[f"{GROUP}.caption.bytes"], arrays[f"{GROUP}.caption.offsets"] = \
-            _text_column(captions)
+            _text_column([c.encode("utf-8") for cs in said for c in cs])
         if self.record["flip"]:
             arrays[f"{GROUP}.crop_top_left_flipped"] = flipped_tl
         if text:
@@ -306,7 +317,9 @@ def encode_latents(dataset: Any, out: str | os.PathLike[str], vae: Any, *,
             the environment's, as for reading).
         caption_field: The task data key holding each sample's caption (None: the first
             TextArea text, else the task data's ``caption``, ``text`` or ``prompt``; the
-            pixel path's rule, ``shards.batch_read``).
+            pixel path's rule, ``shards.batch_read``). Every caption of a sample (all its
+            TextArea texts, or each string of a list the field holds) is embedded as one
+            row (``latent.caption_rows``); ``RandomCaption`` trains one per epoch.
         unconditional: Encode every sample with the empty prompt (captions ignored); without
             it, text encoders over a dataset where no sample has a caption are refused.
         no_upscale: A photo smaller than its bucket gets one inside it (kohya's
@@ -397,6 +410,7 @@ def _encode(src: Any, models: Models, out: Path, group: Group, *, name: str, fli
     if rule.no_upscale:  # kept out of the record otherwise: stores made before read the same
         record.update(no_upscale=True, step=rule.step)
     record["captions"] = captions
+    record["caption_rows"] = True  # several captions per sample: one row each (CAPTION_ROWS)
     roles = [("vae", models.vae)] + [(f"text_encoder{'' if i == 0 else f'_{i + 1}'}", e)
                                      for i, e in enumerate(models.text_encoders)]
     for role, model in roles:  # bound to the weights, not only the configs

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from npu_data.shards.latent_format import GROUP
-from npu_data.shards.latent_read import latent_record, latent_shard
+from npu_data.shards.latent_read import captions_per_sample, latent_record, latent_shard
 
 
 def sizes(ds: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -71,3 +71,15 @@ def caption_line(record: dict[str, Any]) -> str:
         return "not recorded (stored captions only)"
     field = f" (--caption-field {cap['field']})" if cap.get("field") else ""
     return f"{cap.get('sources')}{field}"
+
+
+def rows_line(ds: Any) -> str:
+    """``8 captions over 4 samples (per sample: 2 for 4)``: the captions latents store ``ds``
+    holds (one embedding row each with text encoders) and how many each sample has."""
+    counts = captions_per_sample(ds)
+    values, many = np.unique(counts, return_counts=True)
+    per = ", ".join(f"{v} for {m}" for v, m in zip(values.tolist(), many.tolist(),
+                                                    strict=True))
+    what = "embedded" if latent_record(ds).get("text") else "stored"
+    return (f"{what} {int(counts.sum())} captions over {len(counts)} samples (captions per "
+            f"sample: {per or '-'})")

@@ -21,10 +21,15 @@ TOKENS = 12  # the tokenizers' model_max_length
 ROLES = ("vae", "text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2")
 
 
-def save_tiny_encoders(root: str | Path, seed: int = 0) -> dict[str, Path]:
+def save_tiny_encoders(root: str | Path, seed: int = 0, *, tokens: int = TOKENS,
+                       hidden: tuple[int, int] = (16, 24), projection: int = 20
+                       ) -> dict[str, Path]:
     """Save the tiny encoders under ``root`` (weights from ``torch.manual_seed(seed)``);
     their folders by role (``vae``, ``text_encoder``, ``text_encoder_2``, ``tokenizer``,
-    ``tokenizer_2``), each loadable with ``from_pretrained(..., local_files_only=True)``."""
+    ``tokenizer_2``), each loadable with ``from_pretrained(..., local_files_only=True)``.
+    ``tokens``, ``hidden`` (each text encoder's width) and ``projection`` (the pooled width)
+    set the embeddings' shapes: ``tokens=77, hidden=(768, 1280), projection=1280`` gives
+    SDXL's (77 x 2048, pooled 1280) from two layers each."""
     from diffusers import AutoencoderKL
     from transformers import (
         CLIPTextConfig,
@@ -49,12 +54,12 @@ def save_tiny_encoders(root: str | Path, seed: int = 0) -> dict[str, Path]:
     (root / "bpe" / "vocab.json").write_text(json.dumps(vocab))
     (root / "bpe" / "merges.txt").write_text("#version: 0.2\n")
     tok = CLIPTokenizer(str(root / "bpe" / "vocab.json"), str(root / "bpe" / "merges.txt"),
-                        model_max_length=TOKENS)
-    for name, cls, hidden in (("text_encoder", CLIPTextModel, 16),
-                              ("text_encoder_2", CLIPTextModelWithProjection, 24)):
-        cfg = CLIPTextConfig(vocab_size=len(vocab), hidden_size=hidden, intermediate_size=32,
+                        model_max_length=tokens)
+    for name, cls, width in (("text_encoder", CLIPTextModel, hidden[0]),
+                             ("text_encoder_2", CLIPTextModelWithProjection, hidden[1])):
+        cfg = CLIPTextConfig(vocab_size=len(vocab), hidden_size=width, intermediate_size=32,
                              num_hidden_layers=2, num_attention_heads=2,
-                             max_position_embeddings=TOKENS, projection_dim=20,
+                             max_position_embeddings=tokens, projection_dim=projection,
                              bos_token_id=0, eos_token_id=1, pad_token_id=1)
         cls(cfg).save_pretrained(root / name)
         tok.save_pretrained(root / name.replace("text_encoder", "tokenizer"))

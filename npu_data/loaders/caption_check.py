@@ -42,13 +42,19 @@ def check_captions(dataset: Any, transform: Any) -> None:
 def bind_empty_prompt(dataset: Any, transform: Any) -> None:
     """Give every ``LatentCaptionDropout`` of ``transform`` built without ``empty`` the
     empty prompt of latents store ``dataset`` (``npu_data.latents.empty_prompt``), read
-    once; refuse, before any batch is read, one over a dataset that is not a latents store.
+    once, and every ``RandomCaption`` built without one the store (it reads the chosen
+    captions' rows); refuse, before any batch is read, one over a dataset that is not a latents store.
 
     Raises:
         UserError: ``dataset`` is not a latents store, or holds no text embeddings.
     """
+    from npu_data.transforms.captions import RandomCaption
     from npu_data.transforms.latents import LatentCaptionDropout
 
+    if getattr(dataset, "latents", None) is not None:  # its captions are read from the store
+        for t in stages_of(transform):
+            if isinstance(t, RandomCaption) and t.store is None:
+                t.store = dataset
     stages = [t for t in stages_of(transform)
               if isinstance(t, LatentCaptionDropout) and t.empty is None]
     if not stages:

@@ -15,8 +15,11 @@ corrected them) and in the task data (``{"data": {"image": ..., "caption": ...}}
 files are usually imported). A sample's caption is its first TextArea text; without one, the
 first of the task data fields ``caption``, ``text``, ``prompt`` that holds a non-empty string.
 ``caption_field="key"`` names the data field instead, and it comes first (TextArea texts are
-the fallback). The task data is stored with every sample (``data_json``), so the rule applies
-to datasets imported before it existed too.
+the fallback). A field may hold a list of strings: its first non-empty one is the caption.
+The task data is stored with every sample (``data_json``), so the rule applies to datasets
+imported before it existed too. A sample's *captions* (:func:`captions_of`, what ``npu-data
+encode`` embeds one row each of) are every text where the caption came from: all its TextArea
+texts, or every string of the field's list; the caption is the first.
 """
 
 from __future__ import annotations
@@ -295,22 +298,34 @@ def check_field(field: str | None, who: str) -> str | None:
     return field
 
 
-def from_data(raw: bytes, field: str | None) -> str:
-    """The caption in one sample's task data JSON (``""``: none)."""
+def data_captions(raw: bytes, field: str | None) -> list[str]:
+    """The captions in one sample's task data JSON: the first of the fields (``field``, else
+    ``caption``, ``text``, ``prompt``) that holds a non-empty string, or a list with some —
+    its non-empty strings, in order (``[]``: none)."""
     names = (field,) if field else FIELDS
     if not raw or not any(b'"' + n.encode() + b'"' in raw for n in names):
-        return ""
+        return []
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return ""
+        return []
     if not isinstance(data, dict):
-        return ""
+        return []
     for n in names:
         v = data.get(n)
         if isinstance(v, str) and v.strip():
-            return v
-    return ""
+            return [v]
+        if isinstance(v, list):
+            found = [x for x in v if isinstance(x, str) and x.strip()]
+            if found:
+                return found
+    return []
+
+
+def from_data(raw: bytes, field: str | None) -> str:
+    """The caption in one sample's task data JSON (``""``: none): its first."""
+    found = data_captions(raw, field)
+    return found[0] if found else ""
 
 
 def pick(texts: Sequence[str], raw: bytes, field: str | None) -> str:
@@ -318,6 +333,27 @@ def pick(texts: Sequence[str], raw: bytes, field: str | None) -> str:
     if field:
         return from_data(raw, field) or (texts[0] if texts else "")
     return texts[0] if texts else from_data(raw, None)
+
+
+def captions_of(texts: Sequence[str], raw: bytes, field: str | None) -> list[str]:
+    """Every caption of a sample, :func:`pick`'s first: where ``pick`` takes the TextArea
+    texts, all of them (as ``RandomCaption`` chooses among them); where it takes the task
+    data, the field's string or list (``[]``: no caption)."""
+    if field:
+        return data_captions(raw, field) or list(texts)
+    return list(texts) or data_captions(raw, None)
+
+
+def sample_captions(ds: Any, i: int) -> list[str]:
+    """Sample ``i``'s captions (:func:`captions_of`) in image dataset ``ds`` (a
+    ``ShardDataset``, its ``caption_field``), read from its TextArea column and task data
+    only (no pixels)."""
+    k, j = ds.locate(i)
+    sh = ds.shard(k)
+    group = CAPTION_OF.split(".")[0]
+    kind = next((kd for kd in ds.kinds if kd.name == group), None)
+    texts = kind.read_sample(sh.col, j, (0, 0)).get(CAPTION_OF, []) if kind else []
+    return captions_of(list(texts), sh.data_json(j), getattr(ds, "caption_field", None))
 
 
 @dataclass

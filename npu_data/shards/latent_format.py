@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from npu_data.common.ragged import offsets_problem
 from npu_data.errors import UserValueError
 
 # storage name -> (NumPy dtype of the file, torch dtype of the values)
@@ -27,6 +28,11 @@ EMPTY_PROMPT = ("prompt_embeds", "pooled_prompt_embeds")  # file empty_prompt.<n
 GROUP = "latent"  # the columns' group: ann.latent.<name>.npy
 NPY_HEADER_MAX = 4096  # bytes an .npy file of the store may hold beyond its array
 MAX_ROOT_BYTES = 256 << 20  # the most a dataset-level file may claim (a reader fetches it whole)
+# (samples + 1,) <i8: sample j's captions are rows [o[j], o[j + 1]) of the per-caption columns
+# (stores written before several captions per sample were stored have no such column: one row
+# per sample)
+CAPTION_ROWS = f"{GROUP}.caption_rows"
+PER_CAPTION = (f"{GROUP}.caption", f"{GROUP}.prompt_embeds", f"{GROUP}.pooled_prompt_embeds")
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -76,6 +82,8 @@ def column_spec(record: dict[str, Any]) -> dict[str, tuple[np.dtype, tuple[int, 
         f"{GROUP}.{n}": (i8, (2,)) for n in SIZE_COLUMNS}
     if record["flip"]:
         cols[f"{GROUP}.crop_top_left_flipped"] = (i8, (2,))
+    if record.get("caption_rows"):
+        cols[CAPTION_ROWS] = (i8, ())
     cols[f"{GROUP}.caption.bytes"] = (np.dtype("u1"), ())
     cols[f"{GROUP}.caption.offsets"] = (i8, ())
     text = record.get("text")
@@ -84,6 +92,30 @@ def column_spec(record: dict[str, Any]) -> dict[str, tuple[np.dtype, tuple[int, 
         cols[f"{GROUP}.prompt_embeds"] = (npd, (text["tokens"], text["dim"]))
         cols[f"{GROUP}.pooled_prompt_embeds"] = (npd, (text["pooled"],))
     return dict(sorted(cols.items()))
+
+
+def expected_rows(cols: dict[str, np.ndarray], samples: int) -> dict[str, int]:
+    """How many rows (strings, for a text column named without ``.offsets``) each opened
+    column of a shard of ``samples`` samples must hold: the per-caption columns one per
+    caption (``CAPTION_ROWS``' last offset; one per sample without it), the others one per
+    sample. ValueError (the reason, for a one-line message) when ``CAPTION_ROWS`` cannot index
+    the shard: not ``samples + 1`` non-decreasing offsets from 0, or a sample without a row."""
+    total = samples
+    off = cols.get(CAPTION_ROWS)
+    if off is not None:
+        total = int(off[-1]) if len(off) else 0
+        why = offsets_problem(off, samples, total)
+        if why is None and samples and bool((np.diff(off) < 1).any()):
+            why = f"give sample {int(np.flatnonzero(np.diff(off) < 1)[0])} no caption row"
+        if why is not None:
+            raise ValueError(f"the offsets {why}")
+    out = {}
+    for c in cols:
+        if c == CAPTION_ROWS or c.endswith(".bytes"):
+            continue
+        name = c[:-len(".offsets")] if c.endswith(".offsets") else c
+        out[name] = total if name in PER_CAPTION else samples
+    return out
 
 
 def empty_prompt_spec(record: dict[str, Any]) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:

@@ -5,7 +5,9 @@ A sample holds ``latents`` (C, h/f, w/f) and, when stored, ``latents_flipped``; 
 (the bucket, (2,) int64, what ``BucketBatchSampler`` and keyed draws read),
 ``original_size``, ``crop_top_left`` (and ``crop_top_left_flipped``), ``target_size``
 ((2,) int64, (y, x) / (height, width) order), ``caption``, and with text encoders
-``prompt_embeds`` (S, D) and ``pooled_prompt_embeds`` (P,), tensors of the stored dtype.
+``prompt_embeds`` (S, D) and ``pooled_prompt_embeds`` (P,), tensors of the stored dtype:
+a sample's first caption's (several captions per sample are rows of the per-caption columns,
+``CAPTION_ROWS``; ``RandomCaption`` picks one per epoch, :func:`chosen_captions`).
 Samples of one bucket stack with torch's ``default_collate``.
 """
 
@@ -22,6 +24,7 @@ from npu_data.common.paths import inside, read_regular
 from npu_data.errors import DataCorruption, UserError
 from npu_data.shards import file_checks as checks
 from npu_data.shards.latent_format import (
+    CAPTION_ROWS,
     DTYPES,
     GROUP,
     SIZE_COLUMNS,
@@ -52,6 +55,15 @@ def latent_shard(ds: Any, k: int, record: dict[str, Any]) -> Any:
     return sh
 
 
+def caption_rows(sh: Any) -> np.ndarray:
+    """(samples + 1,) int64: sample ``j`` of latents shard ``sh`` (columns opened) has caption
+    rows ``[o[j], o[j + 1])`` (a store written before several captions were stored: one row
+    per sample)."""
+    if CAPTION_ROWS in sh._cols:
+        return np.asarray(sh.col(CAPTION_ROWS), np.int64)
+    return np.arange(sh.samples + 1, dtype=np.int64)
+
+
 def caption_counts(ds: Any) -> tuple[int, int]:
     """(samples with a non-empty stored caption, samples) of latents store ``ds``."""
     record = latent_record(ds)
@@ -59,9 +71,55 @@ def caption_counts(ds: Any) -> tuple[int, int]:
     for k in range(len(ds._names)):
         sh = latent_shard(ds, k, record)
         lengths = np.diff(np.asarray(sh.col(f"{GROUP}.caption.offsets"), np.int64))
-        with_caption += int((lengths > 0).sum())
+        first = caption_rows(sh)[:-1]  # a sample's caption is its first row's
+        with_caption += int((lengths[first] > 0).sum())
         total += sh.samples
     return with_caption, total
+
+
+def captions_per_sample(ds: Any) -> np.ndarray:
+    """(N,) int64: how many captions each sample of latents store ``ds`` holds (embedding rows
+    with text encoders); a sample without a caption counts 0."""
+    record = latent_record(ds)
+    out = []
+    for k in range(len(ds._names)):
+        sh = latent_shard(ds, k, record)
+        rows = caption_rows(sh)
+        lengths = np.diff(np.asarray(sh.col(f"{GROUP}.caption.offsets"), np.int64))
+        counts = np.diff(rows)
+        counts[lengths[rows[:-1]] == 0] = 0  # one empty row: no caption
+        out.append(counts)
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def _caption_text(sh: Any, r: int) -> str:
+    off = sh.col(f"{GROUP}.caption.offsets")
+    return bytes(sh.col(f"{GROUP}.caption.bytes")[off[r]:off[r + 1]]).decode("utf-8")
+
+
+def chosen_captions(ds: Any, ids: np.ndarray, picks: np.ndarray
+                    ) -> tuple[list[str], torch.Tensor | None, torch.Tensor | None] | None:
+    """Caption ``min(int(u * n), n - 1)`` of each sample ``ids`` of latents store ``ds``
+    (``n`` its captions, ``u`` of ``picks``, uniform in [0, 1)): the texts and, with text
+    embeddings, ``(prompt_embeds (B, S, D), pooled (B, P))`` host tensors of the stored
+    dtype; None when every one is the sample's first caption (what the batch holds)."""
+    record = latent_record(ds)
+    where = []
+    for i, u in zip(np.asarray(ids, np.int64).tolist(), np.asarray(picks).tolist(),
+                    strict=True):
+        k, j = ds.locate(int(i) % len(ds))
+        sh = latent_shard(ds, k, record)
+        rows = caption_rows(sh)
+        n = int(rows[j + 1] - rows[j])
+        where.append((sh, int(rows[j]) + min(int(u * n), n - 1), int(rows[j])))
+    if all(r == first for _, r, first in where):
+        return None
+    texts = [_caption_text(sh, r) for sh, r, _ in where]
+    if not record.get("text"):
+        return texts, None, None
+    embeds = np.stack([sh.col(f"{GROUP}.prompt_embeds")[r] for sh, r, _ in where])
+    pooled = np.stack([sh.col(f"{GROUP}.pooled_prompt_embeds")[r] for sh, r, _ in where])
+    return texts, to_torch(embeds, record["dtype"]), to_torch(pooled, record["dtype"])
 
 
 def latent_sample(ds: Any, k: int, j: int, gi: int) -> dict[str, Any]:
@@ -84,12 +142,11 @@ def latent_sample(ds: Any, k: int, j: int, gi: int) -> dict[str, Any]:
               "sizes": np.array([th, tw], np.int64)})
     for name in SIZE_COLUMNS:
         s[name] = np.array(sh.col(f"{GROUP}.{name}")[j])
-    off_col = sh.col(f"{GROUP}.caption.offsets")
-    s["caption"] = bytes(sh.col(f"{GROUP}.caption.bytes")[off_col[j]:off_col[j + 1]]
-                         ).decode("utf-8")
+    r = int(caption_rows(sh)[j])  # the sample's first caption (RandomCaption picks others)
+    s["caption"] = _caption_text(sh, r)
     if record.get("text"):
         for name in ("prompt_embeds", "pooled_prompt_embeds"):
-            s[name] = to_torch(sh.col(f"{GROUP}.{name}")[j], record["dtype"])
+            s[name] = to_torch(sh.col(f"{GROUP}.{name}")[r], record["dtype"])
     return s
 
 

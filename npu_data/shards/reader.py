@@ -149,21 +149,28 @@ class _Shard:
     def open_columns(self, spec: dict[str, tuple[np.dtype, tuple[int, ...]]]) -> None:
         """Open columns outside the annotation schema (a latents store's, ``spec``: column ->
         (dtype, trailing shape)), each file checked; a text column (``.bytes`` +
-        ``.offsets``) must hold one string per sample, any other column one row each."""
+        ``.offsets``) must hold one string per sample (per caption row), any other column
+        one row each (``latent_format.expected_rows``)."""
         if all(c in self._cols for c in spec):
             return
+        from npu_data.shards.latent_format import CAPTION_ROWS, expected_rows
+
         cols = {c: self._open(column_file(c), dt, shape, key=c)
                 for c, (dt, shape) in spec.items()}
+        try:
+            want = expected_rows(cols, self.samples)
+        except ValueError as exc:
+            raise DataCorruption(f"{self.root / column_file(CAPTION_ROWS)}: {exc} — "
+                                 f"{self.fix}") from None
         for c, arr in cols.items():
             if c.endswith(".offsets"):
-                self._check_text(cols, c[:-len(".offsets")])
-            elif not c.endswith(".bytes") and len(arr) != self.samples:
+                name = c[:-len(".offsets")]
+                self._checked(functools.partial(checks.check_text, cols, name, want[name]))
+            elif c in want and len(arr) != want[c]:
+                what = "caption rows" if want[c] != self.samples else "samples"
                 raise DataCorruption(f"{self.root / column_file(c)}: holds {len(arr)} rows, "
-                                     f"the shard has {self.samples} samples — {self.fix}")
+                                     f"the shard has {want[c]} {what} — {self.fix}")
         self._cols.update(cols)
-
-    def _check_text(self, cols: dict[str, np.ndarray], name: str) -> None:
-        self._checked(lambda: checks.check_text(cols, name, self.samples))
 
     def sizes(self) -> np.ndarray:
         """(samples, 2) int64 height, width of every stored image."""
@@ -507,6 +514,14 @@ class ShardDataset:
             s.update(kind.read_sample(sh.col, j, hw))
         s["caption"] = batch_read.pick(s.get(CAPTION_OF, []), sh.data_json(j), self.caption_field)
         return s
+
+    def chosen_captions(self, ids: np.ndarray, picks: np.ndarray) -> Any:
+        """A latents store's caption ``min(int(u * n), n - 1)`` of each sample ``ids``, ``u``
+        of ``picks``: ``(texts, prompt_embeds, pooled)`` or None when each is the sample's
+        first (``shards.latent_read.chosen_captions``; ``RandomCaption`` calls it)."""
+        from npu_data.shards.latent_read import chosen_captions
+
+        return chosen_captions(self, ids, picks)
 
     def caption_coverage(self) -> batch_read.Coverage:
         """Where the samples' captions come from (``shards.batch_read``), counted over the whole

@@ -22,9 +22,11 @@ from npu_data.shards import file_checks as checks
 from npu_data.shards.format import DATA, INDEX, INDEX_DTYPE, column_file
 from npu_data.shards.image_payload import MAX_PIXELS
 from npu_data.shards.latent_format import (
+    CAPTION_ROWS,
     DTYPES,
     cell_bytes,
     column_spec,
+    expected_rows,
     nonfinite,
 )
 from npu_data.shards.schema import read_manifest
@@ -155,6 +157,10 @@ def _check_latent_columns(folder: Path, name: str, files: dict[str, Any], bad_fi
             cols[c] = checks.open_npy(folder / fname, dt, shape, files[fname]["size"])
         except checks.Damaged as exc:
             out.append(Problem(name, str(exc)))
+    try:
+        want = expected_rows(cols, samples)
+    except ValueError as exc:
+        return [*out, Problem(name, f"{column_file(CAPTION_ROWS)}: {exc}")]
     for c, arr in cols.items():
         stored = arr.dtype == np.dtype(DTYPES[latents["dtype"]][0])  # the embeddings
         bad = nonfinite(arr, latents["dtype"]) if stored and not c.endswith(
@@ -163,10 +169,11 @@ def _check_latent_columns(folder: Path, name: str, files: dict[str, Any], bad_fi
             out.append(Problem(name, f"{column_file(c)} holds {bad} NaN or infinite values"))
         try:
             if c.endswith(".offsets") and f"{c[:-8]}.bytes" in cols:
-                checks.check_text(cols, c[:-len(".offsets")], samples)
-            elif not c.endswith((".bytes", ".offsets")) and len(arr) != samples:
+                checks.check_text(cols, c[:-len(".offsets")], want[c[:-len(".offsets")]])
+            elif c in want and len(arr) != want[c]:
+                what = "caption rows" if want[c] != samples else "samples"
                 raise checks.Damaged(column_file(c), f"holds {len(arr)} rows, the shard has "
-                                     f"{samples} samples")
+                                     f"{want[c]} {what}")
         except checks.Damaged as exc:
             out.append(Problem(name, str(exc)))
     return out

@@ -5,6 +5,12 @@ every text of a sample (``texts.text``, with ``texts.control``) and its chosen l
 (``choices.label``, ``choices.control``). Both transforms draw on the host, keyed by
 (seed, epoch, sample) like every other draw; they leave the pixels alone and may sit
 anywhere in a pipeline (after ``Normalize`` too).
+
+Over a latents store's batches (``npu-data encode``: one embedding row per caption) a
+sample's ``caption`` and ``prompt_embeds`` are its first caption's; ``RandomCaption`` picks
+one of its stored captions with the same formula (``min(int(u * n), n - 1)``) and swaps in
+that row's embeddings, so one pipeline trains the same caption from pixels or from the store
+(docs/format.md, "Latents stores").
 """
 
 from __future__ import annotations
@@ -85,12 +91,16 @@ class RandomCaption(Transform):
         UserError: an unknown ``source``; ``control`` or ``"choices.label"`` without a
             ``dataset`` that names the controls, or a ``control`` it does not have.
 
-    A sample with nothing to choose from keeps its caption.
+    A sample with nothing to choose from keeps its caption. On a latents store's batch it
+    chooses among the sample's stored captions (``source`` the default, no ``control``),
+    reading the chosen rows from the store: ``dataset=`` it, or let npu_data's DataLoader
+    over the store bind it.
     """
 
     name = "RandomCaption"
     mirror_free = True  # no pixels
     needs_uint8 = False
+    takes_latents = True  # a latents store's batches: its stored captions and embeddings
 
     def __init__(self, source: str = "texts.text", control: str | None = None,
                  dataset: Any = None, key: str = "caption") -> None:
@@ -108,6 +118,9 @@ class RandomCaption(Transform):
             raise UserValueError(f"{self.name}: control {control!r} is not in the dataset's "
                                  f"controls {list(controls)}")
         self.control_id = None if control is None else list(controls).index(control)
+        # a latents store's batches read the chosen captions' rows from it (None: the
+        # DataLoader over a latents store binds its own, loaders.caption_check)
+        self.store: Any = dataset if getattr(dataset, "latents", None) is not None else None
         self.controls = list(controls)
         self.labels = {k: list(v) for k, v in labels.items()}
 
@@ -139,6 +152,8 @@ class RandomCaption(Transform):
         return out
 
     def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+        if "latents" in batch and "image" not in batch:
+            return self._apply_latents(batch, params)
         b = batch["image"].shape[0]
         current = batch.get(self.key)
         captions = list(current) if isinstance(current, list) else [""] * b
@@ -149,6 +164,36 @@ class RandomCaption(Transform):
                 captions[i] = options[min(int(pick[i] * len(options)), len(options) - 1)]
         out = dict(batch)
         out[self.key] = captions
+        return out
+
+    def _apply_latents(self, batch: Batch, params: Params) -> Batch:
+        """A latents store's batch: each sample's caption (and its embeddings) becomes its
+        stored caption ``min(int(pick * n), n - 1)`` of ``n`` (the pixel path's formula)."""
+        store = self.store
+        if store is None or getattr(store, "latents", None) is None:
+            raise UserError(f"{self.name}: a latents batch, but no latents store to read its "
+                            "captions from — use it in npu_data's DataLoader over the store "
+                            "(it binds the store), or pass dataset=<the latents store>")
+        if self.source != SOURCES[0] or self.control is not None:
+            raise UserError(f"{self.name}: a latents store holds each sample's captions, not "
+                            "their controls or choices — use RandomCaption() (the default "
+                            "source, no control) on its batches")
+        index = batch.get("index")
+        if not isinstance(index, torch.Tensor):
+            raise UserError(f"{self.name}: the latents batch has no 'index' — keep the "
+                            "store's keys together (its reader gives them)")
+        b = int(index.shape[0])
+        picks = np.asarray(_host_list(params["pick"], b), np.float64)
+        got = store.chosen_captions(index.cpu().numpy(), picks)  # ShardDataset's
+        if got is None:  # every sample keeps its first caption
+            return batch
+        texts, embeds, pooled = got
+        out = dict(batch)
+        out[self.key] = texts
+        if embeds is not None and pooled is not None and "prompt_embeds" in batch:
+            for key, rows in (("prompt_embeds", embeds), ("pooled_prompt_embeds", pooled)):
+                like = batch[key]
+                out[key] = rows.to(like.device, like.dtype, non_blocking=True)
         return out
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
