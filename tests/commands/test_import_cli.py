@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.shards.export_maker import make_export
+from tests.support.exports import make_export
 
 ENV = {**os.environ, "NPU_DATA_QUIET": "1"}
 

@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 import npu_data
-from tests.kinds.test_registry import worked_example_code
+from tests.support.docs import worked_example_code
 
 PACKAGE = Path(npu_data.__file__).parent
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from npu_data import cli
-from tests.shards.launchers import ROOT, one_node
+from tests.support.launchers import ROOT, one_node
 
 
 def _files(root: Path) -> dict[str, bytes]:

@@ -16,8 +16,8 @@ import torch
 from npu_data.errors import UserError
 from npu_data.loaders import DataLoader, LabelStudioDataset
 from npu_data.tools.sample_data import make_sample_project
-from tests.local_http import serving
-from tests.shards.export_maker import make_export
+from tests.support.exports import make_export
+from tests.support.local_http import serving
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,9 @@ import pytest
 from npu_data import cli
 from npu_data.errors import UserError
 from npu_data.shards.distributed_import import SINGLE, Group
-from tests.shards.conftest import BUCKET, KEY, SECRET
-from tests.shards.export_maker import make_export
-from tests.shards.launchers import ROOT, one_node, two_nodes
+from tests.support.exports import make_export
+from tests.support.launchers import ROOT, one_node, two_nodes
+from tests.support.s3_server import BUCKET, KEY, SECRET
 
 SCRIPT = Path(__file__).with_name("torchrun_scripts.py")
 

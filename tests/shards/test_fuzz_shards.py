@@ -32,7 +32,7 @@ from npu_data.shards.reader import ShardDataset
 from npu_data.shards.stats import dataset_stats
 from npu_data.shards.verify import verify_dataset
 from npu_data.shards.writer import WriteOptions, write_dataset
-from tests.shards.export_maker import make_export
+from tests.support.exports import make_export
 
 HOSTILE: list[Any] = [None, -1, 0, 1, 3, 2**63, 1.5, True, "", ".", "..", "../x", "/etc/x",
                       "a\x00b", "x" * 300, [], {}, [0, 1], {"size": 1}, "shard-00001",
