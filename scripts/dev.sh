@@ -87,8 +87,8 @@ case "$mode" in
     # -m: torch.compile tracing the kernels whole and the aten op table are the newest torch's
     python -m pytest -o addopts="" -q -p no:cacheprovider -m "not newest_torch" \
       tests/transforms tests/loaders \
-      tests/shards tests/codecs tests/test_compat.py tests/test_buffers.py \
-      tests/commands/test_doctor.py
+      tests/shards tests/bench/test_remote_bench.py tests/codecs tests/common/test_compat.py \
+      tests/test_buffers.py tests/commands/test_doctor.py
     ;;
   test-arm64)
     python -m pip install -q -e .
