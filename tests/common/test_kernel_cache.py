@@ -18,6 +18,8 @@ import pytest
 
 from npu_data.common import compiled
 
+pytestmark = pytest.mark.slow  # builds small native libraries with the C++ compiler, test by test
+
 PROBE = r"""
 #include <cstdio>
 #include <cstdlib>

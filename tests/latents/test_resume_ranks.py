@@ -19,6 +19,8 @@ import torch
 from npu_data import cli
 from tests.support.launchers import ROOT, one_node
 
+pytestmark = pytest.mark.slow  # torchrun ranks encoding, one killed and resumed
+
 
 def _files(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))

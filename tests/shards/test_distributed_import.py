@@ -31,6 +31,7 @@ def _files(root: Path) -> dict[str, bytes]:
                                        for part in p.relative_to(root).parts)}
 
 
+@pytest.mark.slow
 def test_two_ranks_import_byte_identical(tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     export = make_export(tmp_path / "proj", n=11)
@@ -54,6 +55,7 @@ def _two_nodes(args: list[str], env: dict[str, str]) -> list[tuple[int, str, str
     return two_nodes([str(SCRIPT), "import", *args], [env, env])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["corrupt", "disk-full"])
 def test_a_rank_failing_midway_stops_every_rank(tmp_path: Path, fault: str,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:

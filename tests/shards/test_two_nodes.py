@@ -10,11 +10,15 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from npu_data.annotations.images import ImageOptions
 from npu_data.shards.writer import WriteOptions, write_dataset
 from tests.support.exports import make_export
 from tests.support.launchers import ROOT, two_nodes
 from tests.support.s3_server import BUCKET
+
+pytestmark = pytest.mark.slow  # two torchrun launchers and the S3 server
 
 N = 12  # shard_size 3: four shards, two per node
 

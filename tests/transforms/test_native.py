@@ -205,6 +205,7 @@ def test_interleaved_crops_resize_like_planar_ones_for_every_pass_order() -> Non
                            F.resized_crop(nchw, sizes, boxes, size)), (size, box)
 
 
+@pytest.mark.slow
 def test_two_processes_building_into_an_empty_cache_both_get_the_kernels(tmp_path) -> None:
     code = ("import torch; from npu_data.transforms import _native, functional as F; "
             "assert _native.available(); "

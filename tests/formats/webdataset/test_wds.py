@@ -182,6 +182,7 @@ def test_import_cli_refuses_mixed_sources(exported: tuple[Path, list[str]], tmp_
     assert "takes one source, got 2" in err and "all of one kind" in err
 
 
+@pytest.mark.slow
 def test_shuffle_is_the_same_in_every_process_and_follows_set_epoch_in_persistent_workers(
         exported: tuple[Path, list[str]]) -> None:
     import os

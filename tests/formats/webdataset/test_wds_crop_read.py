@@ -149,6 +149,7 @@ def test_stream_crop_at_read_equals_full_decode(tars: list[str], workers: int,
     assert not torch.equal(after[0]["image"], after[len(after) // 3]["image"])
 
 
+@pytest.mark.slow
 def test_stream_crop_at_read_in_fresh_workers_and_every_pipeline(tars: list[str]) -> None:
     for a, b in zip(_passes(tars, False, num_workers=2), _passes(tars, True, num_workers=2),
                     strict=True):
