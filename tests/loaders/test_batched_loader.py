@@ -53,6 +53,7 @@ def test_user_collate_fn_gets_the_list_of_sample_dicts(shards: ShardDataset,
     assert torch.cat(list(loader)).tolist() == list(range(len(shards)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("crop", [False, True])
 def test_worker_private_memory_stays_flat(shards: ShardDataset, crop: bool) -> None:
     from npu_data.transforms import ColorJitter, Compose, RandomResizedCrop

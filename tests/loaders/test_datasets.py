@@ -60,6 +60,7 @@ def test_killed_import_is_resumed_not_served(project, tmp_path: Path) -> None:
     assert (fresh.path / "manifest.json").is_file() and not partial.exists()
 
 
+@pytest.mark.slow
 def test_concurrent_first_use(project, tmp_path: Path) -> None:
     ctx = mp.get_context("spawn")
     with ctx.Pool(2) as pool:

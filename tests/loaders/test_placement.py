@@ -56,6 +56,7 @@ class _MainRuns:
         monkeypatch.setattr(dataloader, "apply_after_read", counted)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store", ["raw", "encoded"])
 def test_every_placement_gives_the_same_bytes(stores: dict[str, ShardDataset], store: str,
                                               monkeypatch: pytest.MonkeyPatch) -> None:

@@ -171,6 +171,7 @@ print(sorted(set(b.tolist()) for b in loader))
 """
 
 
+@pytest.mark.slow
 def test_the_read_thread_keeps_the_callers_torch_threads() -> None:
     """The read thread's kernels run on the caller's thread count, not the 1 that torch's
     pin-memory thread leaves as the process default (seen on a 16-core GPU machine)."""

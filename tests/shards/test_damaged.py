@@ -440,6 +440,7 @@ except UserError as exc:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["data.bin", "ann.boxes.xyxy.npy"])
 def test_a_file_shrunk_while_mapped_is_a_read_error_not_sigbus(
         made: dict[str, Path], tmp_path: Path, target: str) -> None:

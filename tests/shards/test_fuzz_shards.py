@@ -141,6 +141,7 @@ def _tree(root: Path) -> dict[str, bytes]:
     return {str(p): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_fuzzed_manifests(made: dict[str, Path], tmp_path: Path, seed: int) -> None:
     root = tmp_path / "ds"
@@ -175,6 +176,7 @@ def _rehash(root: Path) -> None:
     (root / "manifest.json").write_bytes(orjson.dumps(m))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_fuzzed_shard_files(made: dict[str, Path], tmp_path: Path, seed: int) -> None:
     root = tmp_path / "ds"

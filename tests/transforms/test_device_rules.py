@@ -204,6 +204,7 @@ def test_traced_whole_by_torch_compile(case: str) -> None:
     assert torch.equal(expected, got), case
 
 
+@pytest.mark.slow
 @pytest.mark.newest_torch
 def test_inductor_code_for_the_colour_kernels_is_exact() -> None:
     """Inductor's generated kernels (what ``torch.compile`` runs on CUDA) for a fixed-order

@@ -149,6 +149,7 @@ def test_the_kernels_keep_the_device_rules() -> None:
     assert not mode.float64 and not mode.syncs, mode.summary()
 
 
+@pytest.mark.slow
 @pytest.mark.newest_torch
 @pytest.mark.parametrize("interpolation", ["nearest", "bilinear"])
 def test_torch_compile_captures_the_warp_whole(interpolation: str) -> None:

@@ -269,6 +269,7 @@ def test_crop_plans_carry_the_filter(stores: dict[str, ShardDataset]) -> None:
         assert (regions == window_regions(plan.boxes, plan.windows, *plan.size, name)).all()
 
 
+@pytest.mark.slow
 @pytest.mark.newest_torch
 @pytest.mark.parametrize("name", list(FILTERS))
 def test_torch_compile_fullgraph_equals_eager(name: str) -> None:

@@ -198,6 +198,7 @@ def _torchvision_uncropped(n: int, h: int, w: int, box: list[float], seed: int) 
     return left_alone / n
 
 
+@pytest.mark.slow
 def test_the_outcomes_are_torchvisions_with_one_small_box() -> None:
     """One small box: most options never fit, so torchvision loops many rounds; the default
     bound leaves as many samples uncropped as its unbounded loop (8 rounds: 2.6 % more)."""

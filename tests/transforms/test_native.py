@@ -157,6 +157,7 @@ def test_box_outside_the_batch_is_a_one_line_error() -> None:
         F.resized_crop(images, sizes, torch.tensor([[0, 0, 5, 5], [6, 0, 5, 5]]), 4)
 
 
+@pytest.mark.slow
 def test_disabled_by_environment_falls_back_to_torch_kernels() -> None:
     code = ("import torch; from npu_data.transforms import _native, functional as F; "
             "assert not _native.available(); "

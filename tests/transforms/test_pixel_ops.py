@@ -304,6 +304,7 @@ def test_runs_on_the_meta_device(case: str) -> None:
     assert (got.shape, got.dtype) == (expected.shape, expected.dtype)
 
 
+@pytest.mark.slow
 @pytest.mark.newest_torch
 @pytest.mark.parametrize("case", ["policy_step", "gaussian_blur"])
 def test_inductor_code_gives_the_eager_pixels(case: str) -> None:
