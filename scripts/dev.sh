@@ -2,6 +2,8 @@
 # Set up a fresh machine and run npu-data's main job or its tests.
 #   bash scripts/dev.sh demo   # install, then run the demo on built-in sample data
 #   bash scripts/dev.sh test   # install with the dev extra, then lint, type-check and test
+#   bash scripts/dev.sh test-fast     # the edit loop, after `test` made the venv: ruff and the
+#                                     # tests not marked slow (pytest -m "not slow"), no installs
 #   bash scripts/dev.sh bench [ARGS]  # install with the bench extra (torchvision), run the suite
 #   bash scripts/dev.sh test-oldest   # the oldest supported stack (torch 2.1.2, numpy < 2, the
 #                                     # newest setuptools) in ~/.cache/npu-data/venv-torch2.1:
@@ -26,6 +28,17 @@ fi
 # The Label Studio server (integration tests) lives in its own venv, cached outside the checkout.
 export LABEL_STUDIO_VENV="${LABEL_STUDIO_VENV:-$cache/venv-labelstudio}"
 
+if [ "$mode" = test-fast ]; then  # installs nothing: `test` made the venv and filled it
+  if [ ! -x "$venv/bin/pytest" ] || [ ! -x "$venv/bin/ruff" ]; then
+    echo "error: no test environment in $venv: run 'bash scripts/dev.sh test' once first" >&2
+    exit 1
+  fi
+  # shellcheck disable=SC1091
+  . "$venv/bin/activate"
+  echo "== ruff"; ruff check npu_data tests
+  echo "== pytest (not slow)"
+  exec python -m pytest -o addopts="" -q -p no:cacheprovider -m "not slow" "${@:2}"
+fi
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
@@ -87,15 +100,15 @@ case "$mode" in
     # -m: torch.compile tracing the kernels whole and the aten op table are the newest torch's
     python -m pytest -o addopts="" -q -p no:cacheprovider -m "not newest_torch" \
       tests/transforms tests/loaders \
-      tests/shards tests/codecs tests/test_compat.py tests/test_buffers.py \
-      tests/commands/test_doctor.py
+      tests/shards tests/bench/test_remote_bench.py tests/codecs tests/common/test_compat.py \
+      tests/test_buffers.py tests/commands/test_doctor.py
     ;;
   test-arm64)
     python -m pip install -q -e .
     PYTHON=python bash scripts/arm64_check.sh
     ;;
   *)
-    echo "usage: bash scripts/dev.sh demo|test|test-oldest|test-arm64|bench" >&2
+    echo "usage: bash scripts/dev.sh demo|test|test-fast|test-oldest|test-arm64|bench" >&2
     exit 2
     ;;
 esac

@@ -1,4 +1,5 @@
-"""Shared pytest settings: quiet progress bars, one torch thread per test process."""
+"""Shared pytest settings: quiet progress bars, one torch thread per test process; the moto S3
+server every folder's remote tests share, and the ``slow`` mark on each test that uses it."""
 
 from __future__ import annotations
 
@@ -13,8 +14,17 @@ os.environ.setdefault("NPU_DATA_QUIET", "1")
 
 @pytest.fixture(scope="session")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """moto's S3 server on 127.0.0.1 with a dataset at s3://BUCKET/ds (``tests/s3_server.py``):
+    """moto's S3 server on 127.0.0.1 with a dataset at s3://BUCKET/ds (``tests/support/s3_server.py``):
     one per session, shared by every folder's remote tests."""
-    from tests.s3_server import serve
+    from tests.support.s3_server import serve
 
     yield from serve(tmp_path_factory)
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses the S3 server is ``slow`` (the server starts on first use, and each such
+    test uploads or reads through it): ``-m "not slow"`` never starts it."""
+    for item in items:
+        if "s3" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)

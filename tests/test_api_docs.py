@@ -212,6 +212,7 @@ def test_the_checks_find_what_they_must(tmp_path: Path) -> None:
                       "raises ValueError but Raises: does not list it"], []]
 
 
+@pytest.mark.slow
 def test_the_site_builds_strict_and_renders_every_entry(tmp_path: Path) -> None:
     site = tmp_path / "site"
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",

@@ -21,6 +21,7 @@ def test_no_command_prints_help_and_exits_2() -> None:
     assert "usage: npu-data" in res.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["import", "inspect", "verify", "show", "parity", "bench", "demo"])
 def test_every_command_has_help(name: str) -> None:
     parser = cli.build_parser()

@@ -41,6 +41,7 @@ def _example() -> Any:
     return module
 
 
+@pytest.mark.slow
 def test_the_example_trains_from_the_latents_cache(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     losses = _example().main(["--cached", "--steps", "3", "--batch-size", "3", "--workdir",
@@ -50,6 +51,7 @@ def test_the_example_trains_from_the_latents_cache(tmp_path: Path,
     assert "time_ids[0] [" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_one_step_from_the_cache_equals_one_from_pixels(tmp_path: Path) -> None:
     """The same samples, models, noise and timesteps: the loss from stored latents is the
     loss from the VAE on the centre-cropped pixels (1e-5, CPU, float32)."""

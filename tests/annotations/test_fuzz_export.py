@@ -129,6 +129,7 @@ def _mutations(tasks: list[dict[str, Any]]) -> Iterator[tuple[int, str, tuple[An
                                                           *path), bad
 
 
+@pytest.mark.slow
 def test_no_mutation_slips_through(tmp_path: Path) -> None:
     tasks = json.loads(SAMPLE.read_text(encoding="utf-8"))
     base = parse_export(SAMPLE)

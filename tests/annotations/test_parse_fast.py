@@ -215,6 +215,7 @@ def _assert_same(fast: Any, slow: Any) -> None:
     assert fast.stats == slow.stats
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flavour", ["json", "completions", "json-min"])
 @pytest.mark.parametrize("writer", ["json", "orjson"])
 def test_fast_equals_generic_every_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -246,6 +247,7 @@ def test_fast_equals_generic_every_mode(tmp_path: Path, monkeypatch: pytest.Monk
     assert any(guessed) == (writer == "orjson")
 
 
+@pytest.mark.slow
 def test_fast_equals_generic_clean_large(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Common shapes only, where the fast paths take (nearly) every batch."""
     path = tmp_path / "clean.json"

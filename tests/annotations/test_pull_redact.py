@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 
 from npu_data.cli import main
-from tests.integration.test_pull_offline import fake  # noqa: F401  # the fixture
 
 PASSWORD = "pw-Hunter2-secret"
 
 
-def test_url_credentials_never_shown_or_stored(fake: str, tmp_path: Path,  # noqa: F811
+def test_url_credentials_never_shown_or_stored(fake: str, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     import socket
 

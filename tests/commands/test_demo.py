@@ -11,6 +11,7 @@ from PIL import Image
 from npu_data.cli import main
 
 
+@pytest.mark.slow
 def test_demo_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "demo"
     rc = main(["demo", "--out", str(out), "--images", "4", "--batch-size", "4",

@@ -10,7 +10,11 @@ import sys
 import time
 from pathlib import Path
 
-from tests.shards.export_maker import make_export
+import pytest
+
+from tests.support.exports import make_export
+
+pytestmark = pytest.mark.slow  # each test runs npu-data import (several times, some in subprocesses it kills)
 
 ENV = {**os.environ, "NPU_DATA_QUIET": "1"}
 

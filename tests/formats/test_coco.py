@@ -97,6 +97,7 @@ def _import(path: Path, tmp: Path, images_root: Path | None = None) -> ShardData
     return ShardDataset(tmp / "out")
 
 
+@pytest.mark.slow
 def test_coco_lands_in_every_kind(tmp_path: Path) -> None:
     (tmp_path / "stage").mkdir()
     path = _write(tmp_path, _doc())

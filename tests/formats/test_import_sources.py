@@ -276,6 +276,7 @@ def test_parse_progress_ends_done_at_the_file_size(tmp_path: Path,
 
 
 # ------------------------------------------------------------ every source through the CLI
+@pytest.mark.slow
 def test_bench_sources_imports_every_format_through_the_command_line(
         capsys: pytest.CaptureFixture[str]) -> None:
     from npu_data.bench import import_sources
@@ -287,6 +288,7 @@ def test_bench_sources_imports_every_format_through_the_command_line(
                     "webdataset", "hf-parquet"], out
 
 
+@pytest.mark.slow
 def test_sources_detected_and_read_alike(tmp_path: Path) -> None:
     """Each source of the bench's generator, imported, holds its 6 samples with equal pixels
     and the captions or labels its layout gives."""

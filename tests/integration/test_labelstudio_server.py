@@ -15,7 +15,7 @@ from PIL import Image
 from npu_data.cli import main
 from npu_data.shards.reader import ShardDataset
 
-pytestmark = pytest.mark.labelstudio
+pytestmark = [pytest.mark.labelstudio, pytest.mark.slow]  # starts a real Label Studio server
 
 CONFIG = """<View>
   <Image name="image" value="$image"/>

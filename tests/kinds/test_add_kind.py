@@ -12,8 +12,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import npu_data
-from tests.kinds.test_registry import worked_example_code
+from tests.support.docs import worked_example_code
 
 PACKAGE = Path(npu_data.__file__).parent
 
@@ -67,6 +69,7 @@ print(json.dumps({
 '''
 
 
+@pytest.mark.slow
 def test_a_new_kind_is_one_module_and_one_registry_line(tmp_path: Path) -> None:
     pkg = tmp_path / "pkg" / "npu_data"
     shutil.copytree(PACKAGE, pkg, ignore=shutil.ignore_patterns("__pycache__"))

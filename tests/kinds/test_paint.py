@@ -15,7 +15,7 @@ from npu_data.previews.batch_grid import batch_samples
 from npu_data.previews.canvas import Canvas, draw_sample
 from npu_data.shards.reader import ShardDataset
 from npu_data.shards.writer import WriteOptions, write_dataset
-from tests.shards.export_maker import make_export
+from tests.support.exports import make_export
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import json
 import pkgutil
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,8 @@ from npu_data.loaders import collate_samples
 from npu_data.shards.format import column_schema, dataset_kinds, kinds_with_rows
 from npu_data.shards.reader import ShardDataset
 from npu_data.shards.writer import WriteOptions, write_dataset
-from tests.shards.export_maker import make_export
+from tests.support.docs import worked_example_code
+from tests.support.exports import make_export
 
 PACKAGE = Path(npu_data.__file__).parent
 NAMES = {k.name for k in KINDS}
@@ -146,13 +146,6 @@ def test_kinds_come_from_the_column_sizes(boxes_only: ShardDataset) -> None:
     with pytest.raises(UserError, match=r"\['lines'\] are unknown .* upgrade npu-data"):
         dataset_kinds(manifest)
     assert len(PADDED) < len(KINDS)  # some kinds are collated unpadded
-
-
-def worked_example_code() -> str:
-    """The ``lines`` kind module of docs/architecture.md ("Adding a kind")."""
-    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
-    section = doc[doc.index("### Adding a kind"):]
-    return textwrap.dedent(section.split("```python\n", 1)[1].split("```", 1)[0])
 
 
 def _worked_example() -> Kind:

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-import torch
 
 from npu_data.latents.tiny import save_tiny_encoders
 from npu_data.shards.importer import import_dataset
 from npu_data.tools.sample_data import make_sample_project
-
-BUCKETS = [(64, 64), (48, 80), (80, 48)]  # sides multiples of the VAE's factor 8
+from tests.support.latents import DESCRIBED, encode_args, encode_kwargs
 
 
 @pytest.fixture(scope="session")
@@ -31,16 +28,6 @@ def pixels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "shards"
 
 
-def encode_kwargs(models: dict[str, Path], **over: Any) -> dict[str, Any]:
-    """``encode_latents`` keywords of the tests' store (float32, CPU, both text encoders)."""
-    kw: dict[str, Any] = dict(buckets=BUCKETS, batch_size=3, device="cpu",
-                              dtype=torch.float32, shard_size=4,
-                              text_encoders=[models["text_encoder"], models["text_encoder_2"]],
-                              tokenizers=[models["tokenizer"], models["tokenizer_2"]])
-    kw.update(over)
-    return kw
-
-
 @pytest.fixture(scope="session")
 def store(models: dict[str, Path], pixels: Path, tmp_path_factory: pytest.TempPathFactory
           ) -> Path:
@@ -49,9 +36,6 @@ def store(models: dict[str, Path], pixels: Path, tmp_path_factory: pytest.TempPa
     out = tmp_path_factory.mktemp("store") / "latents"
     encode_latents(pixels, out, models["vae"], **encode_kwargs(models))
     return out
-
-
-DESCRIBED = [(128, 192), (192, 128), (96, 96), (256, 256)]  # (height, width) of each photo
 
 
 @pytest.fixture(scope="session")
@@ -72,15 +56,6 @@ def described(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "export.json").write_text(json.dumps(tasks))
     import_dataset(root / "export.json", root / "shards")
     return root / "shards"
-
-
-def encode_args(dataset: Path, models: dict[str, Path], out: Path) -> list[str]:
-    """``npu-data encode`` of ``dataset`` with both tiny text encoders, float32, no flip."""
-    return ["encode", str(dataset), "--vae", str(models["vae"]), "--out", str(out),
-            "--device", "cpu", "--dtype", "float32", "--no-flip", "--batch-size", "4",
-            "--text-encoder", str(models["text_encoder"]), "--tokenizer",
-            str(models["tokenizer"]), "--text-encoder-2", str(models["text_encoder_2"]),
-            "--tokenizer-2", str(models["tokenizer_2"])]
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from npu_data import ShardDataset
 from npu_data.errors import UserError
 from npu_data.latents import check_store, empty_prompt, encode_latents
 from npu_data.shards.verify import verify_dataset
-from tests.latents.conftest import BUCKETS, encode_kwargs
+from tests.support.latents import BUCKETS, encode_kwargs
 
 
 def _bucket(h: int, w: int) -> tuple[int, int]:

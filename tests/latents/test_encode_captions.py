@@ -16,7 +16,7 @@ from npu_data.buckets import buckets_of
 from npu_data.errors import UserError
 from npu_data.latents import empty_prompt
 from npu_data.loaders import BucketBatchSampler
-from tests.latents.conftest import DESCRIBED, encode_args
+from tests.support.latents import DESCRIBED, encode_args
 
 
 def _one_line(capsys: pytest.CaptureFixture[str]) -> str:

@@ -13,7 +13,7 @@ from npu_data import cli
 from npu_data.errors import UserError
 from npu_data.latents import encode_latents
 from npu_data.shards.verify import verify_dataset
-from tests.latents.conftest import encode_kwargs
+from tests.support.latents import encode_kwargs
 
 
 def _files(root: Path) -> dict[str, bytes | None]:

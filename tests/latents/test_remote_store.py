@@ -2,7 +2,7 @@
 ``npu-data encode --out s3://...`` upload through the import's staging, lease and conditional
 writes; ``ShardDataset(url)`` reads the store through the node-local cache (the empty prompt's
 files fetched and checked, the latent columns valid across eviction); a killed encode resumes
-to the bytes of a local one. Moto's S3 server on 127.0.0.1 (``tests/s3_server.py``)."""
+to the bytes of a local one. Moto's S3 server on 127.0.0.1 (``tests/support/s3_server.py``)."""
 
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ from npu_data.errors import DataCorruption, UserError
 from npu_data.latents import empty_prompt, encode_latents
 from npu_data.shards.storage import RemoteFolder
 from npu_data.transforms import Compose, LatentCaptionDropout, RandomLatentFlip
-from tests.latents.conftest import encode_kwargs
-from tests.shards.conftest import BUCKET, KEY, SECRET
-from tests.shards.launchers import ROOT, two_nodes
+from tests.support.latents import encode_kwargs
+from tests.support.launchers import ROOT, two_nodes
+from tests.support.s3_server import BUCKET, KEY, SECRET
 
 
 @contextlib.contextmanager

@@ -17,7 +17,9 @@ import pytest
 import torch
 
 from npu_data import cli
-from tests.shards.launchers import ROOT, one_node
+from tests.support.launchers import ROOT, one_node
+
+pytestmark = pytest.mark.slow  # torchrun ranks encoding, one killed and resumed
 
 
 def _files(root: Path) -> dict[str, bytes]:

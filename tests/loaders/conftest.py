@@ -7,7 +7,7 @@ import pytest
 from npu_data.annotations.images import ImageOptions
 from npu_data.shards.reader import ShardDataset
 from npu_data.shards.writer import WriteOptions, write_dataset
-from tests.shards.export_maker import make_export
+from tests.support.exports import make_export
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ from npu_data.annotations.images import ImageOptions
 from npu_data.loaders import DataLoader, collate_samples
 from npu_data.shards.reader import ShardDataset
 from npu_data.shards.writer import WriteOptions, write_dataset
-from tests.shards.export_maker import make_export
-from tests.shards.test_batch_read import _same_batch
+from tests.support.compare import same_batch
+from tests.support.exports import make_export
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def test_loader_batches_equal_per_sample_collate(shards: ShardDataset, workers: 
     seen = []
     for batch in loader:
         idx = batch["index"].tolist()
-        _same_batch(collate_samples([shards[i] for i in idx]), batch)
+        same_batch(collate_samples([shards[i] for i in idx]), batch)
         seen += idx
     assert sorted(seen) == list(range(len(shards))) and seen != sorted(seen)
 
@@ -53,6 +53,7 @@ def test_user_collate_fn_gets_the_list_of_sample_dicts(shards: ShardDataset,
     assert torch.cat(list(loader)).tolist() == list(range(len(shards)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("crop", [False, True])
 def test_worker_private_memory_stays_flat(shards: ShardDataset, crop: bool) -> None:
     from npu_data.transforms import ColorJitter, Compose, RandomResizedCrop

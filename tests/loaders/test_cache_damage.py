@@ -9,7 +9,7 @@ import pytest
 
 from npu_data.errors import DataCorruption
 from npu_data.loaders.datasets import LabelStudioDataset
-from tests.shards.export_maker import make_export
+from tests.support.exports import make_export
 
 
 def test_damaged_manifest_is_set_aside_and_imported_again(tmp_path: Path) -> None:

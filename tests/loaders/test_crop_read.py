@@ -17,56 +17,18 @@ from npu_data.loaders import DataLoader, assemble
 from npu_data.shards.reader import ShardDataset
 from npu_data.shards.writer import WriteOptions, write_dataset
 from npu_data.transforms import (
-    CenterCrop,
-    ColorJitter,
-    Compose,
     RandomHorizontalFlip,
     RandomResizedCrop,
-    Resize,
-    ResizeCenterCrop,
     ResizeCrop,
     _native,
 )
-from tests.shards.test_batch_read import _same_value
-
-
-def _same_batch(expected: dict[str, Any], got: dict[str, Any]) -> None:
-    assert list(got) == list(expected)
-    for key, value in expected.items():
-        if isinstance(value, dict):  # batch["aug"]: the parameters
-            _same_batch(value, got[key])
-        elif isinstance(value, torch.Tensor):  # values; strides differ across processes
-            other = got[key]
-            assert (value.dtype, value.shape) == (other.dtype, other.shape), key
-            assert torch.equal(value.nan_to_num(), other.nan_to_num()), key
-        else:
-            _same_value(value, got[key], key)
-
-
-def _pipeline(kind: str) -> Any:
-    if kind == "rrc":
-        return RandomResizedCrop(24, scale=(0.05, 1.0))
-    if kind == "resize":
-        return Compose([Resize((20, 30)), RandomHorizontalFlip()])
-    if kind == "center":
-        return Compose([CenterCrop(40), ColorJitter(0.4, 0.4, 0.4, 0.1)])
-    if kind == "resize_crop":  # windows of the whole resize (transforms.crop)
-        return Compose([ResizeCrop((24, 32), crop="random"), RandomHorizontalFlip()])
-    if kind == "resize_center":
-        return ResizeCenterCrop((30, 44), resize_size=30)
-    if kind == "resize_int":  # each sample its own size, padded
-        return Resize(20)
-    if kind == "resize_int_jitter":  # padded: contrast's mean must skip the padding
-        return Compose([Resize(20), ColorJitter(0.4, 0.4, 0.4, 0.1)])
-    if kind == "center_pad":  # torchvision pads what the crop leaves
-        return CenterCrop((40, 200))
-    return Compose([RandomResizedCrop(24), ColorJitter(0.4, 0.4, 0.4, 0.1),
-                    RandomHorizontalFlip()])
+from tests.support.compare import same_loader_batch
+from tests.support.pipelines import crop_pipeline
 
 
 def _batches(ds: ShardDataset, read_crop: bool, kind: str, **kw: Any) -> list[dict[str, Any]]:
     args: dict[str, Any] = {"batch_size": 6, "shuffle": True, "seed": 3, "device": "cpu",
-                            "transform": _pipeline(kind), "read_crop": read_crop}
+                            "transform": crop_pipeline(kind), "read_crop": read_crop}
     args.update(kw)
     loader = DataLoader(ds, **args)
     return [b for _ in range(2) for b in loader]  # two epochs: new boxes in the second
@@ -83,7 +45,7 @@ def test_crop_at_read_equals_crop_after_read(stores: dict[str, ShardDataset], st
     during = _batches(ds, True, kind)
     assert len(after) == len(during) == 8
     for a, b in zip(after, during, strict=True):
-        _same_batch(a, b)  # every key: image, sizes, boxes, polygons, masks, ..., aug
+        same_loader_batch(a, b)  # every key: image, sizes, boxes, polygons, masks, ..., aug
 
 
 def test_a_window_decodes_only_the_pixels_it_reads(jpegs: ShardDataset,
@@ -138,12 +100,12 @@ def test_crop_at_read_in_workers_and_with_the_torch_kernels(
     after = _batches(ds, False, "pipeline")
     workers = _batches(ds, True, "pipeline", num_workers=2, persistent_workers=True)
     for a, b in zip(after, workers, strict=True):
-        _same_batch(a, b)
+        same_loader_batch(a, b)
     for kind in ("rrc", "resize_crop", "resize_int_jitter"):
         with _native.disabled():  # the pure-torch kernels: the crop one sample at a time
             torch_kernels = _batches(ds, True, kind)
         for a, b in zip(_batches(ds, False, kind), torch_kernels, strict=True):
-            _same_batch(a, b)
+            same_loader_batch(a, b)
 
 
 def test_crop_at_read_is_the_default_on_the_cpu(stores: dict[str, ShardDataset],
@@ -157,11 +119,11 @@ def test_crop_at_read_is_the_default_on_the_cpu(stores: dict[str, ShardDataset],
 
     monkeypatch.setattr(assemble, "crop_images", spy)
     batch = next(iter(DataLoader(stores["raw"], batch_size=4, device="cpu",
-                                 transform=_pipeline("pipeline"))))
+                                 transform=crop_pipeline("pipeline"))))
     assert calls and set(calls) == {(4, 3, 24, 24)} and batch["image"].shape == (4, 3, 24, 24)
     calls.clear()
     next(iter(DataLoader(stores["raw"], batch_size=4, device="cpu", read_crop=False,
-                         transform=_pipeline("pipeline"))))
+                         transform=crop_pipeline("pipeline"))))
     assert calls == []
 
 
@@ -169,12 +131,12 @@ def test_read_crop_true_says_why_it_cannot(stores: dict[str, ShardDataset],
                                            tmp_path: Path) -> None:
     ds = stores["raw"]
     with pytest.raises(UserError, match="collate_fn gets the full samples"):
-        DataLoader(ds, batch_size=2, read_crop=True, transform=_pipeline("rrc"),
+        DataLoader(ds, batch_size=2, read_crop=True, transform=crop_pipeline("rrc"),
                    collate_fn=list)
     with pytest.raises(UserError, match="does not start with an npu_data crop"):
         DataLoader(ds, batch_size=2, read_crop=True, transform=RandomHorizontalFlip())
     with pytest.raises(UserError, match="not a ShardDataset"):
-        DataLoader(list(range(4)), batch_size=2, read_crop=True, transform=_pipeline("rrc"))
+        DataLoader(list(range(4)), batch_size=2, read_crop=True, transform=crop_pipeline("rrc"))
     with pytest.raises(UserError, match="must be True, False or None"):
         DataLoader(ds, batch_size=2, read_crop="yes")  # type: ignore[arg-type]
     with pytest.raises(UserError, match="decode='quick' must be 'exact'"):
@@ -228,7 +190,7 @@ def test_jpeg_regions_decode_to_the_full_decode_cropped(jpegs: ShardDataset,
         assert not whole
         during = _batches(jpegs, True, kind, batch_size=5)
         for a, b in zip(after, during, strict=True):
-            _same_batch(a, b)
+            same_loader_batch(a, b)
         # only the CMYK, the EXIF-rotated and the XMP-rotated JPEG were decoded whole (twice:
         # two epochs); every JPEG where libjpeg-turbo's headers are missing (no region decoder)
         assert len(whole) == (6 if codecs.jpeg_ops() is not None else 2 * len(jpegs)), whole
@@ -249,7 +211,7 @@ def test_fast_decode_scales_big_boxes_and_keeps_everything_else(jpegs: ShardData
     fast = _batches(jpegs, True, "rrc", decode="fast", **kw)
     changed = 0
     for a, b in zip(exact, fast, strict=True):
-        _same_batch({k: v for k, v in a.items() if k != "image"},
+        same_loader_batch({k: v for k, v in a.items() if k != "image"},
                     {k: v for k, v in b.items() if k != "image"})
         d = (a["image"].to(torch.int16) - b["image"].to(torch.int16)).abs()
         changed += int((d.flatten(1).amax(1) > 0).sum())
@@ -268,18 +230,18 @@ def test_batches_kept_by_the_caller_survive_later_epochs(stores: dict[str, Shard
     monkeypatch.setattr(buffers, "_REUSE_FROM", 0)
     buffers.release_reused()
     loader = DataLoader(stores["raw"], batch_size=6, shuffle=True, seed=3, device="cpu",
-                        transform=_pipeline("pipeline"))
+                        transform=crop_pipeline("pipeline"))
     first = [b for b in loader]
     n = len(first)
     for a, b in zip(fresh[:n], first, strict=True):
-        _same_batch(a, b)
+        same_loader_batch(a, b)
     kept, kept_np = first[0]["image"], first[1]["image"].numpy()
     want_kept, want_np = kept.clone(), kept_np.copy()
     ptrs = {b["image"].data_ptr() for b in first[2:]}
     del first
     second = [b for b in loader]
     for a, b in zip(fresh[n:], second, strict=True):
-        _same_batch(a, b)
+        same_loader_batch(a, b)
     assert torch.equal(kept, want_kept) and (kept_np == want_np).all()
     assert {b["image"].data_ptr() for b in second} & ptrs, "no buffer was reused"
     buffers.release_reused()
@@ -307,7 +269,7 @@ def test_collate_samples_as_collate_fn_crops_once(stores: dict[str, ShardDataset
     given = _batches(ds, True, "pipeline", collate_fn=collate_samples)
     assert len(draws) == len(given)
     for a, b in zip(default, given, strict=True):
-        _same_batch(a, b)
+        same_loader_batch(a, b)
 
 
 def test_a_request_is_read_into_one_host_batch(stores: dict[str, ShardDataset]) -> None:
@@ -322,7 +284,7 @@ def test_a_request_is_read_into_one_host_batch(stores: dict[str, ShardDataset]) 
     from npu_data.loaders.assemble import HostBatch, collate_host
 
     ds = stores["encoded"]
-    loader = DataLoader(ds, batch_size=4, device="cpu", seed=5, transform=_pipeline("pipeline"))
+    loader = DataLoader(ds, batch_size=4, device="cpu", seed=5, transform=crop_pipeline("pipeline"))
     loader._requests.begin(loader, 0)
     request = next(iter(loader._index_sampler))
     assert isinstance(request, BatchRequest) and request.crop is not None

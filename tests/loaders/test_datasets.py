@@ -16,8 +16,8 @@ import torch
 from npu_data.errors import UserError
 from npu_data.loaders import DataLoader, LabelStudioDataset
 from npu_data.tools.sample_data import make_sample_project
-from tests.local_http import serving
-from tests.shards.export_maker import make_export
+from tests.support.exports import make_export
+from tests.support.local_http import serving
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +60,7 @@ def test_killed_import_is_resumed_not_served(project, tmp_path: Path) -> None:
     assert (fresh.path / "manifest.json").is_file() and not partial.exists()
 
 
+@pytest.mark.slow
 def test_concurrent_first_use(project, tmp_path: Path) -> None:
     ctx = mp.get_context("spawn")
     with ctx.Pool(2) as pool:

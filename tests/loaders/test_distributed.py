@@ -11,6 +11,8 @@ import pytest
 import torch
 from torch.utils.data import DistributedSampler
 
+pytestmark = pytest.mark.slow  # each test launches torchrun with DDP workers
+
 SCRIPT = Path(__file__).with_name("ddp_script.py")
 N = 21
 

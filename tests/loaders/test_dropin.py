@@ -15,6 +15,7 @@ from torch.utils.data import BatchSampler, IterableDataset, SequentialSampler, T
 from npu_data.common.compat import DATALOADER_ARGS
 from npu_data.errors import UserError
 from npu_data.loaders import DataLoader
+from tests.support.compare import same_as_torch
 
 N = 10
 Pair = namedtuple("Pair", ["x", "y"])
@@ -106,25 +107,6 @@ def _kwargs(config: dict[str, Any]) -> dict[str, Any]:
     return kw
 
 
-def assert_same(ours: Any, theirs: Any, where: str = "batch") -> None:
-    assert type(ours) is type(theirs), f"{where}: {type(ours)} != {type(theirs)}"
-    if isinstance(theirs, torch.Tensor):
-        assert ours.dtype == theirs.dtype and ours.shape == theirs.shape, where
-        assert ours.device.type == "cpu" and torch.equal(ours, theirs), where
-    elif isinstance(theirs, dict):
-        assert list(ours) == list(theirs), where
-        for k in theirs:
-            assert_same(ours[k], theirs[k], f"{where}[{k!r}]")
-    elif isinstance(theirs, (list, tuple)):
-        assert len(ours) == len(theirs), where
-        for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-            assert_same(a, b, f"{where}[{i}]")
-    elif isinstance(theirs, np.ndarray):
-        assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs), where
-    else:
-        assert ours == theirs, where
-
-
 def _compare(make: Any, config: dict[str, Any], workers: int = 0, **extra: Any) -> None:
     theirs = list(torch.utils.data.DataLoader(make(), shuffle=False, num_workers=workers,
                                               **_kwargs(config), **extra))
@@ -133,7 +115,7 @@ def _compare(make: Any, config: dict[str, Any], workers: int = 0, **extra: Any) 
     ours = list(ours_loader)
     assert len(ours) == len(theirs) > 0
     for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-        assert_same(a, b, f"batch {i}")
+        same_as_torch(a, b, f"batch {i}")
 
 
 def _pairs(configs: list[str]) -> list[tuple[str, str]]:
@@ -204,7 +186,7 @@ def test_torch_only_arguments_pass_through() -> None:
 def test_dataset_sample_transform_is_not_a_batch_transform() -> None:
     loader = DataLoader(WithSampleTransform(), batch_size=4, device="cpu")
     assert loader.transform is None
-    assert_same(list(loader), list(torch.utils.data.DataLoader(WithSampleTransform(),
+    same_as_torch(list(loader), list(torch.utils.data.DataLoader(WithSampleTransform(),
                                                                batch_size=4)))
 
 

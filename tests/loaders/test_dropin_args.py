@@ -18,7 +18,7 @@ from npu_data.errors import UserError
 from npu_data.loaders import DataLoader, collate_samples
 from npu_data.loaders.collate import MixedSizes
 from npu_data.loaders.sampler import epoch_permutation
-from tests.loaders.test_dropin import assert_same
+from tests.support.compare import same_as_torch
 
 N = 8
 FIX = ("resize them to one size in the dataset, store them as shards (padded batches with "
@@ -129,13 +129,13 @@ def _order(loader: Any) -> list[int]:
 # --- sampler and shuffle ----------------------------------------------------------------------
 def test_sampler_list_of_indices_matches_torch() -> None:
     ours, theirs = _both(Indices, batch_size=2, sampler=[5, 3, 1, 7])
-    assert_same(ours, theirs)
+    same_as_torch(ours, theirs)
     assert _order(ours) == [5, 3, 1, 7]
 
 
 def test_shuffle_false_is_sequential_like_torch() -> None:
     ours, theirs = _both(Indices, batch_size=3, shuffle=False)
-    assert_same(ours, theirs)
+    same_as_torch(ours, theirs)
     assert _order(ours) == list(range(N))
 
 
@@ -161,13 +161,13 @@ def test_generator_sets_the_worker_seeds_like_torch() -> None:
                         generator=torch.Generator().manual_seed(5), **kw))
 
     ours, theirs = run(DataLoader, device="cpu"), run(torch.utils.data.DataLoader)
-    assert_same(ours, theirs)
+    same_as_torch(ours, theirs)
     assert len({int(s) for batch in ours for s in batch[1]}) == 2  # one seed per worker
 
 
 def test_worker_init_fn_runs_in_each_worker_like_torch() -> None:
     ours, theirs = _both(WorkerEnv, batch_size=2, num_workers=2, worker_init_fn=set_worker_env)
-    assert_same(ours, theirs)
+    same_as_torch(ours, theirs)
     assert {s for batch in ours for s in batch[1]} == {"worker0", "worker1"}
     assert WORKER_ENV not in os.environ  # it ran in the workers only
 
@@ -225,7 +225,7 @@ def test_pin_memory_on_the_cpu_gives_torchs_batches() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch warns that no accelerator is found
         ours, theirs = _both(MixedArrays, batch_size=1, pin_memory=True)
-    assert_same(ours, theirs)
+    same_as_torch(ours, theirs)
 
 
 # --- MixedSizes -------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ from torch.utils.data import DistributedSampler
 from npu_data.errors import UserError
 from npu_data.loaders import DataLoader, NpuDistributedSampler
 
+pytestmark = pytest.mark.slow  # Lightning and Accelerate, in process and under torchrun
+
 
 def _indices(loader: Any) -> list[int]:
     return torch.cat([b["index"] for b in loader]).tolist()

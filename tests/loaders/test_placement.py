@@ -21,7 +21,7 @@ from npu_data.transforms import (
     RandomResizedCrop,
     TrivialAugmentWide,
 )
-from tests.loaders.test_crop_read import _same_batch
+from tests.support.compare import same_loader_batch
 
 
 def _pipeline() -> Compose:
@@ -56,6 +56,7 @@ class _MainRuns:
         monkeypatch.setattr(dataloader, "apply_after_read", counted)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store", ["raw", "encoded"])
 def test_every_placement_gives_the_same_bytes(stores: dict[str, ShardDataset], store: str,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
@@ -68,7 +69,7 @@ def test_every_placement_gives_the_same_bytes(stores: dict[str, ShardDataset], s
         got = _batches(ds, **kw)
         assert len(got) == len(device) == 8
         for a, b in zip(device, got, strict=True):
-            _same_batch(a, b)  # every key: image (float), sizes, geometry, ..., aug
+            same_loader_batch(a, b)  # every key: image (float), sizes, geometry, ..., aug
     assert main.calls == 0  # the workers (or the read thread) ran every batch
     assert device[0]["image"].dtype == torch.float32
 
@@ -91,7 +92,7 @@ def test_the_recipe_in_the_workers_is_the_main_process_recipe(
     device = _batches(stores["raw"], recipe, augment_on="device")
     workers = _batches(stores["raw"], recipe, num_workers=2)
     for a, b in zip(device, workers, strict=True):
-        _same_batch(a, b)
+        same_loader_batch(a, b)
 
 
 def test_a_changed_transform_under_persistent_workers(stores: dict[str, ShardDataset],
@@ -109,7 +110,7 @@ def test_a_changed_transform_under_persistent_workers(stores: dict[str, ShardDat
                            augment_on="device")
     reference.set_epoch(1)
     for a, b in zip(list(reference), second, strict=True):
-        _same_batch(a, b)
+        same_loader_batch(a, b)
         assert b["image"].shape[-1] == 16
 
 
@@ -131,7 +132,7 @@ def test_resume_mid_epoch_in_the_workers(stores: dict[str, ShardDataset],
     rest = list(resumed)
     assert len(seen) + len(rest) == len(whole) == 6
     for a, b in zip(whole, seen + rest, strict=True):
-        _same_batch(a, b)
+        same_loader_batch(a, b)
 
 
 def test_workers_placement_says_why_it_cannot(stores: dict[str, ShardDataset]) -> None:

@@ -17,7 +17,7 @@ from npu_data.loaders import DataLoader
 from npu_data.loaders.prefetch import read_ahead
 from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import ColorJitter, Compose, RandomHorizontalFlip, RandomResizedCrop
-from tests.loaders.test_crop_read import _same_batch
+from tests.support.compare import same_loader_batch
 
 
 def _threads() -> set[str]:
@@ -92,7 +92,7 @@ def test_a_read_thread_gives_the_same_batches(stores: dict[str, ShardDataset],  
         a, b = list(plain), list(threaded)
         assert len(a) == len(b) == 4
         for x, y in zip(a, b, strict=True):
-            _same_batch(x, y)
+            same_loader_batch(x, y)
     assert not _threads()
 
 
@@ -171,6 +171,7 @@ print(sorted(set(b.tolist()) for b in loader))
 """
 
 
+@pytest.mark.slow
 def test_the_read_thread_keeps_the_callers_torch_threads() -> None:
     """The read thread's kernels run on the caller's thread count, not the 1 that torch's
     pin-memory thread leaves as the process default (seen on a 16-core GPU machine)."""

@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 
@@ -17,7 +16,8 @@ from npu_data.loaders import collate_samples
 from npu_data.shards.batch_read import SampleBatch, sample_keys
 from npu_data.shards.reader import ShardDataset
 from npu_data.shards.writer import WriteOptions, write_dataset
-from tests.shards.export_maker import make_export
+from tests.support.compare import same_batch, same_value
+from tests.support.exports import make_export
 
 N = 9
 
@@ -63,33 +63,6 @@ def datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ShardDataset
     return out
 
 
-def _same_value(x: Any, y: Any, key: str) -> None:
-    assert type(x) is type(y), key
-    if isinstance(x, torch.Tensor):
-        assert (x.dtype, x.shape, x.stride()) == (y.dtype, y.shape, y.stride()), key
-        if x.is_floating_point():
-            assert torch.equal(x.isnan(), y.isnan()), key
-            x, y = x.nan_to_num(), y.nan_to_num()
-        assert torch.equal(x, y), key
-    elif isinstance(x, np.ndarray):
-        assert (x.dtype, x.shape) == (y.dtype, y.shape), key
-        np.testing.assert_array_equal(x, y, err_msg=key)
-    elif isinstance(x, list):
-        assert len(x) == len(y), key
-        for a, b in zip(x, y, strict=True):
-            _same_value(a, b, key)
-        assert len({id(v) for v in y if isinstance(v, list)}) == sum(
-            isinstance(v, list) for v in y), key  # no aliased inner lists
-    else:
-        assert x == y, key
-
-
-def _same_batch(expected: dict, got: dict) -> None:
-    assert list(got) == list(expected)
-    for key in expected:
-        _same_value(expected[key], got[key], key)
-
-
 BATCHES = [
     list(range(N)),            # everything, every shard, in order
     [8, 0, 5, 3, 3, 6, 1],     # crossing shards out of order, a repeat
@@ -107,7 +80,7 @@ def test_batched_read_equals_per_sample_collate(datasets: dict[str, ShardDataset
     ds = datasets[name]
     expected = collate_samples([ds[i] for i in indices])
     got = collate_samples(ds.__getitems__(indices))
-    _same_batch(expected, got)
+    same_batch(expected, got)
 
 
 def test_the_data_covers_what_it_claims(datasets: dict[str, ShardDataset]) -> None:
@@ -131,7 +104,7 @@ def test_sample_batch_is_the_sequence_of_sample_dicts(datasets: dict[str, ShardD
     assert isinstance(batch, SampleBatch) and len(batch) == 3
     for s, i in zip(batch, [5, 2, 7], strict=True):
         assert list(s) == list(ds[i]) == sample_keys(ds.kinds)
-        _same_value(list(ds[i].values()), list(s.values()), str(i))
+        same_value(list(ds[i].values()), list(s.values()), str(i))
     assert batch[1] is batch[1] and [s["index"] for s in batch[1:]] == [2, 7]
 
 
@@ -178,7 +151,7 @@ def test_pinned_batch_is_one_buffer(datasets: dict[str, ShardDataset],
     expected = collate_samples([ds[i] for i in indices], pin=True)
     allocations.clear()
     got = collate_samples(ds.__getitems__(indices), pin=True)
-    _same_batch(expected, got)
+    same_batch(expected, got)
     assert len(allocations) == 1
     ptrs = {v.untyped_storage().data_ptr() for v in got.values()
             if isinstance(v, torch.Tensor) and v.numel()}

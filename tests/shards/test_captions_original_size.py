@@ -93,6 +93,7 @@ def test_a_caption_transform_over_a_dataset_without_captions_is_refused(
         DataLoader(ds, batch_sampler=sampler, device="cpu", transform=ResizeCrop(None))
 
 
+@pytest.mark.slow
 def test_inspect_shows_caption_coverage(tmp_path: Path) -> None:
     ds = LabelStudioDataset(_export(tmp_path, "mixed"), images_root=tmp_path / "p",
                             cache_dir=tmp_path / "c")

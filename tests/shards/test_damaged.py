@@ -27,7 +27,7 @@ from npu_data.loaders import collate_samples
 from npu_data.shards.reader import ShardDataset
 from npu_data.shards.verify import verify_dataset
 from npu_data.shards.writer import WriteOptions, write_dataset
-from tests.shards.export_maker import make_export
+from tests.support.exports import make_export
 
 N = 6
 
@@ -440,6 +440,7 @@ except UserError as exc:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["data.bin", "ann.boxes.xyxy.npy"])
 def test_a_file_shrunk_while_mapped_is_a_read_error_not_sigbus(
         made: dict[str, Path], tmp_path: Path, target: str) -> None:

@@ -16,9 +16,9 @@ import pytest
 from npu_data import cli
 from npu_data.errors import UserError
 from npu_data.shards.distributed_import import SINGLE, Group
-from tests.shards.conftest import BUCKET, KEY, SECRET
-from tests.shards.export_maker import make_export
-from tests.shards.launchers import ROOT, one_node, two_nodes
+from tests.support.exports import make_export
+from tests.support.launchers import ROOT, one_node, two_nodes
+from tests.support.s3_server import BUCKET, KEY, SECRET
 
 SCRIPT = Path(__file__).with_name("torchrun_scripts.py")
 
@@ -31,6 +31,7 @@ def _files(root: Path) -> dict[str, bytes]:
                                        for part in p.relative_to(root).parts)}
 
 
+@pytest.mark.slow
 def test_two_ranks_import_byte_identical(tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     export = make_export(tmp_path / "proj", n=11)
@@ -54,6 +55,7 @@ def _two_nodes(args: list[str], env: dict[str, str]) -> list[tuple[int, str, str
     return two_nodes([str(SCRIPT), "import", *args], [env, env])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["corrupt", "disk-full"])
 def test_a_rank_failing_midway_stops_every_rank(tmp_path: Path, fault: str,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:

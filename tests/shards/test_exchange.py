@@ -13,7 +13,7 @@ from torch.distributed import TCPStore
 from npu_data.shards import distributed_import as di
 from npu_data.shards.distributed_import import Exchange, Group
 from npu_data.shards.upload import UploadSummary
-from tests.shards.launchers import free_port
+from tests.support.launchers import free_port
 
 
 def _stores(world: int) -> list[Any]:

@@ -32,7 +32,7 @@ from npu_data.shards.reader import ShardDataset
 from npu_data.shards.stats import dataset_stats
 from npu_data.shards.verify import verify_dataset
 from npu_data.shards.writer import WriteOptions, write_dataset
-from tests.shards.export_maker import make_export
+from tests.support.exports import make_export
 
 HOSTILE: list[Any] = [None, -1, 0, 1, 3, 2**63, 1.5, True, "", ".", "..", "../x", "/etc/x",
                       "a\x00b", "x" * 300, [], {}, [0, 1], {"size": 1}, "shard-00001",
@@ -141,6 +141,7 @@ def _tree(root: Path) -> dict[str, bytes]:
     return {str(p): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_fuzzed_manifests(made: dict[str, Path], tmp_path: Path, seed: int) -> None:
     root = tmp_path / "ds"
@@ -175,6 +176,7 @@ def _rehash(root: Path) -> None:
     (root / "manifest.json").write_bytes(orjson.dumps(m))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_fuzzed_shard_files(made: dict[str, Path], tmp_path: Path, seed: int) -> None:
     root = tmp_path / "ds"

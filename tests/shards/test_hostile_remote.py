@@ -17,7 +17,7 @@ from npu_data.cli import main
 from npu_data.common.paths import UnsafeName, inside, safe_name
 from npu_data.errors import DataCorruption
 from npu_data.shards.reader import ShardDataset
-from tests.shards.conftest import BUCKET
+from tests.support.s3_server import BUCKET
 
 
 def _tree(root: Path) -> dict[str, tuple[str, int, str]]:

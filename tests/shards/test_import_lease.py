@@ -17,8 +17,8 @@ from npu_data import cli
 from npu_data.errors import UserError
 from npu_data.shards.lease import LEASE, Lease
 from npu_data.shards.storage import RemoteFolder
-from tests.shards.conftest import BUCKET
-from tests.shards.export_maker import make_export
+from tests.support.exports import make_export
+from tests.support.s3_server import BUCKET
 
 
 def _lease(s3: dict[str, Any], prefix: str) -> dict[str, Any] | None:

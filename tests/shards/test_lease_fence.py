@@ -27,8 +27,8 @@ from npu_data.shards import lease as lease_module
 from npu_data.shards.lease import LEASE, Lease
 from npu_data.shards.storage import RemoteFolder
 from npu_data.shards.upload import Uploader
-from tests.shards.conftest import BUCKET
-from tests.shards.export_maker import make_export
+from tests.support.exports import make_export
+from tests.support.s3_server import BUCKET
 
 N = 36  # 12 shards of 3
 PAUSED = """

@@ -16,7 +16,7 @@ from npu_data.common.oserrors import os_error
 from npu_data.errors import UserError
 from npu_data.shards import download, writer
 from npu_data.shards.reader import ShardDataset
-from tests.shards.export_maker import make_export
+from tests.support.exports import make_export
 
 
 def _one_line(capsys: pytest.CaptureFixture[str], *words: str) -> str:

@@ -18,7 +18,8 @@ from npu_data.errors import DataCorruption, UserError
 from npu_data.loaders import collate_samples
 from npu_data.shards import remote, storage
 from npu_data.shards.reader import ShardDataset
-from tests.shards.conftest import BUCKET, KEY, SECRET, N
+from tests.support.compare import same_nested
+from tests.support.s3_server import BUCKET, KEY, SECRET, N
 
 
 @pytest.fixture(scope="module")
@@ -29,26 +30,6 @@ def warm(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _open(s3: dict[str, Any], cache: Path, **kw: Any) -> ShardDataset:
     return ShardDataset(s3["url"], cache_dir=cache, **kw)
-
-
-def _same(x: Any, y: Any, key: str = "") -> None:
-    assert type(x) is type(y), key
-    if isinstance(x, dict):
-        assert list(x) == list(y), key
-        for k in x:
-            _same(x[k], y[k], f"{key}.{k}")
-    elif isinstance(x, (list, tuple)):
-        assert len(x) == len(y), key
-        for a, b in zip(x, y, strict=True):
-            _same(a, b, key)
-    elif isinstance(x, torch.Tensor):
-        assert (x.dtype, x.shape) == (y.dtype, y.shape), key
-        assert torch.equal(x.nan_to_num(), y.nan_to_num()), key
-    elif isinstance(x, np.ndarray):
-        assert (x.dtype, x.shape) == (y.dtype, y.shape), key
-        np.testing.assert_array_equal(x, y, err_msg=key)
-    else:
-        assert x == y, key
 
 
 def _data_files(ds: ShardDataset) -> list[str]:
@@ -64,9 +45,9 @@ def test_samples_equal_local(s3: dict[str, Any], warm: Path) -> None:
     assert len(ds) == len(local) == N and ds.manifest == local.manifest
     assert ds.path.parent == warm and (ds.path / "manifest.json").is_file()
     for i in range(N):
-        _same(local[i], ds[i], f"sample {i}")
+        same_nested(local[i], ds[i], f"sample {i}")
     for idx in ([8, 0, 5, 3, 3, 6, 1], list(range(N)), [4], [6, -1, 2, -9]):
-        _same(collate_samples(local.__getitems__(idx)), collate_samples(ds.__getitems__(idx)))
+        same_nested(collate_samples(local.__getitems__(idx)), collate_samples(ds.__getitems__(idx)))
     np.testing.assert_array_equal(ds.sizes(), local.sizes())
     np.testing.assert_array_equal(ds.task_ids(), local.task_ids())
 
@@ -90,8 +71,8 @@ def test_only_needed_shards_downloaded(s3: dict[str, Any], tmp_path: Path) -> No
     try:
         remote.RemoteStore._write = lambda self, n, f, b: calls.append(f) or orig(self, n, f, b)  # type: ignore[method-assign]
         again = _open(s3, tmp_path)
-        _same(s3["local"][8], again[8])
-        _same(s3["local"][0], again[0])
+        same_nested(s3["local"][8], again[8])
+        same_nested(s3["local"][0], again[0])
     finally:
         remote.RemoteStore._write = orig  # type: ignore[method-assign]
     assert calls == []
@@ -108,7 +89,7 @@ def test_dataloader_two_workers_and_pickle(s3: dict[str, Any], warm: Path) -> No
     assert b"S3FileSystem" not in state and b"memmap" not in state
     clone = pickle.loads(state)
     assert clone._shards == {} and clone._remote._fs is None
-    _same(s3["local"][5], clone[5])
+    same_nested(s3["local"][5], clone[5])
     loader = torch.utils.data.DataLoader(ds, batch_size=2, shuffle=True, num_workers=2,
                                          collate_fn=_index_of,
                                          generator=torch.Generator().manual_seed(0))
@@ -156,7 +137,7 @@ def test_cache_limit_evicts_lru(s3: dict[str, Any], tmp_path: Path) -> None:
     limit = per[0] + per[1] + per[2] // 2  # room for two full shards
     ds = _open(s3, tmp_path / "c", cache_limit=str(limit))
     for i in [8, 3, 4, 0]:
-        _same(s3["local"][i], ds[i], f"sample {i}")
+        same_nested(s3["local"][i], ds[i], f"sample {i}")
         assert ds._remote.cached_bytes() <= limit  # type: ignore[union-attr]
     assert _data_files(ds) == ["shard-00000", "shard-00001"]  # the two most recent
     assert len(ds._shards) <= 2  # the process let go of the evicted maps too
@@ -180,12 +161,12 @@ def test_corrupted_cached_file_fetched_again(s3: dict[str, Any], tmp_path: Path,
         corrupt = bytes(raw[:-64])
     data.write_bytes(corrupt)
     again = _open(s3, tmp_path, cache_check=check)  # another process: first open checks
-    _same(s3["local"][4], again[4])
+    same_nested(s3["local"][4], again[4])
     assert _sha(data) == want
     col = ds.path / "shard-00001" / "ann.boxes.label.npy"
     col.write_bytes(col.read_bytes()[:-1])
     third = _open(s3, tmp_path, cache_check=check)
-    _same(s3["local"][5], third[5])
+    same_nested(s3["local"][5], third[5])
     assert _sha(col) == ds.manifest["shards"][1]["files"]["ann.boxes.label.npy"]["sha256"]
 
 
@@ -224,7 +205,7 @@ def test_killed_download_does_not_poison_cache(s3: dict[str, Any], tmp_path: Pat
     try:
         remote.RemoteStore._write = lambda self, n, f, b: calls.append(f) or orig(self, n, f, b)  # type: ignore[method-assign]
         for i in range(3):
-            _same(s3["local"][i], ds[i])
+            same_nested(s3["local"][i], ds[i])
     finally:
         remote.RemoteStore._write = orig  # type: ignore[method-assign]
     assert not list(folder.glob(".*.tmp"))
@@ -268,7 +249,7 @@ def test_errors_name_url_never_credentials(s3: dict[str, Any], tmp_path: Path,
     monkeypatch.delenv("NPU_DATA_S3_ENDPOINT")
     ds = ShardDataset(s3["url"], cache_dir=tmp_path,
                       storage_options={"client_kwargs": {"endpoint_url": s3["endpoint"]}})
-    _same(s3["local"][3], ds[3])
+    same_nested(s3["local"][3], ds[3])
     store = remote.RemoteStore.__new__(remote.RemoteStore)
     store.storage_options = {"secret": SECRET}
     assert SECRET not in store._clean(RuntimeError(f"signature {SECRET} {KEY} bad"))
@@ -280,7 +261,7 @@ def test_any_fsspec_url_and_a_corrupt_remote_file(s3: dict[str, Any], tmp_path: 
     src = tmp_path / "origin"
     shutil.copytree(s3["local"].path, src)
     ds = ShardDataset(f"file://{src}", cache_dir=tmp_path / "cache")
-    _same(s3["local"][7], ds[7])
+    same_nested(s3["local"][7], ds[7])
     with open(src / "shard-00000" / "data.bin", "r+b") as fh:  # the stored copy itself rots
         fh.seek(5)
         fh.write(b"\xff\x00")
@@ -505,7 +486,7 @@ def test_http_dataset_errors_show_no_credentials(s3: dict[str, Any], tmp_path: P
     base = f"http://alice:{PW}@127.0.0.1:{srv.server_address[1]}"
     try:
         ds = ShardDataset(f"{base}/ds", cache_dir=tmp_path / "ok")
-        _same(s3["local"][4], ds[4])  # it reads: the failures below are the URL's
+        same_nested(s3["local"][4], ds[4])  # it reads: the failures below are the URL's
         exc = _assert_clean(lambda: ShardDataset(f"{base}/nope", cache_dir=tmp_path / "c1"))
         assert "not found" in str(exc) and "/nope/manifest.json" in str(exc)
         with open(served / "ds" / "shard-00001" / "index.npy", "r+b") as fh:

@@ -16,7 +16,7 @@ from npu_data.annotations.images import ImageOptions
 from npu_data.errors import UserError
 from npu_data.shards.reader import ShardDataset
 from npu_data.shards.writer import WriteOptions, write_dataset
-from tests.shards.export_maker import SIZES, full_results, make_export, masks_of, pixels
+from tests.support.exports import SIZES, full_results, make_export, masks_of, pixels
 
 
 def _opts(root: Path, **kw: object) -> WriteOptions:

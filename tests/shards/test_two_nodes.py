@@ -10,14 +10,19 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from npu_data.annotations.images import ImageOptions
 from npu_data.shards.writer import WriteOptions, write_dataset
-from tests.shards.conftest import BUCKET
-from tests.shards.export_maker import make_export
-from tests.shards.launchers import ROOT, two_nodes
-from tests.shards.test_distributed_import import SCRIPT
+from tests.support.exports import make_export
+from tests.support.launchers import ROOT, two_nodes
+from tests.support.s3_server import BUCKET
+
+pytestmark = pytest.mark.slow  # two torchrun launchers and the S3 server
 
 N = 12  # shard_size 3: four shards, two per node
+
+SCRIPT = Path(__file__).with_name("torchrun_scripts.py")
 
 
 def test_two_nodes_read_each_sample_once(s3: dict[str, Any], tmp_path: Path) -> None:

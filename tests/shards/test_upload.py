@@ -15,9 +15,9 @@ import pytest
 from npu_data import cli
 from npu_data.shards import upload
 from npu_data.shards.reader import ShardDataset
-from tests.shards.conftest import BUCKET, KEY, SECRET
-from tests.shards.export_maker import make_export
-from tests.shards.test_remote import _same
+from tests.support.compare import same_nested
+from tests.support.exports import make_export
+from tests.support.s3_server import BUCKET, KEY, SECRET
 
 N = 9
 
@@ -68,7 +68,7 @@ def test_import_to_url_verify_inspect(s3: dict[str, Any], export: Path, tmp_path
     ds = ShardDataset(url, cache_dir=tmp_path / "read")
     here = ShardDataset(tmp_path / "local")
     for i in (0, 4, 8):
-        _same(here[i], ds[i])
+        same_nested(here[i], ds[i])
     assert cli.main(["verify", url]) == 0
     assert cli.main(["inspect", url]) == 0
     out = capsys.readouterr()
@@ -131,7 +131,7 @@ def test_killed_upload_resumes(s3: dict[str, Any], export: Path, tmp_path: Path,
     assert skipped == len(shard_files)  # every file that arrived before the kill is kept
     assert sent + skipped == len(local)
     ds = ShardDataset(url, cache_dir=tmp_path / "read")
-    _same(ShardDataset(tmp_path / "local")[5], ds[5])
+    same_nested(ShardDataset(tmp_path / "local")[5], ds[5])
 
 
 def test_storage_endpoint_flag_and_cache_dir(s3: dict[str, Any], export: Path, tmp_path: Path,

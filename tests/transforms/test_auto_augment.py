@@ -21,7 +21,8 @@ from npu_data.transforms.auto_augment import (
     TRIVIAL_AUGMENT_WIDE_SPACE,
 )
 from npu_data.transforms.draws import Draws, sample_keys
-from tests.transforms.test_pixel_ops import padded
+from tests.support.batches import mixed_levels
+from tests.support.device_audit import audit
 
 # --- torchvision 0.29, transforms/v2/_auto_augment.py, as written there -----------------------
 TV_RAND_AUGMENT = {
@@ -207,7 +208,7 @@ def test_batches_replay_on_the_reference(t: Any) -> None:
     """Every sample equals torchvision's PIL ops with its drawn ops (nearest and the pixel ops
     exact; a bilinear warp is within one level, which a later enhance op can scale by its
     factor: at most 2 for RandAugment's magnitudes)."""
-    imgs, x, sizes = padded(8, n=24)
+    imgs, x, sizes = mixed_levels(8, n=24)
     bound = 2 if t.interpolation == "bilinear" else 0
     for seed in range(3):
         params = t.draw_keyed(sizes.numpy(), sample_keys(seed, 0, np.arange(24)))
@@ -229,10 +230,9 @@ def test_pixel_only_leaves_out_the_geometric_ops() -> None:
 
 def test_policy_step_runs_on_the_device_path_without_syncs() -> None:
     from npu_data.transforms._kernels import accelerator_path
-    from tests.transforms.test_device_rules import audit
 
     t = TrivialAugmentWide(pixel_only=True)
-    _, x, sizes = padded(9, n=16)
+    _, x, sizes = mixed_levels(9, n=16)
     params = t.draw_keyed(sizes.numpy(), sample_keys(1, 0, np.arange(16)))
     expected = t.apply({"image": x, "sizes": sizes}, params)["image"]
     mode = audit(lambda: t.apply({"image": x, "sizes": sizes}, params))
@@ -266,7 +266,7 @@ def test_a_pixel_policy_is_traced_whole_by_torch_compile(t: Any) -> None:
 
     from npu_data.transforms._kernels import accelerator_path
 
-    _, x, sizes = padded(10, n=12)
+    _, x, sizes = mixed_levels(10, n=12)
     params = t.draw_keyed(sizes.numpy(), sample_keys(2, 0, np.arange(12)))
 
     def fn(image: torch.Tensor, size: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:

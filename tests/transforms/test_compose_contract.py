@@ -23,17 +23,9 @@ from npu_data.transforms import (
 )
 from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, stage_params, with_stage
 from npu_data.transforms.compose import Rest, Split, fusions, split
+from tests.support.batches import random_padded
 
 B = 8
-
-
-def _batch(seed: int = 0) -> Batch:
-    rng = np.random.default_rng(seed)
-    sizes = np.stack([rng.integers(40, 90, B), rng.integers(40, 90, B)], axis=1)
-    image = torch.zeros(B, 3, int(sizes[:, 0].max()), int(sizes[:, 1].max()), dtype=torch.uint8)
-    for k, (h, w) in enumerate(sizes):
-        image[k, :, :h, :w] = torch.from_numpy(rng.integers(0, 256, (3, h, w), dtype=np.uint8))
-    return {"image": image, "sizes": torch.from_numpy(sizes.astype(np.int64))}
 
 
 def _keyed(t: Transform, batch: Batch, epoch: int = 0) -> Params:
@@ -101,7 +93,7 @@ def test_a_stage_outside_the_package_fuses_by_what_it_declares() -> None:
     crop, tint, flip = RandomResizedCrop(32), _Tint(), RandomHorizontalFlip(0.5)
     assert fusions([crop, tint, flip]) == ({0: 2}, [False, True, True])
     pipe = Compose([crop, tint, flip])
-    batch = _batch()
+    batch = random_padded(0, B, (40, 90), (40, 90))[1]
     params = _keyed(pipe, batch)
     fused = pipe.apply(batch, params)
     assert len(tint.seen) == 1 and tint.seen[0].full is True and tint.seen[0].flip is None
@@ -124,7 +116,7 @@ def test_split_of_a_keyed_pipeline_and_of_a_crop_alone() -> None:
     assert split(pipe) == lead
     alone = split(crop)
     assert alone == Split(crop, 0, Rest())
-    batch = _batch()
+    batch = random_padded(0, B, (40, 90), (40, 90))[1]
     assert alone.rest.apply(batch, {}) is batch
     padded = Compose([Resize(32), ColorJitter(0.4)]).split()
     assert padded is not None and padded.rest.full is False  # Resize(int) may pad
@@ -146,7 +138,7 @@ def test_rest_with_the_whole_params_equals_the_whole_pipeline() -> None:
     for pipe in (Compose([RandomResizedCrop(32), ColorJitter(0.4, 0.4, 0.4, 0.1),
                           RandomHorizontalFlip()]),
                  Compose([Resize(40), ColorJitter(0.3, 0.3), RandomHorizontalFlip(0.7)])):
-        batch = _batch(3)
+        batch = random_padded(3, B, (40, 90), (40, 90))[1]
         params = _keyed(pipe, batch)
         whole = pipe.apply(batch, params)
         lead = pipe.split()

@@ -8,12 +8,14 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from test_geometric_ops import _batch, _check_ellipses, _draw
 
 from npu_data.errors import UserError
 from npu_data.transforms import Compose, RandomAffine, RandomZoomOut, ScaleJitter
 from npu_data.transforms.draws import sample_keys
 from npu_data.transforms.oracle.replay import sample_image
+from tests.support.batches import keyed_params
+from tests.support.device_audit import audit
+from tests.support.geometry import check_ellipses, geometry_batch
 
 B = 8
 TRANSFORMS: dict[str, Any] = {
@@ -25,8 +27,8 @@ TRANSFORMS: dict[str, Any] = {
 @pytest.mark.parametrize("case", list(TRANSFORMS))
 def test_pixels_are_the_reference_exactly(case: str) -> None:
     t = TRANSFORMS[case]
-    batch = _batch()
-    params = _draw(t, batch)
+    batch = geometry_batch()
+    params = keyed_params(t, batch, 5)
     out = t.apply(batch, params)
     assert torch.equal(out["sizes"], params["out"])
     assert tuple(out["image"].shape[2:]) == tuple(params["out"].max(0).values.tolist())
@@ -39,8 +41,8 @@ def test_pixels_are_the_reference_exactly(case: str) -> None:
 
 def test_zoom_out_moves_geometry_by_its_offset() -> None:
     t = TRANSFORMS["zoom-out"]
-    batch = _batch()
-    params = _draw(t, batch)
+    batch = geometry_batch()
+    params = keyed_params(t, batch, 5)
     out = t.apply(batch, params)
     shift = params["offset"].flip(-1).float()  # (left, top) as (x, y)
     torch.testing.assert_close(out["keypoints.xy"], batch["keypoints.xy"] + shift[:, None])
@@ -56,15 +58,15 @@ def test_zoom_out_moves_geometry_by_its_offset() -> None:
 
 def test_scale_jitter_scales_geometry() -> None:
     t = TRANSFORMS["scale-jitter"]
-    batch = _batch()
-    params = _draw(t, batch)
+    batch = geometry_batch()
+    params = keyed_params(t, batch, 5)
     out = t.apply(batch, params)
     f = (params["out"].float() / batch["sizes"].float()).flip(-1)  # (sx, sy)
     torch.testing.assert_close(out["polygons.points"],
                                batch["polygons.points"] * f[:, None, None], atol=1e-3, rtol=0)
     for i in range(B):  # the old outline, scaled, lies on the new one
         m = np.diag([float(f[i, 0]), float(f[i, 1])])
-        _check_ellipses(batch["ellipses.params"][i].double().numpy(),
+        check_ellipses(batch["ellipses.params"][i].double().numpy(),
                         out["ellipses.params"][i].double().numpy(),
                         np.concatenate([m, np.zeros((2, 1))], 1))
 
@@ -73,7 +75,7 @@ def test_drawn_sizes_feed_the_next_draw_in_compose() -> None:
     """Compose draws the next transform for the sizes this one outputs: RandomAffine's
     centre is the zoomed-out canvas's."""
     pipe = Compose([RandomZoomOut(p=1.0, side_range=(2.0, 3.0)), RandomAffine(10)])
-    batch = _batch()
+    batch = geometry_batch()
     keys = sample_keys(1, 0, batch["index"].numpy())
     params = pipe.draw_keyed(batch["sizes"].numpy(), keys)
     assert torch.equal(params["1.sizes"], params["0.out"])
@@ -88,22 +90,20 @@ def test_drawn_sizes_feed_the_next_draw_in_compose() -> None:
 @pytest.mark.parametrize("case", list(TRANSFORMS))
 def test_replay_is_the_same_whatever_the_batch(case: str) -> None:
     t = TRANSFORMS[case]
-    batch = _batch()
-    whole = t.apply(batch, _draw(t, batch))
+    batch = geometry_batch()
+    whole = t.apply(batch, keyed_params(t, batch, 5))
     for pick in ([6], [2, 0, 5]):
         sub = {k: v[pick] for k, v in batch.items()}
-        part = t.apply(sub, _draw(t, sub))
+        part = t.apply(sub, keyed_params(t, sub, 5))
         for j, i in enumerate(pick):
             assert np.array_equal(sample_image(part, j), sample_image(whole, i))
             torch.testing.assert_close(part["keypoints.xy"][j], whole["keypoints.xy"][i])
 
 
 def test_the_transforms_keep_the_device_rules() -> None:
-    from test_device_rules import audit
-
-    batch = _batch()
+    batch = geometry_batch()
     for t in TRANSFORMS.values():
-        params = _draw(t, batch)
+        params = keyed_params(t, batch, 5)
         mode = audit(lambda t=t, params=params: t.apply(batch, params))
         assert not mode.float64, (t, mode.summary())
         assert not set(mode.syncs) - {"Tensor.numpy"}, (t, mode.summary())
@@ -163,11 +163,11 @@ def test_scale_jitter_resizes_masks_as_torchvision_or_as_pillow() -> None:
     ``masks="pillow"``: Pillow's centre-aligned nearest. Both 0 outside each sample."""
     from PIL import Image
 
-    batch = _batch()
+    batch = geometry_batch()
     differ = 0
     for rule in ("torch", "pillow"):
         t = ScaleJitter((40, 56), scale_range=(0.3, 1.8), masks=rule)
-        params = _draw(t, batch)
+        params = keyed_params(t, batch, 5)
         out = t.apply(batch, params)
         for i in range(B):
             h, w = batch["sizes"][i].tolist()

@@ -2,136 +2,40 @@
 
 ``docs/device-ops.md`` has one row per aten op (overload packet) that the torch kernels and
 their geometry companions dispatch on the CUDA/NPU code path, over every case of
-``test_device_rules.CASES``: the op, the modules that dispatch it, the dtypes it touches and
+``tests/support/device_cases.py``' ``CASES``: the op, the modules that dispatch it, the dtypes it touches and
 the evidence that Ascend's torch_npu runs it. These tests parse that table, so the doc and the
 kernels cannot drift: an op outside it fails, and so does a row no kernel uses any more, a
 module or a dtype the row does not name (a new dtype needs its Ascend dtype list checked).
 
-Run this file as a script to print the rows as the kernels use them now.
+Run ``python -m tests.transforms.test_device_ops`` to print the rows as the kernels use them
+now.
 """
 
 from __future__ import annotations
 
-import re
-import sys
-from collections import defaultdict
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from test_device_rules import CASES
-from test_pixel_ops import _device_cases, padded
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 import npu_data.transforms as T
-from npu_data.parity.precision import wrapped_numbers
-from npu_data.transforms._kernels import accelerator_path
-
-DOC = Path(__file__).resolve().parents[2] / "docs" / "device-ops.md"
-_ROOT = Path(T.__file__).resolve().parent
-_ROW = re.compile(r"^\|\s*`([A-Za-z0-9_]+)`\s*\|(.*)\|\s*$")
-
-
-class OpUse(TorchDispatchMode):
-    """Per aten op (overload packet): the transforms modules that dispatch it and the dtypes
-    of the tensors it takes and returns."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.modules: dict[str, set[str]] = defaultdict(set)
-        self.dtypes: dict[str, set[str]] = defaultdict(set)
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-                           ) -> Any:
-        out = func(*wrapped_numbers(func, args), **(kwargs or {}))
-        op = func.overloadpacket.__name__
-        self.modules[op].add(_caller())
-        for t in tree_flatten((args, kwargs, out))[0]:
-            if isinstance(t, torch.Tensor):
-                self.dtypes[op].add(str(t.dtype).removeprefix("torch."))
-        return out
-
-
-def _caller() -> str:
-    """The innermost ``npu_data/transforms`` module on the stack, e.g. ``_kernels/color``."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        path = Path(frame.f_code.co_filename)
-        if path.is_relative_to(_ROOT):
-            return path.relative_to(_ROOT).with_suffix("").as_posix()
-        frame = frame.f_back  # type: ignore[assignment]
-    return "(outside npu_data.transforms)"
-
-
-def collect(fns: dict[str, Callable[[], Any]]) -> OpUse:
-    """Run each function down the CUDA/NPU code path under :class:`OpUse`."""
-    use = OpUse()
-    for fn in fns.values():
-        with accelerator_path(), use:
-            fn()
-    return use
-
-
-def _cells(text: str) -> list[str]:
-    return [c.strip() for c in text.split("|")]
-
-
-def _names(cell: str) -> set[str]:
-    return {n.strip().strip("`") for n in cell.split(",") if n.strip() and n.strip() != "-"}
-
-
-def allow_list(doc: Path = DOC) -> dict[str, tuple[set[str], set[str], str]]:
-    """The table of ``doc``: op -> (modules, dtypes, evidence). Refuses a duplicate row."""
-    rows: dict[str, tuple[set[str], set[str], str]] = {}
-    for line in doc.read_text(encoding="utf-8").splitlines():
-        m = _ROW.match(line)
-        if not m:
-            continue
-        cells = _cells(m.group(2))
-        assert len(cells) == 3, f"{doc.name}: the row of {m.group(1)} needs 4 cells"
-        assert m.group(1) not in rows, f"{doc.name}: two rows for {m.group(1)}"
-        used_by, dtypes, evidence = cells
-        rows[m.group(1)] = (_names(used_by), _names(dtypes), evidence)
-    return rows
-
-
-def problems(use: OpUse, rows: dict[str, tuple[set[str], set[str], str]]) -> list[str]:
-    """Every way the dispatched ops and the table disagree, one line each."""
-    out = []
-    for op in sorted(set(use.modules) - set(rows)):
-        out.append(f"{op}: dispatched by {sorted(use.modules[op])} but not in {DOC.name}")
-    for op in sorted(set(rows) - set(use.modules)):
-        out.append(f"{op}: listed in {DOC.name} but no kernel dispatches it (stale row)")
-    for op in sorted(set(rows) & set(use.modules)):
-        modules, dtypes, evidence = rows[op]
-        if modules != use.modules[op]:
-            out.append(f"{op}: used by {sorted(use.modules[op])}, the row says {sorted(modules)}")
-        if dtypes != use.dtypes[op]:
-            out.append(f"{op}: dtypes {sorted(use.dtypes[op])}, the row says {sorted(dtypes)}")
-        if not evidence:
-            out.append(f"{op}: no Ascend evidence in the row")
-    return out
-
-
-# host work, no device op: parameters read on the host (detach and .numpy() of the policies'
-# float64 maps, a host parameter's truth value, a pick copied into host parameters)
-HOST_ONLY = frozenset({"detach", "copy_", "_local_scalar_dense"})
+from tests.support.batches import mixed_levels
+from tests.support.device_cases import CASES, pixel_cases
+from tests.support.device_ops import DOC, HOST_ONLY, ROW, OpUse, allow_list, collect, problems
 
 
 def augment_cases() -> dict[str, Callable[[], Any]]:
-    """The augmentation kernels of issue 39: the pixel ops (``test_pixel_ops``' device cases,
+    """The augmentation kernels of issue 39: the pixel ops (``pixel_cases``,
     RandomErasing's noise among them), the auto-augment policies (nearest and bilinear),
     GaussianBlur and MixUp / CutMix, each applied with keyed parameters."""
     import numpy as np
 
     from npu_data.transforms.draws import sample_keys
 
-    _, x, sizes = padded(6)
+    _, x, sizes = mixed_levels(6)
     cases: dict[str, Callable[[], Any]] = {
-        k: (lambda fn=fn: fn(x, sizes)) for k, fn in _device_cases().items()}
+        k: (lambda fn=fn: fn(x, sizes)) for k, fn in pixel_cases().items()}
     batch = {"image": x, "sizes": sizes}
     g = torch.Generator().manual_seed(0)
     same = {"image": torch.randint(0, 256, (6, 3, 20, 24), dtype=torch.uint8, generator=g),
@@ -207,7 +111,7 @@ def test_the_table_parses_every_row() -> None:
     """Each table row of the doc is an op row (a malformed one would silently drop out)."""
     text = DOC.read_text(encoding="utf-8")
     table = [ln for ln in text.splitlines() if ln.startswith("| `")]
-    assert len(table) == len(allow_list()), [ln for ln in table if not _ROW.match(ln)]
+    assert len(table) == len(allow_list()), [ln for ln in table if not ROW.match(ln)]
 
 
 if __name__ == "__main__":

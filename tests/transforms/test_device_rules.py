@@ -11,21 +11,19 @@ is allowed). It fails on
   indexing, ``masked_select``, ``unique``...), and ``Tensor.tolist`` / ``Tensor.numpy``, which
   read the data without dispatching an op.
 
-Run this file as a script for the per-case counts.
+Run ``python -m tests.transforms.test_device_rules`` for the per-case counts.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 from npu_data.common.compat import autocast_enabled
 from npu_data.parity.precision import MODES, reduced_precision, round_mantissa, wrapped_numbers
@@ -41,177 +39,13 @@ from npu_data.transforms import functional as F
 from npu_data.transforms._kernels import accelerator_path
 from npu_data.transforms._kernels.tables import color_tables
 from npu_data.transforms.draws import sample_keys
+from tests.support.batches import keyed_params
+from tests.support.device_audit import DeviceRulesAudit, audit
+from tests.support.device_cases import CASES, channels_last_batch, jittered, with_geometry
 
 aten = torch.ops.aten
-_SYNC_OPS = {aten._local_scalar_dense, aten.item, aten.nonzero, aten.nonzero_static,
-             aten.masked_select, aten.unique_consecutive, aten._unique2, aten.unique_dim,
-             aten.is_nonzero, aten.equal, aten.allclose}
-_WIDE = (torch.float64, torch.complex128)
 
 
-_MASKS = (torch.bool, torch.uint8)
-
-
-def _syncs(func: Any, args: Any) -> bool:
-    """Whether the op waits for the data: its result, or its result's shape, depends on it."""
-    packet = func.overloadpacket
-    if packet in (aten.index, aten.index_put, aten.index_put_, aten._index_put_impl_):
-        # integer indices have a known output shape; a boolean mask needs a nonzero
-        return any(isinstance(i, torch.Tensor) and i.dtype in _MASKS for i in args[1])
-    return (packet in _SYNC_OPS or torch.Tag.data_dependent_output in func.tags
-            or torch.Tag.dynamic_output_shape in func.tags)
-
-
-class DeviceRulesAudit(TorchDispatchMode):
-    """Counts every dispatched op, the float64 tensors produced and the host syncs."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: Counter[str] = Counter()
-        self.float64: Counter[str] = Counter()
-        self.syncs: Counter[str] = Counter()
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-                           ) -> Any:
-        out = func(*wrapped_numbers(func, args), **(kwargs or {}))
-        name = func.name()
-        self.ops[name] += 1
-        if _syncs(func, args):
-            self.syncs[name] += 1
-        if any(isinstance(t, torch.Tensor) and t.dtype in _WIDE for t in tree_flatten(out)[0]):
-            self.float64[name] += 1
-        return out
-
-    @contextlib.contextmanager
-    def watching_reads(self) -> Iterator[None]:
-        """Also count ``Tensor.tolist`` / ``Tensor.numpy`` (they read without an op)."""
-        saved = {n: getattr(torch.Tensor, n) for n in ("tolist", "numpy")}
-
-        def wrap(n: str) -> Callable[..., Any]:
-            def read(t: torch.Tensor, *a: Any, **k: Any) -> Any:
-                self.syncs[f"Tensor.{n}"] += 1
-                return saved[n](t, *a, **k)
-            return read
-
-        for n in saved:
-            setattr(torch.Tensor, n, wrap(n))
-        try:
-            yield
-        finally:
-            for n, fn in saved.items():
-                setattr(torch.Tensor, n, fn)
-
-    def summary(self) -> str:
-        def top(c: Counter[str]) -> str:
-            return ", ".join(f"{k} x{v}" for k, v in c.most_common(8)) or "-"
-        return (f"{sum(self.ops.values())} ops, {sum(self.float64.values())} float64 "
-                f"({top(self.float64)}), {sum(self.syncs.values())} syncs ({top(self.syncs)})")
-
-
-def audit(fn: Callable[[], Any]) -> DeviceRulesAudit:
-    """Run ``fn`` down the CUDA/NPU code path (``accelerator_path``: the torch kernels, no
-    CPU-only value checks) under the audit."""
-    mode = DeviceRulesAudit()
-    with accelerator_path(), mode.watching_reads(), mode:
-        fn()
-    return mode
-
-
-# --- the workload: a padded channels-last batch of mixed sizes, parameters drawn first ------
-_B = 16
-
-
-def _batch(seed: int = 0, b: int = _B) -> dict[str, torch.Tensor]:
-    rng = np.random.default_rng(seed)
-    sizes = np.stack([rng.integers(40, 161, b), rng.integers(40, 201, b)], 1)
-    sizes[0] = (160, 200)
-    x = rng.integers(0, 256, (b, 160, 200, 3), dtype=np.uint8)
-    image = torch.from_numpy(x).permute(0, 3, 1, 2)  # channels-last, as the loaders collate
-    return {"image": image, "sizes": torch.from_numpy(sizes.astype(np.int64)),
-            "index": torch.arange(b)}
-
-
-def _params(t: Any, batch: dict[str, torch.Tensor], seed: int = 3) -> dict[str, torch.Tensor]:
-    keys = sample_keys(seed, 0, np.asarray(batch["index"]))
-    return t.draw_keyed(np.asarray(batch["sizes"]), keys)
-
-
-def _jittered() -> dict[str, torch.Tensor]:
-    """A batch as a crop leaves it (every sample 96x96), for the colour ops."""
-    batch = _batch(1)
-    crop = RandomResizedCrop(96)
-    with _native.disabled():
-        return crop.apply(batch, _params(crop, batch))
-
-
-def _with_geometry(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The batch plus every geometry group, float32 as the loaders collate them."""
-    g = torch.Generator().manual_seed(4)
-    b = batch["image"].shape[0]
-
-    def rand(*shape: int, scale: float = 100.0) -> torch.Tensor:
-        return torch.rand(*shape, generator=g) * scale
-
-    xy = rand(b, 3, 2)
-    out = dict(batch)
-    out.update({
-        "boxes.xyxy": torch.cat([xy, xy + rand(b, 3, 2, scale=40)], -1),
-        "boxes.xywhr": torch.cat([xy, rand(b, 3, 2, scale=40), rand(b, 3, 1, scale=90)], -1),
-        "boxes.valid": torch.ones(b, 3, dtype=torch.bool),
-        "polygons.points": rand(b, 2, 5, 2), "polygons.vertex_valid": torch.ones(b, 2, 5,
-                                                                               dtype=torch.bool),
-        "polygons.valid": torch.ones(b, 2, dtype=torch.bool),
-        "keypoints.xy": rand(b, 4, 2), "keypoints.valid": torch.ones(b, 4, dtype=torch.bool),
-        "ellipses.params": torch.cat([rand(b, 2, 2), 1 + rand(b, 2, 2, scale=20),
-                                      rand(b, 2, 1, scale=180)], -1),
-        "ellipses.valid": torch.ones(b, 2, dtype=torch.bool),
-        "masks.mask": (rand(b, 2, *batch["image"].shape[-2:], scale=1) > 0.5).to(torch.uint8),
-        "masks.valid": torch.ones(b, 2, dtype=torch.bool),
-    })
-    return out
-
-
-def _transform_case(t: Any, batch: dict[str, torch.Tensor]) -> Callable[[], Any]:
-    params = _params(t, batch)
-    return lambda: t.apply(batch, params)
-
-
-def _cases() -> dict[str, Callable[[], Any]]:
-    batch, small = _batch(), _jittered()
-    images, sizes = batch["image"], batch["sizes"]
-    x, xs = small["image"], small["sizes"]
-    crop = RandomResizedCrop(96)
-    boxes = _params(crop, batch)["boxes"]
-    factors = torch.linspace(0.6, 1.4, _B)
-    hues = torch.linspace(-0.1, 0.1, _B)
-    flips = torch.arange(_B) % 2 == 0
-    color_tables(x.device)  # the colour tables are made once, on the host
-    jitter = ColorJitter(0.4, 0.4, 0.4, 0.1)
-    return {
-        "resized_crop 96": lambda: F.resized_crop(images, sizes, boxes, 96),
-        "resized_crop (64, 80)": lambda: F.resized_crop(images, sizes, boxes, (64, 80)),
-        "resized_crop (64, 80) lanczos": lambda: F.resized_crop(images, sizes, boxes, (64, 80),
-                                                                interpolation="lanczos"),
-        "adjust_brightness": lambda: F.adjust_brightness(x, xs, factors),
-        "adjust_contrast": lambda: F.adjust_contrast(x, xs, factors),
-        "adjust_saturation": lambda: F.adjust_saturation(x, xs, factors),
-        "adjust_hue": lambda: F.adjust_hue(x, xs, hues),
-        "hflip": lambda: F.hflip(x, xs, flips),
-        "normalize": lambda: F.normalize(x, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
-        "RandomResizedCrop(96)": _transform_case(crop, batch),
-        "ColorJitter(0.4,0.4,0.4,0.1)": _transform_case(jitter, small),
-        "ColorJitter fixed order": _transform_case(
-            ColorJitter(0.4, 0.4, 0.4, 0.1, order="fixed"), small),
-        "RandomHorizontalFlip": _transform_case(RandomHorizontalFlip(), small),
-        "Normalize": _transform_case(Normalize(), small),
-        "Compose crop+jitter+flip": _transform_case(
-            Compose([RandomResizedCrop(96), jitter, RandomHorizontalFlip()]), batch),
-        "crop+flip with every geometry group": _transform_case(
-            Compose([RandomResizedCrop(96), RandomHorizontalFlip()]), _with_geometry(batch)),
-    }
-
-
-CASES = _cases()
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -370,6 +204,7 @@ def test_traced_whole_by_torch_compile(case: str) -> None:
     assert torch.equal(expected, got), case
 
 
+@pytest.mark.slow
 @pytest.mark.newest_torch
 def test_inductor_code_for_the_colour_kernels_is_exact() -> None:
     """Inductor's generated kernels (what ``torch.compile`` runs on CUDA) for a fixed-order
@@ -413,7 +248,7 @@ def test_runs_on_the_meta_device(case: str) -> None:
 
 # --- host parameters on a device batch (what the DataLoader hands to apply) ----------------
 def _host_param_cases() -> dict[str, tuple[Any, dict[str, torch.Tensor]]]:
-    batch, small = _with_geometry(_batch()), _with_geometry(_jittered())
+    batch, small = with_geometry(channels_last_batch()), with_geometry(jittered())
     return {
         "RandomResizedCrop(96)": (RandomResizedCrop(96), batch),
         "ColorJitter(0.4,0.4,0.4,0.1)": (ColorJitter(0.4, 0.4, 0.4, 0.1), small),
@@ -490,7 +325,7 @@ def test_host_parameters_apply_to_a_device_batch(case: str) -> None:
     op does on CUDA/NPU; every key (pixels and geometry) comes out on the batch's device
     with the shapes and dtypes of the CPU run."""
     t, batch = _host_param_cases()[case]
-    params = _params(t, batch)
+    params = keyed_params(t, batch, 3)
     assert all(v.device.type == "cpu" for v in params.values())
     expected = t.apply(batch, params)
     meta = {k: v.to("meta") for k, v in batch.items()}

@@ -17,24 +17,14 @@ from npu_data.transforms import (
 from npu_data.transforms import functional as F
 from npu_data.transforms.compose import donated, donating, fresh
 from npu_data.transforms.draws import sample_keys
-
-
-def _batch(b: int, seed: int) -> dict[str, torch.Tensor]:
-    """Padded images of different valid sizes (zeros outside, as the collate leaves them)."""
-    rng = np.random.default_rng(seed)
-    h, w = 21, 26
-    image = torch.zeros(b, 3, h, w, dtype=torch.uint8)
-    sizes = np.stack([rng.integers(1, h + 1, b), rng.integers(1, w + 1, b)], 1)
-    for i, (vh, vw) in enumerate(sizes):
-        image[i, :, :vh, :vw] = torch.from_numpy(rng.integers(0, 256, (3, vh, vw), np.uint8))
-    return {"image": image, "sizes": torch.from_numpy(sizes.astype(np.int64))}
+from tests.support.batches import random_padded
 
 
 @pytest.mark.parametrize("b", [1, 3, 16])  # 1 and 3: row blocks on several threads
 @pytest.mark.parametrize("seed", [0, 1])
 def test_in_place_colour_ops_give_the_allocated_values(b: int, seed: int) -> None:
     assert _native.available()
-    x = _batch(b, seed)
+    x = random_padded(seed, b, (1, 22), (1, 27), hw=(21, 26))[1]
     rng = np.random.default_rng(seed + 10)
     order = torch.from_numpy(np.stack([rng.permutation(4) for _ in range(b)]).astype(np.int64))
     f = [torch.from_numpy(rng.uniform(0.6, 1.4, b).astype(np.float32)) for _ in range(3)]
@@ -60,7 +50,7 @@ def test_in_place_colour_ops_give_the_allocated_values(b: int, seed: int) -> Non
 
 
 def test_without_donation_nothing_is_overwritten() -> None:
-    x = _batch(8, 3)
+    x = random_padded(3, 8, (1, 22), (1, 27), hw=(21, 26))[1]
     keep = x["image"].clone()
     for t in (Compose([ColorJitter(0.4, 0.4, 0.4, 0.1), RandomHorizontalFlip()]),
               Compose([RandomResizedCrop(12), ColorJitter(0.4, 0.4, 0.4, 0.1),
@@ -76,7 +66,7 @@ def test_without_donation_nothing_is_overwritten() -> None:
 
 def test_compose_writes_later_stages_into_the_image_an_earlier_stage_allocated(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    x = _batch(8, 4)
+    x = random_padded(4, 8, (1, 22), (1, 27), hw=(21, 26))[1]
     t = Compose([ColorJitter(0.4, 0.4, 0.4, 0.1), RandomHorizontalFlip(p=1.0)])
     params = t.draw_keyed(x["sizes"].numpy(), sample_keys(0, 0, np.arange(8)))
     seen: list[tuple[int, bool]] = []

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from test_geometric_ops import _batch, _draw
 
 from npu_data.transforms import Compose, FixedSizeCrop, ScaleJitter
 from npu_data.transforms.oracle.replay import sample_image
+from tests.support.batches import keyed_params
+from tests.support.device_audit import audit
+from tests.support.geometry import geometry_batch
 
 
 class _Fixed:
@@ -36,8 +38,8 @@ def test_the_place_is_torchvisions_one_draw_for_both_axes() -> None:
 
 def test_pixels_are_crop_then_pad_exactly_and_boxes_follow() -> None:
     t = FixedSizeCrop((30, 44), fill=(123, 117, 104))
-    batch = _batch()
-    params = _draw(t, batch)
+    batch = geometry_batch()
+    params = keyed_params(t, batch, 5)
     out = t.apply(batch, params)
     assert out["image"].shape[2:] == (30, 44) and out["sizes"].tolist() == [[30, 44]] * 8
     for i in range(8):
@@ -57,8 +59,8 @@ def test_pixels_are_crop_then_pad_exactly_and_boxes_follow() -> None:
 
 def test_lsj_chain_in_a_keyed_compose() -> None:
     pipe = Compose([ScaleJitter((40, 40)), FixedSizeCrop(40, fill=(123, 117, 104))])
-    batch = _batch()
-    params = _draw(pipe, batch)
+    batch = geometry_batch()
+    params = keyed_params(pipe, batch, 5)
     out = pipe.apply(batch, params)
     assert out["image"].shape[2:] == (40, 40)
     for i in range(8):
@@ -67,14 +69,12 @@ def test_lsj_chain_in_a_keyed_compose() -> None:
 
 
 def test_fixed_crop_and_sanitize_keep_the_device_rules() -> None:
-    from test_device_rules import audit
-
     from npu_data.transforms import SanitizeBoundingBoxes
 
-    batch = _batch()
+    batch = geometry_batch()
     for t in (FixedSizeCrop((30, 44), fill=(1, 2, 3)), SanitizeBoundingBoxes(),
               ScaleJitter(40)):
-        params = _draw(t, batch)
+        params = keyed_params(t, batch, 5)
         mode = audit(lambda t=t, params=params: t.apply(batch, params))
         assert not mode.float64, (t, mode.summary())
         assert not set(mode.syncs) - {"Tensor.numpy"}, (t, mode.summary())

@@ -22,21 +22,9 @@ from npu_data.transforms import (
     Transform,
     draws,
 )
+from tests.support.batches import random_padded
 
 B = 12
-
-
-def _batch(seed: int = 0) -> tuple[list[np.ndarray], dict[str, torch.Tensor]]:
-    rng = np.random.default_rng(seed)
-    imgs = [rng.integers(0, 256, (int(rng.integers(40, 90)), int(rng.integers(40, 90)), 3),
-                         dtype=np.uint8) for _ in range(B)]
-    h, w = max(i.shape[0] for i in imgs), max(i.shape[1] for i in imgs)
-    image = torch.zeros(B, 3, h, w, dtype=torch.uint8)
-    sizes = torch.zeros(B, 2, dtype=torch.int64)
-    for k, im in enumerate(imgs):
-        image[k, :, :im.shape[0], :im.shape[1]] = torch.from_numpy(im).permute(2, 0, 1)
-        sizes[k] = torch.tensor(im.shape[:2])
-    return imgs, {"image": image, "sizes": sizes}
 
 
 def _orders(crop: Transform) -> dict[str, list[Transform]]:
@@ -80,7 +68,7 @@ CROPS = {"centre": lambda: ResizeCrop((33, 31), crop="center"),
 @pytest.mark.parametrize("order", list(_orders(RandomResizedCrop(8))))
 def test_pixels_and_crop_top_left_are_crop_of_flip_of_resize(order: str, kind: str,
                                                              path: str) -> None:
-    imgs, batch = _batch()
+    imgs, batch = random_padded(0, B, (40, 90), (40, 90))
     crop = CROPS[kind]()
     stages = _orders(crop)[order]
     pipe = Compose(stages)
@@ -108,7 +96,7 @@ def test_pixels_and_crop_top_left_are_crop_of_flip_of_resize(order: str, kind: s
 
 def test_boxes_follow_the_mirrored_crop() -> None:
     """A box drawn on the image lands where its pixels went: crop then flip, any order."""
-    _, batch = _batch(1)
+    _, batch = random_padded(1, B, (40, 90), (40, 90))
     sizes = batch["sizes"]
     # a bright box in every image: its geometry must cover the bright output pixels
     image = batch["image"].clone()
@@ -199,7 +187,7 @@ def test_a_crop_then_a_flip_is_torchvisions_flip_of_the_crop(path: str) -> None:
     included (the crop is not moved), and reports the window mirrored."""
     from npu_data.transforms import CenterCrop
 
-    imgs, batch = _batch(2)
+    imgs, batch = random_padded(2, B, (40, 90), (40, 90))
     pipe = Compose([CenterCrop((31, 30)), RandomHorizontalFlip(0.5)])
     if path == "keyed":
         params = pipe.draw_keyed(batch["sizes"].numpy(), draws.sample_keys(0, 0, np.arange(B)))
@@ -225,7 +213,7 @@ def test_a_flip_before_a_crop_after_a_resize_is_the_reference(path: str) -> None
     the resized image, not the stored one) and gives crop(flip(resize(x))) exactly."""
     from npu_data.transforms import Resize
 
-    imgs, batch = _batch(3)
+    imgs, batch = random_padded(3, B, (40, 90), (40, 90))
     pipe = Compose([Resize((50, 61)), RandomHorizontalFlip(0.5), RandomResizedCrop((21, 17))])
     if path == "keyed":
         params = pipe.draw_keyed(batch["sizes"].numpy(), draws.sample_keys(0, 0, np.arange(B)))

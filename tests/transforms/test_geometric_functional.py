@@ -11,6 +11,7 @@ from npu_data.errors import UserError
 from npu_data.transforms import functional as F
 from npu_data.transforms._kernels import accelerator_path
 from npu_data.transforms.oracle import pillow_geometric as RG
+from tests.support.device_audit import audit
 
 RNG = np.random.default_rng(39)
 B, H, W = 12, 37, 51
@@ -138,8 +139,6 @@ def test_bad_arguments_in_one_line() -> None:
 def test_the_kernels_keep_the_device_rules() -> None:
     """Down the CUDA/NPU path: no float64 tensor and no host sync (the maps are host tables
     made in numpy before the kernel runs)."""
-    from test_device_rules import audit
-
     _, x, sizes = _batch()
     p = {k: v.float() for k, v in _params().items()}  # float32, as the transforms draw them
     for interpolation in ("nearest", "bilinear"):
@@ -150,6 +149,7 @@ def test_the_kernels_keep_the_device_rules() -> None:
     assert not mode.float64 and not mode.syncs, mode.summary()
 
 
+@pytest.mark.slow
 @pytest.mark.newest_torch
 @pytest.mark.parametrize("interpolation", ["nearest", "bilinear"])
 def test_torch_compile_captures_the_warp_whole(interpolation: str) -> None:

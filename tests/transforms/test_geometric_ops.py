@@ -12,46 +12,13 @@ import torch
 
 from npu_data.errors import UserError
 from npu_data.transforms import RandomAffine, RandomRotation, RandomVerticalFlip
-from npu_data.transforms.draws import sample_keys
 from npu_data.transforms.oracle.replay import sample_image
+from tests.support.batches import keyed_params
+from tests.support.device_audit import audit
+from tests.support.device_ops import allow_list, collect
+from tests.support.geometry import apply_affine, check_ellipses, geometry_batch
 
 B = 8
-
-
-def _batch(b: int = B, h: int = 48, w: int = 64, seed: int = 0) -> dict[str, torch.Tensor]:
-    rng = np.random.default_rng(seed)
-    sizes = np.stack([rng.integers(20, h + 1, b), rng.integers(20, w + 1, b)], 1)
-    sizes[0] = (h, w)
-    img = np.zeros((b, h, w, 3), np.uint8)
-    for i, (hh, ww) in enumerate(sizes):
-        img[i, :hh, :ww] = rng.integers(0, 256, (hh, ww, 3), dtype=np.uint8)
-    g = torch.Generator().manual_seed(seed)
-
-    def rand(*shape: int, scale: float = 1.0) -> torch.Tensor:
-        return torch.rand(*shape, generator=g) * scale
-
-    xy = rand(b, 3, 2, scale=14) + 2
-    return {
-        "image": torch.from_numpy(img).permute(0, 3, 1, 2),
-        "sizes": torch.from_numpy(sizes.astype(np.int64)),
-        "index": torch.arange(b),
-        "boxes.xyxy": torch.cat([xy, xy + rand(b, 3, 2, scale=5) + 1], -1),
-        "boxes.valid": torch.ones(b, 3, dtype=torch.bool),
-        "polygons.points": rand(b, 2, 5, 2, scale=18),
-        "polygons.vertex_valid": torch.ones(b, 2, 5, dtype=torch.bool),
-        "polygons.valid": torch.ones(b, 2, dtype=torch.bool),
-        "keypoints.xy": rand(b, 4, 2, scale=18) + 1,
-        "keypoints.valid": torch.ones(b, 4, dtype=torch.bool),
-        "ellipses.params": torch.cat([rand(b, 2, 2, scale=10) + 5, 1 + rand(b, 2, 2, scale=4),
-                                      rand(b, 2, 1, scale=180)], -1),
-        "ellipses.valid": torch.ones(b, 2, dtype=torch.bool),
-        "masks.mask": (rand(b, 2, h, w) > 0.5).to(torch.uint8),
-        "masks.valid": torch.ones(b, 2, dtype=torch.bool),
-    }
-
-
-def _draw(t: Any, batch: dict[str, torch.Tensor], seed: int = 5) -> dict[str, torch.Tensor]:
-    return t.draw_keyed(batch["sizes"].numpy(), sample_keys(seed, 0, batch["index"].numpy()))
 
 
 TRANSFORMS = {
@@ -68,8 +35,8 @@ TRANSFORMS = {
 @pytest.mark.parametrize("case", list(TRANSFORMS))
 def test_pixels_match_the_reference_replayed_per_sample(case: str) -> None:
     t, bound = TRANSFORMS[case]
-    batch = _batch()
-    params = _draw(t, batch)
+    batch = geometry_batch()
+    params = keyed_params(t, batch, 5)
     out = t.apply(batch, params)
     for i in range(B):
         want = t.apply_reference(sample_image(batch, i), params, i).astype(np.int64)
@@ -95,10 +62,6 @@ def _tv_forward(size: tuple[int, int], angle: float, translate: list[float], sca
     return np.asarray(m).reshape(2, 3)
 
 
-def _apply_np(m: np.ndarray, xy: np.ndarray) -> np.ndarray:
-    return xy @ m[:, :2].T + m[:, 2]
-
-
 def _forwards(t: Any, params: dict[str, torch.Tensor], batch: dict[str, torch.Tensor]
               ) -> list[np.ndarray]:
     out = []
@@ -121,13 +84,13 @@ def _forwards(t: Any, params: dict[str, torch.Tensor], batch: dict[str, torch.Te
 @pytest.mark.parametrize("case", list(TRANSFORMS))
 def test_geometry_follows_as_torchvision_moves_it(case: str) -> None:
     t, _ = TRANSFORMS[case]
-    batch = _batch()
-    params = _draw(t, batch)
+    batch = geometry_batch()
+    params = keyed_params(t, batch, 5)
     out = t.apply(batch, params)
     for i, m in enumerate(_forwards(t, params, batch)):
         h, w = batch["sizes"][i].tolist()
         # keypoints: moved; invalid outside the output
-        kp = _apply_np(m, batch["keypoints.xy"][i].double().numpy())
+        kp = apply_affine(m, batch["keypoints.xy"][i].double().numpy())
         np.testing.assert_allclose(out["keypoints.xy"][i].numpy(), kp, atol=2e-3)
         inside = (kp[:, 0] >= 0) & (kp[:, 0] <= w) & (kp[:, 1] >= 0) & (kp[:, 1] <= h)
         assert np.array_equal(out["keypoints.valid"][i].numpy(), inside)
@@ -135,7 +98,7 @@ def test_geometry_follows_as_torchvision_moves_it(case: str) -> None:
         x0, y0, x1, y1 = batch["boxes.xyxy"][i].double().numpy().T
         corners = np.stack([np.stack(p, -1) for p in ((x0, y0), (x1, y0), (x1, y1), (x0, y1))],
                            1)
-        moved = _apply_np(m, corners)
+        moved = apply_affine(m, corners)
         env = np.concatenate([moved.min(1), moved.max(1)], -1)
         clamped = np.clip(env, 0, [w, h, w, h])
         np.testing.assert_allclose(out["boxes.xyxy"][i].numpy(), clamped, atol=2e-3)
@@ -143,11 +106,11 @@ def test_geometry_follows_as_torchvision_moves_it(case: str) -> None:
         sure = np.abs(frac - 0.25) > 1e-3
         assert np.array_equal(out["boxes.valid"][i].numpy()[sure], (frac >= 0.25)[sure])
         # polygons: exact, then clamped to the output
-        pts = _apply_np(m, batch["polygons.points"][i].double().numpy())
+        pts = apply_affine(m, batch["polygons.points"][i].double().numpy())
         np.testing.assert_allclose(out["polygons.points"][i].numpy(),
                                    np.clip(pts, 0, [w, h]), atol=2e-3)
         # ellipses: points of the old outline lie on the new one
-        _check_ellipses(batch["ellipses.params"][i].double().numpy(),
+        check_ellipses(batch["ellipses.params"][i].double().numpy(),
                         out["ellipses.params"][i].double().numpy(), m)
 
 
@@ -155,32 +118,13 @@ def _area(e: np.ndarray) -> np.ndarray:
     return np.clip(e[:, 2] - e[:, 0], 0, None) * np.clip(e[:, 3] - e[:, 1], 0, None)
 
 
-def _outline(p: np.ndarray, n: int = 16) -> np.ndarray:
-    t = np.linspace(0, 2 * np.pi, n, endpoint=False)
-    th = np.deg2rad(p[4])
-    x, y = p[2] * np.cos(t), p[3] * np.sin(t)
-    return np.stack([p[0] + x * np.cos(th) - y * np.sin(th),
-                     p[1] + x * np.sin(th) + y * np.cos(th)], -1)
-
-
-def _check_ellipses(before: np.ndarray, after: np.ndarray, m: np.ndarray) -> None:
-    for p, q in zip(before, after, strict=True):
-        pts = _apply_np(m, _outline(p))
-        np.testing.assert_allclose(q[:2], _apply_np(m, p[None, :2])[0], atol=2e-3)
-        th = np.deg2rad(q[4])
-        d = pts - q[:2]
-        u = d[:, 0] * np.cos(th) + d[:, 1] * np.sin(th)
-        v = -d[:, 0] * np.sin(th) + d[:, 1] * np.cos(th)
-        np.testing.assert_allclose((u / q[2]) ** 2 + (v / q[3]) ** 2, 1.0, atol=2e-3)
-
-
 @pytest.mark.parametrize("case", ["affine-nearest", "rotation-nearest", "vflip"])
 def test_masks_move_with_the_pixels(case: str) -> None:
     """A mask warps as its pixels do under the nearest map: the same parameters on an image
     made of the mask give the same pattern (the fill aside)."""
     t, _ = TRANSFORMS[case]
-    batch = _batch()
-    params = _draw(t, batch)
+    batch = geometry_batch()
+    params = keyed_params(t, batch, 5)
     out = t.apply(batch, params)
     h, w = batch["image"].shape[-2:]
     rows = torch.arange(h).view(1, h, 1) < batch["sizes"][:, 0].view(-1, 1, 1)
@@ -198,12 +142,12 @@ def test_masks_move_with_the_pixels(case: str) -> None:
 
 def test_rotated_boxes_move_exactly_and_stay_rectangles() -> None:
     t = RandomAffine(60, translate=(0.05, 0.05))
-    batch = _batch()
+    batch = geometry_batch()
     xywhr = torch.cat([batch["boxes.xyxy"][..., :2], torch.full((B, 3, 2), 6.0),
                        torch.full((B, 3, 1), 20.0)], -1)
     batch = {k: v for k, v in batch.items() if not k.startswith("boxes.xyxy")}
     batch["boxes.xywhr"] = xywhr
-    params = _draw(t, batch)
+    params = keyed_params(t, batch, 5)
     out = t.apply(batch, params)
     got = out["boxes.xywhr"].numpy()
     np.testing.assert_allclose(got[..., 2:4], 6.0, atol=1e-3)  # no scale: sizes kept
@@ -214,10 +158,10 @@ def test_rotated_boxes_move_exactly_and_stay_rectangles() -> None:
 
 def test_vertical_flip_reorders_rotated_box_corners() -> None:
     t = RandomVerticalFlip(1.0)
-    batch = _batch()
+    batch = geometry_batch()
     batch["boxes.xywhr"] = torch.tensor([[[10.0, 5.0, 8.0, 4.0, 0.0]] * 3] * B)
     del batch["boxes.xyxy"]
-    out = t.apply(batch, _draw(t, batch))
+    out = t.apply(batch, keyed_params(t, batch, 5))
     h = batch["sizes"][:, 0].float()
     got = out["boxes.xywhr"][:, 0]
     # the flipped box's own top-left is its old bottom-left: (10, h - 9), unrotated
@@ -230,22 +174,20 @@ def test_vertical_flip_reorders_rotated_box_corners() -> None:
 def test_replay_is_the_same_whatever_the_batch(case: str) -> None:
     """A sample's parameters and pixels depend on its key alone, not on the batch it is in."""
     t, _ = TRANSFORMS[case]
-    batch = _batch()
-    whole = t.apply(batch, _draw(t, batch))
+    batch = geometry_batch()
+    whole = t.apply(batch, keyed_params(t, batch, 5))
     for pick in ([3], [5, 1], [0, 2, 4, 6, 7]):
         sub = {k: v[pick] for k, v in batch.items()}
-        part = t.apply(sub, _draw(t, sub))
+        part = t.apply(sub, keyed_params(t, sub, 5))
         for j, i in enumerate(pick):
             assert np.array_equal(sample_image(part, j), sample_image(whole, i))
             torch.testing.assert_close(part["boxes.xyxy"][j], whole["boxes.xyxy"][i])
 
 
 def test_the_transforms_keep_the_device_rules() -> None:
-    from test_device_rules import audit
-
-    batch = _batch()
+    batch = geometry_batch()
     for t, _ in TRANSFORMS.values():
-        params = _draw(t, batch)
+        params = keyed_params(t, batch, 5)
         mode = audit(lambda t=t, params=params: t.apply(batch, params))
         assert not mode.float64, (t, mode.summary())
         assert not set(mode.syncs) - {"Tensor.numpy"}, (t, mode.summary())
@@ -275,15 +217,13 @@ def test_the_warps_dispatch_only_ops_with_ascend_evidence() -> None:
     """Every aten op the geometric transforms dispatch down the CUDA/NPU path (pixels and
     every geometry group) has a row in docs/device-ops.md, where torch_npu's support is
     recorded."""
-    from test_device_ops import allow_list, collect
-
     from npu_data.transforms import RandomIoUCrop, RandomZoomOut, ScaleJitter
 
-    batch = _batch()
+    batch = geometry_batch()
     cases = {}
     for t in [t for t, _ in TRANSFORMS.values()] + [RandomZoomOut(p=1.0), ScaleJitter(40),
                                                     RandomIoUCrop()]:
-        params = _draw(t, batch)
+        params = keyed_params(t, batch, 5)
         cases[repr(t)] = lambda t=t, params=params: t.apply(batch, params)
     use = collect(cases)
     # host work, no device op: detach (the host parameters read with .numpy() to make the

@@ -33,34 +33,12 @@ from npu_data.transforms import functional as F
 from npu_data.transforms._kernels import accelerator_path
 from npu_data.transforms._kernels.crop import window_regions
 from npu_data.transforms.draws import sample_keys
+from tests.support.batches import edge_images, padded
 
 FILTERS = {"bicubic": Image.Resampling.BICUBIC, "lanczos": Image.Resampling.LANCZOS}
 # (height, width): odd sizes, 1-px lines, extreme aspects, up- and downscales of 64 px outputs
 SIZES = [(37, 50), (50, 37), (20, 90), (64, 64), (121, 31), (9, 200), (300, 280), (5, 7),
          (1, 40), (33, 1)]
-
-
-def _images(rng: np.random.Generator, sizes: list[tuple[int, int]]) -> list[np.ndarray]:
-    out = []
-    for i, (h, w) in enumerate(sizes):
-        if i % 2:  # hard edges: the negative lobes overshoot, the clip to 0..255 matters
-            img = np.zeros((h, w, 3), np.uint8)
-            img[:, ::3] = 255
-            img[::5, :, 1] = 255
-        else:
-            img = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
-        out.append(img)
-    return out
-
-
-def _batch(imgs: list[np.ndarray]) -> dict[str, torch.Tensor]:
-    hmax = max(im.shape[0] for im in imgs)
-    wmax = max(im.shape[1] for im in imgs)
-    pad = np.zeros((len(imgs), 3, hmax, wmax), np.uint8)
-    for i, im in enumerate(imgs):
-        pad[i, :, :im.shape[0], :im.shape[1]] = im.transpose(2, 0, 1)
-    return {"image": torch.from_numpy(pad),
-            "sizes": torch.tensor([im.shape[:2] for im in imgs], dtype=torch.int64)}
 
 
 def _pil_box(img: np.ndarray, box: list[int], size: tuple[int, int], name: str) -> np.ndarray:
@@ -103,8 +81,8 @@ def _both_paths(fn: Any) -> list[Any]:
 @pytest.mark.parametrize("out", [(64, 64), (17, 93), (301, 5)])
 def test_functional_boxes_and_windows_are_pillows(name: str, out: tuple[int, int]) -> None:
     rng = np.random.default_rng(len(name) * 100 + out[1])
-    imgs = _images(rng, SIZES)
-    batch = _batch(imgs)
+    imgs = edge_images(rng, SIZES)
+    batch = padded(imgs)
     boxes = []
     for j, (h, w) in enumerate(SIZES):
         ch, cw = (h, w) if j % 3 == 0 else (int(rng.integers(1, h + 1)),
@@ -139,7 +117,7 @@ def test_the_filters_differ_and_the_clip_is_reached() -> None:
     results), and hard edges overshoot: Pillow's clip to 0..255 decides pixels."""
     img = np.zeros((40, 60, 3), np.uint8)
     img[:, ::4] = 255
-    batch = _batch([img])
+    batch = padded([img])
     box = torch.tensor([[0, 0, 40, 60]])
     outs = {n: F.resized_crop(batch["image"], batch["sizes"], box, (57, 83), interpolation=n)
             for n in ("bilinear", *FILTERS)}
@@ -179,8 +157,8 @@ def test_every_resize_transform_is_pillows(name: str, kind: str) -> None:
     assert first.interpolation == name
     at = f"{t.transforms.index(first)}." if isinstance(t, Compose) else ""
     rng = np.random.default_rng(7)
-    imgs = _images(rng, SIZES)
-    batch = _batch(imgs)
+    imgs = edge_images(rng, SIZES)
+    batch = padded(imgs)
     params = t.draw_keyed(batch["sizes"].numpy(), sample_keys(5, 1, np.arange(len(SIZES))))
     crop_params = {k[len(at):]: v for k, v in params.items() if k.startswith(at)}
     for got in _both_paths(lambda: t.apply(batch, params)):
@@ -291,6 +269,7 @@ def test_crop_plans_carry_the_filter(stores: dict[str, ShardDataset]) -> None:
         assert (regions == window_regions(plan.boxes, plan.windows, *plan.size, name)).all()
 
 
+@pytest.mark.slow
 @pytest.mark.newest_torch
 @pytest.mark.parametrize("name", list(FILTERS))
 def test_torch_compile_fullgraph_equals_eager(name: str) -> None:
@@ -299,7 +278,7 @@ def test_torch_compile_fullgraph_equals_eager(name: str) -> None:
     import torch._dynamo
 
     rng = np.random.default_rng(5)
-    batch = _batch(_images(rng, [(32, 40), (20, 30), (32, 1), (1, 40)]))
+    batch = padded(edge_images(rng, [(32, 40), (20, 30), (32, 1), (1, 40)]))
     boxes = torch.tensor([[0, 0, 20, 1], [3, 2, 17, 28], [0, 0, 32, 1], [0, 5, 1, 30]])
 
     def fn(images: torch.Tensor, sizes: torch.Tensor, bx: torch.Tensor) -> torch.Tensor:

@@ -6,13 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_geometric_ops import _batch, _draw
 
 from npu_data.errors import UserError
 from npu_data.transforms import Compose, RandomHorizontalFlip, RandomIoUCrop, RandomZoomOut
 from npu_data.transforms import functional as F
 from npu_data.transforms.draws import sample_keys
 from npu_data.transforms.oracle.replay import sample_image
+from tests.support.batches import keyed_params
+from tests.support.device_audit import audit
+from tests.support.geometry import geometry_batch
 
 B = 8
 
@@ -46,8 +48,8 @@ def _loop_choice(t: RandomIoUCrop, params: dict[str, torch.Tensor], i: int,
 
 def test_the_choice_is_torchvisions_loop_and_the_pixels_are_exact() -> None:
     t = RandomIoUCrop(trials=10, rounds=4)
-    batch = _batch()
-    params = _draw(t, batch)
+    batch = geometry_batch()
+    params = keyed_params(t, batch, 5)
     out = t.apply(batch, params)
     cropped = 0
     for i in range(B):
@@ -69,8 +71,8 @@ def test_the_choice_is_torchvisions_loop_and_the_pixels_are_exact() -> None:
 
 def test_boxes_whose_centre_leaves_the_crop_are_marked() -> None:
     t = RandomIoUCrop(min_scale=0.3, max_scale=0.6, sampler_options=[0.0], trials=20)
-    batch = _batch()
-    params = _draw(t, batch)
+    batch = geometry_batch()
+    params = keyed_params(t, batch, 5)
     out = t.apply(batch, params)
     crop = params["crop"].float()
     xyxy = batch["boxes.xyxy"]
@@ -82,7 +84,7 @@ def test_boxes_whose_centre_leaves_the_crop_are_marked() -> None:
 
 
 def test_crop_functional_checks_its_boxes() -> None:
-    batch = _batch()
+    batch = geometry_batch()
     with pytest.raises(UserError, match="not inside its") as info:
         F.crop(batch["image"], batch["sizes"], torch.tensor([[0, 0, 500, 5]] * B))
     assert "\n" not in str(info.value)
@@ -95,7 +97,7 @@ def test_ssd_recipe_replays_whatever_the_batch() -> None:
     result does not depend on its batch."""
     pipe = Compose([RandomZoomOut(p=0.6, side_range=(1.0, 2.0)), RandomIoUCrop(rounds=4),
                     RandomHorizontalFlip()])
-    batch = _batch()
+    batch = geometry_batch()
 
     def run(sub: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         keys = sample_keys(3, 0, sub["index"].numpy())
@@ -116,11 +118,9 @@ def test_ssd_recipe_replays_whatever_the_batch() -> None:
 
 
 def test_device_rules_and_bad_arguments() -> None:
-    from test_device_rules import audit
-
     t = RandomIoUCrop()
-    batch = _batch()
-    params = _draw(t, batch)
+    batch = geometry_batch()
+    params = keyed_params(t, batch, 5)
     mode = audit(lambda: t.apply(batch, params))
     assert not mode.float64 and not set(mode.syncs) - {"Tensor.numpy"}, mode.summary()
     no_boxes = {k: v for k, v in batch.items() if not k.startswith("boxes.")}
@@ -144,8 +144,8 @@ def test_torch_compile_captures_the_choice_and_the_crop_whole() -> None:
     from npu_data.transforms._kernels import accelerator_path
 
     t = RandomIoUCrop(trials=10, rounds=3)
-    batch = _batch()
-    params = _draw(t, batch)
+    batch = geometry_batch()
+    params = keyed_params(t, batch, 5)
 
     def step(image: torch.Tensor, sizes: torch.Tensor, xyxy: torch.Tensor,
              valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -198,6 +198,7 @@ def _torchvision_uncropped(n: int, h: int, w: int, box: list[float], seed: int) 
     return left_alone / n
 
 
+@pytest.mark.slow
 def test_the_outcomes_are_torchvisions_with_one_small_box() -> None:
     """One small box: most options never fit, so torchvision loops many rounds; the default
     bound leaves as many samples uncropped as its unbounded loop (8 rounds: 2.6 % more)."""

@@ -21,6 +21,7 @@ from npu_data.transforms import (
 )
 from npu_data.transforms import functional as F
 from npu_data.transforms.oracle import pillow as R
+from tests.support.batches import random_padded
 
 
 def test_compiled_kernels_load_here() -> None:
@@ -125,20 +126,11 @@ def test_reference_is_pillow_crop_then_resize() -> None:
     assert np.array_equal(R.resized_crop(img, [7, 5, 100, 80], (20, 30)), expected)
 
 
-def _padded_batch(rng: np.random.Generator, n: int) -> dict[str, torch.Tensor]:
-    sizes = [(int(rng.integers(1, 200)), int(rng.integers(1, 200))) for _ in range(n)]
-    hmax, wmax = max(s[0] for s in sizes), max(s[1] for s in sizes)
-    images = torch.zeros(n, 3, hmax, wmax, dtype=torch.uint8)
-    for i, (h, w) in enumerate(sizes):
-        images[i, :, :h, :w] = torch.from_numpy(rng.integers(0, 256, (3, h, w), dtype=np.uint8))
-    return {"image": images, "sizes": torch.tensor(sizes)}
-
-
 @pytest.mark.parametrize("order", ["random", "fixed"])
 def test_compiled_and_torch_kernels_give_the_same_batches(order: str) -> None:
     pipe = Compose([RandomResizedCrop((96, 80)), ColorJitter(0.4, 0.4, 0.4, 0.1, order=order),
                     RandomHorizontalFlip()])
-    batch = _padded_batch(np.random.default_rng(11), 12)
+    batch = random_padded(11, 12, (1, 200), (1, 200))[1]
     native, _ = pipe.run(batch, torch.Generator().manual_seed(5))
     with _native.disabled():
         assert _native.for_tensor(batch["image"]) is None
@@ -147,7 +139,7 @@ def test_compiled_and_torch_kernels_give_the_same_batches(order: str) -> None:
 
 
 def test_each_colour_op_equals_the_torch_kernel_including_padding() -> None:
-    batch = _padded_batch(np.random.default_rng(2), 6)
+    batch = random_padded(2, 6, (1, 200), (1, 200))[1]
     x, sizes = batch["image"], batch["sizes"]
     factors = torch.tensor([0.0, 0.5, 1.0, 1.3, 2.0, 0.9])
     for fn, f in ((F.adjust_brightness, factors), (F.adjust_contrast, factors),
@@ -165,6 +157,7 @@ def test_box_outside_the_batch_is_a_one_line_error() -> None:
         F.resized_crop(images, sizes, torch.tensor([[0, 0, 5, 5], [6, 0, 5, 5]]), 4)
 
 
+@pytest.mark.slow
 def test_disabled_by_environment_falls_back_to_torch_kernels() -> None:
     code = ("import torch; from npu_data.transforms import _native, functional as F; "
             "assert not _native.available(); "
@@ -213,6 +206,7 @@ def test_interleaved_crops_resize_like_planar_ones_for_every_pass_order() -> Non
                            F.resized_crop(nchw, sizes, boxes, size)), (size, box)
 
 
+@pytest.mark.slow
 def test_two_processes_building_into_an_empty_cache_both_get_the_kernels(tmp_path) -> None:
     code = ("import torch; from npu_data.transforms import _native, functional as F; "
             "assert _native.available(); "

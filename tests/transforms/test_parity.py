@@ -83,6 +83,7 @@ def test_within_applies_max_and_mean_bounds() -> None:
     assert not within("resized_crop", 2, 0.05) and not within("resized_crop", 1, 0.1)
 
 
+@pytest.mark.slow
 def test_suite_passes_on_cpu_for_every_kernel() -> None:
     rows = run_parity_suite("cpu", seed=0, batches=1, batch_size=5)
     # the compiled CPU kernels, then the pure-torch kernels that run on CUDA and NPU, then
@@ -107,6 +108,7 @@ def test_suite_passes_on_cpu_for_every_kernel() -> None:
             assert r.tolerance == "exact", r
 
 
+@pytest.mark.slow
 def test_precision_rows_catch_a_kernel_that_uses_a_matmul(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Negative control: brightness as a float32 matmul is exact at full precision but not
@@ -142,6 +144,7 @@ def test_suite_detects_a_kernel_one_level_off(monkeypatch: pytest.MonkeyPatch) -
     assert rows["hflip"].passed
 
 
+@pytest.mark.slow
 def test_parity_command_on_cpu(capsys: pytest.CaptureFixture[str]) -> None:
     code = cli.main(["parity", "--device", "cpu", "--batches", "1", "--batch-size", "3"])
     out = capsys.readouterr().out
@@ -159,6 +162,7 @@ def test_parity_command_on_cpu(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "(torch, " not in out and "hflip (torch)" in out
 
 
+@pytest.mark.slow
 def test_parity_command_fails_when_a_kernel_is_off(monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(parity_suite, "TOLERANCES", {**TOLERANCES, "hflip": (-1, 0.0)})

@@ -26,32 +26,9 @@ from npu_data.transforms._kernels import accelerator_path
 from npu_data.transforms._kernels.pixel import autocontrast_table_np
 from npu_data.transforms.draws import sample_keys
 from npu_data.transforms.oracle import pillow as R
-
-_SIZES = [(1, 1), (2, 7), (3, 3), (37, 1), (1, 29), (4, 2)]
-
-
-def padded(seed: int, n: int = 12, channels_last: bool = False
-           ) -> tuple[list[np.ndarray], torch.Tensor, torch.Tensor]:
-    """Random, few-level and flat images of mixed sizes (1-px lines included), padded."""
-    rng = np.random.default_rng(seed)
-    head = _SIZES[: n // 2]
-    sizes = head + [(int(rng.integers(1, 48)), int(rng.integers(1, 48)))
-                    for _ in range(n - len(head))]
-    imgs = []
-    for i, (h, w) in enumerate(sizes):
-        if i % 3 == 0:
-            img = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
-        elif i % 3 == 1:
-            img = rng.choice(np.array([0, 1, 127, 128, 254, 255], np.uint8), (h, w, 3))
-        else:
-            img = rng.integers(100, 104, (h, w, 3), dtype=np.uint8)
-        imgs.append(img)
-    hmax, wmax = max(h for h, _ in sizes), max(w for _, w in sizes)
-    batch = np.full((n, hmax, wmax, 3), 77, np.uint8)  # padding that must not count
-    for i, img in enumerate(imgs):
-        batch[i, : img.shape[0], : img.shape[1]] = img
-    x = torch.from_numpy(batch).permute(0, 3, 1, 2)
-    return imgs, (x if channels_last else x.contiguous()), torch.tensor(sizes)
+from tests.support.batches import mixed_levels
+from tests.support.device_audit import audit
+from tests.support.device_cases import pixel_cases
 
 
 def _valid(out: torch.Tensor, i: int, img: np.ndarray) -> np.ndarray:
@@ -84,7 +61,7 @@ def _cases(seed: int, n: int) -> dict[str, tuple[Callable[..., torch.Tensor], Ca
 @pytest.mark.parametrize("op", list(_cases(0, 12)))
 @pytest.mark.parametrize("seed", [0, 1])
 def test_each_op_equals_pillow_on_padded_batches(op: str, seed: int) -> None:
-    imgs, x, sizes = padded(seed, channels_last=seed == 1)
+    imgs, x, sizes = mixed_levels(seed, channels_last=seed == 1)
     kernel, ref = _cases(seed, len(imgs))[op]
     out = kernel(x, sizes)
     assert out.shape == x.shape and out.dtype == torch.uint8
@@ -96,7 +73,7 @@ def test_each_op_equals_pillow_on_padded_batches(op: str, seed: int) -> None:
 
 
 def test_erase_sets_the_box_only() -> None:
-    imgs, x, sizes = padded(3)
+    imgs, x, sizes = mixed_levels(3)
     rng = np.random.default_rng(3)
     boxes = torch.tensor([[int(rng.integers(0, h)), int(rng.integers(0, w)),
                            int(rng.integers(0, h + 1)), int(rng.integers(0, w + 1))]
@@ -135,7 +112,7 @@ def test_equalize_and_autocontrast_edge_histograms() -> None:
 
 @pytest.mark.parametrize("kernel_size", [1, 3, (5, 9), 23])
 def test_gaussian_blur_within_one_level_of_torchvisions_formula(kernel_size: Any) -> None:
-    imgs, x, sizes = padded(4)
+    imgs, x, sizes = mixed_levels(4)
     sigma = torch.linspace(0.1, 4.0, len(imgs))
     out = F.gaussian_blur(x, sizes, kernel_size, sigma)
     worst, off = 0, 0
@@ -175,7 +152,7 @@ def test_keyed_draws_replay_on_the_reference(name: str) -> None:
     """A batch's keyed parameters give the reference's pixels sample by sample, and a sample's
     parameters do not depend on the batch it is drawn in."""
     t = _TRANSFORMS[name]
-    imgs, x, sizes = padded(5, n=16)
+    imgs, x, sizes = mixed_levels(5, n=16)
     ids = np.arange(100, 116)
     params = t.draw_keyed(sizes.numpy(), sample_keys(7, 2, ids))
     out = t.apply({"image": x, "sizes": sizes}, params)["image"]
@@ -258,21 +235,21 @@ def test_photometric_distort_draws() -> None:
     (lambda: GaussianBlur((3, 3, 3)), "kernel_size must be an int"),
     (lambda: RandomGrayscale(1.5), "p must be a probability"),
     (lambda: RandomErasing(value="noise"), "value='noise' is not offered"),
-    (lambda: F.erase(*padded(0)[1:], torch.zeros(12, 4), "random"), "needs noise_seeds"),
-    (lambda: F.erase(*padded(0)[1:], torch.zeros(12, 4), "random",
+    (lambda: F.erase(*mixed_levels(0)[1:], torch.zeros(12, 4), "random"), "needs noise_seeds"),
+    (lambda: F.erase(*mixed_levels(0)[1:], torch.zeros(12, 4), "random",
                      noise_seeds=torch.full((12,), 1 << 32)), r"in \[0, 2\*\*32\)"),
-    (lambda: F.erase(*padded(0)[1:], torch.zeros(12, 4), "random",
+    (lambda: F.erase(*mixed_levels(0)[1:], torch.zeros(12, 4), "random",
                      noise_seeds=torch.zeros(12, dtype=torch.int64), noise=((0.5,), (0.2,))),
      "noise must be"),
     (lambda: RandomErasing(value=300), "value must be a level 0..255"),
     (lambda: RandomErasing(scale=(0.5, 0.1)), "min <= max"),
     (lambda: RandomPhotometricDistort(hue=(-0.1, 0.7)), "hue must lie in"),
-    (lambda: F.posterize(*padded(0)[1:], 9), "bits must lie in 0..8"),
-    (lambda: F.gaussian_blur(*padded(0)[1:], 3, -1.0), "sigma must be > 0"),
-    (lambda: F.adjust_sharpness(*padded(0)[1:], torch.full((12,), -1.0)), "non-negative"),
-    (lambda: F.erase(*padded(0)[1:], torch.zeros(12, 3), 0), r"boxes must have shape \(12, 4\)"),
-    (lambda: F.erase(*padded(0)[1:], torch.zeros(12, 4), 256), "levels must lie in 0..255"),
-    (lambda: F.permute_channels(*padded(0)[1:], torch.zeros(12, 3)), "permutation of 0, 1, 2"),
+    (lambda: F.posterize(*mixed_levels(0)[1:], 9), "bits must lie in 0..8"),
+    (lambda: F.gaussian_blur(*mixed_levels(0)[1:], 3, -1.0), "sigma must be > 0"),
+    (lambda: F.adjust_sharpness(*mixed_levels(0)[1:], torch.full((12,), -1.0)), "non-negative"),
+    (lambda: F.erase(*mixed_levels(0)[1:], torch.zeros(12, 3), 0), r"boxes must have shape \(12, 4\)"),
+    (lambda: F.erase(*mixed_levels(0)[1:], torch.zeros(12, 4), 256), "levels must lie in 0..255"),
+    (lambda: F.permute_channels(*mixed_levels(0)[1:], torch.zeros(12, 3)), "permutation of 0, 1, 2"),
     (lambda: F.invert(torch.zeros(2, 3, 4, 4), torch.ones(2, 2)), "uint8"),
 ])
 def test_bad_arguments_are_one_line_user_errors(make: Callable[[], Any], match: str) -> None:
@@ -282,34 +259,10 @@ def test_bad_arguments_are_one_line_user_errors(make: Callable[[], Any], match: 
 
 
 # --- the device rules --------------------------------------------------------------------------
-def _device_cases() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
-    n = 12
-    f = torch.linspace(0.2, 1.8, n)
-    ops = torch.arange(n) % len(F.POLICY_OPS)
-    levels = torch.arange(n) % 9
-    return {
-        "rgb_to_grayscale": lambda x, s: F.rgb_to_grayscale(x, s, torch.arange(n) % 2 == 0),
-        "erase": lambda x, s: F.erase(x, s, torch.tensor([[1, 1, 2, 3]] * n), 5),
-        "erase random": lambda x, s: F.erase(x, s, torch.tensor([[1, 1, 9, 7]] * n), "random",
-                                             noise_seeds=torch.arange(n) * 1000003),
-        "posterize": lambda x, s: F.posterize(x, s, levels),
-        "solarize": lambda x, s: F.solarize(x, s, f * 100),
-        "equalize": F.equalize,
-        "autocontrast": F.autocontrast,
-        "adjust_sharpness": lambda x, s: F.adjust_sharpness(x, s, f),
-        "gaussian_blur": lambda x, s: F.gaussian_blur(x, s, (5, 3), f),
-        "permute_channels": lambda x, s: F.permute_channels(
-            x, s, torch.tensor([[2, 0, 1]] * n)),
-        "policy_step": lambda x, s: F.policy_step(x, s, ops, f, levels),
-    }
-
-
-@pytest.mark.parametrize("case", list(_device_cases()))
+@pytest.mark.parametrize("case", list(pixel_cases()))
 def test_no_float64_and_no_host_sync_on_the_device_path(case: str) -> None:
-    from tests.transforms.test_device_rules import audit
-
-    _, x, sizes = padded(6)
-    fn = _device_cases()[case]
+    _, x, sizes = mixed_levels(6)
+    fn = pixel_cases()[case]
     expected = fn(x, sizes)
     mode = audit(lambda: fn(x, sizes))
     assert sum(mode.ops.values()) > 0
@@ -319,14 +272,14 @@ def test_no_float64_and_no_host_sync_on_the_device_path(case: str) -> None:
 
 
 @pytest.mark.newest_torch
-@pytest.mark.parametrize("case", list(_device_cases()))
+@pytest.mark.parametrize("case", list(pixel_cases()))
 def test_traced_whole_by_torch_compile(case: str) -> None:
     """``torch.compile(fullgraph=True)`` captures each op with no graph break and gives the
     eager pixels."""
     import torch._dynamo
 
-    _, x, sizes = padded(7, n=12)
-    fn = _device_cases()[case]
+    _, x, sizes = mixed_levels(7, n=12)
+    fn = pixel_cases()[case]
     F.autocontrast(x, sizes)  # the autocontrast table is made eagerly, once
     torch._dynamo.reset()
     try:
@@ -338,12 +291,12 @@ def test_traced_whole_by_torch_compile(case: str) -> None:
     assert torch.equal(expected, got), case
 
 
-@pytest.mark.parametrize("case", list(_device_cases()))
+@pytest.mark.parametrize("case", list(pixel_cases()))
 def test_runs_on_the_meta_device(case: str) -> None:
     """No value is read back: on ``meta`` images and sizes (host parameters) each op gives the
     shape and dtype it gives on real tensors."""
-    _, x, sizes = padded(6)
-    fn = _device_cases()[case]
+    _, x, sizes = mixed_levels(6)
+    fn = pixel_cases()[case]
     with accelerator_path():
         expected = fn(x, sizes)
     got = fn(x.to("meta"), sizes.to("meta"))
@@ -351,6 +304,7 @@ def test_runs_on_the_meta_device(case: str) -> None:
     assert (got.shape, got.dtype) == (expected.shape, expected.dtype)
 
 
+@pytest.mark.slow
 @pytest.mark.newest_torch
 @pytest.mark.parametrize("case", ["policy_step", "gaussian_blur"])
 def test_inductor_code_gives_the_eager_pixels(case: str) -> None:
@@ -358,8 +312,8 @@ def test_inductor_code_gives_the_eager_pixels(case: str) -> None:
     step (every table op, Color, Sharpness) and the blur: the eager bytes."""
     import torch._dynamo
 
-    _, x, sizes = padded(7, n=12)
-    fn = _device_cases()[case]
+    _, x, sizes = mixed_levels(7, n=12)
+    fn = pixel_cases()[case]
     F.autocontrast(x, sizes)
     torch._dynamo.reset()
     try:

@@ -38,6 +38,8 @@ from npu_data.transforms import (
 from npu_data.transforms import functional as F
 from npu_data.transforms._kernels import accelerator_path
 from npu_data.transforms.resize import cover_sizes
+from tests.support.batches import edge_images, padded
+from tests.support.device_audit import DeviceRulesAudit
 
 
 def tv_resize(img: Image.Image, size: int) -> Image.Image:
@@ -70,29 +72,6 @@ def tv_center_crop(img: Image.Image, crop_h: int, crop_w: int) -> Image.Image:
     return img.crop((left, top, left + crop_w, top + crop_h))
 
 
-def _images(rng: np.random.Generator, sizes: list[tuple[int, int]]) -> list[np.ndarray]:
-    out = []
-    for i, (h, w) in enumerate(sizes):
-        if i % 2:  # hard edges: where a rounded source box is off by 100+ levels
-            img = np.zeros((h, w, 3), np.uint8)
-            img[:, ::3] = 255
-            img[::5, :, 1] = 255
-        else:
-            img = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
-        out.append(img)
-    return out
-
-
-def _batch(imgs: list[np.ndarray]) -> dict[str, torch.Tensor]:
-    hmax = max(im.shape[0] for im in imgs)
-    wmax = max(im.shape[1] for im in imgs)
-    pad = np.zeros((len(imgs), 3, hmax, wmax), np.uint8)
-    for i, im in enumerate(imgs):
-        pad[i, :, :im.shape[0], :im.shape[1]] = im.transpose(2, 0, 1)
-    sizes = torch.tensor([im.shape[:2] for im in imgs], dtype=torch.int64)
-    return {"image": torch.from_numpy(pad), "sizes": sizes}
-
-
 SIZES = [(37, 50), (50, 37), (20, 90), (64, 64), (120, 31), (9, 200), (300, 280), (5, 7)]
 
 
@@ -111,9 +90,9 @@ def _run_all_backends(t: object, batch: dict[str, torch.Tensor], params: dict[st
 def test_resize_center_crop_equals_torchvision_pil_to_the_level(resize_size: int,
                                                                 crop: tuple[int, int]) -> None:
     rng = np.random.default_rng(resize_size)
-    imgs = _images(rng, SIZES)
+    imgs = edge_images(rng, SIZES)
     t = ResizeCenterCrop(crop, resize_size=resize_size)
-    batch = _batch(imgs)
+    batch = padded(imgs)
     params = t.get_params(batch)
     for out in _run_all_backends(t, batch, params):
         for i, img in enumerate(imgs):
@@ -124,8 +103,8 @@ def test_resize_center_crop_equals_torchvision_pil_to_the_level(resize_size: int
 
 def test_the_level_zero_preset_and_center_crop_pad_as_torchvision() -> None:
     rng = np.random.default_rng(0)
-    imgs = _images(rng, SIZES)
-    batch = _batch(imgs)
+    imgs = edge_images(rng, SIZES)
+    batch = padded(imgs)
     for t, ref in [(CenterCrop(40), lambda im: tv_center_crop(im, 40, 40)),
                    (CenterCrop((8, 60)), lambda im: tv_center_crop(im, 8, 60))]:
         out = t(batch)
@@ -135,8 +114,8 @@ def test_the_level_zero_preset_and_center_crop_pad_as_torchvision() -> None:
 
 def test_resize_int_is_torchvisions_shorter_side_resize() -> None:
     rng = np.random.default_rng(1)
-    imgs = _images(rng, SIZES)
-    batch = _batch(imgs)
+    imgs = edge_images(rng, SIZES)
+    batch = padded(imgs)
     t = Resize(25)
     for out in _run_all_backends(t, batch, t.get_params(batch)):
         for i, img in enumerate(imgs):
@@ -169,9 +148,9 @@ def _pillow_resize_crop(img: np.ndarray, th: int, tw: int, top: int | None = Non
 @pytest.mark.parametrize("target", [(24, 32), (32, 24), (48, 48), (96, 64), (7, 150)])
 def test_resize_crop_is_pillows_resize_then_crop(crop: str, target: tuple[int, int]) -> None:
     rng = np.random.default_rng(sum(target))
-    imgs = _images(rng, SIZES)
+    imgs = edge_images(rng, SIZES)
     t = ResizeCrop(target, crop=crop)
-    batch = _batch(imgs)
+    batch = padded(imgs)
     params = t.get_params(batch, torch.Generator().manual_seed(3))
     for out in _run_all_backends(t, batch, params):
         assert out["image"].shape[2:] == target
@@ -212,8 +191,8 @@ def test_cover_sizes_rule() -> None:
 
 def test_windows_of_the_functional_op_match_the_reference_with_padding() -> None:
     rng = np.random.default_rng(5)
-    imgs = _images(rng, SIZES)
-    batch = _batch(imgs)
+    imgs = edge_images(rng, SIZES)
+    batch = padded(imgs)
     boxes = torch.tensor([[0, 0, h, w] for h, w in SIZES])
     windows = torch.tensor([[-3, 5, 40, 31], [2, -7, 16, 90], [0, 0, 300, 20], [10, 10, 20, 20],
                             [-1, -1, 3, 3], [50, 0, 60, 60], [0, 0, 33, 41], [4, 4, 1, 1]])
@@ -231,7 +210,7 @@ def test_windows_of_the_functional_op_match_the_reference_with_padding() -> None
 
 def test_geometry_follows_the_window() -> None:
     img = np.zeros((100, 200, 3), np.uint8)
-    batch = _batch([img])
+    batch = padded([img])
     batch["boxes.xyxy"] = torch.tensor([[[60.0, 20.0, 100.0, 60.0]]])
     batch["boxes.valid"] = torch.tensor([[True]])
     batch["keypoints.xy"] = torch.tensor([[[100.0, 50.0]]])
@@ -256,7 +235,7 @@ def test_geometry_follows_the_window() -> None:
 
 def test_micro_conditioning_keys() -> None:
     imgs = [np.zeros((100, 200, 3), np.uint8), np.zeros((90, 60, 3), np.uint8)]
-    batch = _batch(imgs)
+    batch = padded(imgs)
     out = ResizeCrop((50, 50))(batch)
     assert out["original_size"].tolist() == [[100, 200], [90, 60]]
     assert out["crop_top_left"].tolist() == [[0, 25], [12, 0]]  # 90x60 -> 75x50: 12.5 to even
@@ -281,11 +260,11 @@ def test_micro_conditioning_keys() -> None:
 
 def test_size_none_takes_each_batchs_bucket() -> None:
     t = ResizeCrop(None, buckets=[(32, 32), (24, 48), (48, 24)])
-    wide = _batch([np.zeros((100, 210, 3), np.uint8), np.zeros((50, 90, 3), np.uint8)])
+    wide = padded([np.zeros((100, 210, 3), np.uint8), np.zeros((50, 90, 3), np.uint8)])
     out = t(wide)
     assert out["image"].shape[2:] == (24, 48)
     assert out["target_size"].tolist() == [[24, 48]] * 2
-    mixed = _batch([np.zeros((100, 210, 3), np.uint8), np.zeros((90, 50, 3), np.uint8)])
+    mixed = padded([np.zeros((100, 210, 3), np.uint8), np.zeros((90, 50, 3), np.uint8)])
     with pytest.raises(UserError, match="BucketBatchSampler"):
         t(mixed)
 
@@ -296,11 +275,9 @@ def test_size_none_takes_each_batchs_bucket() -> None:
 def test_window_crops_make_no_device_sync_and_no_float64_tensor(make: object) -> None:
     """Down the CUDA/NPU path the window's tables are made from host parameters (numpy on
     host tensors, as the keyed draws are); no aten op waits for data or makes float64."""
-    from test_device_rules import DeviceRulesAudit
-
     rng = np.random.default_rng(2)
-    imgs = _images(rng, SIZES)
-    batch = _batch(imgs)
+    imgs = edge_images(rng, SIZES)
+    batch = padded(imgs)
     t = make()  # type: ignore[operator]
     params = t.draw_keyed(batch["sizes"].numpy(), np.arange(len(imgs), dtype=np.uint64))
     mode = DeviceRulesAudit()

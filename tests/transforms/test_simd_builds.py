@@ -16,6 +16,8 @@ from npu_data.errors import UserError
 from npu_data.parity.kernel_digest import digests
 from npu_data.transforms import _native
 
+pytestmark = pytest.mark.slow  # builds the native kernels in several SIMD configurations
+
 
 def _digests_of(build: str) -> dict:
     env = {**os.environ, "NPU_DATA_SIMD": build, "NPU_DATA_QUIET": "1"}

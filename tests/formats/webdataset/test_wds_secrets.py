@@ -18,7 +18,7 @@ import pytest
 from npu_data.errors import UserError
 from npu_data.formats.webdataset import WebDatasetStream
 from npu_data.formats.webdataset.reader import TarAccess, iter_tar_samples, wds_to_table
-from tests.local_http import serving
+from tests.support.local_http import serving
 
 # written apart so that no source line a traceback prints holds one
 PW, KEY, SECRET = "Pw" + "Secret1", "AKIA" + "OPTKEY6", "Opt" + "Secret7"

@@ -23,7 +23,7 @@ def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     from npu_data.annotations.images import ImageOptions
     from npu_data.shards.reader import ShardDataset
     from npu_data.shards.writer import WriteOptions, write_dataset
-    from tests.shards.export_maker import make_export
+    from tests.support.exports import make_export
 
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

@@ -10,6 +10,8 @@ import pytest
 
 from npu_data.bench import latents_cache
 
+pytestmark = pytest.mark.slow  # encodes a latents store, then runs the bench over it
+
 
 def test_the_latents_bench_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert latents_cache.main(["--quick", "--work-dir", str(tmp_path)]) == 0

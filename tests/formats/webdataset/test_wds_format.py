@@ -26,14 +26,15 @@ from npu_data.formats.webdataset.writer import manifest_path
 from npu_data.kinds.registry import KINDS
 from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import RandomResizedCrop
-from tests.local_http import serving
-from tests.wds.test_wds import _import, assert_same_sample
+from tests.support.compare import same_sample
+from tests.support.local_http import serving
+from tests.support.stores import import_sample
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     tmp = tmp_path_factory.mktemp("wds_fmt")
-    ds = _import(tmp, "encoded")
+    ds = import_sample(tmp, "encoded")
     pattern = str(tmp / "tars" / "part-%06d.tar")
     assert main(["export-wds", str(ds), "--out", pattern, "--maxcount", "4"]) == 0
     return ds, sorted(str(p) for p in (tmp / "tars").glob("part-*.tar"))
@@ -151,7 +152,7 @@ def test_version_1_tars_still_read(exported: tuple[Path, list[str]], tmp_path: P
     for s in WebDatasetStream([str(p) for p in old], rank=0, world_size=1):
         r = ref[s["index"]]
         # all groups (version 1 names no kinds); derived boxes recomputed as before
-        assert_same_sample({k: r.get(k, s[k]) for k in s}, s)
+        same_sample({k: r.get(k, s[k]) for k in s}, s)
     table = wds_to_table([str(p) for p in old], tmp_path / "media")
     assert table.controls == ref.controls and table.labels == ref.labels
     assert table.num_samples == len(ref)
@@ -390,4 +391,4 @@ def test_cli_imports_remote_tars_only_from_named_hosts(
     local, remote = ShardDataset(tmp_path / "local"), ShardDataset(tmp_path / "remote")
     assert len(remote) == len(local) > 0
     for i in range(len(local)):
-        assert_same_sample(remote[i], local[i])
+        same_sample(remote[i], local[i])

@@ -8,7 +8,6 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -19,42 +18,15 @@ from npu_data.formats.webdataset.stream import WebDatasetStream, assignment
 from npu_data.loaders import collate_samples
 from npu_data.shards.reader import ShardDataset
 from npu_data.shards.writer import WriteOptions, write_dataset
-from npu_data.tools.sample_data import make_sample_project
-from tests.local_http import serving
-
-DERIVED = ("boxes.corners", "boxes.xyxy")
-
-
-def _import(tmp: Path, store: str, n: int = 9) -> Path:
-    proj = make_sample_project(tmp / f"proj-{store}", n_images=n, width=96, height=72)
-    out = tmp / f"ds-{store}"
-    rc = main(["import", str(proj.export_path), "--out", str(out), "--store", store,
-               "--images-root", str(proj.root), "--annotations", "all", "--with-predictions",
-               "--shard-size", "4"])
-    assert rc == 0
-    return out
-
-
-def assert_same_sample(a: dict, b: dict) -> None:
-    assert set(a) == set(b)
-    for k, va in a.items():
-        vb = b[k]
-        if k == "index":
-            continue
-        if isinstance(va, np.ndarray):
-            if k in DERIVED:  # recomputed from xywhr: equal to float32 rounding
-                np.testing.assert_allclose(vb, va, rtol=1e-6, atol=1e-4, err_msg=k)
-            else:
-                assert va.dtype == np.asarray(vb).dtype, k
-                np.testing.assert_array_equal(vb, va, err_msg=k)
-        else:
-            assert va == vb, k
+from tests.support.compare import same_sample
+from tests.support.local_http import serving
+from tests.support.stores import import_sample
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     tmp = tmp_path_factory.mktemp("wds")
-    ds = _import(tmp, "encoded")
+    ds = import_sample(tmp, "encoded")
     pattern = str(tmp / "tars" / "part-%06d.tar")
     assert main(["export-wds", str(ds), "--out", pattern, "--maxcount", "4"]) == 0
     tars = sorted(str(p) for p in (tmp / "tars").glob("part-*.tar"))
@@ -66,7 +38,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]
 def test_round_trip_is_lossless(tmp_path: Path, store: str,
                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NPU_DATA_QUIET", "1")
-    src = _import(tmp_path, store)
+    src = import_sample(tmp_path, store)
     assert main(["export-wds", str(src), "--out", str(tmp_path / "w-%03d.tar")]) == 0
     tars = sorted(str(p) for p in tmp_path.glob("w-*.tar"))
     table = wds_to_table(tars, tmp_path / "media")
@@ -77,7 +49,7 @@ def test_round_trip_is_lossless(tmp_path: Path, store: str,
     assert len(a) == len(b) == 9
     assert a.labels == b.labels and a.controls == b.controls
     for i in range(len(a)):
-        assert_same_sample(a[i], b[i])
+        same_sample(a[i], b[i])
     if store == "encoded":  # the stored file bytes travel unchanged
         for smp, i in zip(read_wds_samples(tars), range(len(a)), strict=True):
             k, j = b.locate(i)
@@ -103,7 +75,7 @@ def test_stream_matches_shard_dataset(exported: tuple[Path, list[str]]) -> None:
     got = list(WebDatasetStream(tars, rank=0, world_size=1))
     assert [s["index"] for s in got] == list(range(len(ref)))
     for s in got:
-        assert_same_sample(ref[s["index"]], s)
+        same_sample(ref[s["index"]], s)
 
 
 def test_stream_gets_the_same_keyed_augmentation_as_the_shards(
@@ -198,7 +170,7 @@ def test_import_cli_reads_webdataset_tars(exported: tuple[Path, list[str]], tmp_
     a, b = ShardDataset(ds_path), ShardDataset(out)
     assert len(a) == len(b)
     for i in range(len(a)):
-        assert_same_sample(a[i], b[i])
+        same_sample(a[i], b[i])
 
 
 def test_import_cli_refuses_mixed_sources(exported: tuple[Path, list[str]], tmp_path: Path,
@@ -210,6 +182,7 @@ def test_import_cli_refuses_mixed_sources(exported: tuple[Path, list[str]], tmp_
     assert "takes one source, got 2" in err and "all of one kind" in err
 
 
+@pytest.mark.slow
 def test_shuffle_is_the_same_in_every_process_and_follows_set_epoch_in_persistent_workers(
         exported: tuple[Path, list[str]]) -> None:
     import os

@@ -10,6 +10,8 @@ import pytest
 
 from npu_data import cli
 
+pytestmark = pytest.mark.slow  # two simulated nodes download a dataset through the remote bench
+
 
 def test_bench_remote_quick(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["bench", "remote", "--quick", "--n", "8", "--shard-size", "4"]) == 0

@@ -18,6 +18,8 @@ import pytest
 
 from npu_data.common import compiled
 
+pytestmark = pytest.mark.slow  # builds small native libraries with the C++ compiler, test by test
+
 PROBE = r"""
 #include <cstdio>
 #include <cstdlib>
@@ -52,7 +54,7 @@ def _load(src: Path, cache: Path, mark: Path,
            "NPU_DATA_NATIVE": "1", "HOME": str(cache.parent)}
     return subprocess.run([*prefix, sys.executable, "-c", LOADER, str(src)], env=env,
                           text=True, capture_output=True, timeout=300,
-                          cwd=Path(__file__).parents[1])
+                          cwd=Path(__file__).parents[2])
 
 
 def _marks(mark: Path) -> int:

@@ -26,8 +26,9 @@ from npu_data.loaders import DataLoader, collate_samples
 from npu_data.loaders.assemble import HostBatch
 from npu_data.shards.writer import WriteOptions, write_dataset
 from npu_data.transforms import RandomHorizontalFlip, RandomResizedCrop, _native
-from tests.loaders.test_crop_read import _pipeline, _same_batch
-from tests.wds.test_wds import _import
+from tests.support.compare import same_loader_batch
+from tests.support.pipelines import crop_pipeline
+from tests.support.stores import import_sample
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +36,7 @@ def tars(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """3 tars (4, 4, 1 samples) of JPEGs (landscape and portrait) with every geometry kind:
     boxes, rotated boxes, polygons, keypoints, ellipses, masks."""
     tmp = tmp_path_factory.mktemp("wds_crop")
-    ds = _import(tmp, "encoded")
+    ds = import_sample(tmp, "encoded")
     assert main(["export-wds", str(ds), "--out", str(tmp / "t" / "p-%03d.tar"),
                  "--maxcount", "4"]) == 0
     return sorted(str(p) for p in (tmp / "t").glob("p-*.tar"))
@@ -109,7 +110,7 @@ def _passes(urls: list[str], read_crop: bool, kind: str = "pipeline", **kw: Any
     """Two epochs (set_epoch), then a pass that repeats the last epoch (new augmentation)."""
     stream = WebDatasetStream(urls, shuffle=True, seed=5, buffer=3, rank=0, world_size=1)
     args: dict[str, Any] = {"batch_size": 4, "seed": 3, "device": "cpu",
-                            "transform": _pipeline(kind), "read_crop": read_crop}
+                            "transform": crop_pipeline(kind), "read_crop": read_crop}
     args.update(kw)
     loader = DataLoader(stream, **args)
     out = []
@@ -144,21 +145,22 @@ def test_stream_crop_at_read_equals_full_decode(tars: list[str], workers: int,
     assert len(after) == len(during) >= 9  # 3 passes of 9 samples in batches of 4
     assert cropped == [True] * len(during)  # every batch was cropped in the stream
     for a, b in zip(after, during, strict=True):
-        _same_batch(a, b)  # every key: image, sizes, boxes, polygons, masks, ..., aug
+        same_loader_batch(a, b)  # every key: image, sizes, boxes, polygons, masks, ..., aug
     assert not torch.equal(after[0]["image"], after[len(after) // 3]["image"])
 
 
+@pytest.mark.slow
 def test_stream_crop_at_read_in_fresh_workers_and_every_pipeline(tars: list[str]) -> None:
     for a, b in zip(_passes(tars, False, num_workers=2), _passes(tars, True, num_workers=2),
                     strict=True):
-        _same_batch(a, b)
+        same_loader_batch(a, b)
     for kind in ("rrc", "resize", "center", "resize_crop", "resize_int", "center_pad"):
         for a, b in zip(_passes(tars, False, kind), _passes(tars, True, kind), strict=True):
-            _same_batch(a, b)
+            same_loader_batch(a, b)
     with _native.disabled():  # the pure-torch crop, JPEGs decoded whole
         torch_kernels = _passes(tars, True, "rrc")
     for a, b in zip(_passes(tars, False, "rrc"), torch_kernels, strict=True):
-        _same_batch(a, b)
+        same_loader_batch(a, b)
 
 
 def test_only_plain_jpegs_skip_the_full_decode(odd_tars: list[str],
@@ -176,7 +178,7 @@ def test_only_plain_jpegs_skip_the_full_decode(odd_tars: list[str],
     whole.clear()
     during = _passes(odd_tars, True, batch_size=5)
     for a, b in zip(after, during, strict=True):
-        _same_batch(a, b)
+        same_loader_batch(a, b)
     # CMYK, the EXIF- and XMP-rotated JPEGs and the PNG decode whole, in every pass; every
     # JPEG where libjpeg-turbo's region decoder is missing
     assert len(whole) == 3 * (5 if codecs.jpeg_ops() is not None else 14), whole
@@ -187,7 +189,7 @@ def test_persistent_workers_started_before_the_transform_changed(tars: list[str]
     def run(read_crop: bool) -> list[dict[str, Any]]:
         stream = WebDatasetStream(tars, shuffle=True, seed=5, buffer=3, rank=0, world_size=1)
         loader = DataLoader(stream, batch_size=4, seed=3, device="cpu", num_workers=2,
-                            persistent_workers=True, transform=_pipeline("pipeline"),
+                            persistent_workers=True, transform=crop_pipeline("pipeline"),
                             read_crop=read_crop)
         out = list(loader)
         loader.transform = RandomResizedCrop(16)  # the started workers keep the old crop
@@ -199,13 +201,13 @@ def test_persistent_workers_started_before_the_transform_changed(tars: list[str]
     during = run(True)
     assert cropped == [True] * 3 + [False] * 3  # then cropped in the main process
     for a, b in zip(after, during, strict=True):
-        _same_batch(a, b)
+        same_loader_batch(a, b)
     assert during[-1]["image"].shape[2:] == (16, 16)
 
 
 def test_other_readers_of_the_stream_get_full_samples(tars: list[str]) -> None:
     stream = WebDatasetStream(tars, rank=0, world_size=1)
-    loader = DataLoader(stream, batch_size=4, device="cpu", transform=_pipeline("rrc"))
+    loader = DataLoader(stream, batch_size=4, device="cpu", transform=crop_pipeline("rrc"))
     assert [b["image"].shape[2:] for b in loader] == [(24, 24)] * 3  # on by default on CPU
     batch = next(iter(loader))  # a pass left early is disarmed when dropped
     gc.collect()
@@ -220,9 +222,9 @@ def test_other_readers_of_the_stream_get_full_samples(tars: list[str]) -> None:
 def test_read_crop_true_on_a_stream_says_why_it_cannot(tars: list[str]) -> None:
     stream = WebDatasetStream(tars, rank=0, world_size=1)
     with pytest.raises(UserError, match="no batches"):
-        DataLoader(stream, batch_size=None, read_crop=True, transform=_pipeline("rrc"))
+        DataLoader(stream, batch_size=None, read_crop=True, transform=crop_pipeline("rrc"))
     with pytest.raises(UserError, match="collate_fn gets the full samples"):
-        DataLoader(stream, batch_size=2, read_crop=True, transform=_pipeline("rrc"),
+        DataLoader(stream, batch_size=2, read_crop=True, transform=crop_pipeline("rrc"),
                    collate_fn=list)
     with pytest.raises(UserError, match="does not start with an npu_data crop"):
         DataLoader(stream, batch_size=2, read_crop=True, transform=RandomHorizontalFlip())
@@ -230,7 +232,7 @@ def test_read_crop_true_on_a_stream_says_why_it_cannot(tars: list[str]) -> None:
 
 def test_a_batch_cropped_for_another_pass_is_refused(tars: list[str]) -> None:
     loader = DataLoader(WebDatasetStream(tars, rank=0, world_size=1), batch_size=1, seed=3,
-                        device="cpu", transform=_pipeline("rrc"))
+                        device="cpu", transform=crop_pipeline("rrc"))
     request = BatchRequest((0,), np.zeros(1, np.int64), seed=3, epoch=1)
     host = HostBatch.of({"sizes": torch.ones(1, 2, dtype=torch.int64)}, None, request)
     assert loader._host_params(host, 1)[0].keys() == {"sizes"}
@@ -243,7 +245,7 @@ def test_decode_fast_reaches_the_stream(tmp_path: Path) -> None:
     pixels per sample as the shards the tars came from, not those of the exact decode."""
     from npu_data.shards.reader import ShardDataset
 
-    ds = _import(tmp_path, "encoded")
+    ds = import_sample(tmp_path, "encoded")
     assert main(["export-wds", str(ds), "--out", str(tmp_path / "f-%03d.tar")]) == 0
     urls = sorted(str(p) for p in tmp_path.glob("f-*.tar"))
 

@@ -27,7 +27,7 @@ from npu_data.formats.webdataset.reader import TarAccess, wds_to_table
 from npu_data.shards.importer import import_dataset
 from npu_data.shards.reader import ShardDataset
 from npu_data.tools.sample_data import make_sample_project
-from tests.local_http import serving
+from tests.support.local_http import serving
 
 CAPTIONS = ["a dog on a beach", "  spaced  ", "ünïcödé — 犬 🐶", "two\nlines", "tab\t\"q\""]
 
