@@ -2,6 +2,7 @@
 #pragma once
 
 #include <ATen/Parallel.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,6 +11,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 namespace npu_data_native {
 
@@ -35,6 +38,23 @@ struct SampleQueue {
   }
 };
 
+// True in a process forked after this library loaded (a DataLoader worker): torch's inter-op
+// pool there is the parent's, without its threads, and its lock may have been held by one of
+// them at the fork (another thread of the parent running a kernel), so at::launch could block
+// forever. A forked process starts its own threads for each call instead.
+inline std::atomic<bool>& forked_child() {
+  static std::atomic<bool> forked{false};
+  return forked;
+}
+inline bool watch_forks() {
+  static const bool registered = [] {
+    pthread_atfork(nullptr, nullptr, [] { forked_child().store(true); });
+    return true;
+  }();
+  return registered;
+}
+[[maybe_unused]] static const bool fork_watch_registered = watch_forks();  // at load
+
 template <typename F>
 void parallel_for_samples(int64_t n, const F& body) {
   const int64_t threads = std::min<int64_t>(std::max(1, at::get_num_threads()), n);
@@ -46,6 +66,13 @@ void parallel_for_samples(int64_t n, const F& body) {
   auto q = std::make_shared<SampleQueue>();
   q->n = n;
   q->body = &one;
+  if (forked_child().load(std::memory_order_relaxed)) {
+    std::vector<std::thread> own;
+    for (int64_t t = 1; t < threads; ++t) own.emplace_back([q]() { q->drain(); });
+    q->drain();
+    for (auto& t : own) t.join();
+    return;
+  }
   for (int64_t t = 1; t < threads; ++t) at::launch([q]() { q->drain(); });
   q->drain();
   std::unique_lock<std::mutex> g(q->lock);
