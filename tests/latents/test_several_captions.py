@@ -26,7 +26,7 @@ from npu_data.loaders import BucketBatchSampler, DataLoader
 from npu_data.shards.latent_format import CAPTION_ROWS, GROUP
 from npu_data.shards.latent_read import caption_rows, latent_shard
 from npu_data.transforms import Compose, LatentCaptionDropout, RandomCaption, RandomLatentFlip
-from tests.latents.conftest import DESCRIBED, encode_args
+from tests.support.latents import DESCRIBED, encode_args
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_sdxl_buckets.py"
 LINES = [[f"photo {c} of a cat", f"a {c} cat on grass"] for c in "abcd"]  # two per image
