@@ -329,6 +329,11 @@ TORCH_LIBRARY(npu_data_jpeg, m) {
   m.def("decode_regions(Tensor[] jpegs, Tensor regions, Tensor sizes, Tensor scales, Tensor? arena=None) -> (Tensor[], Tensor)");
   m.def("with_restarts(Tensor data, int target) -> Tensor");
   m.def("cut_window(Tensor data, int y0, int y1, int x0, int x1) -> (Tensor, Tensor)");
+  m.def("set_threads(int n) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(npu_data_jpeg, CompositeExplicitAutograd, m) {
+  m.impl("set_threads", &npu_data_native::set_threads);
 }
 
 TORCH_LIBRARY_IMPL(npu_data_jpeg, CPU, m) {

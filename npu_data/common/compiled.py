@@ -252,6 +252,22 @@ class BuildFailed(RuntimeError):
     not a missing compiler)."""
 
 
+_LIBRARIES: list[Library] = []
+_THREADS = 0  # set_threads's (0: torch's intra-op count)
+
+
+def set_threads(n: int) -> None:
+    """The threads the compiled kernels spread a batch's samples over, in this process and in
+    every library loaded now or later (0: torch's intra-op count). A forked DataLoader worker
+    sets this and leaves torch's own at 1 (``loaders.loader_args``): torch's OpenMP team there
+    is the parent's without its threads, and a parallel torch op in it can hang."""
+    global _THREADS
+    _THREADS = max(0, int(n))
+    for lib in _LIBRARIES:
+        if lib._ops is not None:
+            lib._ops.set_threads(_THREADS)
+
+
 class Library:
     """One C++ library loaded at most once per process: :meth:`get` returns ``torch.ops.<ns>``
     or ``None`` (``NPU_DATA_NATIVE=0``, or it could not be built or its cache was refused: a
@@ -265,7 +281,9 @@ class Library:
         self.sources, self.headers, self.ldflags = sources, headers, ldflags
         self.missing, self.instead, self.fix = missing, instead, fix
         self._lock = threading.Lock()
-        self._done, self._ops = False, None
+        self._done = False
+        self._ops: Any | None = None
+        _LIBRARIES.append(self)
 
     def get(self) -> Any | None:
         if self._done:
@@ -276,7 +294,9 @@ class Library:
                     try:
                         load_library(self.name, self.sources, self.headers, self.folder,
                                      self.ldflags)
-                        self._ops = getattr(torch.ops, self.namespace)
+                        ops = getattr(torch.ops, self.namespace)
+                        ops.set_threads(_THREADS)
+                        self._ops = ops
                     except (UserError, BuildFailed) as exc:  # the cache, or a failed build
                         log.warning("npu-data: %s (%s); %s", self.missing, exc, self.instead)
                     except Exception as exc:  # no compiler, headers or library

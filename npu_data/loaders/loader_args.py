@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from npu_data.common import compiled
 from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.loaders import host_transform
 from npu_data.loaders.bucket_sampler import bind_buckets
@@ -19,6 +21,7 @@ READ_AHEAD = 2  # batches a DataLoader's read thread works ahead of the transfor
 # The importing thread's torch thread count, fixed now: a thread that first asks after torch's
 # pin-memory thread ran (it calls set_num_threads(1)) would get 1. The read thread uses it.
 torch.get_num_threads()
+_IMPORTED_IN = os.getpid()  # another pid in a worker: forked (a spawned one imports anew)
 
 
 def check_extras(device_prefetch: int, image_key: Any, read_crop: Any, decode: Any,
@@ -68,8 +71,8 @@ def bind_classes(transform: Any, dataset: Any) -> None:
 
 def worker_init(user_init: Callable[[int], None] | None,
                 threads: int | None = None) -> Callable[[int], None]:
-    """The ``worker_init_fn`` torch gets: the loader's setup (``threads``: the worker's torch
-    intra-op threads, ``loaders.placement``; None: torch's 1), then ``user_init`` (a loader
+    """The ``worker_init_fn`` torch gets: the loader's setup (``threads``: the worker's kernel
+    threads, ``loaders.placement``; None: torch's 1), then ``user_init`` (a loader
     rebuilt from this one's attributes passes this back: not wrapped twice)."""
     if isinstance(user_init, functools.partial) and user_init.func is _worker_init:
         user_init = user_init.args[0]
@@ -80,11 +83,15 @@ def _worker_init(user_init: Callable[[int], None] | None, worker_id: int,
                  threads: int | None = None) -> None:
     """Freeze what the worker inherited: the garbage collector never scans (nor dirties,
     copy-on-write) those objects again, so batches cost less and worker memory stays flat.
-    Mark the process as this loader's: datasets serve it raw samples. Set its threads."""
+    Mark the process as this loader's: datasets serve it raw samples. Set its threads: the
+    compiled kernels', and torch's only in a spawned worker — in a forked one torch's OpenMP
+    team is the parent's, without its threads, and a parallel torch op would hang (libgomp)."""
     gc.freeze()
     host_transform.mark_worker()
     if threads is not None:
-        torch.set_num_threads(threads)
+        compiled.set_threads(threads)
+        if os.getpid() == _IMPORTED_IN:
+            torch.set_num_threads(threads)
     if user_init is not None:
         user_init(worker_id)
 

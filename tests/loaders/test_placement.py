@@ -4,11 +4,14 @@ worker count or batch split; resume works there; threads fit the cores."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 import torch
 
+from npu_data.common import compiled
 from npu_data.errors import UserError
 from npu_data.loaders import DataLoader, dataloader, placement
 from npu_data.shards.reader import ShardDataset
@@ -210,10 +213,11 @@ def test_a_pass_sets_the_main_threads_and_restores_them(stores: dict[str, ShardD
                       num_workers=2, threads=3).worker_init_fn
     assert init is not None
     try:
-        init(0)  # what each worker runs first
+        init(0)  # what each worker runs first (one spawned: this process is not forked)
         assert torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(before)
+        compiled.set_threads(0)
 
 
 def test_the_worker_pipeline_travels_and_refuses_what_does_not() -> None:
@@ -221,3 +225,32 @@ def test_the_worker_pipeline_travels_and_refuses_what_does_not() -> None:
     assert pipe.arm(_pipeline()) is not None and pipe.transform is not None
     assert pipe.arm(Compose([RandomResizedCrop(8)])) != placement.token_of(_pipeline())
     assert pipe.arm(lambda b: b) is None and pipe.transform is None  # does not pickle
+
+
+_FORKED_WORKERS = """
+import sys, torch
+from npu_data.loaders import DataLoader
+from npu_data.shards.reader import ShardDataset
+from npu_data.transforms import ColorJitter, Compose, RandomResizedCrop
+torch.set_num_threads(2)
+(torch.ones(4_000_000) * 2).sum()  # the parent's OpenMP team, as a model's forward makes it
+def user_init(worker_id):  # a torch op that runs in parallel where torch has 2 threads
+    (torch.ones(4_000_000) * 3).sum()
+loader = DataLoader(ShardDataset(sys.argv[1]), batch_size=6, device="cpu", num_workers=2,
+                    transform=Compose([RandomResizedCrop(24), ColorJitter(0.4, 0.4, 0.4)]),
+                    augment_on="workers", threads=2, worker_init_fn=user_init)
+print(sum(len(b["index"]) for b in loader))
+"""
+
+
+@pytest.mark.slow
+def test_forked_workers_with_threads_never_hang_in_torch(
+        stores: dict[str, ShardDataset]) -> None:
+    """A forked worker given 2 threads (a 4-core machine, 2 workers) after the parent ran a
+    parallel torch op: torch's OpenMP team in the worker is the parent's without its threads,
+    so a parallel torch op there (the user's init, a dataset, a torch kernel) hung forever
+    while the loader set torch's threads in the workers; the kernels now get the threads."""
+    done = subprocess.run([sys.executable, "-c", _FORKED_WORKERS, str(stores["raw"].path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "23"

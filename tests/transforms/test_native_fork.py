@@ -1,7 +1,8 @@
 """The compiled kernels in a process forked while another thread runs them (a DataLoader
 worker forked beside a read-ahead thread): torch's inter-op pool is the parent's there, its
 lock possibly held at the fork; 30 of 300 such workers hung before the kernels started their
-own threads in a forked process (2026-12-07)."""
+own threads in a forked process (2026-12-07). The child does what a worker does: torch's own
+threads at 1 (its OpenMP team is the parent's, without threads), the kernels' at 2."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import time
 import pytest
 import torch
 
+from npu_data.common import compiled
 from npu_data.transforms import _native
 from npu_data.transforms import functional as F
 
@@ -43,10 +45,11 @@ def test_forked_processes_run_the_kernels_while_the_parent_runs_them() -> None:
     try:
         for _ in range(150):
             pid = os.fork()
-            if pid == 0:  # the child: 2 threads, the same bytes
+            if pid == 0:  # the child, as a worker: 2 kernel threads, the same bytes
                 code = 1
                 try:
-                    torch.set_num_threads(2)
+                    torch.set_num_threads(1)
+                    compiled.set_threads(2)
                     code = 0 if torch.equal(_kernel(x), ref) else 3
                 finally:
                     os._exit(code)

@@ -55,9 +55,19 @@ inline bool watch_forks() {
 }
 [[maybe_unused]] static const bool fork_watch_registered = watch_forks();  // at load
 
+// The threads a batch's samples spread over; 0: torch's intra-op count. A forked DataLoader
+// worker sets it (the library's set_threads op) and leaves torch's at 1: torch's OpenMP team
+// there is the parent's, without its threads, so a parallel torch op can hang (libgomp).
+inline std::atomic<int64_t>& thread_setting() {
+  static std::atomic<int64_t> threads{0};
+  return threads;
+}
+inline void set_threads(int64_t n) { thread_setting().store(std::max<int64_t>(0, n)); }
+
 template <typename F>
 void parallel_for_samples(int64_t n, const F& body) {
-  const int64_t threads = std::min<int64_t>(std::max(1, at::get_num_threads()), n);
+  const int64_t set = thread_setting().load(std::memory_order_relaxed);
+  const int64_t threads = std::min<int64_t>(set > 0 ? set : std::max(1, at::get_num_threads()), n);
   if (threads <= 1) {
     body(0, n);
     return;

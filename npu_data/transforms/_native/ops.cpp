@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include "kernels.h"
+#include "parallel.h"
 
 #include <string>
 
@@ -45,6 +46,7 @@ TORCH_LIBRARY(npu_data, m) {
   m.def("color_ops(Tensor images, Tensor sizes, Tensor order, Tensor factors, Tensor shifts) -> Tensor");
   m.def("hflip_(Tensor(a!) images, Tensor sizes, Tensor flip_mask) -> ()");
   m.def("simd_paths() -> str");
+  m.def("set_threads(int n) -> ()");
   m.def("warp(Tensor images, Tensor sizes, Tensor out_sizes, Tensor col_x, Tensor row_x, Tensor col_y, Tensor row_y, bool bilinear, Tensor fill) -> Tensor");
   m.def("histograms(Tensor images, Tensor sizes) -> Tensor");
   m.def("contrast_keys(Tensor images, Tensor sizes) -> Tensor");
@@ -63,6 +65,7 @@ TORCH_LIBRARY(npu_data, m) {
 
 TORCH_LIBRARY_IMPL(npu_data, CompositeExplicitAutograd, m) {
   m.impl("simd_paths", &npu_data_native::simd_paths);
+  m.impl("set_threads", &npu_data_native::set_threads);
 }
 
 TORCH_LIBRARY_IMPL(npu_data, CPU, m) {
