@@ -264,8 +264,13 @@ def set_threads(n: int) -> None:
     global _THREADS
     _THREADS = max(0, int(n))
     for lib in _LIBRARIES:
-        if lib._ops is not None:
-            lib._ops.set_threads(_THREADS)
+        _apply_threads(lib._ops)
+
+
+def _apply_threads(ops: Any | None) -> None:
+    """Hand the thread setting to a loaded library that spreads batches (``parallel.h``)."""
+    if ops is not None and hasattr(ops, "set_threads"):
+        ops.set_threads(_THREADS)
 
 
 class Library:
@@ -294,9 +299,8 @@ class Library:
                     try:
                         load_library(self.name, self.sources, self.headers, self.folder,
                                      self.ldflags)
-                        ops = getattr(torch.ops, self.namespace)
-                        ops.set_threads(_THREADS)
-                        self._ops = ops
+                        self._ops = getattr(torch.ops, self.namespace)
+                        _apply_threads(self._ops)
                     except (UserError, BuildFailed) as exc:  # the cache, or a failed build
                         log.warning("npu-data: %s (%s); %s", self.missing, exc, self.instead)
                     except Exception as exc:  # no compiler, headers or library
