@@ -281,5 +281,12 @@ class Transform:
         """The transform kernel: ``params`` applied to a checked batch dict (module doc)."""
         raise NotImplementedError
 
+    def riders(self, params: Params, ctx: ApplyContext, shape: tuple[int, int, int]
+               ) -> dict[str, torch.Tensor]:
+        """The host tensors this stage's kernels will copy to the device for ``params`` on a
+        ``(B, H, W)`` batch, made ahead so they ride with a pipeline's first copy
+        (``_kernels.riding``; a kernel that finds none copies its own). Default: none."""
+        return {}
+
     def __repr__(self) -> str:
         return f"{self.name}()"

@@ -122,6 +122,18 @@ class ColorJitter(Transform):
                                       params["saturation"], params["hue"], full=ctx.full)
         return out
 
+    def riders(self, params: Params, ctx: ApplyContext, shape: tuple[int, int, int]
+               ) -> dict[str, torch.Tensor]:
+        """The steps' parameters and blend products (``_kernels.jitter.host_parts``)."""
+        from npu_data.transforms._kernels import color as K
+        from npu_data.transforms._kernels import jitter
+
+        order = params["order"] if self.order == "random" else None
+        factors = torch.stack([params["brightness"], params["contrast"],
+                               params["saturation"]], 1)
+        return jitter.host_parts(shape, self.enabled, order, factors, K.hue_shift(params["hue"]),
+                                 ctx.full)
+
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow as reference
 

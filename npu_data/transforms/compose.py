@@ -43,6 +43,7 @@ import torch
 
 from npu_data.common.compat import is_compiling
 from npu_data.errors import UserTypeError, UserValueError
+from npu_data.transforms._kernels import copied, riding
 from npu_data.transforms.base import (
     DEFAULT,
     ApplyContext,
@@ -322,19 +323,45 @@ def run_stages(stages: Sequence[Transform], indices: Sequence[int], batch: Batch
     and jitters fuse (:func:`fusions`)."""
     folds, filled = fusions(stages, full)
     owned: torch.Tensor | None = None  # the image an earlier stage allocated
-    for i, t in enumerate(stages):
-        ctx = stage_context(i, stages, params, indices, folds, filled)
-        own = stage_params(_moved_crop(stages, indices, i, batch, params), indices[i])
-        before = batch.get("image")
-        with donating(owned) if owned is not None and before is owned else _caller():
-            if ctx is DEFAULT:
-                batch = t.apply(batch, own)
-            else:  # a batch dict already: the stage's own checks run in functional
-                batch = t._apply(batch, own, ctx)
-        after = batch.get("image")
-        if fresh(after, before):
-            owned = after
+    with riding(stage_riders(stages, indices, batch, params, folds, filled)):
+        for i, t in enumerate(stages):
+            ctx = stage_context(i, stages, params, indices, folds, filled)
+            own = stage_params(_moved_crop(stages, indices, i, batch, params), indices[i])
+            before = batch.get("image")
+            with donating(owned) if owned is not None and before is owned else _caller():
+                if ctx is DEFAULT:
+                    batch = t.apply(batch, own)
+                else:  # a batch dict already: the stage's own checks run in functional
+                    batch = t._apply(batch, own, ctx)
+            after = batch.get("image")
+            if fresh(after, before):
+                owned = after
     return batch
+
+
+def stage_riders(stages: Sequence[Transform], indices: Sequence[int], batch: Batch,
+                 params: Params, folds: dict[int, int], filled: list[bool]
+                 ) -> dict[str, torch.Tensor]:
+    """What the stages after a crop that fills its output will copy to the device
+    (:meth:`Transform.riders`, host tensors made now), to ride with the batch's first copy:
+    one host-to-device copy per batch. None on the host (nothing is copied there)."""
+    image = batch.get("image")
+    if not isinstance(image, torch.Tensor) or not copied(image.device):
+        return {}
+    out: dict[str, torch.Tensor] = {}
+    shape: tuple[int, int] | None = None
+    for i, t in enumerate(stages):
+        if filled[i] and shape is not None:
+            ctx = stage_context(i, stages, params, indices, folds, filled)
+            out.update(t.riders(stage_params(params, indices[i]), ctx,
+                                (image.shape[0], *shape)))
+        size = getattr(t, "size", None)
+        own = stage_params(params, indices[i])
+        if t.fills and isinstance(size, tuple) and "windows" not in own:
+            shape = size
+        elif not t.keeps_full:
+            shape = None
+    return out
 
 
 def _moved_crop(stages: Sequence[Transform], indices: Sequence[int], k: int, batch: Batch,

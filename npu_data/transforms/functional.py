@@ -488,8 +488,8 @@ def normalize(
                              f"{list(mean)}, {list(std)} — pass per-channel statistics")
     if any(s <= 0 for s in std):
         raise UserValueError(f"std values must be positive, got {list(std)}")
-    m = _kernels.to_device(torch.tensor(mean, dtype=torch.float32), images.device)
-    s = _kernels.to_device(torch.tensor(std, dtype=torch.float32), images.device)
+    m = torch.tensor(mean, dtype=torch.float32)  # host values: the kernels copy what they need
+    s = torch.tensor(std, dtype=torch.float32)
     return kernel("normalize", images)(images, m, s, dtype, channels_last)
 
 
@@ -560,7 +560,7 @@ def erase(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
     if tuple(boxes.shape) != (b, 4):
         raise UserValueError(f"erase: boxes must have shape ({b}, 4) (top, left, height, "
                              f"width), got {tuple(boxes.shape)}")
-    boxes = _clip_boxes(boxes, sizes, images.device)
+    boxes = clip_boxes(boxes, sizes, images.device)
     if isinstance(value, str):
         return _erase_noise(images, sizes, boxes, value, noise_seeds, noise)
     v = torch.as_tensor(value)
@@ -578,13 +578,14 @@ def erase(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
 
 
 
-def _clip_boxes(boxes: torch.Tensor, sizes: torch.Tensor, device: torch.device
+def clip_boxes(boxes: torch.Tensor, sizes: torch.Tensor, device: torch.device
                 ) -> torch.Tensor:
     """``boxes`` (top, left, height, width) cut at each sample's valid size, as torchvision's
-    slicing cuts them at the image: a box past it never writes into the padding (ops on
-    ``device``, the images', nothing read back)."""
-    bx = _kernels.to_device(boxes, device).to(torch.int64)
-    sz = _kernels.to_device(sizes, device).to(torch.int64)
+    slicing cuts them at the image: a box past it never writes into the padding (ops on the
+    host where both are host tensors, else on ``device``, the images', nothing read back)."""
+    where = torch.device("cpu") if _kernels.on_host(boxes, sizes) else device  # host: there
+    bx = _kernels.to_device(boxes, where).to(torch.int64)
+    sz = _kernels.to_device(sizes, where).to(torch.int64)
     start = bx[:, :2]
     side = (torch.minimum(start + bx[:, 2:], sz) - start).clamp(min=0)
     return torch.cat([start, side], 1)
@@ -984,7 +985,7 @@ def _host_rows(t: torch.Tensor | Sequence[float], batch: int, shape: tuple[int, 
     return a
 
 
-def _warp_args(images: torch.Tensor, sizes: torch.Tensor, matrices: np.ndarray,
+def warp_args(images: torch.Tensor, sizes: torch.Tensor, matrices: np.ndarray,
                interpolation: str, fill: int | Sequence[int], out_sizes: np.ndarray | None,
                out_shape: tuple[int, int] | None, who: str) -> tuple[object, ...]:
     """The ``warp`` kernel's arguments: the host tables of ``matrices`` (see :func:`warp`)."""
@@ -1034,7 +1035,7 @@ def warp(images: torch.Tensor, sizes: torch.Tensor, matrices: np.ndarray,
         UserError: A tensor of the wrong dtype or shape, a bad interpolation or fill.
     """
     _check_images(images, sizes)
-    args = _warp_args(images, sizes, matrices, interpolation, fill, out_sizes, out_shape, "warp")
+    args = warp_args(images, sizes, matrices, interpolation, fill, out_sizes, out_shape, "warp")
     return kernel("warp", images)(*args)  # type: ignore[no-any-return]
 
 
@@ -1079,7 +1080,7 @@ def affine(images: torch.Tensor, sizes: torch.Tensor, angle: torch.Tensor,
     if (s <= 0).any():
         raise UserValueError(f"affine: scale must be positive, got {s.tolist()}")
     m = maps.affine_matrices(_host_sizes(sizes, who), a, t, s, sh)
-    args = _warp_args(images, sizes, m, interpolation, fill, None, None, who)
+    args = warp_args(images, sizes, m, interpolation, fill, None, None, who)
     return kernel("warp", images)(*args)  # type: ignore[no-any-return]
 
 
@@ -1104,7 +1105,7 @@ def rotate(images: torch.Tensor, sizes: torch.Tensor, angle: torch.Tensor,
     who = "rotate"
     a = _host_rows(angle, images.shape[0], (images.shape[0],), "angle", who)
     m = maps.rotate_matrices(_host_sizes(sizes, who), a)
-    args = _warp_args(images, sizes, m, interpolation, fill, None, None, who)
+    args = warp_args(images, sizes, m, interpolation, fill, None, None, who)
     return kernel("warp", images)(*args)  # type: ignore[no-any-return]
 
 
