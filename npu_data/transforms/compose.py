@@ -20,28 +20,20 @@ Two exact rewrites keep that fast: a flip right before a crop runs after it
 the crop while reading (:meth:`Compose.split`); and a flip after a crop is folded into the
 crop's resize (:func:`fusions`).
 
-**Donated images**: a batch image its owner no longer needs, which kernels may overwrite
-with their result instead of allocating a new batch (no per-batch allocation, no page faults
-on fresh memory, one memory pass less for a flip).
-
-The loader donates the batches it collated itself; ``Compose`` donates what one stage
+**Donated images** (``base.donating``): ``Compose`` donates what one stage
 allocated to the stages after it (never the caller's input unless the caller donated it).
-A kernel that can work in place asks :func:`donated`; one that cannot simply allocates, so
-donation changes where results are written, never their values.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
-from contextvars import ContextVar
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from npu_data.common.compat import is_compiling
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms._kernels import copied, riding
 from npu_data.transforms.base import (
@@ -52,7 +44,9 @@ from npu_data.transforms.base import (
     Transform,
     as_batch,
     check_generator,
+    donating,
     finish,
+    fresh,
     stage_key,
     stage_params,
     with_stage,
@@ -453,35 +447,3 @@ def mirror_window(params: Params, index: int, flip: torch.Tensor, sizes: np.ndar
     b = params[stage_key(index, "boxes")].numpy().copy()
     b[:, 1] = np.where(mask, sizes[:, 1] - b[:, 1] - b[:, 3], b[:, 1])
     params[stage_key(index, "boxes")] = torch.from_numpy(b)
-
-
-# --- donated images (module doc) ---
-_DONATED: ContextVar[torch.Tensor | None] = ContextVar("npu_data_donated", default=None)
-
-
-@contextlib.contextmanager
-def donating(image: torch.Tensor | None) -> Iterator[None]:
-    """Within the block, kernels may write their results into ``image`` (None: nothing)."""
-    token = _DONATED.set(image)
-    try:
-        yield
-    finally:
-        _DONATED.reset(token)
-
-
-def donated(image: torch.Tensor) -> bool:
-    """Whether ``image`` itself was donated (and is contiguous, as in-place kernels need);
-    never in a ``torch.compile`` trace (graphs allocate as they like)."""
-    if is_compiling():
-        return False
-    return _DONATED.get() is image and image.is_contiguous()
-
-
-def fresh(result: torch.Tensor | None, source: torch.Tensor | None) -> bool:
-    """Whether ``result`` lives in memory of its own, not in ``source``'s (a stage's output
-    that no caller can hold yet)."""
-    if is_compiling():
-        return False
-    if result is None or source is None or result is source:
-        return False
-    return result.untyped_storage().data_ptr() != source.untyped_storage().data_ptr()

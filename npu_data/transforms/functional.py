@@ -30,7 +30,7 @@ from npu_data.transforms._kernels import color as _color
 from npu_data.transforms._kernels import warp_tables
 from npu_data.transforms._kernels.pixel import POLICY_OPS as _POLICY_OPS
 from npu_data.transforms._kernels.resample import FILTERS
-from npu_data.transforms.compose import donated
+from npu_data.transforms.base import donated
 from npu_data.transforms.maps import check_fill
 from npu_data.transforms.maps import check_interpolation as check_warp_interpolation
 

@@ -17,6 +17,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from npu_data.parity.precision import wrapped_numbers
 from npu_data.tools.device_costs import measure
 from npu_data.transforms import (
     ColorJitter,
@@ -33,7 +34,6 @@ from npu_data.transforms._kernels import color as K
 from npu_data.transforms._kernels import resample as RS
 from npu_data.transforms._kernels.crop import vertical_first
 from npu_data.transforms.draws import sample_keys
-from npu_data.transforms.precision import wrapped_numbers
 
 
 def _pipe(size: int = 32) -> Compose:
