@@ -20,7 +20,6 @@ import torch
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import functional as F
 from npu_data.transforms import maps
-from npu_data.transforms._kernels import riding
 from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
 from npu_data.transforms.draws import Uniforms
 
@@ -200,8 +199,7 @@ class _Policy(Transform):
                                  ).view(-1, 2)
         for j in range(params["op"].shape[1]):
             ops = params["op"][:, j]
-            geo = (ops >= 1) & (ops <= 5) if ops.device.type == "cpu" else None
-            with riding({} if geo is None else {"choose.mask": geo}):  # with the step's copy
+            with F.riding(F.policy_choose_riders(ops)):  # with the step's copy
                 step = F.policy_step(x, sizes, ops, params["factor"][:, j],
                                      params["level"][:, j])
             x = self._geometric(x, step, sizes, params["op"][:, j], params["matrix"], j)
@@ -211,28 +209,13 @@ class _Policy(Transform):
 
     def riders(self, params: Params, ctx: ApplyContext, shape: tuple[int, int, int]
                ) -> dict[str, torch.Tensor]:
-        """The first step's host-made tables (``_kernels.pixel.host_step``, the warp's) of a
-        full batch; later steps copy their own (they would share the names)."""
-        from npu_data.transforms._kernels.pixel import host_step, smooth_parts
-        from npu_data.transforms._kernels.warp import warp_parts
-
-        ops = params["op"]
-        if not ctx.full or ops.device.type != "cpu" or ops.shape[1] == 0:
+        """The first step's host-made tables of a full batch (``functional.policy_riders``);
+        later steps copy their own (they would share the names)."""
+        if not ctx.full or params["op"].shape[1] == 0:
             return {}
-        b, height, width = shape
-        first = ops[:, 0]
-        out = host_step(first, params["factor"][:, 0], params["level"][:, 0], b, 3)
-        geo = (first >= 1) & (first <= 5)
-        out["choose.mask"] = geo
-        sizes = torch.tensor([[height, width]] * b, dtype=torch.int64).view(-1, 2)
-        if bool((first == F.POLICY_OPS.index("Sharpness")).any()) and height >= 3 and width >= 3:
-            out.update(smooth_parts(sizes, height, width, torch.device("cpu")))
-        if not self.pixel_only and bool(geo.any()):
-            shaped = torch.zeros(1, dtype=torch.uint8).expand(b, 3, height, width)  # a shape
-            args = F.warp_args(shaped, sizes, params["matrix"].numpy()[:, 0],
-                               self.interpolation, self.fill, None, None, "warp")
-            out.update(warp_parts(args[3], args[5]))  # type: ignore[arg-type]
-        return out
+        return F.policy_riders(shape, params["op"][:, 0], params["factor"][:, 0],
+                               params["level"][:, 0], params["matrix"][:, 0],
+                               self.interpolation, self.fill, self.pixel_only)
 
     def _geometry_repr(self) -> str:
         return (f"interpolation={self.interpolation!r}, fill={self.fill}, "

@@ -328,7 +328,8 @@ class Transform:
                ) -> dict[str, torch.Tensor]:
         """The host tensors this stage's kernels will copy to the device for ``params`` on a
         ``(B, H, W)`` batch, made ahead so they ride with a pipeline's first copy
-        (``_kernels.riding``; a kernel that finds none copies its own). Default: none."""
+        (``functional.riding`` and its ``*_riders``; a kernel that finds none copies its own).
+        Default: none."""
         return {}
 
     def __repr__(self) -> str:

@@ -124,15 +124,11 @@ class ColorJitter(Transform):
 
     def riders(self, params: Params, ctx: ApplyContext, shape: tuple[int, int, int]
                ) -> dict[str, torch.Tensor]:
-        """The steps' parameters and blend products (``_kernels.jitter.host_parts``)."""
-        from npu_data.transforms._kernels import color as K
-        from npu_data.transforms._kernels import jitter
-
+        """The steps' parameters and blend products (``functional.color_jitter_riders``)."""
         order = params["order"] if self.order == "random" else None
-        factors = torch.stack([params["brightness"], params["contrast"],
-                               params["saturation"]], 1)
-        return jitter.host_parts(shape, self.enabled, order, factors, K.hue_shift(params["hue"]),
-                                 ctx.full)
+        return F.color_jitter_riders(shape, self.enabled, order, params["brightness"],
+                                     params["contrast"], params["saturation"], params["hue"],
+                                     full=ctx.full)
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow as reference

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from npu_data.errors import UserTypeError, UserValueError
-from npu_data.transforms._kernels import copied, riding
+from npu_data.transforms import functional as F
 from npu_data.transforms.base import (
     DEFAULT,
     ApplyContext,
@@ -317,7 +317,7 @@ def run_stages(stages: Sequence[Transform], indices: Sequence[int], batch: Batch
     and jitters fuse (:func:`fusions`)."""
     folds, filled = fusions(stages, full)
     owned: torch.Tensor | None = None  # the image an earlier stage allocated
-    with riding(stage_riders(stages, indices, batch, params, folds, filled)):
+    with F.riding(stage_riders(stages, indices, batch, params, folds, filled)):
         for i, t in enumerate(stages):
             ctx = stage_context(i, stages, params, indices, folds, filled)
             own = stage_params(_moved_crop(stages, indices, i, batch, params), indices[i])
@@ -340,7 +340,7 @@ def stage_riders(stages: Sequence[Transform], indices: Sequence[int], batch: Bat
     (:meth:`Transform.riders`, host tensors made now), to ride with the batch's first copy:
     one host-to-device copy per batch. None on the host (nothing is copied there)."""
     image = batch.get("image")
-    if not isinstance(image, torch.Tensor) or not copied(image.device):
+    if not isinstance(image, torch.Tensor) or not F.copies_to(image.device):
         return {}
     out: dict[str, torch.Tensor] = {}
     shape: tuple[int, int] | None = None

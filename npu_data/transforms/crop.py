@@ -38,7 +38,6 @@ import torch
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import functional as F
 from npu_data.transforms import geometry
-from npu_data.transforms._kernels import riding, take
 from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform, pair
 from npu_data.transforms.draws import Uniforms
 from npu_data.transforms.functional import check_interpolation
@@ -110,11 +109,9 @@ def box_top_left(boxes: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
 
 def micro_host(params: Params, batch: int, shape: tuple[int, int]
                ) -> tuple[torch.Tensor | None, torch.Tensor]:
-    """``(crop_top_left, target_size)`` as drawn on the host (``crop_top_left`` None where it
-    is not: parameters made by hand, or on the device)."""
+    """``(crop_top_left, target_size)`` as drawn (``crop_top_left`` None for parameters made
+    by hand; ``functional.riding`` leaves out what is drawn on the device)."""
     top_left = params.get("crop_top_left")
-    if top_left is not None and top_left.device.type != "cpu":
-        top_left = None
     target = params.get("out")
     if target is None:
         target = torch.tensor([shape] * batch, dtype=torch.int64).view(-1, 2)
@@ -125,7 +122,7 @@ def micro_conditioning(params: Params, sizes: torch.Tensor, shape: tuple[int, in
                        ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(crop_top_left, target_size)`` int64 (B, 2) on ``sizes``' device (module doc): the
     drawn ``crop_top_left`` (host or device), else computed from the boxes where they are.
-    Host values ride with the crop's copy where they can (``_kernels.riding``)."""
+    Host values ride with the crop's copy where they can (``functional.riding``)."""
     top_left = params.get("crop_top_left")
     if top_left is None:  # parameters made by hand: from the boxes, on their device
         bx = params["boxes"].to(torch.int64)
@@ -133,8 +130,8 @@ def micro_conditioning(params: Params, sizes: torch.Tensor, shape: tuple[int, in
         top_left = torch.div(2 * bx[:, :2] * out_t + bx[:, 2:], 2 * bx[:, 2:].clamp(min=1),
                              rounding_mode="floor")
     _, target = micro_host(params, sizes.shape[0], shape)
-    return (take("crop.top_left", top_left, sizes.device),
-            take("crop.target", target, sizes.device))
+    return (F.take("crop.top_left", top_left, sizes.device),
+            F.take("crop.target", target, sizes.device))
 
 
 class _CropBase(Transform):
@@ -168,12 +165,12 @@ class _CropBase(Transform):
         riders = {"crop.sizes": new_sizes, "crop.target": target}
         if top_left is not None:
             riders["crop.top_left"] = top_left
-        with riding(riders):  # the new sizes and micro-conditioning ride with the crop's copy
+        with F.riding(riders):  # the new sizes and micro-conditioning ride with the crop's copy
             out["image"] = F.resized_crop(batch["image"], sizes, params["boxes"], shape,
                                           windows=windows,
                                           flip=None if flip is None else flip.to(torch.bool),
                                           interpolation=self.interpolation)
-            out["sizes"] = take("crop.sizes", new_sizes, sizes.device)
+            out["sizes"] = F.take("crop.sizes", new_sizes, sizes.device)
             out.update(self.micro_keys(batch, params, shape))
         out.update(geometry.resized_crop_geometry(batch, effective_boxes(params, shape), shape,
                                                   self.min_visible))

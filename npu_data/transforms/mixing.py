@@ -21,8 +21,6 @@ import torch
 from npu_data.common.compat import is_compiling
 from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.transforms import functional as F
-from npu_data.transforms._kernels import riding
-from npu_data.transforms._kernels.mixing import weights
 from npu_data.transforms.base import (
     DEFAULT,
     ApplyContext,
@@ -202,7 +200,7 @@ class MixUp(_Mixing):
 
     def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         out = dict(batch)
-        with riding(weights(params["partner"], params["label_lam"], "mix.label")):  # one copy
+        with F.riding(F.soft_label_riders(params["partner"], params["label_lam"])):  # one copy
             out["image"] = F.mixup(batch["image"], params["partner"], params["lam"])
             out[self.labels_key] = self.soft_labels(batch, params["partner"],
                                                     params["label_lam"])
@@ -261,7 +259,7 @@ class CutMix(_Mixing):
 
     def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         out = dict(batch)
-        with riding(weights(params["partner"], params["label_lam"], "mix.label")):  # one copy
+        with F.riding(F.soft_label_riders(params["partner"], params["label_lam"])):  # one copy
             out["image"] = F.cutmix(batch["image"], params["partner"], params["boxes"])
             out[self.labels_key] = self.soft_labels(batch, params["partner"],
                                                     params["label_lam"])

@@ -200,16 +200,10 @@ class RandomErasing(Transform):
 
     def riders(self, params: Params, ctx: ApplyContext, shape: tuple[int, int, int]
                ) -> dict[str, torch.Tensor]:
-        """The box masks and fill of a full batch (``_kernels.pixel.erase_parts``)."""
-        from npu_data.transforms._kernels.pixel import erase_parts
-
+        """The box masks and fill of a full batch (``functional.erase_riders``)."""
         if self.value == "random" or not ctx.full:
             return {}
-        b, height, width = shape
-        sizes = torch.tensor([[height, width]] * b, dtype=torch.int64).view(-1, 2)
-        boxes = F.clip_boxes(params["boxes"], sizes, torch.device("cpu"))
-        value = torch.tensor(self.value, dtype=torch.uint8).view(1, 3).expand(b, 3)
-        return erase_parts(boxes, value, height, width, torch.device("cpu"))
+        return F.erase_riders(shape, params["boxes"], torch.tensor(self.value, dtype=torch.uint8))
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow as reference
