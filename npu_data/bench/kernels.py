@@ -7,7 +7,9 @@
 ``--costs``: device ops per batch and peak device memory per kernel, counted on the host
 (``npu_data.tools.device_costs``: the batch on the ``meta`` device, parameters drawn on the
 host as the DataLoader draws them; deterministic), for batches of 16 and 64 images of
-500x375 and 2000x1500: the Compose below and each kernel on its own.
+500x375 and 2000x1500: the Compose below, the classification recipe (``bench.recipe``'s
+pipeline, RandomResizedCrop + flip + TrivialAugmentWide + RandomErasing + Normalize, then
+MixUp or CutMix on its output, as ``bench.recipe.mix``) and each kernel on its own.
 
 Batches of 500x375 images (resized_crop to 224; colour ops on the 224x224 crops), random
 per-sample parameters; the median of ``--repeats`` runs after one warm-up. On the CPU the
@@ -240,6 +242,7 @@ def costs(batches: tuple[int, ...] = (16, 64),
             pipe = augmentation(crop)
             params = pipe.draw_keyed(np.array([[h, w]] * b), keys)
             rows += _crop_costs(b, crop, x, sz, pipe, params)
+            rows += _recipe_costs(b, crop, x, sz, keys)
         rows += _colour_costs(b, crop, keys)
     return rows
 
@@ -253,6 +256,32 @@ def _crop_costs(b: int, crop: int, x: torch.Tensor, sz: torch.Tensor, pipe: Any,
                       lambda: pipe.apply(batch, params), x, [sz]),
             _cost_row(f"resized_crop {crop}", b,
                       lambda: F.resized_crop(x, sz, boxes, crop), x, [sz])]
+
+
+def _recipe_costs(b: int, crop: int, x: torch.Tensor, sz: torch.Tensor, keys: np.ndarray
+                  ) -> list[dict[str, Any]]:
+    """The classification recipe's keyed Compose, then MixUp or CutMix on its output (the
+    labels already on the device), as ``bench.recipe`` runs a batch."""
+    from npu_data.bench.recipe import CUTMIX_ALPHA, MIX_POSITION, MIXUP_ALPHA, pipeline
+    from npu_data.transforms import CutMix, MixUp
+
+    pipe = pipeline(crop)
+    h, w = x.shape[-2:]
+    params = pipe.draw_keyed(np.array([[h, w]] * b), keys)
+    label = torch.empty(b, dtype=torch.int64, device=x.device)
+    batch = {"image": x, "sizes": sz}
+    rows = []
+    for name, mix in (("MixUp", MixUp(MIXUP_ALPHA, 1000)), ("CutMix", CutMix(CUTMIX_ALPHA, 1000))):
+        mix_params = mix.draw_keyed(np.array([[crop, crop]] * b), keys, MIX_POSITION + 1)
+
+        def fn(mix: Any = mix, mix_params: Any = mix_params) -> Any:
+            out = pipe.apply(batch, params)
+            return mix.apply({"image": out["image"], "sizes": out["sizes"], "label": label},
+                             mix_params)
+
+        rows.append(_cost_row(f"recipe: crop {crop} + flip + TrivialAugmentWide + erase + "
+                              f"normalize, then {name}", b, fn, x, [sz, label]))
+    return rows
 
 
 def _colour_costs(b: int, crop: int, keys: np.ndarray) -> list[dict[str, Any]]:

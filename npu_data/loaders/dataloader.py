@@ -30,7 +30,7 @@ from npu_data.loaders.prefetch import rebuild as _rebuild
 from npu_data.loaders.request import Keyed, Requests, refusal, state_of, worker_refusal
 from npu_data.loaders.sampler import loader_order
 from npu_data.loaders.states import loader_seed
-from npu_data.transforms.compose import donating
+from npu_data.transforms.base import donating
 from npu_data.transforms.read_crop import apply_after_read
 
 BatchTransform = Callable[..., Any]

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from npu_data.errors import UserTypeError, UserValueError
-from npu_data.transforms.compose import donating
+from npu_data.transforms.base import donating
 from npu_data.transforms.read_crop import apply_after_read
 
 PLACEMENTS = ("auto", "device", "workers")

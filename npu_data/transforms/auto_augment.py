@@ -137,6 +137,7 @@ class _Policy(Transform):
     """Shared plumbing: per-sample (op, magnitude) rows, one batched step per column."""
 
     name = "_Policy"
+    keeps_full = True  # uint8 in, uint8 out, sizes kept (a warp fills what it uncovers)
 
     def __init__(self, space: Space, pixel_only: bool, interpolation: str,
                  fill: int | Sequence[int]) -> None:
@@ -190,14 +191,31 @@ class _Policy(Transform):
                 "matrix": torch.from_numpy(mats)}
 
     def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+        """``ctx.full``: every sample fills the batch, so its sizes are the batch's, known on
+        the host (no padding masks, nothing read back)."""
         x, sizes = batch["image"], batch["sizes"]
+        if ctx.full:
+            sizes = torch.tensor([list(x.shape[-2:])] * x.shape[0], dtype=torch.int64
+                                 ).view(-1, 2)
         for j in range(params["op"].shape[1]):
-            step = F.policy_step(x, sizes, params["op"][:, j], params["factor"][:, j],
-                                 params["level"][:, j])
+            ops = params["op"][:, j]
+            with F.riding(F.policy_choose_riders(ops)):  # with the step's copy
+                step = F.policy_step(x, sizes, ops, params["factor"][:, j],
+                                     params["level"][:, j])
             x = self._geometric(x, step, sizes, params["op"][:, j], params["matrix"], j)
         out = dict(batch)
         out["image"] = x
         return out
+
+    def riders(self, params: Params, ctx: ApplyContext, shape: tuple[int, int, int]
+               ) -> dict[str, torch.Tensor]:
+        """The first step's host-made tables of a full batch (``functional.policy_riders``);
+        later steps copy their own (they would share the names)."""
+        if not ctx.full or params["op"].shape[1] == 0:
+            return {}
+        return F.policy_riders(shape, params["op"][:, 0], params["factor"][:, 0],
+                               params["level"][:, 0], params["matrix"][:, 0],
+                               self.interpolation, self.fill, self.pixel_only)
 
     def _geometry_repr(self) -> str:
         return (f"interpolation={self.interpolation!r}, fill={self.fill}, "

@@ -122,6 +122,14 @@ class ColorJitter(Transform):
                                       params["saturation"], params["hue"], full=ctx.full)
         return out
 
+    def riders(self, params: Params, ctx: ApplyContext, shape: tuple[int, int, int]
+               ) -> dict[str, torch.Tensor]:
+        """The steps' parameters and blend products (``functional.color_jitter_riders``)."""
+        order = params["order"] if self.order == "random" else None
+        return F.color_jitter_riders(shape, self.enabled, order, params["brightness"],
+                                     params["contrast"], params["saturation"], params["hue"],
+                                     full=ctx.full)
+
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow as reference
 

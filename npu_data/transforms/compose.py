@@ -20,29 +20,22 @@ Two exact rewrites keep that fast: a flip right before a crop runs after it
 the crop while reading (:meth:`Compose.split`); and a flip after a crop is folded into the
 crop's resize (:func:`fusions`).
 
-**Donated images**: a batch image its owner no longer needs, which kernels may overwrite
-with their result instead of allocating a new batch (no per-batch allocation, no page faults
-on fresh memory, one memory pass less for a flip).
-
-The loader donates the batches it collated itself; ``Compose`` donates what one stage
+**Donated images** (``base.donating``): ``Compose`` donates what one stage
 allocated to the stages after it (never the caller's input unless the caller donated it).
-A kernel that can work in place asks :func:`donated`; one that cannot simply allocates, so
-donation changes where results are written, never their values.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
-from contextvars import ContextVar
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from npu_data.common.compat import is_compiling
 from npu_data.errors import UserTypeError, UserValueError
+from npu_data.transforms import functional as F
 from npu_data.transforms.base import (
     DEFAULT,
     ApplyContext,
@@ -51,7 +44,9 @@ from npu_data.transforms.base import (
     Transform,
     as_batch,
     check_generator,
+    donating,
     finish,
+    fresh,
     stage_key,
     stage_params,
     with_stage,
@@ -322,19 +317,45 @@ def run_stages(stages: Sequence[Transform], indices: Sequence[int], batch: Batch
     and jitters fuse (:func:`fusions`)."""
     folds, filled = fusions(stages, full)
     owned: torch.Tensor | None = None  # the image an earlier stage allocated
-    for i, t in enumerate(stages):
-        ctx = stage_context(i, stages, params, indices, folds, filled)
-        own = stage_params(_moved_crop(stages, indices, i, batch, params), indices[i])
-        before = batch.get("image")
-        with donating(owned) if owned is not None and before is owned else _caller():
-            if ctx is DEFAULT:
-                batch = t.apply(batch, own)
-            else:  # a batch dict already: the stage's own checks run in functional
-                batch = t._apply(batch, own, ctx)
-        after = batch.get("image")
-        if fresh(after, before):
-            owned = after
+    with F.riding(stage_riders(stages, indices, batch, params, folds, filled)):
+        for i, t in enumerate(stages):
+            ctx = stage_context(i, stages, params, indices, folds, filled)
+            own = stage_params(_moved_crop(stages, indices, i, batch, params), indices[i])
+            before = batch.get("image")
+            with donating(owned) if owned is not None and before is owned else _caller():
+                if ctx is DEFAULT:
+                    batch = t.apply(batch, own)
+                else:  # a batch dict already: the stage's own checks run in functional
+                    batch = t._apply(batch, own, ctx)
+            after = batch.get("image")
+            if fresh(after, before):
+                owned = after
     return batch
+
+
+def stage_riders(stages: Sequence[Transform], indices: Sequence[int], batch: Batch,
+                 params: Params, folds: dict[int, int], filled: list[bool]
+                 ) -> dict[str, torch.Tensor]:
+    """What the stages after a crop that fills its output will copy to the device
+    (:meth:`Transform.riders`, host tensors made now), to ride with the batch's first copy:
+    one host-to-device copy per batch. None on the host (nothing is copied there)."""
+    image = batch.get("image")
+    if not isinstance(image, torch.Tensor) or not F.copies_to(image.device):
+        return {}
+    out: dict[str, torch.Tensor] = {}
+    shape: tuple[int, int] | None = None
+    for i, t in enumerate(stages):
+        if filled[i] and shape is not None:
+            ctx = stage_context(i, stages, params, indices, folds, filled)
+            out.update(t.riders(stage_params(params, indices[i]), ctx,
+                                (image.shape[0], *shape)))
+        size = getattr(t, "size", None)
+        own = stage_params(params, indices[i])
+        if t.fills and isinstance(size, tuple) and "windows" not in own:
+            shape = size
+        elif not t.keeps_full:
+            shape = None
+    return out
 
 
 def _moved_crop(stages: Sequence[Transform], indices: Sequence[int], k: int, batch: Batch,
@@ -426,35 +447,3 @@ def mirror_window(params: Params, index: int, flip: torch.Tensor, sizes: np.ndar
     b = params[stage_key(index, "boxes")].numpy().copy()
     b[:, 1] = np.where(mask, sizes[:, 1] - b[:, 1] - b[:, 3], b[:, 1])
     params[stage_key(index, "boxes")] = torch.from_numpy(b)
-
-
-# --- donated images (module doc) ---
-_DONATED: ContextVar[torch.Tensor | None] = ContextVar("npu_data_donated", default=None)
-
-
-@contextlib.contextmanager
-def donating(image: torch.Tensor | None) -> Iterator[None]:
-    """Within the block, kernels may write their results into ``image`` (None: nothing)."""
-    token = _DONATED.set(image)
-    try:
-        yield
-    finally:
-        _DONATED.reset(token)
-
-
-def donated(image: torch.Tensor) -> bool:
-    """Whether ``image`` itself was donated (and is contiguous, as in-place kernels need);
-    never in a ``torch.compile`` trace (graphs allocate as they like)."""
-    if is_compiling():
-        return False
-    return _DONATED.get() is image and image.is_contiguous()
-
-
-def fresh(result: torch.Tensor | None, source: torch.Tensor | None) -> bool:
-    """Whether ``result`` lives in memory of its own, not in ``source``'s (a stage's output
-    that no caller can hold yet)."""
-    if is_compiling():
-        return False
-    if result is None or source is None or result is source:
-        return False
-    return result.untyped_storage().data_ptr() != source.untyped_storage().data_ptr()

@@ -107,22 +107,31 @@ def box_top_left(boxes: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     return (2 * bx[:, :2] * out + bx[:, 2:]) // (2 * np.maximum(bx[:, 2:], 1))
 
 
+def micro_host(params: Params, batch: int, shape: tuple[int, int]
+               ) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """``(crop_top_left, target_size)`` as drawn (``crop_top_left`` None for parameters made
+    by hand; ``functional.riding`` leaves out what is drawn on the device)."""
+    top_left = params.get("crop_top_left")
+    target = params.get("out")
+    if target is None:
+        target = torch.tensor([shape] * batch, dtype=torch.int64).view(-1, 2)
+    return top_left, target
+
+
 def micro_conditioning(params: Params, sizes: torch.Tensor, shape: tuple[int, int]
                        ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(crop_top_left, target_size)`` int64 (B, 2) on ``sizes``' device (module doc): the
-    drawn ``crop_top_left`` (host or device), else computed from the boxes where they are."""
+    drawn ``crop_top_left`` (host or device), else computed from the boxes where they are.
+    Host values ride with the crop's copy where they can (``functional.riding``)."""
     top_left = params.get("crop_top_left")
     if top_left is None:  # parameters made by hand: from the boxes, on their device
         bx = params["boxes"].to(torch.int64)
         out_t = torch.tensor(shape, dtype=torch.int64).to(bx.device, non_blocking=True)
         top_left = torch.div(2 * bx[:, :2] * out_t + bx[:, 2:], 2 * bx[:, 2:].clamp(min=1),
                              rounding_mode="floor")
-    target = params.get("out")
-    if target is None:
-        b = params["boxes"].shape[0]
-        target = torch.tensor([shape] * b, dtype=torch.int64).view(-1, 2)
-    return (top_left.to(sizes.device, non_blocking=True),
-            target.to(sizes.device, non_blocking=True))
+    _, target = micro_host(params, sizes.shape[0], shape)
+    return (F.take("crop.top_left", top_left, sizes.device),
+            F.take("crop.target", target, sizes.device))
 
 
 class _CropBase(Transform):
@@ -147,19 +156,24 @@ class _CropBase(Transform):
         out = dict(batch)
         sizes = batch["sizes"]
         windows = params.get("windows")
-        out["image"] = F.resized_crop(batch["image"], sizes, params["boxes"], shape,
-                                      windows=windows,
-                                      flip=None if flip is None else flip.to(torch.bool),
-                                      interpolation=self.interpolation)
         if windows is None:
             # one row per sample, not an expanded view (a batch's tensors must be pinnable)
             new_sizes = torch.tensor([shape] * sizes.shape[0], dtype=sizes.dtype).view(-1, 2)
         else:
             new_sizes = params["out"].to(sizes.dtype)
-        out["sizes"] = new_sizes.to(sizes.device, non_blocking=True)
+        top_left, target = micro_host(params, sizes.shape[0], shape)
+        riders = {"crop.sizes": new_sizes, "crop.target": target}
+        if top_left is not None:
+            riders["crop.top_left"] = top_left
+        with F.riding(riders):  # the new sizes and micro-conditioning ride with the crop's copy
+            out["image"] = F.resized_crop(batch["image"], sizes, params["boxes"], shape,
+                                          windows=windows,
+                                          flip=None if flip is None else flip.to(torch.bool),
+                                          interpolation=self.interpolation)
+            out["sizes"] = F.take("crop.sizes", new_sizes, sizes.device)
+            out.update(self.micro_keys(batch, params, shape))
         out.update(geometry.resized_crop_geometry(batch, effective_boxes(params, shape), shape,
                                                   self.min_visible))
-        out.update(self.micro_keys(batch, params, shape))
         return out
 
     def micro_keys(self, batch: Batch, params: Params, shape: tuple[int, int]) -> Batch:

@@ -13,12 +13,15 @@ Each function validates its arguments, then runs the implementation that
 ``npu_data.transforms._dispatch.kernel`` picks for the images (compiled CPU kernels or
 torch ops): one dispatch point per op. Per-sample parameters may live on the host or on the
 images' device; host values are read only to validate them or to pick a cheaper path.
+:func:`riding`, :func:`take` and the ``*_riders`` makers (no ops: the end of the module) are
+how a transform sends a batch's host parameters to the device in one copy.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 
 import numpy as np
 import torch
@@ -27,10 +30,14 @@ from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import _kernels, maps
 from npu_data.transforms._dispatch import kernel
 from npu_data.transforms._kernels import color as _color
+from npu_data.transforms._kernels import jitter as _jitter
+from npu_data.transforms._kernels import mixing as _mixing
+from npu_data.transforms._kernels import pixel as _pixel
+from npu_data.transforms._kernels import warp as _warp
 from npu_data.transforms._kernels import warp_tables
 from npu_data.transforms._kernels.pixel import POLICY_OPS as _POLICY_OPS
 from npu_data.transforms._kernels.resample import FILTERS
-from npu_data.transforms.compose import donated
+from npu_data.transforms.base import donated
 from npu_data.transforms.maps import check_fill
 from npu_data.transforms.maps import check_interpolation as check_warp_interpolation
 
@@ -488,8 +495,8 @@ def normalize(
                              f"{list(mean)}, {list(std)} — pass per-channel statistics")
     if any(s <= 0 for s in std):
         raise UserValueError(f"std values must be positive, got {list(std)}")
-    m = _kernels.to_device(torch.tensor(mean, dtype=torch.float32), images.device)
-    s = _kernels.to_device(torch.tensor(std, dtype=torch.float32), images.device)
+    m = torch.tensor(mean, dtype=torch.float32)  # host values: the kernels copy what they need
+    s = torch.tensor(std, dtype=torch.float32)
     return kernel("normalize", images)(images, m, s, dtype, channels_last)
 
 
@@ -581,10 +588,11 @@ def erase(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
 def _clip_boxes(boxes: torch.Tensor, sizes: torch.Tensor, device: torch.device
                 ) -> torch.Tensor:
     """``boxes`` (top, left, height, width) cut at each sample's valid size, as torchvision's
-    slicing cuts them at the image: a box past it never writes into the padding (ops on
-    ``device``, the images', nothing read back)."""
-    bx = _kernels.to_device(boxes, device).to(torch.int64)
-    sz = _kernels.to_device(sizes, device).to(torch.int64)
+    slicing cuts them at the image: a box past it never writes into the padding (ops on the
+    host where both are host tensors, else on ``device``, the images', nothing read back)."""
+    where = torch.device("cpu") if _kernels.on_host(boxes, sizes) else device  # host: there
+    bx = _kernels.to_device(boxes, where).to(torch.int64)
+    sz = _kernels.to_device(sizes, where).to(torch.int64)
     start = bx[:, :2]
     side = (torch.minimum(start + bx[:, 2:], sz) - start).clamp(min=0)
     return torch.cat([start, side], 1)
@@ -1148,3 +1156,99 @@ def crop(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor) -> torc
     fill = torch.zeros(3, dtype=torch.uint8)
     return kernel("warp", images)(images, sizes, bx[:, 2:], tables,  # type: ignore[no-any-return]
                                   False, fill)
+
+
+# --- a batch's host parameters in one copy to the device (issue 47) ---------------------------
+# Not ops (no kernel runs): what a transform needs to hand the torch kernels their host-made
+# parameters ahead, so that a pipeline's stages ride with its first host-to-device copy. No
+# backend is picked here: riding happens where host tensors are copied (a device, or the host
+# under ``_kernels.copies_on_host``), whichever kernel then runs; a view that does not hold
+# the same values is never taken, so none of this changes a result.
+
+
+def riding(host: Mapping[str, torch.Tensor]) -> AbstractContextManager[None]:
+    """Within the block, the named host tensors ``host`` travel with the next copy of a
+    batch's parameters to a device (``_kernels.riding``: one pinned buffer, one copy); a
+    kernel, or :func:`take`, gets each back by name. Device tensors are left out; nothing
+    rides inside a ``torch.compile`` trace."""
+    return _kernels.riding(host)
+
+
+def take(name: str, host: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``host`` on ``device``: the view that rode under ``name`` (:func:`riding`) when it
+    holds the same values (compared on the host), else a queued copy carrying what rides."""
+    return _kernels.take(name, host, device)
+
+
+def copies_to(device: torch.device) -> bool:
+    """Whether host parameters are copied to ``device`` (riders are worth making): not the
+    host (unless ``_kernels.copies_on_host``), not inside a ``torch.compile`` trace."""
+    return _kernels.copied(device)
+
+
+def _full_sizes(b: int, height: int, width: int) -> torch.Tensor:
+    """(B, 2) int64 host sizes of a batch every sample fills (one row per sample)."""
+    return torch.tensor([[height, width]] * b, dtype=torch.int64).view(-1, 2)
+
+
+def color_jitter_riders(shape: tuple[int, int, int], ops: Sequence[int],
+                        order: torch.Tensor | None, brightness: torch.Tensor,
+                        contrast: torch.Tensor, saturation: torch.Tensor, hue: torch.Tensor,
+                        *, full: bool | None) -> dict[str, torch.Tensor]:
+    """What :func:`color_jitter` (the torch kernel) copies for a ``(B, H, W)`` batch with
+    these arguments: its steps' parameters and blend products, made on the host
+    (``_kernels.jitter.host_parts``); empty where they are not host tensors or the padding is
+    not known to be absent."""
+    factors = torch.stack([brightness, contrast, saturation], 1)
+    return _jitter.host_parts(shape, ops, order, factors, _color.hue_shift(hue), full)
+
+
+def erase_riders(shape: tuple[int, int, int], boxes: torch.Tensor, value: torch.Tensor
+                 ) -> dict[str, torch.Tensor]:
+    """What :func:`erase` with one fill ``value`` (3,) uint8 copies for a ``(B, H, W)`` batch
+    every sample fills: each box's rows and columns (cut at the image) and the fill
+    (``_kernels.pixel.erase_parts``), made on the host."""
+    b, height, width = shape
+    host = torch.device("cpu")
+    clipped = _clip_boxes(boxes, _full_sizes(b, height, width), host)
+    fill = value.view(1, 3).expand(b, 3)
+    return _pixel.erase_parts(clipped, fill, height, width, host)
+
+
+def policy_choose_riders(ops: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The mask (B,) of the samples whose auto-augment op ``ops`` is geometric (``choose``
+    takes their warped pixels), where ``ops`` are host values; else empty."""
+    if not _kernels.on_host(ops):
+        return {}
+    return {"choose.mask": (ops >= 1) & (ops <= 5)}  # ShearX .. Rotate in POLICY_OPS
+
+
+def policy_riders(shape: tuple[int, int, int], ops: torch.Tensor, factors: torch.Tensor,
+                  levels: torch.Tensor, matrices: torch.Tensor, interpolation: str,
+                  fill: int | Sequence[int], pixel_only: bool) -> dict[str, torch.Tensor]:
+    """What one auto-augment step (:func:`policy_step`, then :func:`warp` and :func:`choose`
+    for its geometric samples) copies for a ``(B, H, W)`` batch every sample fills: the
+    step's host tables (``_kernels.pixel.host_step``), the smoothing masks where a sample
+    sharpens, the warp's tables where one is geometric (``matrices`` (B, 6) its host maps);
+    empty where ``ops`` are not host tensors."""
+    if not _kernels.on_host(ops):
+        return {}
+    b, height, width = shape
+    out = _pixel.host_step(ops, factors, levels, b, 3)
+    out.update(policy_choose_riders(ops))
+    geo = out["choose.mask"]
+    sizes = _full_sizes(b, height, width)
+    if bool((ops == POLICY_OPS.index("Sharpness")).any()) and height >= 3 and width >= 3:
+        out.update(_pixel.smooth_parts(sizes, height, width, torch.device("cpu")))
+    if not pixel_only and bool(geo.any()):
+        shaped = torch.zeros(1, dtype=torch.uint8).expand(b, 3, height, width)  # a shape
+        args = _warp_args(shaped, sizes, matrices.numpy(), interpolation, fill, None, None,
+                          "warp")
+        out.update(_warp.warp_parts(args[3], args[5]))  # type: ignore[arg-type]
+    return out
+
+
+def soft_label_riders(partner: torch.Tensor, weight: torch.Tensor) -> dict[str, torch.Tensor]:
+    """What :func:`soft_labels` copies: the partners, ``weight`` and ``1 - weight``
+    (``_kernels.mixing.weights``), made where they live."""
+    return _mixing.weights(partner, weight, "mix.label")

@@ -200,8 +200,10 @@ class MixUp(_Mixing):
 
     def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         out = dict(batch)
-        out["image"] = F.mixup(batch["image"], params["partner"], params["lam"])
-        out[self.labels_key] = self.soft_labels(batch, params["partner"], params["label_lam"])
+        with F.riding(F.soft_label_riders(params["partner"], params["label_lam"])):  # one copy
+            out["image"] = F.mixup(batch["image"], params["partner"], params["lam"])
+            out[self.labels_key] = self.soft_labels(batch, params["partner"],
+                                                    params["label_lam"])
         return out
 
     def reference(self, images: list[np.ndarray], params: Params) -> list[np.ndarray]:
@@ -257,8 +259,10 @@ class CutMix(_Mixing):
 
     def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
         out = dict(batch)
-        out["image"] = F.cutmix(batch["image"], params["partner"], params["boxes"])
-        out[self.labels_key] = self.soft_labels(batch, params["partner"], params["label_lam"])
+        with F.riding(F.soft_label_riders(params["partner"], params["label_lam"])):  # one copy
+            out["image"] = F.cutmix(batch["image"], params["partner"], params["boxes"])
+            out[self.labels_key] = self.soft_labels(batch, params["partner"],
+                                                    params["label_lam"])
         return out
 
     def reference(self, images: list[np.ndarray], params: Params) -> list[np.ndarray]:

@@ -132,6 +132,7 @@ class RandomErasing(Transform):
     """
 
     name = "RandomErasing"
+    keeps_full = True  # uint8 in, uint8 out, sizes kept
 
     def __init__(self, p: float = 0.5, scale: Sequence[float] = (0.02, 0.33),
                  ratio: Sequence[float] = (0.3, 3.3),
@@ -181,14 +182,28 @@ class RandomErasing(Transform):
         return params
 
     def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+        """``ctx.full``: every sample fills the batch, so its sizes are the batch's, known on
+        the host (the boxes are cut there, and their masks made there)."""
         out = dict(batch)
+        sizes = batch["sizes"]
+        if ctx.full:
+            image = batch["image"]
+            sizes = torch.tensor([list(image.shape[-2:])] * image.shape[0],
+                                 dtype=torch.int64).view(-1, 2)
         if self.value == "random":
-            out["image"] = F.erase(batch["image"], batch["sizes"], params["boxes"], "random",
+            out["image"] = F.erase(batch["image"], sizes, params["boxes"], "random",
                                    noise_seeds=params["noise_seed"])
         else:
-            out["image"] = F.erase(batch["image"], batch["sizes"], params["boxes"],
+            out["image"] = F.erase(batch["image"], sizes, params["boxes"],
                                    torch.tensor(self.value, dtype=torch.uint8))
         return out
+
+    def riders(self, params: Params, ctx: ApplyContext, shape: tuple[int, int, int]
+               ) -> dict[str, torch.Tensor]:
+        """The box masks and fill of a full batch (``functional.erase_riders``)."""
+        if self.value == "random" or not ctx.full:
+            return {}
+        return F.erase_riders(shape, params["boxes"], torch.tensor(self.value, dtype=torch.uint8))
 
     def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow as reference

@@ -1,4 +1,4 @@
-"""Donated images (``transforms.compose``): the compiled kernels write into a donated batch
+"""Donated images (``transforms.base``): the compiled kernels write into a donated batch
 with the values they would allocate, and nothing writes into an image nobody donated."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from npu_data.transforms import (
     _native,
 )
 from npu_data.transforms import functional as F
-from npu_data.transforms.compose import donated, donating, fresh
+from npu_data.transforms.base import donated, donating, fresh
 from npu_data.transforms.draws import sample_keys
 from tests.support.batches import random_padded
 

@@ -46,20 +46,22 @@ def products(factors: torch.Tensor) -> torch.Tensor:
     return hi.unsqueeze(-1) * d + lo.unsqueeze(-1) * d
 
 
-def blend_tables(prods: torch.Tensor, tables: ColorTables) -> torch.Tensor:
-    """(B, 514, 256) uint8: every sample's blend of each row's key with each value,
+def blend_tables(prods: torch.Tensor, tables: ColorTables, dtype: torch.dtype = torch.uint8
+                 ) -> torch.Tensor:
+    """(B, 514, 256) uint8 (or int32: the same levels, ready to index the next step):
+    every sample's blend of each row's key with each value,
     ``trunc(clamp(key + fl(a * (value - key)), 0, 255))`` in float32, from ``prods``
     (:func:`products`, on the tables' device). One gather and an addition: no product here
     for a compiler to contract."""
     b = prods.shape[0]
     flat = prods.reshape(b, PRODUCTS * 511)
-    return flat[:, tables.blend_src].add_(tables.blend_key).clamp_(0.0, 255.0).to(torch.uint8)
+    return flat[:, tables.blend_src].add_(tables.blend_key).clamp_(0.0, 255.0).to(dtype)
 
 
 def blend_step(x: torch.Tensor, blend: torch.Tensor, sample: torch.Tensor, key_sel: torch.Tensor,
                tables: ColorTables, valid: torch.Tensor | None = None, wide: bool = False,
                grey: bool = True, mean: bool = True) -> torch.Tensor:
-    """One blend per sample: ``x`` (B, H, W, 3) int32 -> uint8, each sample through row
+    """One blend per sample: ``x`` (B, H, W, 3) int32 -> the table's dtype, each sample through row
     ``key`` of its ``blend`` table (``sample`` (B, 1, 1, 1) its table index); ``valid``
     (B, H, W) bool the pixels a contrast mean counts (None: all).
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import torch
 
 from npu_data.transforms._kernels import color as K
-from npu_data.transforms._kernels import host_values, on_host, to_device
+from npu_data.transforms._kernels import host_values, on_host, riding, take, to_device
 from npu_data.transforms._kernels.tables import (
     ROW_BRIGHTNESS,
     ROW_IDENTITY,
@@ -117,6 +117,48 @@ def _valid(sizes: torch.Tensor, height: int, width: int, device: torch.device
     return rows & cols, _pixels(s)
 
 
+def host_parts(shape: tuple[int, int, int], ops: Sequence[int], order: torch.Tensor | None,
+               factors: torch.Tensor, shifts: torch.Tensor, full: bool | None
+               ) -> dict[str, torch.Tensor]:
+    """What :func:`color_jitter` copies to the device for a ``(B, H, W)`` batch, made on the
+    host (named as :func:`~npu_data.transforms._kernels.take` knows them), so that it can ride
+    with an earlier copy; empty where the parameters are not on the host or the padding is not
+    known to be absent."""
+    ops = [int(op) for op in ops]
+    per_sample = order is not None and len(ops) > 1
+    params = [factors, shifts] + ([order] if order is not None and per_sample else [])
+    if not on_host(*params) or not (full or 1 not in ops):
+        return {}
+    b, height, width = shape
+    steps = timeline(ops, per_sample)
+    pack, on = _pack(ops, order, factors, shifts, b, max(height * width, 1), steps,
+                     torch.device("cpu"))
+    out = {"jitter.pack": pack}
+    if on is not None:
+        out["jitter.on"] = on
+    if "G" in steps:
+        out["jitter.products"] = K.products(factors)
+    return out
+
+
+def _pack(ops: list[int], order: torch.Tensor | None, factors: torch.Tensor,
+          shifts: torch.Tensor, b: int, n: torch.Tensor | int, steps: str, pdev: torch.device
+          ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The steps' int32 parameters in one tensor on ``pdev`` (sample ids, the blend
+    selectors, the hue shifts, which samples run contrast, a zero) and which samples each hue
+    step runs ``(H, B)`` bool (None: every sample, every step)."""
+    per_sample = order is not None and len(ops) > 1
+    g_ops, h_on = _step_ops(ops, to_device(order, pdev) if order is not None and per_sample
+                            else None, steps, b, pdev)
+    ints = [torch.arange(b, device=pdev), _key_select(g_ops, n).reshape(-1),
+            to_device(shifts, pdev).to(torch.int64)]
+    # padding: brightness, saturation and hue treat it as pixels; contrast leaves it 0
+    ints.append((g_ops == 1).any(1).to(torch.int64))
+    ints.append(torch.zeros(1, dtype=torch.int64, device=pdev))
+    on = None if h_on is None else h_on.t().contiguous()
+    return torch.cat([t.reshape(-1).to(torch.int32) for t in ints]), on
+
+
 def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
                  order: torch.Tensor | None, factors: torch.Tensor, shifts: torch.Tensor,
                  inplace: bool = False, full: bool | None = None) -> torch.Tensor:
@@ -124,7 +166,8 @@ def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
     or None (``ops`` in that order for all); ``factors (B, 3)`` brightness, contrast,
     saturation; hue ``shifts (B,)`` levels. ``full``: every sample fills the whole batch
     (no padding to keep at 0; None: find out from host ``sizes``). ``inplace`` allows writing
-    the result into ``images``."""
+    the result into ``images``. Host parameters reach the device in one copy (or ride with an
+    earlier one: :func:`host_parts`)."""
     b, _, height, width = images.shape
     dev = images.device
     ops = [int(op) for op in ops]
@@ -148,17 +191,16 @@ def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
     late = not full and not host_values(sizes)
     n: torch.Tensor | int = max(height * width, 1) if full else (
         0 if late else _pixels(to_device(sizes, pdev)))
-    g_ops, h_on = _step_ops(ops, to_device(order, pdev) if order is not None and per_sample
-                            else None, steps, b, pdev)
-    ints = [torch.arange(b, device=pdev), _key_select(g_ops, n).reshape(-1),
-            to_device(shifts, pdev).to(torch.int64)]
-    if h_on is not None:
-        ints.append(h_on.t().reshape(-1).to(torch.int64))
-    # padding: brightness, saturation and hue treat it as pixels; contrast leaves it 0
-    ints.append((g_ops == 1).any(1).to(torch.int64))
-    ints.append(torch.zeros(1, dtype=torch.int64, device=pdev))
-    pack = to_device(torch.cat([t.reshape(-1).to(torch.int32) for t in ints]), dev)
-    n_g, n_h = steps.count("G"), steps.count("H")
+    host_pack, host_on = _pack(ops, order, factors, shifts, b, n, steps, pdev)
+    prods = K.products(to_device(factors, pdev)) if "G" in steps else None
+    riders = {} if prods is None else {"jitter.products": prods}
+    if host_on is not None:
+        riders["jitter.on"] = host_on
+    with riding(riders):
+        pack = take("jitter.pack", host_pack, dev)
+        blend_prods = None if prods is None else take("jitter.products", prods, dev)
+        on = None if host_on is None else take("jitter.on", host_on, dev)
+    n_g = steps.count("G")
     sample = pack[:b].view(b, 1, 1, 1)
     sel = pack[b:b + n_g * 4 * b].view(n_g, 4, b)
     if late and n_g:  # contrast's N = n and D = 2n: from the device's sizes
@@ -167,13 +209,14 @@ def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
         sel = torch.stack([torch.addcmul(sel[:, 0], con, cnt), sel[:, 1],
                            torch.addcmul(sel[:, 2], con, cnt, value=2), sel[:, 3]], 1)
     shift = pack[b + n_g * 4 * b:b + n_g * 4 * b + b]
-    on = (pack[b + n_g * 4 * b + b:-1 - b].view(n_h, b) != 0) if h_on is not None else None
     contrast = pack[-1 - b:-1]
     zero = pack[-1:]
 
     tables = color_tables(dev)
-    blend = K.blend_tables(to_device(K.products(to_device(factors, pdev)), dev), tables
-                           ) if n_g else None
+    # int32 tables where a step follows a blend: its output is the next step's index as it is
+    wide_out = len(steps) > 1
+    blend = (K.blend_tables(blend_prods, tables, torch.int32 if wide_out else torch.uint8)
+             if blend_prods is not None else None)
     x = images.permute(0, 2, 3, 1)  # (B, H, W, C): free for channels-last batches
     x = x.to(torch.int32)
     wide = height * width >= _WIDE

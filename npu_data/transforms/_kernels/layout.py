@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
-from npu_data.transforms._kernels import to_device
+from npu_data.transforms._kernels import compiling, host_values, to_device
+
+_MADE: dict[tuple[object, ...], tuple[torch.Tensor, torch.Tensor]] = {}  # tables made on a device, by what makes them
+_LOCK = threading.Lock()
 
 
 def hflip(images: torch.Tensor, sizes: torch.Tensor, flip: torch.Tensor,
@@ -28,13 +33,32 @@ def normalize_table(mean: torch.Tensor, std: torch.Tensor, dtype: torch.dtype) -
     return ((values / 255.0 - mean.view(-1, 1)) / std.view(-1, 1)).to(dtype)
 
 
+def _tables(mean: torch.Tensor, std: torch.Tensor, dtype: torch.dtype, channels: int,
+            device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The flattened :func:`normalize_table` and the channel offsets ``(C,)`` int32 on
+    ``device``: made there once per (mean, std, dtype, device) where ``mean`` and ``std`` are
+    host values (the same device ops, run once: the same bits), else made now."""
+    def make() -> tuple[torch.Tensor, torch.Tensor]:
+        table = normalize_table(to_device(mean, device), to_device(std, device), dtype)
+        offsets = torch.arange(0, 256 * channels, 256, dtype=torch.int32, device=device)
+        return table.view(-1), offsets
+
+    if compiling() or not (host_values(mean) and host_values(std)):
+        return make()
+    key = (tuple(mean.tolist()), tuple(std.tolist()), dtype, channels, str(device))
+    with _LOCK:
+        got = _MADE.get(key)
+        if got is None:
+            got = _MADE[key] = make()
+    return got
+
+
 def normalize(images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, dtype: torch.dtype,
               channels_last: bool) -> torch.Tensor:
     """``(images / 255 - mean) / std`` in ``dtype`` as one lookup in :func:`normalize_table`:
-    ``images + channel * 256`` (int32) indexes the flattened table; ``mean``/``std`` (C,)."""
-    table = normalize_table(mean, std, dtype).view(-1)
-    offsets = torch.arange(0, 256 * images.shape[1], 256, dtype=torch.int32,
-                           device=images.device)
+    ``images + channel * 256`` (int32) indexes the flattened table; ``mean``/``std`` (C,),
+    host values (the table is made on the device once for them) or on the device."""
+    table, offsets = _tables(mean, std, dtype, images.shape[1], images.device)
     if channels_last:  # the index, and so the output, in channels-last memory order
         images = images.contiguous(memory_format=torch.channels_last)
     return table[images + offsets.view(-1, 1, 1)]

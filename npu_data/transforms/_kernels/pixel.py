@@ -17,7 +17,14 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from npu_data.transforms._kernels import DeviceTables, host_values, to_device
+from npu_data.transforms._kernels import (
+    DeviceTables,
+    host_values,
+    on_host,
+    riding,
+    take,
+    to_device,
+)
 from npu_data.transforms._kernels.jitter import _valid
 
 # the op ids of ``policy_step`` (torchvision's auto-augment op names)
@@ -63,15 +70,28 @@ def erase(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor, value:
     """``boxes (B, 4)`` (top, left, height, width) set to ``value (B, 3)`` levels."""
     b, _, height, width = images.shape
     dev = images.device
-    box = to_device(boxes, dev).to(torch.int64)
-    rows = torch.arange(height, device=dev).view(1, -1)
-    cols = torch.arange(width, device=dev).view(1, -1)
-    top, left = box[:, 0:1], box[:, 1:2]
-    in_rows = (rows >= top) & (rows < top + box[:, 2:3])  # (B, H)
-    in_cols = (cols >= left) & (cols < left + box[:, 3:4])  # (B, W)
+    host = on_host(boxes, value)  # the masks made on the host, copied with the fill in one go
+    parts = erase_parts(boxes, value, height, width, torch.device("cpu") if host else dev)
+    if host:
+        with riding(parts):
+            parts = {k: take(k, v, dev) for k, v in parts.items()}
+    in_rows, in_cols, fill = parts["erase.rows"], parts["erase.cols"], parts["erase.fill"]
     inside = (in_rows.unsqueeze(2) & in_cols.unsqueeze(1)).unsqueeze(1)  # (B, 1, H, W)
-    fill = to_device(value, dev).to(torch.uint8).view(b, 3, 1, 1)
     return torch.where(inside, fill, images)
+
+
+def erase_parts(boxes: torch.Tensor, value: torch.Tensor, height: int, width: int,
+                where: torch.device) -> dict[str, torch.Tensor]:
+    """What :func:`erase` needs, made on ``where``: each sample's rows (B, H) and columns
+    (B, W) inside its box and its fill (B, 3, 1, 1) uint8."""
+    b = boxes.shape[0]
+    box = to_device(boxes, where).to(torch.int64)
+    rows = torch.arange(height, device=where).view(1, -1)
+    cols = torch.arange(width, device=where).view(1, -1)
+    top, left = box[:, 0:1], box[:, 1:2]
+    return {"erase.rows": (rows >= top) & (rows < top + box[:, 2:3]),
+            "erase.cols": (cols >= left) & (cols < left + box[:, 3:4]),
+            "erase.fill": to_device(value, where).to(torch.uint8).view(b, 3, 1, 1)}
 
 
 def erase_noise(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
@@ -98,24 +118,32 @@ def erase_noise(images: torch.Tensor, sizes: torch.Tensor, boxes: torch.Tensor,
 
 
 # --- lookup tables ----------------------------------------------------------------------------
-def histograms(images: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """(B, 3, 256) int32: each sample's per-channel histogram over its valid pixels."""
+def histograms(images: torch.Tensor, valid: torch.Tensor | None,
+               base: torch.Tensor | None = None) -> torch.Tensor:
+    """(B, 3, 256) int32: each sample's per-channel histogram over its valid pixels (None:
+    all); ``base`` (B * 3,) int64 ``256 * row`` where it is made already."""
     b, c = images.shape[:2]
     dev = images.device
-    base = (torch.arange(b * c, device=dev, dtype=torch.int64) * 256).view(b, c, 1, 1)
-    dump = torch.full((), b * c * 256, dtype=torch.int64, device=dev)
-    index = torch.where(valid, images.to(torch.int64) + base, dump).reshape(-1)
+    if base is None:
+        base = torch.arange(b * c, device=dev, dtype=torch.int64) * 256
+    index = images.to(torch.int64) + base.view(b, c, 1, 1)
+    if valid is not None:
+        dump = torch.full((), b * c * 256, dtype=torch.int64, device=dev)
+        index = torch.where(valid, index, dump)
+    index = index.reshape(-1)
     counts = torch.zeros(b * c * 256 + 1, dtype=torch.int32, device=dev)
     counts.scatter_add_(0, index, torch.ones_like(index, dtype=torch.int32))
     return counts[:-1].view(b, c, 256)
 
 
-def apply_luts(images: torch.Tensor, luts: torch.Tensor, valid: torch.Tensor | None
-               ) -> torch.Tensor:
-    """Each sample's channel through its table ``luts (B, 3, 256)`` uint8 (one gather)."""
+def apply_luts(images: torch.Tensor, luts: torch.Tensor, valid: torch.Tensor | None,
+               base: torch.Tensor | None = None) -> torch.Tensor:
+    """Each sample's channel through its table ``luts (B, 3, 256)`` uint8 (one gather);
+    ``base`` as for :func:`histograms`."""
     b, c = images.shape[:2]
-    base = (torch.arange(b * c, device=images.device, dtype=torch.int64) * 256).view(b, c, 1, 1)
-    out = luts.reshape(-1)[images.to(torch.int64) + base]
+    if base is None:
+        base = torch.arange(b * c, device=images.device, dtype=torch.int64) * 256
+    out = luts.reshape(-1)[images.to(torch.int64) + base.view(b, c, 1, 1)]
     return out if valid is None else _zero_padding(out, valid)
 
 
@@ -222,20 +250,39 @@ def blend_luts(keys: torch.Tensor, prods: torch.Tensor, channels: int = 3) -> to
     return _truncate(t).unsqueeze(1).expand(-1, channels, 256)
 
 
-def blend_pixels(key: torch.Tensor, x: torch.Tensor, prods: torch.Tensor) -> torch.Tensor:
+def blend_pixels(key: torch.Tensor, x: torch.Tensor, prods: torch.Tensor,
+                 base: torch.Tensor | None = None) -> torch.Tensor:
     """Pillow's blend of each pixel ``x`` (B, 3, H, W) int32 with ``key`` (B, 1 or 3, H, W)
-    int32 levels: uint8 ``trunc(clamp(key + fl(f * (x - key))))``."""
+    int32 levels: uint8 ``trunc(clamp(key + fl(f * (x - key))))``; ``base`` (B,) int32
+    ``511 * b + 255`` where it is made already."""
     b = x.shape[0]
-    base = (torch.arange(b, device=x.device, dtype=torch.int32) * 511 + 255).view(b, 1, 1, 1)
-    t = prods.reshape(-1)[(x - key + base).to(torch.int64)] + key.to(torch.float32)
+    if base is None:
+        base = torch.arange(b, device=x.device, dtype=torch.int32) * 511 + 255
+    t = prods.reshape(-1)[(x - key + base.view(b, 1, 1, 1)).to(torch.int64)] + \
+        key.to(torch.float32)
     return _truncate(t)
 
 
-def contrast_keys(lum: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """(B,) int64 ``int(mean + 0.5)`` of ``lum`` (B, 1, H, W) over the valid pixels."""
+def contrast_keys(lum: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+    """(B,) int64 ``int(mean + 0.5)`` of ``lum`` (B, 1, H, W) over the valid pixels (None:
+    all of them)."""
+    if valid is None:
+        count = max(lum.shape[2] * lum.shape[3], 1)
+        twice = torch.add(count, lum.sum((1, 2, 3), dtype=torch.int64), alpha=2)  # 2 t + n
+        return torch.div(twice, 2 * count, rounding_mode="floor")
     total = torch.where(valid, lum, 0).sum((1, 2, 3), dtype=torch.int64)
     n = valid.sum((1, 2, 3), dtype=torch.int64)
     return torch.div(2 * total + n, 2 * n.clamp(min=1), rounding_mode="floor")
+
+
+def smooth_parts(sizes: torch.Tensor, height: int, width: int, where: torch.device
+                 ) -> dict[str, torch.Tensor]:
+    """:func:`smooth`'s interior rows (B, H) and columns (B, W), made on ``where``."""
+    size = to_device(sizes, where).to(torch.int64)
+    r = torch.arange(height, device=where).view(1, -1)
+    c = torch.arange(width, device=where).view(1, -1)
+    return {"smooth.rows": (r >= 1) & (r < size[:, 0:1] - 1),
+            "smooth.cols": (c >= 1) & (c < size[:, 1:2] - 1)}
 
 
 def smooth(x: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
@@ -251,11 +298,9 @@ def smooth(x: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
     s = box + 4 * x[:, :, 1:-1, 1:-1]
     inner = torch.div(2 * s + 13, 26, rounding_mode="floor")
     inner = torch.nn.functional.pad(inner, (1, 1, 1, 1))
-    size = to_device(sizes, dev).to(torch.int64)
-    r = torch.arange(height, device=dev).view(1, -1)
-    c = torch.arange(width, device=dev).view(1, -1)
-    in_r = (r >= 1) & (r < size[:, 0:1] - 1)
-    in_c = (c >= 1) & (c < size[:, 1:2] - 1)
+    parts = smooth_parts(sizes, height, width, torch.device("cpu") if on_host(sizes) else dev)
+    with riding(parts):  # host sizes: the masks made there
+        in_r, in_c = (take(k, v, dev) for k, v in parts.items())
     interior = (in_r.unsqueeze(2) & in_c.unsqueeze(1)).unsqueeze(1)
     return torch.where(interior, inner, x)
 
@@ -328,12 +373,73 @@ def policy_luts(op: torch.Tensor, prods: torch.Tensor, levels: torch.Tensor,
     return torch.gather(stacked, 1, pick)[:, 0]
 
 
+def filled(sizes: torch.Tensor, height: int, width: int) -> bool:
+    """Whether host ``sizes`` say that every sample fills the ``height x width`` batch (no
+    padding: no masks to make)."""
+    return host_values(sizes) and bool(((sizes[:, 0] == height) & (sizes[:, 1] == width)).all())
+
+
+def host_step(ops: torch.Tensor, factors: torch.Tensor, levels: torch.Tensor, b: int,
+               c: int) -> dict[str, torch.Tensor]:
+    """A policy step's host-made parts: each sample's table where it needs no pixel
+    statistics (the identity for Contrast, AutoContrast, Equalize, Color, Sharpness and the
+    geometric ops: :func:`policy_luts` without keys or histograms), the blend products, which
+    samples run each statistics op, and the gathers' row offsets."""
+    op = ops.to(torch.int64)
+    prods = blend_products(factors.to(torch.float32))
+    parts = {"policy.luts": policy_luts(op, prods, levels.to(torch.int64), None, None,
+                                        c).contiguous(),
+             "policy.prods": prods,
+             "policy.base": torch.arange(b * c, dtype=torch.int64) * 256,
+             "policy.pixel_base": torch.arange(b, dtype=torch.int32) * 511 + 255}
+    for name in ("Contrast", "AutoContrast", "Equalize", "Color", "Sharpness"):
+        parts[f"policy.{name}"] = (op == _OP[name]).view(b, 1, 1, 1)
+    return parts
+
+
 def policy_step(images: torch.Tensor, sizes: torch.Tensor, ops: torch.Tensor,
                 factors: torch.Tensor, levels: torch.Tensor) -> torch.Tensor:
     """One op per sample: ``ops (B,)`` ids in :data:`POLICY_OPS`, ``factors (B,)`` the
     enhance factors (Brightness, Color, Contrast, Sharpness), ``levels (B,)`` the Posterize
     bits or Solarize thresholds. The geometric ops leave their samples as they are (the
-    caller runs them). Table ops are one gather; Color and Sharpness run where present."""
+    caller runs them). Table ops are one gather; Color and Sharpness run where present. With
+    host parameters the tables that need no pixel statistics are made on the host and reach
+    the device in one copy; host ``sizes`` of a full batch skip the padding masks."""
+    b, c, height, width = images.shape
+    dev = images.device
+    if not on_host(ops, factors, levels):
+        return _device_step(images, sizes, ops, factors, levels)
+    valid = None if filled(sizes, height, width) else valid_mask(sizes, height, width, dev)
+    host = host_step(ops, factors, levels, b, c)
+    with riding(host):
+        parts = {k: take(k, v, dev) for k, v in host.items()}
+    per_pixel = present(ops, "Color", "Sharpness")  # the blends that are not tables
+    x = images.to(torch.int32) if per_pixel or present(ops, "Contrast") else images
+    lum = grey(x) if present(ops, "Contrast", "Color") else None
+    prods, luts = parts["policy.prods"], parts["policy.luts"]
+    if lum is not None and present(ops, "Contrast"):
+        keys = contrast_keys(lum, valid)
+        luts = torch.where(parts["policy.Contrast"][:, 0], blend_luts(keys, prods, c), luts)
+    if present(ops, "AutoContrast", "Equalize"):
+        hist = histograms(images, valid, parts["policy.base"])
+        for name, make in (("AutoContrast", autocontrast_luts), ("Equalize", equalize_luts)):
+            if present(ops, name):
+                luts = torch.where(parts[f"policy.{name}"][:, 0], make(hist), luts)
+    out = apply_luts(images, luts, valid, parts["policy.base"])
+    if not per_pixel:
+        return out
+    if lum is not None and present(ops, "Color"):
+        color = blend_pixels(lum, x, prods, parts["policy.pixel_base"])
+        out = torch.where(parts["policy.Color"], color, out)
+    if present(ops, "Sharpness"):
+        sharp = blend_pixels(smooth(x, sizes), x, prods, parts["policy.pixel_base"])
+        out = torch.where(parts["policy.Sharpness"], sharp, out)
+    return out if valid is None else _zero_padding(out, valid)
+
+
+def _device_step(images: torch.Tensor, sizes: torch.Tensor, ops: torch.Tensor,
+                 factors: torch.Tensor, levels: torch.Tensor) -> torch.Tensor:
+    """:func:`policy_step` with parameters on the device: every table made there."""
     b, c, height, width = images.shape
     dev = images.device
     op = to_device(ops, dev).to(torch.int64)

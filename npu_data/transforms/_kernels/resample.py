@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from npu_data.transforms._kernels import compiling, host_values, to_device
+from npu_data.transforms._kernels import compiling, host_values, riding, take, to_device, upload
 
 PRECISION_BITS = 22
 _HALF = 1 << (PRECISION_BITS - 1)
@@ -494,15 +494,15 @@ def resample_batch(x: torch.Tensor, rows: Axis, cols: Axis, vertical: torch.Tens
     ints = [p0.reshape(-1), q0.reshape(-1), s1.reshape(-1), s2.reshape(-1)]
     sizes = [t.numel() for t in ints]
     pack = torch.cat([t.to(itype) for t in ints] + [w1.reshape(-1).to(itype),
-                                                   w2.reshape(-1).to(itype),
-                                                   vert.to(itype)])
-    pack = to_device(pack, dev)
-    parts = list(torch.split(pack, sizes + [w1.numel(), w2.numel(), bsz]))
+                                                   w2.reshape(-1).to(itype)])
+    with riding({"resample.vertical": vert}):  # and what rides along (``_kernels.riding``)
+        pack = upload(pack, dev)
+        vflag = take("resample.vertical", vert, dev)
+    parts = list(torch.split(pack, sizes + [w1.numel(), w2.numel()]))
     p0d, q0d = parts[0].view(bsz, len1, 1), parts[1].view(bsz, 1, len2)
     s1d, s2d = parts[2].view(s1.shape), parts[3].view(s2.shape)
     w1d = parts[4].view(w1.shape).to(torch.int32) if idx64 else parts[4].view(w1.shape)
     w2d = parts[5].view(w2.shape).to(torch.int32) if idx64 else parts[5].view(w2.shape)
-    vflag = parts[6]
     del pack, parts
 
     pixels = x.reshape(bsz * height * width, chans)
@@ -515,7 +515,7 @@ def resample_batch(x: torch.Tensor, rows: Axis, cols: Axis, vertical: torch.Tens
         (bsz, m, m, chans), dtype=torch.uint8, device=dev), clip)
     out = torch.empty((bsz, m, m, chans), dtype=torch.uint8, device=dev)
     # a sample whose first pass was vertical has its frame transposed: (w, h) -> (h, w)
-    torch.where((vflag != 0).view(-1, 1, 1, 1), z.transpose(1, 2), z, out=out)
+    torch.where(vflag.view(-1, 1, 1, 1), z.transpose(1, 2), z, out=out)
     del z
     if m_h != m or m_w != m:
         out = out[:, :m_h, :m_w].contiguous()

@@ -63,7 +63,7 @@ def resized_crop_list(images: list[torch.Tensor], boxes: torch.Tensor, out: torc
 
 def hflip(images: torch.Tensor, sizes: torch.Tensor, flip: torch.Tensor,
           inplace: bool = False) -> torch.Tensor:
-    """``inplace``: ``images`` (contiguous) may take the result (``transforms.compose.donated``)."""
+    """``inplace``: ``images`` (contiguous) may take the result (``transforms.base.donated``)."""
     if inplace:
         _ops().hflip_(images, sizes, flip.to(torch.bool))
         return images
