@@ -26,6 +26,7 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +52,39 @@ def build_vae(kind: str) -> Any:
                          block_out_channels=(8, 8, 8, 8), layers_per_block=1, norm_num_groups=4)
 
 
-def _bytes(root: Path) -> int:
+def bytes_under(root: Path) -> int:
+    """The bytes of the files below ``root``."""
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def side_by_side(pixels: Any, store: Any, store_name: str, store_pipe: Any,
+                 buckets: Sequence[tuple[int, int]], batch_size: int,
+                 device: torch.device) -> dict[str, tuple[Any, Any]]:
+    """``{"pixels": (loader, sampler), store_name: (loader, sampler)}``: the pixel shards
+    through ResizeCrop to ``buckets``, flip and Normalize, and the latents ``store`` through
+    ``store_pipe``, each batched by its own bucket sampler (seed 0)."""
+    from npu_data.loaders import BucketBatchSampler, DataLoader
+    from npu_data.transforms import Compose, Normalize, RandomHorizontalFlip, ResizeCrop
+
+    runs: dict[str, tuple[Any, Any]] = {}
+    for name, ds, pipe in (
+            ("pixels", pixels, Compose([ResizeCrop(None, buckets=buckets),
+                                        RandomHorizontalFlip(), Normalize(0.5, 0.5)])),
+            (store_name, store, store_pipe)):
+        sampler = BucketBatchSampler(ds, batch_size, buckets, seed=0)
+        runs[name] = (DataLoader(ds, batch_sampler=sampler, transform=pipe, device=device,
+                                 seed=0), sampler)
+    return runs
+
+
+def vae_step(vae: Any) -> Any:
+    """A batch's latents made from its pixels by ``vae`` (the mean, scaled)."""
+
+    @torch.no_grad()
+    def from_pixels(batch: dict[str, Any]) -> torch.Tensor:
+        return vae.encode(batch["image"]).latent_dist.mean * vae.config.scaling_factor
+
+    return from_pixels
 
 
 def one_pass(loader: Any, step: Any, device: torch.device) -> float:
@@ -70,16 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     from npu_data import device as dev
     from npu_data.buckets import bucket_list
     from npu_data.latents import encode_latents
-    from npu_data.loaders import BucketBatchSampler, DataLoader
     from npu_data.shards.importer import import_dataset
     from npu_data.shards.reader import ShardDataset
-    from npu_data.transforms import (
-        Compose,
-        Normalize,
-        RandomHorizontalFlip,
-        RandomLatentFlip,
-        ResizeCrop,
-    )
+    from npu_data.transforms import RandomLatentFlip
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--images", type=int, default=48)
@@ -110,23 +135,13 @@ def main(argv: list[str] | None = None) -> int:
         if not (store / "manifest.json").is_file() else ShardDataset(store)
     encode_s = time.perf_counter() - t0
     pixels = ShardDataset(shards)
-    runs: dict[str, tuple[Any, Any]] = {}
-    for name, ds, pipe in (
-            ("pixels", pixels, Compose([ResizeCrop(None, buckets=buckets),
-                                        RandomHorizontalFlip(), Normalize(0.5, 0.5)])),
-            ("cache", cache, RandomLatentFlip())):
-        sampler = BucketBatchSampler(ds, args.batch_size, buckets, seed=0)
-        runs[name] = (DataLoader(ds, batch_sampler=sampler, transform=pipe, device=device,
-                                 seed=0), sampler)
-
-    @torch.no_grad()
-    def from_pixels(batch: dict[str, Any]) -> torch.Tensor:
-        return vae.encode(batch["image"]).latent_dist.mean * vae.config.scaling_factor
+    runs = side_by_side(pixels, cache, "cache", RandomLatentFlip(), buckets, args.batch_size,
+                        device)
 
     def from_cache(batch: dict[str, Any]) -> torch.Tensor:
         return batch["latents"].to(device, torch.float32, non_blocking=True)
 
-    steps = {"pixels": from_pixels, "cache": from_cache}
+    steps = {"pixels": vae_step(vae), "cache": from_cache}
     rates: dict[str, list[float]] = {"pixels": [], "cache": []}
     for epoch in range(args.epochs + 1):  # the first pass of each is a warm-up
         for name, (loader, sampler) in runs.items():
@@ -135,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             if epoch:
                 rates[name].append(rate)
     n = len(pixels)
-    jpeg = _bytes(work / "photos" / "images") / n
+    jpeg = bytes_under(work / "photos" / "images") / n
     print(f"latents cache: {n} photos x{args.scale:g}, {len(buckets)} buckets, batch "
           f"{args.batch_size}, VAE {args.vae}, device {dev.describe(device)}; encode once "
           f"{encode_s:.1f} s")
@@ -145,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {label:<50} median {statistics.median(r):8.1f} samples/s "
               f"({min(r):.1f}-{max(r):.1f})")
     print(f"  bytes per sample: JPEG {jpeg / 1e3:.1f} kB, raw shards "
-          f"{_bytes(shards) / n / 1e3:.1f} kB, latents store {_bytes(store) / n / 1e3:.1f} kB "
+          f"{bytes_under(shards) / n / 1e3:.1f} kB, latents store {bytes_under(store) / n / 1e3:.1f} kB "
           "(latents + flipped)")
     return 0
 

@@ -52,10 +52,6 @@ def _need(*names: str) -> None:
                         "encoders are built from their configs) — pip install 'npu-data[latents]'")
 
 
-def _bytes(root: Path) -> int:
-    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
-
-
 def _stores(work: Path, images: int, size: int, batch: int, device: torch.device
             ) -> tuple[Path, Path, float, Any]:
     """(JPEG shards, latents store, encode-once seconds (0: reused), the VAE on ``device``)."""
@@ -97,17 +93,9 @@ def buckets_at(size: int) -> list[tuple[int, int]]:
 
 def main(argv: list[str] | None = None) -> int:
     from npu_data import device as dev
-    from npu_data.bench.latents_cache import one_pass
-    from npu_data.loaders import BucketBatchSampler, DataLoader
+    from npu_data.bench.latents_cache import bytes_under, one_pass, side_by_side, vae_step
     from npu_data.shards.reader import ShardDataset
-    from npu_data.transforms import (
-        Compose,
-        LatentCaptionDropout,
-        Normalize,
-        RandomCaption,
-        RandomHorizontalFlip,
-        ResizeCrop,
-    )
+    from npu_data.transforms import Compose, LatentCaptionDropout, RandomCaption
 
     ap = argparse.ArgumentParser(prog="npu-data bench sdxl-vae",
                                  description=(__doc__ or "").splitlines()[0])
@@ -136,25 +124,16 @@ def main(argv: list[str] | None = None) -> int:
                                                device)
     buckets = buckets_at(args.size)
     pixels, store = ShardDataset(shards), ShardDataset(store_dir)
-    runs: dict[str, tuple[Any, Any]] = {}
-    for name, ds, pipe in (
-            ("pixels", pixels, Compose([ResizeCrop(None, buckets=buckets),
-                                        RandomHorizontalFlip(), Normalize(0.5, 0.5)])),
-            ("store", store, Compose([RandomCaption(), LatentCaptionDropout(0.1)]))):
-        sampler = BucketBatchSampler(ds, args.batch_size, buckets, seed=0)
-        runs[name] = (DataLoader(ds, batch_sampler=sampler, transform=pipe, device=device,
-                                 seed=0), sampler)
-
-    @torch.no_grad()
-    def from_pixels(batch: dict[str, Any]) -> torch.Tensor:
-        return vae.encode(batch["image"]).latent_dist.mean * vae.config.scaling_factor
+    runs = side_by_side(pixels, store, "store",
+                        Compose([RandomCaption(), LatentCaptionDropout(0.1)]), buckets,
+                        args.batch_size, device)
 
     def from_store(batch: dict[str, Any]) -> torch.Tensor:
         for k in ("prompt_embeds", "pooled_prompt_embeds"):
             batch[k].to(device, non_blocking=True)
         return batch["latents"].to(device, torch.float32, non_blocking=True)
 
-    steps = {"pixels": from_pixels, "store": from_store}
+    steps = {"pixels": vae_step(vae), "store": from_store}
     rates: dict[str, list[float]] = {"pixels": [], "store": []}
     loader, sampler = runs["store"]  # the pixels' VAE is warm from the encode
     sampler.set_epoch(0)
@@ -175,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         r = rates[name]  # 3 significant digits: the pixels' rate on a CPU is far below 1
         print(f"  {label:<52} median {statistics.median(r):10.3g} samples/s "
               f"({min(r):.3g}-{max(r):.3g})")
-    print(f"  bytes per sample: JPEG {_bytes(work / 'photos' / 'images') / n / 1e3:.1f} kB, "
-          f"store {_bytes(store_dir) / n / 1e3:.1f} kB")
+    print(f"  bytes per sample: JPEG {bytes_under(work / 'photos' / 'images') / n / 1e3:.1f} kB, "
+          f"store {bytes_under(store_dir) / n / 1e3:.1f} kB")
     return 0
 
 
