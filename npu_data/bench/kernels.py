@@ -5,7 +5,7 @@
     python -m npu_data.bench.kernels --costs [--out costs.json]
 
 ``--costs``: device ops per batch and peak device memory per kernel, counted on the host
-(``npu_data.tools.device_costs``: the batch on the ``meta`` device, parameters drawn on the
+(``npu_data.bench.device_costs``: the batch on the ``meta`` device, parameters drawn on the
 host as the DataLoader draws them; deterministic), for batches of 16 and 64 images of
 500x375 and 2000x1500: the Compose below, the classification recipe (``bench.recipe``'s
 pipeline, RandomResizedCrop + flip + TrivialAugmentWide + RandomErasing + Normalize, then
@@ -214,7 +214,7 @@ def _transform_cases(x: torch.Tensor, sizes: torch.Tensor, crops: torch.Tensor,
 
 def _cost_row(name: str, batch: int, fn: Callable[[], Any], image: torch.Tensor,
               others: list[torch.Tensor]) -> dict[str, Any]:
-    from npu_data.tools.device_costs import measure
+    from npu_data.bench.device_costs import measure
 
     fn()  # first use builds the kernels' tables
     c = measure(fn, [image, *others])

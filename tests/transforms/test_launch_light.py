@@ -2,7 +2,7 @@
 exactly, and compile into one graph (issue 28).
 
 Costs are counted with the batch on the ``meta`` device and the parameters on the host, as
-the DataLoader hands them (``npu_data.tools.device_costs``); exactness against the compiled
+the DataLoader hands them (``npu_data.bench.device_costs``); exactness against the compiled
 CPU kernels, which match Pillow bit for bit (``test_native.py``).
 """
 
@@ -17,8 +17,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from npu_data.bench.device_costs import measure
 from npu_data.parity.precision import wrapped_numbers
-from npu_data.tools.device_costs import measure
 from npu_data.transforms import (
     ColorJitter,
     Compose,
