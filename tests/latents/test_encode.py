@@ -15,7 +15,7 @@ from npu_data import ShardDataset
 from npu_data.errors import UserError
 from npu_data.latents import check_store, empty_prompt, encode_latents
 from npu_data.shards.verify import verify_dataset
-from tests.support.latents import BUCKETS, encode_kwargs
+from tests.support.latents import BUCKETS, encode_kwargs, sdxl_prompt
 
 
 def _bucket(h: int, w: int) -> tuple[int, int]:
@@ -70,22 +70,7 @@ def test_latents_equal_the_vae_on_the_same_pixels(store: Path, pixels: Path,
 
 
 def test_text_embeddings_equal_the_encoders(store: Path, models: dict[str, Path]) -> None:
-    from transformers import CLIPTextModel, CLIPTextModelWithProjection, CLIPTokenizer
-
-    encoders = [CLIPTextModel.from_pretrained(models["text_encoder"]).eval(),
-                CLIPTextModelWithProjection.from_pretrained(models["text_encoder_2"]).eval()]
-    toks = [CLIPTokenizer.from_pretrained(models[n]) for n in ("tokenizer", "tokenizer_2")]
-
-    def sdxl(prompt: str) -> tuple[torch.Tensor, torch.Tensor]:
-        hidden = []
-        with torch.no_grad():
-            for tok, enc in zip(toks, encoders, strict=True):
-                ids = tok([prompt], padding="max_length", max_length=tok.model_max_length,
-                          truncation=True, return_tensors="pt").input_ids
-                out = enc(ids, output_hidden_states=True)
-                hidden.append(out.hidden_states[-2][0])
-        return torch.cat(hidden, dim=-1), out.text_embeds[0]
-
+    sdxl = sdxl_prompt(models)
     ds = ShardDataset(store)
     assert ds.latents is not None and ds.latents["text"] == {"tokens": 12, "dim": 40,
                                                              "pooled": 20}

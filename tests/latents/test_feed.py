@@ -15,6 +15,7 @@ from npu_data import BucketBatchSampler, DataLoader, ShardDataset
 from npu_data.errors import UserError
 from npu_data.latents import empty_prompt
 from npu_data.transforms import Compose, LatentCaptionDropout, RandomLatentFlip, draws
+from tests.support.latents import resumed_after_one
 
 
 def _loader(ds: ShardDataset, seed: int = 3, workers: int = 0) -> DataLoader:
@@ -70,13 +71,7 @@ def test_batches_hold_one_bucket_and_the_drawn_variants(store: Path) -> None:
 def test_mid_epoch_resume_continues_with_the_same_batches(store: Path) -> None:
     ds = ShardDataset(store)
     whole = _batches(_loader(ds))
-    first = _loader(ds)
-    it = iter(first)
-    next(it)
-    state = first.state_dict()
-    resumed = _loader(ds)
-    resumed.load_state_dict(state)
-    rest = _batches(resumed)
+    rest = resumed_after_one(lambda: _loader(ds))
     assert len(rest) == len(whole) - 1
     for a, b in zip(rest, whole[1:], strict=True):
         assert torch.equal(a["index"], b["index"]) and torch.equal(a["latents"], b["latents"])

@@ -7,7 +7,6 @@ with one row per sample still reads."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import math
 import shutil
@@ -26,9 +25,14 @@ from npu_data.loaders import BucketBatchSampler, DataLoader
 from npu_data.shards.latent_format import CAPTION_ROWS, GROUP
 from npu_data.shards.latent_read import caption_rows, latent_shard
 from npu_data.transforms import Compose, LatentCaptionDropout, RandomCaption, RandomLatentFlip
-from tests.support.latents import DESCRIBED, encode_args
+from tests.support.latents import (
+    DESCRIBED,
+    encode_args,
+    example_trainer,
+    resumed_after_one,
+    sdxl_prompt,
+)
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_sdxl_buckets.py"
 LINES = [[f"photo {c} of a cat", f"a {c} cat on grass"] for c in "abcd"]  # two per image
 LISTED = [["red car"], ["blue car", "a car, blue"], ["green car", "car", "a green one"],
           ["black car", "dark car"]]
@@ -84,28 +88,6 @@ def listed(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     return root / "shards", root / "store", said
 
 
-def _reference(models: dict[str, Path]) -> Any:
-    """``sdxl(prompt)``: diffusers' ``encode_prompt`` of one prompt alone (the penultimate
-    hidden states of both encoders, concatenated; the second's projected pooled output)."""
-    from transformers import CLIPTextModel, CLIPTextModelWithProjection, CLIPTokenizer
-
-    encoders = [CLIPTextModel.from_pretrained(models["text_encoder"]).eval(),
-                CLIPTextModelWithProjection.from_pretrained(models["text_encoder_2"]).eval()]
-    toks = [CLIPTokenizer.from_pretrained(models[n]) for n in ("tokenizer", "tokenizer_2")]
-
-    def sdxl(prompt: str) -> tuple[torch.Tensor, torch.Tensor]:
-        hidden = []
-        with torch.no_grad():
-            for tok, enc in zip(toks, encoders, strict=True):
-                ids = tok([prompt], padding="max_length", max_length=tok.model_max_length,
-                          truncation=True, return_tensors="pt").input_ids
-                out = enc(ids, output_hidden_states=True)
-                hidden.append(out.hidden_states[-2][0])
-        return torch.cat(hidden, dim=-1), out.text_embeds[0]
-
-    return sdxl
-
-
 def _stored(ds: ShardDataset, i: int) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
     """Every (caption, prompt_embeds, pooled) row of sample ``i``, read from the columns."""
     assert ds.latents is not None
@@ -130,7 +112,7 @@ def test_every_caption_has_its_own_row(which: str, request: pytest.FixtureReques
     total = sum(map(len, want))
     assert f"captions: embedded {total} captions over 4 samples (captions per sample: " \
            f"{per}); RandomCaption() picks one" in said
-    sdxl = _reference(models)
+    sdxl = sdxl_prompt(models)
     ds, pixels = ShardDataset(store), ShardDataset(
         shards, caption_field="description" if which == "listed" else None)
     for i in range(len(ds)):
@@ -208,13 +190,7 @@ def test_the_choice_is_the_pixel_paths_and_survives_a_resume(
             u = float(b["aug"]["1.pick"][t])
             assert texts == LINES[i]
             assert b["caption"][t] in ("", texts[min(int(u * len(texts)), len(texts) - 1)])
-    first = _loader(ds)
-    it = iter(first)
-    next(it)
-    state = first.state_dict()
-    resumed = _loader(ds)
-    resumed.load_state_dict(state)
-    rest = list(resumed)
+    rest = resumed_after_one(lambda: _loader(ds))
     assert len(rest) == len(whole) - 1
     for a, b in zip(rest, whole[1:], strict=True):
         assert torch.equal(a["index"], b["index"]) and a["caption"] == b["caption"]
@@ -294,11 +270,7 @@ def test_import_encode_train_with_two_captions_per_image(
         listed: tuple[Path, Path, str], capsys: pytest.CaptureFixture[str]) -> None:
     """The judged path: import -> ``npu-data encode`` (kohya buckets at 256 px, captions
     from a custom field, several per image) -> ``examples/train_sdxl_buckets.py --latents``."""
-    spec = importlib.util.spec_from_file_location("train_sdxl_buckets", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    losses = module.main(["--latents", str(listed[1]), "--steps", "6", "--batch-size", "1"])
+    losses = example_trainer().main(["--latents", str(listed[1]), "--steps", "6", "--batch-size", "1"])
     assert len(losses) == 6 and all(math.isfinite(v) and v > 0 for v in losses)
     said = capsys.readouterr().out
     trained = {c for cs in LISTED for c in cs if f"caption[0] {c!r}" in said}

@@ -5,7 +5,6 @@ with the store's empty prompt taken by ``LatentCaptionDropout(p)``."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import warnings
 from pathlib import Path
@@ -19,8 +18,7 @@ from npu_data import ShardDataset, cli
 from npu_data.latents import empty_prompt
 from npu_data.loaders import BucketBatchSampler, DataLoader
 from npu_data.transforms import CaptionDropout, LatentCaptionDropout
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_sdxl_buckets.py"
+from tests.support.latents import example_trainer
 
 
 def _one_line(capsys: pytest.CaptureFixture[str], *words: str) -> None:
@@ -116,11 +114,7 @@ def test_the_example_trains_from_the_encoded_store(kohya: tuple[Path, str],
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """import -> ``npu-data encode`` (kohya at 256 px, captions from a custom field) ->
     ``examples/train_sdxl_buckets.py --latents``: the UNet gets the store's embeddings."""
-    spec = importlib.util.spec_from_file_location("train_sdxl_buckets", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    losses = module.main(["--latents", str(kohya[0]), "--steps", "2", "--batch-size", "2"])
+    losses = example_trainer().main(["--latents", str(kohya[0]), "--steps", "2", "--batch-size", "2"])
     assert len(losses) == 2 and all(math.isfinite(v) and v > 0 for v in losses)
     said = capsys.readouterr().out
     assert "caption[0] 'photo" in said or "caption[0] ''" in said
