@@ -4,24 +4,18 @@ micro-conditioning, for a few steps on the CPU, from the built-in Label Studio s
 from __future__ import annotations
 
 import copy
-import importlib.util
 import math
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "train_sdxl_buckets.py"
+from tests.support.latents import example_trainer
 
 
 def test_the_sdxl_bucket_example_trains(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                         ) -> None:
-    spec = importlib.util.spec_from_file_location("train_sdxl_buckets", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    losses = module.main(["--steps", "3", "--batch-size", "3", "--workdir", str(tmp_path)])
+    losses = example_trainer().main(["--steps", "3", "--batch-size", "3", "--workdir", str(tmp_path)])
     assert len(losses) == 3 and all(math.isfinite(v) and v > 0 for v in losses)
     out = capsys.readouterr().out
     buckets = {line.split("bucket ")[1].split(",")[0] for line in out.splitlines()
@@ -33,18 +27,10 @@ def test_the_sdxl_bucket_example_trains(tmp_path: Path, capsys: pytest.CaptureFi
     assert any(c not in ("''", '""') for c in captions)  # from data.caption, not empty
 
 
-def _example() -> Any:
-    spec = importlib.util.spec_from_file_location("train_sdxl_buckets", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.slow
 def test_the_example_trains_from_the_latents_cache(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    losses = _example().main(["--cached", "--steps", "3", "--batch-size", "3", "--workdir",
+    losses = example_trainer().main(["--cached", "--steps", "3", "--batch-size", "3", "--workdir",
                               str(tmp_path)])
     assert len(losses) == 3 and all(math.isfinite(v) and v > 0 for v in losses)
     assert (tmp_path / "latents" / "manifest.json").is_file()
@@ -63,7 +49,7 @@ def test_one_step_from_the_cache_equals_one_from_pixels(tmp_path: Path) -> None:
     from npu_data.shards.reader import ShardDataset
     from npu_data.transforms import Compose, Normalize, ResizeCrop
 
-    ex = _example()
+    ex = example_trainer()
     dataset = LabelStudioDataset(ex.sample_export(tmp_path), cache_dir=tmp_path / "cache")
     buckets = make_buckets(64, step=16, min_side=32)  # as the example
     vae, unet, text = ex.build_models(0)
