@@ -74,7 +74,10 @@ case "$mode" in
     # the checkout (and its check: every public name rendered, with the sections it needs)
     echo "== api docs"; NPU_DATA_QUIET=1 mkdocs build --strict --quiet \
       --site-dir "${TMPDIR:-/tmp}/npu-data-api-site"
-    echo "== pytest"; python -m pytest -o addopts="" -q -p no:cacheprovider
+    # a worker per core (pytest-xdist; --dist loadfile: a file's tests share one process, so a
+    # module's server starts once); PYTEST_WORKERS=0 runs them in this process
+    echo "== pytest"; python -m pytest -o addopts="" -q -p no:cacheprovider \
+      -n "${PYTEST_WORKERS:-auto}" --dist loadfile
     ;;
   test-oldest)
     versions() { python -c "import numpy, torch; print(f'torch {torch.__version__}, numpy {numpy.__version__}')"; }
@@ -99,12 +102,13 @@ case "$mode" in
     echo "== pytest (transforms, loaders, codecs; shards not slow)"
     # -m: torch.compile tracing the kernels whole and the aten op table are the newest torch's
     python -m pytest -o addopts="" -q -p no:cacheprovider -m "not newest_torch" \
-      tests/transforms tests/loaders tests/codecs tests/common/test_compat.py \
-      tests/test_buffers.py tests/commands/test_doctor.py
+      -n "${PYTEST_WORKERS:-auto}" --dist loadfile \
+      tests/transforms tests/loaders tests/codecs tests/common/test_compat.py tests/test_buffers.py \
+      tests/commands/test_doctor.py
     # the stores' slow tests (S3 servers, leases, ranks in subprocesses) exercise storage code
     # that torch does not reach; the main leg runs them
     python -m pytest -o addopts="" -q -p no:cacheprovider -m "not newest_torch and not slow" \
-      tests/shards tests/bench/test_remote_bench.py
+      -n "${PYTEST_WORKERS:-auto}" --dist loadfile tests/shards tests/bench/test_remote_bench.py
     ;;
   test-arm64)
     python -m pip install -q -e .
