@@ -47,7 +47,9 @@ class CropPlan:
     width), ``out (B, 2)`` each sample's valid output size (``size`` the largest) and
     ``top_left (B, 2)``, its ``crop_top_left``. ``seed`` and ``epoch``: the pass it was
     drawn for. ``interpolation``: the resize filter (``"bilinear"``, ``"bicubic"`` or
-    ``"lanczos"``); a window reads as far around it as the filter's support reaches."""
+    ``"lanczos"``); a window reads as far around it as the filter's support reaches.
+    ``regions (B, 4)``: the pixels each window reads (None: the boxes); ``decode_regions``:
+    a JPEG decodes only those (False where the torch kernels are forced: whole images)."""
 
     boxes: np.ndarray
     size: tuple[int, int]
@@ -59,6 +61,8 @@ class CropPlan:
     seed: int = 0
     epoch: int = 0
     interpolation: str = "bilinear"
+    regions: np.ndarray | None = None
+    decode_regions: bool = True
 
 
 @dataclass(frozen=True)

@@ -221,7 +221,6 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     from npu_data.batch import BatchRequest
     from npu_data.bench.pillow_baseline import augmentation
     from npu_data.loaders import assemble, collate_samples
-    from npu_data.loaders.request import as_arrays
     from npu_data.shards.batch_read import SampleBatch, read_columns
     from npu_data.transforms import ReadCrop, draws, read_crop
     from npu_data.transforms.compose import split
@@ -241,7 +240,7 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     sizes = ds.sizes()
     keys = [draws.sample_keys(0, 0, g) for g in groups]
     drawn = [leading.draw_plan(sizes[g], g) for g in groups]
-    plans = [BatchRequest(tuple(g.tolist()), g, params=as_arrays(d[0]), crop=d[1])
+    plans = [BatchRequest(tuple(g.tolist()), g, params={k: v.numpy() for k, v in d[0].items()}, crop=d[1])
              for g, d in zip(groups, drawn, strict=True)]
     out = [torch.empty((len(g), 3, *d[1].size), dtype=torch.uint8) for g, d in zip(
         groups, drawn, strict=True)]
@@ -319,6 +318,7 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
     from npu_data.loaders.request import CropState
     from npu_data.transforms import ReadCrop, draws, read_crop
     from npu_data.transforms.compose import split
+    from npu_data.transforms.pipeline import Pipeline
 
     aug = augmentation(crop)
     plan = ReadCrop.of(aug, fast)
@@ -327,7 +327,7 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
     assert lead is not None
     rest = lead.rest
     state = CropState()
-    state.arm(plan)
+    state.arm(Pipeline(aug), 0, 0, fast)
 
     def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
         fn()

@@ -25,6 +25,7 @@ structure goes to torch's ``default_collate`` (``loaders.collate``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +33,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import get_worker_info
 
 from npu_data import codecs
 from npu_data import device as dev
@@ -46,11 +46,12 @@ from npu_data.batch import (
     Sample,
 )
 from npu_data.buffers import (
+    batch_buffer,
     copy_images,
-    empty_host,
+    image_buffer,
     image_sizes,
     images_tensor,
-    reused_empty,
+    nbytes,
     reused_scratch,
     sizes_tensor,
     torch_dtype,
@@ -64,15 +65,13 @@ from npu_data.loaders.placement import WorkerPipeline
 from npu_data.loaders.request import (
     ASSEMBLERS,
     CropState,
-    Keyed,
+    PassDraw,
     is_collate_samples,
-    sample_ids,
     stream_request,
 )
-from npu_data.transforms import draws, read_crop
-from npu_data.transforms.base import Params, Transform
+from npu_data.transforms import pipeline as pipelines
 
-__all__ = ["HostBatch", "collate_host", "collate_samples", "is_collate_samples", "keyed_batch"]
+__all__ = ["HostBatch", "collate_host", "collate_samples", "host_request", "is_collate_samples"]
 
 
 @dataclass
@@ -91,6 +90,7 @@ class HostBatch:
         cropped: the request's leading crop is applied.
         applied: the whole keyed pipeline ran (``loaders.placement``): ``fields`` is the
             transformed batch dict, ``image`` and ``sizes`` are None.
+        nbytes: the bytes of its tensors, counted where it is made (None: not counted).
     """
 
     image: torch.Tensor | None
@@ -100,6 +100,7 @@ class HostBatch:
     request: BatchRequest | None = None
     cropped: bool = False
     applied: bool = False
+    nbytes: int | None = None
 
     @classmethod
     def of(cls, batch: Batch, stored: np.ndarray | None, request: BatchRequest | None = None,
@@ -107,7 +108,7 @@ class HostBatch:
         """The ``HostBatch`` of an assembled batch dict."""
         fields = dict(batch)
         image, sizes = fields.pop("image", None), fields.pop("sizes", None)
-        return cls(image, sizes, stored, fields, request, cropped)
+        return cls(image, sizes, stored, fields, request, cropped, nbytes=nbytes(batch.values()))
 
     @property
     def geometry(self) -> dict[str, Batch]:
@@ -126,7 +127,7 @@ class HostBatch:
                 if k.partition(".")[0] not in PADDED_BY_NAME or "." not in k}
 
     @property
-    def params(self) -> Params | None:
+    def params(self) -> dict[str, torch.Tensor] | None:
         """The request's keyed parameters as host tensors (None: none drawn)."""
         if self.request is None or self.request.params is None:
             return None
@@ -184,12 +185,12 @@ def collate_host(samples: Sequence[Any], pin: bool = False, stream: CropState | 
     pin = pin and dev.pin_memory_supported(dev.best_device_type())
     if isinstance(samples, ColumnBatch):  # ShardDataset.__getitems__: one shot
         host = _from_columns(samples.columns(), pin, samples.request)
-        request = host.request
-        if pipeline is None or pipeline.token is None or request is None or \
-                request.placed != pipeline.token or request.params is None:
+        if pipeline is None or not pipeline.runs(host.request):
             return host
-        out = pipeline.run(host.as_dict(), host.params or {}, host.cropped)
-        return dataclasses.replace(host, image=None, sizes=None, fields=out, applied=True)
+        assert host.request is not None
+        out = pipeline.run(host.as_dict(), host.request, host.cropped)
+        return dataclasses.replace(host, image=None, sizes=None, fields=out, applied=True,
+                                   nbytes=nbytes(out.values()))
     if not is_shard_sample(samples[0]):
         return default_collate_samples(samples, pin)
     crop = stream.plan() if stream is not None else None
@@ -208,10 +209,9 @@ def label_dtype(dtype: torch.dtype, name: str) -> torch.dtype:
 
 
 # --- sample dicts ---------------------------------------------------------------------------
-def _from_samples(samples: Sequence[Sample], pin: bool, crop: read_crop.ReadCrop | None
-                  ) -> HostBatch:
-    """The batch of sample dicts in our layout; with a stream's armed ``crop`` its request
-    is drawn here (its ids and stored sizes are known now) and its crop applied."""
+def _from_samples(samples: Sequence[Sample], pin: bool, crop: PassDraw | None) -> HostBatch:
+    """The batch of sample dicts in our layout; with a stream's armed pass (``crop``) its
+    request is drawn here (its ids and stored sizes are known now) and its crop applied."""
     batch: Batch = {}
     keys = list(samples[0].keys())
     hw = (0, 0)
@@ -241,10 +241,9 @@ def _from_samples(samples: Sequence[Sample], pin: bool, crop: read_crop.ReadCrop
     if images is None or crop is None:
         return HostBatch.of(batch, stored)
     assert stored is not None
-    request = stream_request(crop, batch, stored)
+    request = stream_request(crop, batch)
     assert request.crop is not None
-    cropped = _crop(batch, images, request.crop,
-                    lambda _, shape: empty_host(shape, torch.uint8, pin))
+    cropped = _crop(batch, images, request.crop, functools.partial(image_buffer, pin=pin))
     return HostBatch.of(cropped, stored, request, cropped=True)
 
 
@@ -357,44 +356,12 @@ def _from_columns(cols: BatchColumns, pin: bool, request: BatchRequest | None) -
         _group_columns(cols, PADDED_BY_NAME[group], gkeys, batch, hw)
     plan = request.crop if request is not None else None
     if plan is not None:
-        cropped = _crop(batch, cols.images, plan, lambda out, shape: _pack(out, pin, shape))
+        cropped = _crop(batch, cols.images, plan, functools.partial(batch_buffer, pin=pin))
         return HostBatch.of(cropped, stored, request, cropped=True)
-    image = _pack(batch, pin, (b, *hw, 3))
+    image = batch_buffer(batch, (b, *hw, 3), pin)
     copy_images(cols.images, hs, ws, image.numpy())
     batch["image"] = image.permute(0, 3, 1, 2)
     return HostBatch.of(batch, stored, request)
-
-
-def _pack(batch: Batch, pin: bool, image_shape: tuple[int, ...]) -> torch.Tensor:
-    """The (B, H, W, 3) image buffer; in a worker (shared memory) or with ``pin`` the
-    batch's other tensors move into the same buffer, after the image (empty ones too): one
-    storage to send to the main process or to page-lock instead of one per tensor."""
-    image_bytes = int(np.prod(image_shape))
-    if not pin and get_worker_info() is None:
-        return reused_empty(image_shape)
-    keys = [k for k, v in batch.items() if isinstance(v, torch.Tensor)]
-    starts, total = [], -(-image_bytes // 64) * 64
-    for k in keys:
-        starts.append(total)
-        total += -(-batch[k].numel() * batch[k].element_size() // 64) * 64
-    storage = empty_host((total,), torch.uint8, pin).untyped_storage()
-    for k, start in zip(keys, starts, strict=True):
-        t = batch[k]
-        stride = t.stride() if t.is_contiguous() else _contiguous_strides(t.shape)
-        view = torch.empty(0, dtype=t.dtype).set_(storage, start // t.element_size(), t.shape,
-                                                  stride)
-        view.copy_(t)
-        batch[k] = view
-    return torch.empty(0, dtype=torch.uint8).set_(storage, 0, image_shape,
-                                                  _contiguous_strides(image_shape))
-
-
-def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for n in reversed(tuple(shape)):
-        strides.append(step)
-        step *= max(int(n), 1)
-    return tuple(reversed(strides))
 
 
 def _slots(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -444,26 +411,18 @@ def _group_columns(cols: BatchColumns, kind: Kind, keys: list[str], batch: Batch
 # --- the leading crop -----------------------------------------------------------------------
 def _crop(batch: Batch, images: Sequence[Any], plan: CropPlan,
           buffer: Callable[[Batch, tuple[int, ...]], torch.Tensor]) -> Batch:
-    """A batch assembled at its stored ``sizes`` (``image`` not set) through ``plan``: the
-    geometry moved, ``sizes`` the output size, the image ``buffer(batch, (B, 3, h, w))``
-    (shared memory in a worker, pinned, or pooled) filled by :func:`crop_images`."""
-    cropped = read_crop.crop_geometry(batch, plan)
-    image = buffer(cropped, (len(images), 3, *plan.size))
-    crop_images(images, plan, image)
-    cropped["image"] = image
-    return cropped
-
-
-def crop_images(images: Sequence[Any], plan: CropPlan, out: torch.Tensor) -> None:
-    """Each image's box resized into ``out (B, 3, h, w)`` (contiguous): ``(H, W, 3)``
-    arrays, or ``EncodedImage`` JPEGs of which only the box, or the pixels its window reads,
-    is decoded (:func:`decode_boxes`; ``plan.fast``: DCT-scaled where the box is at least
-    twice the output)."""
+    """A batch assembled at its stored ``sizes`` (``image`` not set) through ``plan``
+    (``transforms.pipeline.read``): the geometry moved, ``sizes`` the output size, the image
+    ``buffer(batch, (B, 3, h, w))`` (shared memory in a worker, pinned, or pooled) holding
+    each image's box resized from ``(H, W, 3)`` arrays, or from ``EncodedImage`` JPEGs of
+    which only the box, or the pixels its window reads, is decoded (:func:`decode_boxes`;
+    ``plan.fast``: DCT-scaled where the box is at least twice the output)."""
     boxes = torch.from_numpy(np.ascontiguousarray(plan.boxes, dtype=np.int64))
     if any(isinstance(im, EncodedImage) for im in images):
         images, boxes = decode_boxes(images, boxes, plan.size if plan.fast else None,
-                                     reuse=True, regions=read_crop.read_regions(plan))
-    read_crop.resize_into(images, boxes, out, plan.windows, plan.interpolation)
+                                     reuse=True, regions=plan.regions,
+                                     in_regions=plan.decode_regions)
+    return pipelines.read(batch, images, boxes, plan, buffer)
 
 
 def dct_scales(boxes: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -493,7 +452,8 @@ def _arena(regions: np.ndarray) -> torch.Tensor:
 def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
                  fast: tuple[int, int] | None = None,
                  reuse: bool = False,
-                 regions: np.ndarray | None = None) -> tuple[list[Any], torch.Tensor]:
+                 regions: np.ndarray | None = None,
+                 in_regions: bool = True) -> tuple[list[Any], torch.Tensor]:
     """Each ``EncodedImage``'s crop box decoded alone (libjpeg-turbo, the pixels of a full
     decode; ``npu_data.codecs``) and its box moved to the region's origin; the
     JPEGs the region decoder leaves (EXIF orientation, CMYK, no libjpeg) decoded whole.
@@ -502,12 +462,13 @@ def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
     regions are views into a pooled decode buffer (kept across batches, threads and epochs:
     no allocation, no fresh pages), reused once nothing holds a view of it. ``regions``
     (B, 4): decode these instead of the boxes (a window's pixels; not with ``fast``), each
-    box then moved by its region's origin."""
+    box then moved by its region's origin. ``in_regions`` False: every JPEG decoded whole
+    (the torch kernels forced, as their reference does)."""
     items, boxes = list(images), boxes.clone()
     lazy = [i for i, im in enumerate(items) if isinstance(im, EncodedImage)]
     if not lazy:
         return items, boxes
-    jpeg = codecs.jpeg_ops() if read_crop.decodes_regions(boxes) else None
+    jpeg = codecs.jpeg_ops() if in_regions else None
     left = lazy
     if jpeg is not None:
         with warnings.catch_warnings():
@@ -536,20 +497,19 @@ def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
     return items, boxes
 
 
-def keyed_batch(host: Any, transform: Transform | None, seed: int, epoch: int
-                ) -> tuple[Any, Keyed | None]:
-    """The batch to deliver and its keyed per-sample parameters on the host: a
-    ``HostBatch``'s request's (drawn once, ``loaders.request``), else drawn here
-    (``transforms.draws``) from its sizes and sample ids; None when ``transform`` (the pass's
-    keyed one) is None or the batch carries no sample ids (then the transform runs with a
-    generator seeded per batch).
+def host_request(host: Any, pipeline: pipelines.Pipeline | None, seed: int, epoch: int
+                 ) -> tuple[Any, HostBatch | None]:
+    """The batch to deliver and what the pipeline's ``finish`` runs it with: a
+    ``HostBatch`` whose request holds the keyed parameters — drawn once with the request
+    (``loaders.request``), else drawn here from the batch's sizes and sample ids; None
+    when ``pipeline`` (the pass's) is None or the batch carries no sample ids (then the
+    transform runs with a generator seeded per batch).
 
     Raises:
         UserError: The batch's request was drawn for another seed or epoch (one stream feeds
             two loaders at once).
     """
-    params: Params | None = None
-    cropped = False
+    batch = host
     if isinstance(host, HostBatch):
         request = host.request
         if request is not None and (request.seed, request.epoch) != (seed, epoch):
@@ -558,15 +518,15 @@ def keyed_batch(host: Any, transform: Transform | None, seed: int, epoch: int
                 f"{request.epoch} but this pass is seed {seed}, epoch {epoch} — one stream "
                 "feeds two loaders at once; give each loader its own stream or pass "
                 "read_crop=False")
-        params, cropped, applied, host = host.params, host.cropped, host.applied, host.as_dict()
-        if applied and params is not None:
-            return host, Keyed(params, cropped, applied=True)
-    if transform is None or not isinstance(host, Mapping) or \
-            not isinstance(host.get("sizes"), torch.Tensor):
-        return host, None
-    if params is None:
-        ids = sample_ids(host)
-        if ids is None:
-            return host, None
-        params = transform.draw_keyed(host["sizes"].numpy(), draws.sample_keys(seed, epoch, ids))
-    return host, Keyed(params, cropped)
+        batch = host.as_dict()
+        if request is not None and request.params is not None:
+            return batch, host
+    if pipeline is None or not isinstance(batch, Mapping) or \
+            not isinstance(batch.get("sizes"), torch.Tensor):
+        return batch, None
+    request = pipeline.draw_for(batch, seed, epoch)
+    if request is None:
+        return batch, None
+    if isinstance(host, HostBatch):
+        return batch, dataclasses.replace(host, request=request)
+    return batch, HostBatch(None, None, None, {}, request)

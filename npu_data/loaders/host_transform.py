@@ -13,9 +13,8 @@ without padding. Random parameters are keyed per sample by a seed drawn from tor
 state: new each epoch in torch's workers, reproducible under ``torch.manual_seed``, as any
 torch transform. The first such call says once which loader batches it on the device.
 
-npu_data's DataLoader reads raw samples: its workers (``mark_worker``, from its
-``worker_init_fn``) and its in-process reads (``loader_reads``) mark themselves
-(``loaders.request``, where the loader's reads are set up).
+npu_data's DataLoader reads raw samples: it asks the dataset for ``BatchRequest``s
+(``loaders.request``), torch's loader for plain indices.
 """
 
 from __future__ import annotations
@@ -27,9 +26,7 @@ import torch
 from torch.utils.data import default_collate, get_worker_info
 
 from npu_data.loaders.epochs import warn_once
-from npu_data.loaders.request import by_loader, loader_reads, mark_worker, sample_ids
-from npu_data.transforms import draws
-from npu_data.transforms.base import Transform
+from npu_data.transforms.pipeline import Pipeline
 
 
 def transformed(transform: Any, samples: Any, owner: str) -> dict[str, Any]:
@@ -43,12 +40,12 @@ def transformed(transform: Any, samples: Any, owner: str) -> dict[str, Any]:
                   "(from npu_data import DataLoader)")
     batch = collate_samples(samples)
     seed = int(torch.randint(0, 1 << 62, (1,)).item())  # torch's random state, as torch's
-    ids = sample_ids(batch)
-    if isinstance(transform, Transform) and transform.keyed and ids is not None:
-        params = transform.draw_keyed(batch["sizes"].numpy(), draws.sample_keys(seed, 0, ids))
-        out = transform.apply(batch, params)
-        out["aug"] = params
-        return dict(out)
+    pipeline = Pipeline.of(transform)
+    request = pipeline.draw_for(batch, seed, 0) if pipeline is not None else None
+    if pipeline is not None and request is not None:
+        out = pipeline.finish(batch, request, cropped=False)
+        out["aug"] = {k: torch.from_numpy(v) for k, v in (request.params or {}).items()}
+        return out
     generator = torch.Generator()
     generator.manual_seed(seed)
     return dict(transform(batch, generator=generator))
@@ -93,8 +90,7 @@ def _collate_rows(found: list[BatchRow], *, collate_fn_map: Any = None) -> Any:
     return default_collate([dict(r) for r in found])
 
 
-__all__ = ["BatchRow", "by_loader", "loader_reads", "mark_worker", "rows", "sample",
-           "transformed"]
+__all__ = ["BatchRow", "rows", "sample", "transformed"]
 
 try:  # torch's documented extension point of default_collate (torch >= 1.13)
     from torch.utils.data._utils.collate import default_collate_fn_map

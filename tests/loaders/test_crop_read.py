@@ -21,6 +21,7 @@ from npu_data.transforms import (
     RandomResizedCrop,
     ResizeCrop,
     _native,
+    pipeline,
 )
 from tests.support.compare import same_loader_batch
 from tests.support.pipelines import crop_pipeline
@@ -111,13 +112,14 @@ def test_crop_at_read_in_workers_and_with_the_torch_kernels(
 def test_crop_at_read_is_the_default_on_the_cpu(stores: dict[str, ShardDataset],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[int, ...]] = []
-    real = assemble.crop_images
+    real = pipeline.read
 
-    def spy(images: Any, plan: Any, out: torch.Tensor) -> None:
-        calls.append(tuple(out.shape))
-        real(images, plan, out)
+    def spy(*args: Any) -> Any:
+        out = real(*args)
+        calls.append(tuple(out["image"].shape))
+        return out
 
-    monkeypatch.setattr(assemble, "crop_images", spy)
+    monkeypatch.setattr(pipeline, "read", spy)
     batch = next(iter(DataLoader(stores["raw"], batch_size=4, device="cpu",
                                  transform=crop_pipeline("pipeline"))))
     assert calls and set(calls) == {(4, 3, 24, 24)} and batch["image"].shape == (4, 3, 24, 24)
