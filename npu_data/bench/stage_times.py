@@ -221,7 +221,7 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     from npu_data.batch import BatchRequest
     from npu_data.bench.pillow_baseline import augmentation
     from npu_data.loaders import assemble, collate_samples
-    from npu_data.shards.batch_read import SampleBatch, read_columns
+    from npu_data.shards.batch_read import read_columns, requested
     from npu_data.transforms import ReadCrop, draws, read_crop
     from npu_data.transforms.compose import split
 
@@ -261,7 +261,7 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
             read_crop.resize_into(im, b, o, d[1].windows, d[1].interpolation)
 
     _, t_crop = timed(crops)
-    batches, t_all = timed(lambda: [collate_samples(SampleBatch(ds, p)) for p in plans])
+    batches, t_all = timed(lambda: [collate_samples(requested(ds, p)) for p in plans])
     params = [aug.draw_keyed(sizes[g], k) for g, k in zip(groups, keys, strict=True)]
     moved, t_h2d = timed(lambda: [_h2d_step(device)(b) for b in batches])
     _, t_aug = timed(lambda: [rest.apply(b, p) for b, p in zip(moved, params, strict=True)])

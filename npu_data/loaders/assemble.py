@@ -1,6 +1,6 @@
 """The one assembler of the loaders: a batch's samples -> one ``HostBatch`` (docs/architecture.md).
 
-A ``ShardDataset`` batch (``ColumnBatch``, read for a ``BatchRequest``) is built from its
+A ``ShardDataset`` batch (a ``HostBatch`` read for a ``BatchRequest``) is built from its
 columns with one vectorised scatter per column; a list of sample dicts (a stream's, or any
 dataset's in our layout, ``is_shard_sample``) key by key; both end in the same batch, key for
 key. Images are copied once, straight into a ``(B, Hmax, Wmax, 3)`` uint8 buffer that is
@@ -28,7 +28,6 @@ import dataclasses
 import functools
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,15 +35,7 @@ import torch
 
 from npu_data import codecs
 from npu_data import device as dev
-from npu_data.batch import (
-    Batch,
-    BatchColumns,
-    BatchRequest,
-    ColumnBatch,
-    CropPlan,
-    EncodedImage,
-    Sample,
-)
+from npu_data.batch import Batch, BatchRequest, CropPlan, EncodedImage, HostBatch
 from npu_data.buffers import (
     batch_buffer,
     copy_images,
@@ -60,7 +51,7 @@ from npu_data.buffers import (
 from npu_data.errors import UserError
 from npu_data.kinds.base import Kind
 from npu_data.kinds.registry import PADDED_BY_NAME
-from npu_data.loaders.collate import default_collate_samples, is_shard_sample, pin_tree
+from npu_data.loaders.collate import default_collate_samples, is_shard_sample
 from npu_data.loaders.placement import WorkerPipeline
 from npu_data.loaders.request import (
     ASSEMBLERS,
@@ -72,79 +63,6 @@ from npu_data.loaders.request import (
 from npu_data.transforms import pipeline as pipelines
 
 __all__ = ["HostBatch", "collate_host", "collate_samples", "host_request", "is_collate_samples"]
-
-
-@dataclass
-class HostBatch:
-    """One assembled batch on the host.
-
-    Attributes:
-        image: ``(B, 3, H, W)`` uint8 (shared memory in a worker, pinned or pooled); None
-            for samples without an image.
-        sizes: ``(B, 2)`` int64 (height, width) of each image in ``image``.
-        stored_sizes: ``(B, 2)`` int64 of the stored images (``sizes`` unless cropped).
-        fields: every other key of the batch dict, in order: the geometry groups
-            (``<kind>.<column>``, see :attr:`geometry`) and the meta (``index``,
-            ``task_id``, ``caption``, ...).
-        request: what the batch was read for (its parameters); None: plain indices.
-        cropped: the request's leading crop is applied.
-        applied: the whole keyed pipeline ran (``loaders.placement``): ``fields`` is the
-            transformed batch dict, ``image`` and ``sizes`` are None.
-        nbytes: the bytes of its tensors, counted where it is made (None: not counted).
-    """
-
-    image: torch.Tensor | None
-    sizes: torch.Tensor | None
-    stored_sizes: np.ndarray | None
-    fields: Batch
-    request: BatchRequest | None = None
-    cropped: bool = False
-    applied: bool = False
-    nbytes: int | None = None
-
-    @classmethod
-    def of(cls, batch: Batch, stored: np.ndarray | None, request: BatchRequest | None = None,
-           cropped: bool = False) -> HostBatch:
-        """The ``HostBatch`` of an assembled batch dict."""
-        fields = dict(batch)
-        image, sizes = fields.pop("image", None), fields.pop("sizes", None)
-        return cls(image, sizes, stored, fields, request, cropped, nbytes=nbytes(batch.values()))
-
-    @property
-    def geometry(self) -> dict[str, Batch]:
-        """The geometry keys by kind: ``{"boxes": {"xyxy": ..., "valid": ...}, ...}``."""
-        out: dict[str, Batch] = {}
-        for key, value in self.fields.items():
-            group, _, name = key.partition(".")
-            if name and group in PADDED_BY_NAME:
-                out.setdefault(group, {})[name] = value
-        return out
-
-    @property
-    def meta(self) -> Batch:
-        """The keys that are not geometry (index, task_id, caption, ...)."""
-        return {k: v for k, v in self.fields.items()
-                if k.partition(".")[0] not in PADDED_BY_NAME or "." not in k}
-
-    @property
-    def params(self) -> dict[str, torch.Tensor] | None:
-        """The request's keyed parameters as host tensors (None: none drawn)."""
-        if self.request is None or self.request.params is None:
-            return None
-        return {k: torch.from_numpy(v) for k, v in self.request.params.items()}
-
-    def as_dict(self) -> Batch:
-        """The batch dict users get (``image``, ``sizes``, then the other keys)."""
-        if self.applied:
-            return self.fields
-        head = {k: v for k, v in (("image", self.image), ("sizes", self.sizes))
-                if v is not None or k in self.fields}
-        return {**head, **self.fields}
-
-    def pin_memory(self) -> HostBatch:
-        """Its tensors page-locked (torch's pin-memory thread calls this)."""
-        return dataclasses.replace(self, image=pin_tree(self.image), sizes=pin_tree(self.sizes),
-                                   fields=pin_tree(self.fields))
 
 
 def collate_samples(samples: Sequence[Any], pin: bool = False) -> Any:
@@ -183,7 +101,7 @@ def collate_host(samples: Sequence[Any], pin: bool = False, stream: CropState | 
     if not samples:
         raise ValueError("collate_samples needs at least one sample")
     pin = pin and dev.pin_memory_supported(dev.best_device_type())
-    if isinstance(samples, ColumnBatch):  # ShardDataset.__getitems__: one shot
+    if isinstance(samples, HostBatch):  # ShardDataset.__getitems__: one shot
         host = _from_columns(samples.columns(), pin, samples.request)
         if pipeline is None or not pipeline.runs(host.request):
             return host
@@ -200,6 +118,12 @@ def collate_host(samples: Sequence[Any], pin: bool = False, stream: CropState | 
 ASSEMBLERS.update({collate_samples, collate_host})
 
 
+def _host(batch: Batch, stored: np.ndarray | None, request: BatchRequest | None = None,
+          cropped: bool = False) -> HostBatch:
+    """The ``HostBatch`` of an assembled batch dict, its bytes counted here."""
+    return HostBatch.of(batch, stored, request, cropped, nbytes(batch.values()))
+
+
 def label_dtype(dtype: torch.dtype, name: str) -> torch.dtype:
     """The batch dtype of a padded column: labels are int64 (the dtype losses expect; -1
     pads), anything else keeps its dtype."""
@@ -209,7 +133,7 @@ def label_dtype(dtype: torch.dtype, name: str) -> torch.dtype:
 
 
 # --- sample dicts ---------------------------------------------------------------------------
-def _from_samples(samples: Sequence[Sample], pin: bool, crop: PassDraw | None) -> HostBatch:
+def _from_samples(samples: Sequence[dict[str, Any]], pin: bool, crop: PassDraw | None) -> HostBatch:
     """The batch of sample dicts in our layout; with a stream's armed pass (``crop``) its
     request is drawn here (its ids and stored sizes are known now) and its crop applied."""
     batch: Batch = {}
@@ -239,12 +163,12 @@ def _from_samples(samples: Sequence[Sample], pin: bool, crop: PassDraw | None) -
     for group, gkeys in groups.items():
         _group(samples, PADDED_BY_NAME[group], gkeys, pin, batch, hw)
     if images is None or crop is None:
-        return HostBatch.of(batch, stored)
+        return _host(batch, stored)
     assert stored is not None
     request = stream_request(crop, batch)
     assert request.crop is not None
     cropped = _crop(batch, images, request.crop, functools.partial(image_buffer, pin=pin))
-    return HostBatch.of(cropped, stored, request, cropped=True)
+    return _host(cropped, stored, request, cropped=True)
 
 
 def _meta(values: list[Any]) -> Any:
@@ -277,7 +201,7 @@ def _pad_rows(arrays: Sequence[np.ndarray | None], counts: np.ndarray, nmax: int
     return out
 
 
-def _group(samples: Sequence[Sample], kind: Kind, keys: list[str], pin: bool, batch: Batch,
+def _group(samples: Sequence[dict[str, Any]], kind: Kind, keys: list[str], pin: bool, batch: Batch,
            hw: tuple[int, int]) -> None:
     b = len(samples)
     group = kind.name
@@ -309,7 +233,7 @@ def _group(samples: Sequence[Sample], kind: Kind, keys: list[str], pin: bool, ba
         batch[key] = _pad_rows(vals, counts, nmax, pin, fill)
 
 
-def _empty_group(first: Sample, kind: Kind, keys: list[str], b: int, batch: Batch) -> None:
+def _empty_group(first: dict[str, Any], kind: Kind, keys: list[str], b: int, batch: Batch) -> None:
     for key in keys:
         name = key.split(".", 1)[1]
         v = first[key]
@@ -321,7 +245,7 @@ def _empty_group(first: Sample, kind: Kind, keys: list[str], b: int, batch: Batc
 
 
 # --- columns --------------------------------------------------------------------------------
-def _from_columns(cols: BatchColumns, pin: bool, request: BatchRequest | None) -> HostBatch:
+def _from_columns(cols: HostBatch, pin: bool, request: BatchRequest | None) -> HostBatch:
     """The batch of a ``ShardDataset`` read column-wise: the same batch, key for key, as
     that of its sample dicts. With the request's crop each image is resized from its stored
     pixels (a view of the memory map for raw shards, the decoded box of a JPEG) straight
@@ -357,11 +281,11 @@ def _from_columns(cols: BatchColumns, pin: bool, request: BatchRequest | None) -
     plan = request.crop if request is not None else None
     if plan is not None:
         cropped = _crop(batch, cols.images, plan, functools.partial(batch_buffer, pin=pin))
-        return HostBatch.of(cropped, stored, request, cropped=True)
+        return _host(cropped, stored, request, cropped=True)
     image = batch_buffer(batch, (b, *hw, 3), pin)
     copy_images(cols.images, hs, ws, image.numpy())
     batch["image"] = image.permute(0, 3, 1, 2)
-    return HostBatch.of(batch, stored, request)
+    return _host(batch, stored, request)
 
 
 def _slots(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -371,7 +295,7 @@ def _slots(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sample, np.arange(len(sample)) - np.repeat(starts, counts)
 
 
-def _group_columns(cols: BatchColumns, kind: Kind, keys: list[str], batch: Batch,
+def _group_columns(cols: HostBatch, kind: Kind, keys: list[str], batch: Batch,
                    hw: tuple[int, int]) -> None:
     b = len(cols)
     group = kind.name
@@ -529,4 +453,4 @@ def host_request(host: Any, pipeline: pipelines.Pipeline | None, seed: int, epoc
         return batch, None
     if isinstance(host, HostBatch):
         return batch, dataclasses.replace(host, request=request)
-    return batch, HostBatch(None, None, None, {}, request)
+    return batch, HostBatch(request)

@@ -15,12 +15,12 @@ from torch.utils.data import DataLoader as TorchDataLoader
 from torch.utils.data import IterableDataset
 
 from npu_data import device as dev
-from npu_data.batch import ColumnBatch
+from npu_data.batch import HostBatch
 from npu_data.buffers import release_reused
 from npu_data.common.compat import DATALOADER_ARGS, dataloader_kwargs
 from npu_data.errors import UserError, UserValueError
 from npu_data.loaders import epochs, frameworks, placement
-from npu_data.loaders.assemble import HostBatch, collate_host, host_request, is_collate_samples
+from npu_data.loaders.assemble import collate_host, host_request, is_collate_samples
 from npu_data.loaders.epochs import EpochState, PassIndices, batch_seed
 from npu_data.loaders.loader_args import READ_AHEAD, check_extras, loader_transform, worker_init
 from npu_data.loaders.loader_args import image_position as _image_position
@@ -359,5 +359,5 @@ def _wraps(fn: Any, inner: Callable[..., Any]) -> bool:
 
 
 def _listed(collate_fn: Callable[[list[Any]], Any], samples: Any) -> Any:
-    """Give a user ``collate_fn`` the plain list of sample dicts, not a lazy ColumnBatch."""
-    return collate_fn(list(samples) if isinstance(samples, ColumnBatch) else samples)
+    """Give a user ``collate_fn`` the plain list of sample dicts, not a lazy HostBatch."""
+    return collate_fn(list(samples) if isinstance(samples, HostBatch) else samples)

@@ -245,7 +245,7 @@ class LabelStudioDataset:
 
     def __getitems__(self, indices: list[int]) -> Any:
         """A whole batch read column-wise (what torch's DataLoader asks a worker for): a
-        ``SampleBatch`` for npu_data's DataLoader (which asks with a ``BatchRequest``), else
+        lazy ``HostBatch`` for npu_data's DataLoader (which asks with a ``BatchRequest``), else
         the transformed batch's rows."""
         raw = self.dataset.__getitems__(indices)
         if self.transform is None or isinstance(indices, BatchRequest):

@@ -5,7 +5,7 @@ DataLoader, which batches the transform on the device. Torch's own ``DataLoader`
 article's code) reads ``dataset.__getitems__(indices)`` (or ``dataset[i]``) in its workers
 and stacks what comes back with ``default_collate``; there the dataset applies the
 transform itself, on the host CPU — the same Pillow-exact kernels, one call per batch of
-samples — and returns the batch's rows (``BatchRow``), which torch's collate puts back
+samples — and returns the batch's rows (``_Row``), which torch's collate puts back
 together into exactly the batch npu_data's loader would have made (padded geometry with
 ``valid`` masks, ``sizes``, ``aug``; registered in torch's ``default_collate_fn_map``, the
 documented way to extend ``default_collate``). ``dataset[i]`` is one sample, transformed,
@@ -30,7 +30,7 @@ from npu_data.transforms.pipeline import Pipeline
 
 
 def transformed(transform: Any, samples: Any, owner: str) -> dict[str, Any]:
-    """``samples`` (sample dicts or a ``SampleBatch``) collated and transformed on the host."""
+    """``samples`` (sample dicts or a lazy ``HostBatch``) collated and transformed on the host."""
     from npu_data.loaders.assemble import collate_samples
 
     info = get_worker_info()
@@ -61,19 +61,20 @@ def _row(value: Any, j: int, n: int) -> Any:
     return value
 
 
-class BatchRow(dict):  # type: ignore[type-arg]
-    """Row ``row`` of a transformed ``batch``: a sample dict in the batch's layout. The rows
-    of one batch, in order, collate (torch's ``default_collate``) back into that batch."""
+class _Row(dict):  # type: ignore[type-arg]
+    """Row ``row`` of a transformed ``batch``: a sample dict in the batch's layout that
+    torch's ``default_collate`` recognises (a sample, not a batch type): the rows of one
+    batch, in order, collate back into that batch."""
 
     def __init__(self, batch: dict[str, Any], row: int, n: int) -> None:
         super().__init__({k: _row(v, row, n) for k, v in batch.items()})
         self.batch, self.row = batch, row
 
 
-def rows(batch: dict[str, Any]) -> list[BatchRow]:
+def rows(batch: dict[str, Any]) -> list[_Row]:
     """The rows of a transformed batch (what ``__getitems__`` hands torch's collate)."""
     n = len(batch["image"])
-    return [BatchRow(batch, j, n) for j in range(n)]
+    return [_Row(batch, j, n) for j in range(n)]
 
 
 def sample(batch: dict[str, Any]) -> dict[str, Any]:
@@ -81,7 +82,7 @@ def sample(batch: dict[str, Any]) -> dict[str, Any]:
     return {k: _row(v, 0, 1) for k, v in batch.items()}
 
 
-def _collate_rows(found: list[BatchRow], *, collate_fn_map: Any = None) -> Any:
+def _collate_rows(found: list[_Row], *, collate_fn_map: Any = None) -> Any:
     first = found[0]
     whole = first.batch
     if len(found) == len(whole["image"]) and all(
@@ -90,11 +91,11 @@ def _collate_rows(found: list[BatchRow], *, collate_fn_map: Any = None) -> Any:
     return default_collate([dict(r) for r in found])
 
 
-__all__ = ["BatchRow", "rows", "sample", "transformed"]
+__all__ = ["rows", "sample", "transformed"]
 
 try:  # torch's documented extension point of default_collate (torch >= 1.13)
     from torch.utils.data._utils.collate import default_collate_fn_map
 
-    default_collate_fn_map[BatchRow] = _collate_rows
+    default_collate_fn_map[_Row] = _collate_rows
 except ImportError:  # pragma: no cover - rows then collate as plain dicts
     pass

@@ -281,9 +281,9 @@ def test_a_request_is_read_into_one_host_batch(stores: dict[str, ShardDataset]) 
     request's parameters to the rest of the pipeline; no hidden key in the batch."""
     import pickle
 
-    from npu_data.batch import BatchRequest
+    from npu_data.batch import BatchRequest, HostBatch
     from npu_data.kinds.registry import PADDED_BY_NAME
-    from npu_data.loaders.assemble import HostBatch, collate_host
+    from npu_data.loaders.assemble import collate_host
 
     ds = stores["encoded"]
     loader = DataLoader(ds, batch_size=4, device="cpu", seed=5, transform=crop_pipeline("pipeline"))
@@ -297,8 +297,10 @@ def test_a_request_is_read_into_one_host_batch(stores: dict[str, ShardDataset]) 
     assert host.image is not None and host.image.shape == (4, 3, 24, 24)
     assert (host.stored_sizes == ds.sizes()[list(request.indices)]).all()
     assert host.params is not None and host.params.keys() == request.params.keys()
-    assert set(host.geometry) <= set(PADDED_BY_NAME) and host.geometry
-    assert {"index", "caption"} <= set(host.meta)
+    assert {k.split(".")[0] for k in host.fields if "." in k} & set(PADDED_BY_NAME)
+    assert {"index", "caption"} <= set(host.fields) and host.nbytes
+    assert host.nbytes == sum(t.numel() * t.element_size() for t in host.as_dict().values()
+                              if isinstance(t, torch.Tensor))
     batch = host.as_dict()
     assert not [k for k in batch if k.startswith("__")]
     assert list(next(iter(loader))) == [*batch, "aug"]

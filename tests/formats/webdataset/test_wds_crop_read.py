@@ -17,13 +17,12 @@ import torch
 
 from npu_data import codecs
 from npu_data.annotations.images import ImageOptions
-from npu_data.batch import BatchRequest
+from npu_data.batch import BatchRequest, HostBatch
 from npu_data.cli import main
 from npu_data.errors import UserError
 from npu_data.formats.webdataset import stages
 from npu_data.formats.webdataset.stream import WebDatasetStream
 from npu_data.loaders import DataLoader, collate_samples
-from npu_data.loaders.assemble import HostBatch
 from npu_data.shards.writer import WriteOptions, write_dataset
 from npu_data.transforms import RandomHorizontalFlip, RandomResizedCrop, _native
 from tests.support.compare import same_loader_batch
