@@ -256,7 +256,7 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
         regions=None if fast else read_crop.read_regions(d[1]))
         for c, b, d in zip(cols, boxes, drawn, strict=True)])
 
-    def crops() -> None:  # as the loader's assembler (assemble.crop_images): windows too
+    def crops() -> None:  # as the loader's assembler (transforms.pipeline.read): windows too
         for (im, b), o, d in zip(decoded, out, drawn, strict=True):
             read_crop.resize_into(im, b, o, d[1].windows, d[1].interpolation)
 

@@ -54,18 +54,15 @@ class Pipeline:
         """The pipeline of ``transform`` when its parameters are drawn per sample, else None."""
         return cls(transform) if isinstance(transform, Transform) and transform.keyed else None
 
-    def draw(self, indices: Sequence[int], ids: np.ndarray | None, sizes: np.ndarray,
+    def draw(self, indices: Sequence[int], ids: np.ndarray, sizes: np.ndarray,
              seed: int, epoch: int, *, crop: bool = False, fast: bool = False,
              bucket: int | None = None, placed: bytes | None = None) -> BatchRequest:
         """The request of the samples ``indices`` whose augmentation keys are ``ids`` (dataset
-        indices or ``draws.string_ids``; None: the batch's ``index`` or ``__key__`` column is
-        not known, nothing drawn) and stored images ``sizes (B, 2)``, in the pass of
+        indices or ``draws.string_ids``) and stored images ``sizes (B, 2)``, in the pass of
         ``seed`` and ``epoch``; ``crop``: the reader applies the leading crop (``fast``: a
         JPEG box may decode DCT-scaled); ``bucket`` and ``placed`` travel as they are."""
         plan = None
-        if ids is None:
-            params = None
-        elif crop and self.crop is not None:
+        if crop and self.crop is not None:
             drawn, plan = self.crop.at(seed, epoch, fast).draw_plan(sizes, ids)
             # what a JPEG decodes: the windows' pixels, in regions where the kernels allow
             plan = replace(plan, regions=read_regions(plan),
@@ -74,9 +71,8 @@ class Pipeline:
         else:
             keys = draws.sample_keys(seed, epoch, ids)
             params = {k: v.numpy() for k, v in self.transform.draw_keyed(sizes, keys).items()}
-        return BatchRequest(tuple(int(i) for i in indices),
-                            ids if ids is not None else np.zeros(0, np.int64), seed, epoch,
-                            bucket, params, plan, placed)
+        return BatchRequest(tuple(int(i) for i in indices), ids, seed, epoch, bucket, params,
+                            plan, placed)
 
     def draw_for(self, batch: Mapping[str, Any], seed: int, epoch: int, *, crop: bool = False,
                  fast: bool = False) -> BatchRequest | None:
