@@ -4,7 +4,8 @@ workers, pinned on request, big ones reused in the process (:func:`reused_empty`
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -148,3 +149,58 @@ def copy_images(images: Sequence[np.ndarray], hs: np.ndarray, ws: np.ndarray,
             out[i, h:] = 0
         if w < wmax:
             out[i, :h, w:] = 0
+
+
+def batch_buffer(batch: dict[str, Any], shape: tuple[int, ...], pin: bool = False
+                 ) -> torch.Tensor:
+    """An image buffer of ``shape`` for ``batch``; in a worker (shared memory) or with
+    ``pin`` the batch's other tensors move into the same storage, after the image (empty ones
+    too): one storage to send to the main process or to page-lock instead of one per tensor.
+    Elsewhere a pooled buffer (:func:`reused_empty`)."""
+    image_bytes = int(np.prod(shape))
+    if not pin and get_worker_info() is None:
+        return reused_empty(shape)
+    keys = [k for k, v in batch.items() if isinstance(v, torch.Tensor)]
+    starts, total = [], -(-image_bytes // 64) * 64
+    for k in keys:
+        starts.append(total)
+        total += -(-batch[k].numel() * batch[k].element_size() // 64) * 64
+    storage = empty_host((total,), torch.uint8, pin).untyped_storage()
+    for k, start in zip(keys, starts, strict=True):
+        t = batch[k]
+        stride = t.stride() if t.is_contiguous() else _contiguous_strides(t.shape)
+        view = torch.empty(0, dtype=t.dtype).set_(storage, start // t.element_size(), t.shape,
+                                                  stride)
+        view.copy_(t)
+        batch[k] = view
+    return torch.empty(0, dtype=torch.uint8).set_(storage, 0, shape, _contiguous_strides(shape))
+
+
+def image_buffer(batch: dict[str, Any], shape: tuple[int, ...], pin: bool = False
+                 ) -> torch.Tensor:
+    """An image buffer of ``shape`` alone (``batch`` untouched): :func:`empty_host`."""
+    return empty_host(shape, torch.uint8, pin)
+
+
+def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(tuple(shape)):
+        strides.append(step)
+        step *= max(int(n), 1)
+    return tuple(reversed(strides))
+
+
+def nbytes(values: Iterable[Any]) -> int:
+    """Bytes of the tensors among ``values`` and inside their lists, tuples and dicts (one
+    loop, no call per value: a batch's 80-odd keys are counted once, where it is made)."""
+    total = 0
+    stack = list(values)
+    while stack:
+        v = stack.pop()
+        if isinstance(v, torch.Tensor):
+            total += v.numel() * v.element_size()
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif isinstance(v, Mapping):
+            stack.extend(v.values())
+    return total

@@ -221,8 +221,7 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     from npu_data.batch import BatchRequest
     from npu_data.bench.pillow_baseline import augmentation
     from npu_data.loaders import assemble, collate_samples
-    from npu_data.loaders.request import as_arrays
-    from npu_data.shards.batch_read import SampleBatch, read_columns
+    from npu_data.shards.batch_read import read_columns, requested
     from npu_data.transforms import ReadCrop, draws, read_crop
     from npu_data.transforms.compose import split
 
@@ -241,7 +240,7 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     sizes = ds.sizes()
     keys = [draws.sample_keys(0, 0, g) for g in groups]
     drawn = [leading.draw_plan(sizes[g], g) for g in groups]
-    plans = [BatchRequest(tuple(g.tolist()), g, params=as_arrays(d[0]), crop=d[1])
+    plans = [BatchRequest(tuple(g.tolist()), g, params={k: v.numpy() for k, v in d[0].items()}, crop=d[1])
              for g, d in zip(groups, drawn, strict=True)]
     out = [torch.empty((len(g), 3, *d[1].size), dtype=torch.uint8) for g, d in zip(
         groups, drawn, strict=True)]
@@ -257,12 +256,12 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
         regions=None if fast else read_crop.read_regions(d[1]))
         for c, b, d in zip(cols, boxes, drawn, strict=True)])
 
-    def crops() -> None:  # as the loader's assembler (assemble.crop_images): windows too
+    def crops() -> None:  # as the loader's assembler (transforms.pipeline.read): windows too
         for (im, b), o, d in zip(decoded, out, drawn, strict=True):
             read_crop.resize_into(im, b, o, d[1].windows, d[1].interpolation)
 
     _, t_crop = timed(crops)
-    batches, t_all = timed(lambda: [collate_samples(SampleBatch(ds, p)) for p in plans])
+    batches, t_all = timed(lambda: [collate_samples(requested(ds, p)) for p in plans])
     params = [aug.draw_keyed(sizes[g], k) for g, k in zip(groups, keys, strict=True)]
     moved, t_h2d = timed(lambda: [_h2d_step(device)(b) for b in batches])
     _, t_aug = timed(lambda: [rest.apply(b, p) for b, p in zip(moved, params, strict=True)])
@@ -319,6 +318,7 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
     from npu_data.loaders.request import CropState
     from npu_data.transforms import ReadCrop, draws, read_crop
     from npu_data.transforms.compose import split
+    from npu_data.transforms.pipeline import Pipeline
 
     aug = augmentation(crop)
     plan = ReadCrop.of(aug, fast)
@@ -327,7 +327,7 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
     assert lead is not None
     rest = lead.rest
     state = CropState()
-    state.arm(plan)
+    state.arm(Pipeline(aug), 0, 0, fast)
 
     def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
         fn()

@@ -1,6 +1,6 @@
 """The one assembler of the loaders: a batch's samples -> one ``HostBatch`` (docs/architecture.md).
 
-A ``ShardDataset`` batch (``ColumnBatch``, read for a ``BatchRequest``) is built from its
+A ``ShardDataset`` batch (a ``HostBatch`` read for a ``BatchRequest``) is built from its
 columns with one vectorised scatter per column; a list of sample dicts (a stream's, or any
 dataset's in our layout, ``is_shard_sample``) key by key; both end in the same batch, key for
 key. Images are copied once, straight into a ``(B, Hmax, Wmax, 3)`` uint8 buffer that is
@@ -25,32 +25,24 @@ structure goes to torch's ``default_collate`` (``loaders.collate``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import get_worker_info
 
 from npu_data import codecs
 from npu_data import device as dev
-from npu_data.batch import (
-    Batch,
-    BatchColumns,
-    BatchRequest,
-    ColumnBatch,
-    CropPlan,
-    EncodedImage,
-    Sample,
-)
+from npu_data.batch import Batch, BatchRequest, CropPlan, EncodedImage, HostBatch
 from npu_data.buffers import (
+    batch_buffer,
     copy_images,
-    empty_host,
+    image_buffer,
     image_sizes,
     images_tensor,
-    reused_empty,
+    nbytes,
     reused_scratch,
     sizes_tensor,
     torch_dtype,
@@ -59,91 +51,18 @@ from npu_data.buffers import (
 from npu_data.errors import UserError
 from npu_data.kinds.base import Kind
 from npu_data.kinds.registry import PADDED_BY_NAME
-from npu_data.loaders.collate import default_collate_samples, is_shard_sample, pin_tree
+from npu_data.loaders.collate import default_collate_samples, is_shard_sample
 from npu_data.loaders.placement import WorkerPipeline
 from npu_data.loaders.request import (
     ASSEMBLERS,
     CropState,
-    Keyed,
+    PassDraw,
     is_collate_samples,
-    sample_ids,
     stream_request,
 )
-from npu_data.transforms import draws, read_crop
-from npu_data.transforms.base import Params, Transform
+from npu_data.transforms import pipeline as pipelines
 
-__all__ = ["HostBatch", "collate_host", "collate_samples", "is_collate_samples", "keyed_batch"]
-
-
-@dataclass
-class HostBatch:
-    """One assembled batch on the host.
-
-    Attributes:
-        image: ``(B, 3, H, W)`` uint8 (shared memory in a worker, pinned or pooled); None
-            for samples without an image.
-        sizes: ``(B, 2)`` int64 (height, width) of each image in ``image``.
-        stored_sizes: ``(B, 2)`` int64 of the stored images (``sizes`` unless cropped).
-        fields: every other key of the batch dict, in order: the geometry groups
-            (``<kind>.<column>``, see :attr:`geometry`) and the meta (``index``,
-            ``task_id``, ``caption``, ...).
-        request: what the batch was read for (its parameters); None: plain indices.
-        cropped: the request's leading crop is applied.
-        applied: the whole keyed pipeline ran (``loaders.placement``): ``fields`` is the
-            transformed batch dict, ``image`` and ``sizes`` are None.
-    """
-
-    image: torch.Tensor | None
-    sizes: torch.Tensor | None
-    stored_sizes: np.ndarray | None
-    fields: Batch
-    request: BatchRequest | None = None
-    cropped: bool = False
-    applied: bool = False
-
-    @classmethod
-    def of(cls, batch: Batch, stored: np.ndarray | None, request: BatchRequest | None = None,
-           cropped: bool = False) -> HostBatch:
-        """The ``HostBatch`` of an assembled batch dict."""
-        fields = dict(batch)
-        image, sizes = fields.pop("image", None), fields.pop("sizes", None)
-        return cls(image, sizes, stored, fields, request, cropped)
-
-    @property
-    def geometry(self) -> dict[str, Batch]:
-        """The geometry keys by kind: ``{"boxes": {"xyxy": ..., "valid": ...}, ...}``."""
-        out: dict[str, Batch] = {}
-        for key, value in self.fields.items():
-            group, _, name = key.partition(".")
-            if name and group in PADDED_BY_NAME:
-                out.setdefault(group, {})[name] = value
-        return out
-
-    @property
-    def meta(self) -> Batch:
-        """The keys that are not geometry (index, task_id, caption, ...)."""
-        return {k: v for k, v in self.fields.items()
-                if k.partition(".")[0] not in PADDED_BY_NAME or "." not in k}
-
-    @property
-    def params(self) -> Params | None:
-        """The request's keyed parameters as host tensors (None: none drawn)."""
-        if self.request is None or self.request.params is None:
-            return None
-        return {k: torch.from_numpy(v) for k, v in self.request.params.items()}
-
-    def as_dict(self) -> Batch:
-        """The batch dict users get (``image``, ``sizes``, then the other keys)."""
-        if self.applied:
-            return self.fields
-        head = {k: v for k, v in (("image", self.image), ("sizes", self.sizes))
-                if v is not None or k in self.fields}
-        return {**head, **self.fields}
-
-    def pin_memory(self) -> HostBatch:
-        """Its tensors page-locked (torch's pin-memory thread calls this)."""
-        return dataclasses.replace(self, image=pin_tree(self.image), sizes=pin_tree(self.sizes),
-                                   fields=pin_tree(self.fields))
+__all__ = ["HostBatch", "collate_host", "collate_samples", "host_request", "is_collate_samples"]
 
 
 def collate_samples(samples: Sequence[Any], pin: bool = False) -> Any:
@@ -182,14 +101,14 @@ def collate_host(samples: Sequence[Any], pin: bool = False, stream: CropState | 
     if not samples:
         raise ValueError("collate_samples needs at least one sample")
     pin = pin and dev.pin_memory_supported(dev.best_device_type())
-    if isinstance(samples, ColumnBatch):  # ShardDataset.__getitems__: one shot
+    if isinstance(samples, HostBatch):  # ShardDataset.__getitems__: one shot
         host = _from_columns(samples.columns(), pin, samples.request)
-        request = host.request
-        if pipeline is None or pipeline.token is None or request is None or \
-                request.placed != pipeline.token or request.params is None:
+        if pipeline is None or not pipeline.runs(host.request):
             return host
-        out = pipeline.run(host.as_dict(), host.params or {}, host.cropped)
-        return dataclasses.replace(host, image=None, sizes=None, fields=out, applied=True)
+        assert host.request is not None
+        out = pipeline.run(host.as_dict(), host.request, host.cropped)
+        return dataclasses.replace(host, image=None, sizes=None, fields=out, applied=True,
+                                   nbytes=nbytes(out.values()))
     if not is_shard_sample(samples[0]):
         return default_collate_samples(samples, pin)
     crop = stream.plan() if stream is not None else None
@@ -197,6 +116,12 @@ def collate_host(samples: Sequence[Any], pin: bool = False, stream: CropState | 
 
 
 ASSEMBLERS.update({collate_samples, collate_host})
+
+
+def _host(batch: Batch, stored: np.ndarray | None, request: BatchRequest | None = None,
+          cropped: bool = False) -> HostBatch:
+    """The ``HostBatch`` of an assembled batch dict, its bytes counted here."""
+    return HostBatch.of(batch, stored, request, cropped, nbytes(batch.values()))
 
 
 def label_dtype(dtype: torch.dtype, name: str) -> torch.dtype:
@@ -208,10 +133,9 @@ def label_dtype(dtype: torch.dtype, name: str) -> torch.dtype:
 
 
 # --- sample dicts ---------------------------------------------------------------------------
-def _from_samples(samples: Sequence[Sample], pin: bool, crop: read_crop.ReadCrop | None
-                  ) -> HostBatch:
-    """The batch of sample dicts in our layout; with a stream's armed ``crop`` its request
-    is drawn here (its ids and stored sizes are known now) and its crop applied."""
+def _from_samples(samples: Sequence[dict[str, Any]], pin: bool, crop: PassDraw | None) -> HostBatch:
+    """The batch of sample dicts in our layout; with a stream's armed pass (``crop``) its
+    request is drawn here (its ids and stored sizes are known now) and its crop applied."""
     batch: Batch = {}
     keys = list(samples[0].keys())
     hw = (0, 0)
@@ -239,13 +163,12 @@ def _from_samples(samples: Sequence[Sample], pin: bool, crop: read_crop.ReadCrop
     for group, gkeys in groups.items():
         _group(samples, PADDED_BY_NAME[group], gkeys, pin, batch, hw)
     if images is None or crop is None:
-        return HostBatch.of(batch, stored)
+        return _host(batch, stored)
     assert stored is not None
-    request = stream_request(crop, batch, stored)
+    request = stream_request(crop, batch)
     assert request.crop is not None
-    cropped = _crop(batch, images, request.crop,
-                    lambda _, shape: empty_host(shape, torch.uint8, pin))
-    return HostBatch.of(cropped, stored, request, cropped=True)
+    cropped = _crop(batch, images, request.crop, functools.partial(image_buffer, pin=pin))
+    return _host(cropped, stored, request, cropped=True)
 
 
 def _meta(values: list[Any]) -> Any:
@@ -278,7 +201,7 @@ def _pad_rows(arrays: Sequence[np.ndarray | None], counts: np.ndarray, nmax: int
     return out
 
 
-def _group(samples: Sequence[Sample], kind: Kind, keys: list[str], pin: bool, batch: Batch,
+def _group(samples: Sequence[dict[str, Any]], kind: Kind, keys: list[str], pin: bool, batch: Batch,
            hw: tuple[int, int]) -> None:
     b = len(samples)
     group = kind.name
@@ -310,7 +233,7 @@ def _group(samples: Sequence[Sample], kind: Kind, keys: list[str], pin: bool, ba
         batch[key] = _pad_rows(vals, counts, nmax, pin, fill)
 
 
-def _empty_group(first: Sample, kind: Kind, keys: list[str], b: int, batch: Batch) -> None:
+def _empty_group(first: dict[str, Any], kind: Kind, keys: list[str], b: int, batch: Batch) -> None:
     for key in keys:
         name = key.split(".", 1)[1]
         v = first[key]
@@ -322,7 +245,7 @@ def _empty_group(first: Sample, kind: Kind, keys: list[str], b: int, batch: Batc
 
 
 # --- columns --------------------------------------------------------------------------------
-def _from_columns(cols: BatchColumns, pin: bool, request: BatchRequest | None) -> HostBatch:
+def _from_columns(cols: HostBatch, pin: bool, request: BatchRequest | None) -> HostBatch:
     """The batch of a ``ShardDataset`` read column-wise: the same batch, key for key, as
     that of its sample dicts. With the request's crop each image is resized from its stored
     pixels (a view of the memory map for raw shards, the decoded box of a JPEG) straight
@@ -357,44 +280,12 @@ def _from_columns(cols: BatchColumns, pin: bool, request: BatchRequest | None) -
         _group_columns(cols, PADDED_BY_NAME[group], gkeys, batch, hw)
     plan = request.crop if request is not None else None
     if plan is not None:
-        cropped = _crop(batch, cols.images, plan, lambda out, shape: _pack(out, pin, shape))
-        return HostBatch.of(cropped, stored, request, cropped=True)
-    image = _pack(batch, pin, (b, *hw, 3))
+        cropped = _crop(batch, cols.images, plan, functools.partial(batch_buffer, pin=pin))
+        return _host(cropped, stored, request, cropped=True)
+    image = batch_buffer(batch, (b, *hw, 3), pin)
     copy_images(cols.images, hs, ws, image.numpy())
     batch["image"] = image.permute(0, 3, 1, 2)
-    return HostBatch.of(batch, stored, request)
-
-
-def _pack(batch: Batch, pin: bool, image_shape: tuple[int, ...]) -> torch.Tensor:
-    """The (B, H, W, 3) image buffer; in a worker (shared memory) or with ``pin`` the
-    batch's other tensors move into the same buffer, after the image (empty ones too): one
-    storage to send to the main process or to page-lock instead of one per tensor."""
-    image_bytes = int(np.prod(image_shape))
-    if not pin and get_worker_info() is None:
-        return reused_empty(image_shape)
-    keys = [k for k, v in batch.items() if isinstance(v, torch.Tensor)]
-    starts, total = [], -(-image_bytes // 64) * 64
-    for k in keys:
-        starts.append(total)
-        total += -(-batch[k].numel() * batch[k].element_size() // 64) * 64
-    storage = empty_host((total,), torch.uint8, pin).untyped_storage()
-    for k, start in zip(keys, starts, strict=True):
-        t = batch[k]
-        stride = t.stride() if t.is_contiguous() else _contiguous_strides(t.shape)
-        view = torch.empty(0, dtype=t.dtype).set_(storage, start // t.element_size(), t.shape,
-                                                  stride)
-        view.copy_(t)
-        batch[k] = view
-    return torch.empty(0, dtype=torch.uint8).set_(storage, 0, image_shape,
-                                                  _contiguous_strides(image_shape))
-
-
-def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for n in reversed(tuple(shape)):
-        strides.append(step)
-        step *= max(int(n), 1)
-    return tuple(reversed(strides))
+    return _host(batch, stored, request)
 
 
 def _slots(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -404,7 +295,7 @@ def _slots(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sample, np.arange(len(sample)) - np.repeat(starts, counts)
 
 
-def _group_columns(cols: BatchColumns, kind: Kind, keys: list[str], batch: Batch,
+def _group_columns(cols: HostBatch, kind: Kind, keys: list[str], batch: Batch,
                    hw: tuple[int, int]) -> None:
     b = len(cols)
     group = kind.name
@@ -444,26 +335,18 @@ def _group_columns(cols: BatchColumns, kind: Kind, keys: list[str], batch: Batch
 # --- the leading crop -----------------------------------------------------------------------
 def _crop(batch: Batch, images: Sequence[Any], plan: CropPlan,
           buffer: Callable[[Batch, tuple[int, ...]], torch.Tensor]) -> Batch:
-    """A batch assembled at its stored ``sizes`` (``image`` not set) through ``plan``: the
-    geometry moved, ``sizes`` the output size, the image ``buffer(batch, (B, 3, h, w))``
-    (shared memory in a worker, pinned, or pooled) filled by :func:`crop_images`."""
-    cropped = read_crop.crop_geometry(batch, plan)
-    image = buffer(cropped, (len(images), 3, *plan.size))
-    crop_images(images, plan, image)
-    cropped["image"] = image
-    return cropped
-
-
-def crop_images(images: Sequence[Any], plan: CropPlan, out: torch.Tensor) -> None:
-    """Each image's box resized into ``out (B, 3, h, w)`` (contiguous): ``(H, W, 3)``
-    arrays, or ``EncodedImage`` JPEGs of which only the box, or the pixels its window reads,
-    is decoded (:func:`decode_boxes`; ``plan.fast``: DCT-scaled where the box is at least
-    twice the output)."""
+    """A batch assembled at its stored ``sizes`` (``image`` not set) through ``plan``
+    (``transforms.pipeline.read``): the geometry moved, ``sizes`` the output size, the image
+    ``buffer(batch, (B, 3, h, w))`` (shared memory in a worker, pinned, or pooled) holding
+    each image's box resized from ``(H, W, 3)`` arrays, or from ``EncodedImage`` JPEGs of
+    which only the box, or the pixels its window reads, is decoded (:func:`decode_boxes`;
+    ``plan.fast``: DCT-scaled where the box is at least twice the output)."""
     boxes = torch.from_numpy(np.ascontiguousarray(plan.boxes, dtype=np.int64))
     if any(isinstance(im, EncodedImage) for im in images):
         images, boxes = decode_boxes(images, boxes, plan.size if plan.fast else None,
-                                     reuse=True, regions=read_crop.read_regions(plan))
-    read_crop.resize_into(images, boxes, out, plan.windows, plan.interpolation)
+                                     reuse=True, regions=plan.regions,
+                                     in_regions=plan.decode_regions)
+    return pipelines.read(batch, images, boxes, plan, buffer)
 
 
 def dct_scales(boxes: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -493,7 +376,8 @@ def _arena(regions: np.ndarray) -> torch.Tensor:
 def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
                  fast: tuple[int, int] | None = None,
                  reuse: bool = False,
-                 regions: np.ndarray | None = None) -> tuple[list[Any], torch.Tensor]:
+                 regions: np.ndarray | None = None,
+                 in_regions: bool = True) -> tuple[list[Any], torch.Tensor]:
     """Each ``EncodedImage``'s crop box decoded alone (libjpeg-turbo, the pixels of a full
     decode; ``npu_data.codecs``) and its box moved to the region's origin; the
     JPEGs the region decoder leaves (EXIF orientation, CMYK, no libjpeg) decoded whole.
@@ -502,12 +386,13 @@ def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
     regions are views into a pooled decode buffer (kept across batches, threads and epochs:
     no allocation, no fresh pages), reused once nothing holds a view of it. ``regions``
     (B, 4): decode these instead of the boxes (a window's pixels; not with ``fast``), each
-    box then moved by its region's origin."""
+    box then moved by its region's origin. ``in_regions`` False: every JPEG decoded whole
+    (the torch kernels forced, as their reference does)."""
     items, boxes = list(images), boxes.clone()
     lazy = [i for i, im in enumerate(items) if isinstance(im, EncodedImage)]
     if not lazy:
         return items, boxes
-    jpeg = codecs.jpeg_ops() if read_crop.decodes_regions(boxes) else None
+    jpeg = codecs.jpeg_ops() if in_regions else None
     left = lazy
     if jpeg is not None:
         with warnings.catch_warnings():
@@ -536,20 +421,19 @@ def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
     return items, boxes
 
 
-def keyed_batch(host: Any, transform: Transform | None, seed: int, epoch: int
-                ) -> tuple[Any, Keyed | None]:
-    """The batch to deliver and its keyed per-sample parameters on the host: a
-    ``HostBatch``'s request's (drawn once, ``loaders.request``), else drawn here
-    (``transforms.draws``) from its sizes and sample ids; None when ``transform`` (the pass's
-    keyed one) is None or the batch carries no sample ids (then the transform runs with a
-    generator seeded per batch).
+def host_request(host: Any, pipeline: pipelines.Pipeline | None, seed: int, epoch: int
+                 ) -> tuple[Any, HostBatch | None]:
+    """The batch to deliver and what the pipeline's ``finish`` runs it with: a
+    ``HostBatch`` whose request holds the keyed parameters — drawn once with the request
+    (``loaders.request``), else drawn here from the batch's sizes and sample ids; None
+    when ``pipeline`` (the pass's) is None or the batch carries no sample ids (then the
+    transform runs with a generator seeded per batch).
 
     Raises:
         UserError: The batch's request was drawn for another seed or epoch (one stream feeds
             two loaders at once).
     """
-    params: Params | None = None
-    cropped = False
+    batch = host
     if isinstance(host, HostBatch):
         request = host.request
         if request is not None and (request.seed, request.epoch) != (seed, epoch):
@@ -558,15 +442,15 @@ def keyed_batch(host: Any, transform: Transform | None, seed: int, epoch: int
                 f"{request.epoch} but this pass is seed {seed}, epoch {epoch} — one stream "
                 "feeds two loaders at once; give each loader its own stream or pass "
                 "read_crop=False")
-        params, cropped, applied, host = host.params, host.cropped, host.applied, host.as_dict()
-        if applied and params is not None:
-            return host, Keyed(params, cropped, applied=True)
-    if transform is None or not isinstance(host, Mapping) or \
-            not isinstance(host.get("sizes"), torch.Tensor):
-        return host, None
-    if params is None:
-        ids = sample_ids(host)
-        if ids is None:
-            return host, None
-        params = transform.draw_keyed(host["sizes"].numpy(), draws.sample_keys(seed, epoch, ids))
-    return host, Keyed(params, cropped)
+        batch = host.as_dict()
+        if request is not None and request.params is not None:
+            return batch, host
+    if pipeline is None or not isinstance(batch, Mapping) or \
+            not isinstance(batch.get("sizes"), torch.Tensor):
+        return batch, None
+    request = pipeline.draw_for(batch, seed, epoch)
+    if request is None:
+        return batch, None
+    if isinstance(host, HostBatch):
+        return batch, dataclasses.replace(host, request=request)
+    return batch, HostBatch(request)

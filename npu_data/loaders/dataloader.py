@@ -15,23 +15,21 @@ from torch.utils.data import DataLoader as TorchDataLoader
 from torch.utils.data import IterableDataset
 
 from npu_data import device as dev
-from npu_data.batch import ColumnBatch
+from npu_data.batch import HostBatch
 from npu_data.buffers import release_reused
 from npu_data.common.compat import DATALOADER_ARGS, dataloader_kwargs
 from npu_data.errors import UserError, UserValueError
-from npu_data.loaders import epochs, frameworks, host_transform, placement
-from npu_data.loaders.assemble import collate_host, is_collate_samples, keyed_batch
+from npu_data.loaders import epochs, frameworks, placement
+from npu_data.loaders.assemble import collate_host, host_request, is_collate_samples
 from npu_data.loaders.epochs import EpochState, PassIndices, batch_seed
 from npu_data.loaders.loader_args import READ_AHEAD, check_extras, loader_transform, worker_init
 from npu_data.loaders.loader_args import image_position as _image_position
 from npu_data.loaders.loader_args import ours as _ours
 from npu_data.loaders.prefetch import DevicePrefetcher, read_ahead
 from npu_data.loaders.prefetch import rebuild as _rebuild
-from npu_data.loaders.request import Keyed, Requests, refusal, state_of, worker_refusal
+from npu_data.loaders.request import Requests, refusal, state_of, worker_refusal
 from npu_data.loaders.sampler import loader_order
 from npu_data.loaders.states import loader_seed
-from npu_data.transforms.base import donating
-from npu_data.transforms.read_crop import apply_after_read
 
 BatchTransform = Callable[..., Any]
 
@@ -190,8 +188,9 @@ class DataLoader(TorchDataLoader):
             transform, dataset, self.batch_sampler if batch_sampler is not None else None,
             batch_size)
         self._indices = PassIndices(super()._index_sampler)
-        self._requests = Requests(dataset, self._indices if self.batch_sampler is not None
-                                   else None)
+        # batches (or, with batch_size=None, single indices) leave the sampler as requests
+        self._requests = Requests(dataset, self._indices,
+                                  single=self.batch_sampler is None)
         if read_crop:
             why = refusal(self)
             if why:
@@ -283,24 +282,24 @@ class DataLoader(TorchDataLoader):
         read_thread = self.read_thread if self.read_thread is not None else self._ours
         return self.num_workers == 0 and read_thread
 
-    def _host_params(self, host: Any, epoch: int) -> tuple[Any, Keyed | None]:
-        """The batch to deliver and its keyed parameters (``assemble.keyed_batch``)."""
-        return keyed_batch(host, self._requests.transform, self.seed, epoch)
+    def _host_request(self, host: Any, epoch: int) -> tuple[Any, HostBatch | None]:
+        """The batch to deliver and its request (``assemble.host_request``)."""
+        return host_request(host, self._requests.pipeline, self.seed, epoch)
 
-    def _transform(self, batch: Any, number: int, epoch: int, aug: Keyed | None = None) -> Any:
+    def _transform(self, batch: Any, number: int, epoch: int,
+                   host: HostBatch | None = None) -> Any:
         if self.transform is None:
             return batch
-        if aug is not None and aug.applied:  # the assembler ran the pipeline (placement)
-            batch["aug"] = aug.params
+        if host is not None and host.applied:  # the assembler ran the pipeline (placement)
+            batch["aug"] = host.params
             return batch
-        if aug is not None:  # keyed: parameters drawn on the host, shipped with the batch
+        if host is not None and host.request is not None:  # keyed: drawn on the host
+            pipeline = self._requests.pipeline
+            assert pipeline is not None  # a request is drawn only for a keyed transform
             # a batch our collate built is the loader's alone: the kernels may write into it
-            mine = batch.get("image") if is_collate_samples(self.collate_fn) else None
-            t = self._requests.transform
-            assert t is not None  # aug is drawn only for a keyed transform (_host_params)
-            with donating(mine):
-                out = apply_after_read(t, batch, aug.params, aug.cropped)
-            out["aug"] = aug.params
+            out = pipeline.finish(batch, host.request, host.cropped,
+                                  donate=is_collate_samples(self.collate_fn))
+            out["aug"] = host.params
             return out
         if self._transform_generator is None:
             self._transform_generator = torch.Generator(device=self.device)
@@ -326,8 +325,6 @@ class DataLoader(TorchDataLoader):
         aug_epoch = p.epoch + (p.repeat << 32)  # a repeated epoch still gets new augmentation
         armed = self._requests.begin(self, aug_epoch, self._pipeline)  # ended with the pass
         source: Iterator[Any] = super().__iter__()
-        if self.num_workers == 0:  # read here: our datasets serve raw samples to us
-            source = host_transform.loader_reads(source)
         if self._reads_ahead():
             source = read_ahead(source, READ_AHEAD, self._read_threads)
         link = frameworks.GradientStateLink(self) if self._adopted else None
@@ -337,7 +334,7 @@ class DataLoader(TorchDataLoader):
         try:
             for batch, aug, last in self._prefetcher.batches(
                     source, self.device, self.device_prefetch,
-                    lambda host: self._host_params(host, aug_epoch), p.discard):
+                    lambda host: self._host_request(host, aug_epoch), p.discard):
                 out = self._transform(batch, p.base + p.yielded, aug_epoch, aug)
                 p.yielded += 1
                 if link is not None and last:
@@ -362,5 +359,5 @@ def _wraps(fn: Any, inner: Callable[..., Any]) -> bool:
 
 
 def _listed(collate_fn: Callable[[list[Any]], Any], samples: Any) -> Any:
-    """Give a user ``collate_fn`` the plain list of sample dicts, not a lazy ColumnBatch."""
-    return collate_fn(list(samples) if isinstance(samples, ColumnBatch) else samples)
+    """Give a user ``collate_fn`` the plain list of sample dicts, not a lazy HostBatch."""
+    return collate_fn(list(samples) if isinstance(samples, HostBatch) else samples)

@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from npu_data.batch import BatchRequest
 from npu_data.common.cache import cache_root, private_dir
 from npu_data.common.hashing import file_sha256
 from npu_data.errors import (
@@ -103,6 +104,8 @@ class LabelStudioDataset:
         UserError: An export that does not exist, or an option ``npu-data import`` would
             reject (one line, before anything is read).
     """
+
+    serves_requests = True  # npu_data's DataLoader asks for BatchRequests: raw samples
 
     def __init__(self, json_file: str | os.PathLike[str],
                  images_root: str | os.PathLike[str] | None = None, transform: Any = None,
@@ -229,19 +232,23 @@ class LabelStudioDataset:
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        """Sample ``i``: raw for npu_data's DataLoader, else transformed (module doc)."""
+    def __getitem__(self, i: int | BatchRequest) -> dict[str, Any]:
+        """Sample ``i``: raw for npu_data's DataLoader (which asks for a one-sample
+        ``BatchRequest``), else transformed (module doc)."""
+        if isinstance(i, BatchRequest):
+            return self.dataset[i.indices[0]]  # type: ignore[no-any-return]
         raw = self.dataset[i]
-        if self.transform is None or host_transform.by_loader():
+        if self.transform is None:
             return raw
         return host_transform.sample(
             host_transform.transformed(self.transform, [raw], type(self).__name__))
 
     def __getitems__(self, indices: list[int]) -> Any:
         """A whole batch read column-wise (what torch's DataLoader asks a worker for): a
-        ``SampleBatch`` for npu_data's DataLoader, else the transformed batch's rows."""
+        lazy ``HostBatch`` for npu_data's DataLoader (which asks with a ``BatchRequest``), else
+        the transformed batch's rows."""
         raw = self.dataset.__getitems__(indices)
-        if self.transform is None or host_transform.by_loader():
+        if self.transform is None or isinstance(indices, BatchRequest):
             return raw
         return host_transform.rows(
             host_transform.transformed(self.transform, raw, type(self).__name__))

@@ -5,7 +5,7 @@ DataLoader, which batches the transform on the device. Torch's own ``DataLoader`
 article's code) reads ``dataset.__getitems__(indices)`` (or ``dataset[i]``) in its workers
 and stacks what comes back with ``default_collate``; there the dataset applies the
 transform itself, on the host CPU — the same Pillow-exact kernels, one call per batch of
-samples — and returns the batch's rows (``BatchRow``), which torch's collate puts back
+samples — and returns the batch's rows (``_Row``), which torch's collate puts back
 together into exactly the batch npu_data's loader would have made (padded geometry with
 ``valid`` masks, ``sizes``, ``aug``; registered in torch's ``default_collate_fn_map``, the
 documented way to extend ``default_collate``). ``dataset[i]`` is one sample, transformed,
@@ -13,9 +13,8 @@ without padding. Random parameters are keyed per sample by a seed drawn from tor
 state: new each epoch in torch's workers, reproducible under ``torch.manual_seed``, as any
 torch transform. The first such call says once which loader batches it on the device.
 
-npu_data's DataLoader reads raw samples: its workers (``mark_worker``, from its
-``worker_init_fn``) and its in-process reads (``loader_reads``) mark themselves
-(``loaders.request``, where the loader's reads are set up).
+npu_data's DataLoader reads raw samples: it asks the dataset for ``BatchRequest``s
+(``loaders.request``), torch's loader for plain indices.
 """
 
 from __future__ import annotations
@@ -27,13 +26,11 @@ import torch
 from torch.utils.data import default_collate, get_worker_info
 
 from npu_data.loaders.epochs import warn_once
-from npu_data.loaders.request import by_loader, loader_reads, mark_worker, sample_ids
-from npu_data.transforms import draws
-from npu_data.transforms.base import Transform
+from npu_data.transforms.pipeline import Pipeline
 
 
 def transformed(transform: Any, samples: Any, owner: str) -> dict[str, Any]:
-    """``samples`` (sample dicts or a ``SampleBatch``) collated and transformed on the host."""
+    """``samples`` (sample dicts or a lazy ``HostBatch``) collated and transformed on the host."""
     from npu_data.loaders.assemble import collate_samples
 
     info = get_worker_info()
@@ -43,12 +40,12 @@ def transformed(transform: Any, samples: Any, owner: str) -> dict[str, Any]:
                   "(from npu_data import DataLoader)")
     batch = collate_samples(samples)
     seed = int(torch.randint(0, 1 << 62, (1,)).item())  # torch's random state, as torch's
-    ids = sample_ids(batch)
-    if isinstance(transform, Transform) and transform.keyed and ids is not None:
-        params = transform.draw_keyed(batch["sizes"].numpy(), draws.sample_keys(seed, 0, ids))
-        out = transform.apply(batch, params)
-        out["aug"] = params
-        return dict(out)
+    pipeline = Pipeline.of(transform)
+    request = pipeline.draw_for(batch, seed, 0) if pipeline is not None else None
+    if pipeline is not None and request is not None:
+        out = pipeline.finish(batch, request, cropped=False)
+        out["aug"] = {k: torch.from_numpy(v) for k, v in (request.params or {}).items()}
+        return out
     generator = torch.Generator()
     generator.manual_seed(seed)
     return dict(transform(batch, generator=generator))
@@ -64,19 +61,20 @@ def _row(value: Any, j: int, n: int) -> Any:
     return value
 
 
-class BatchRow(dict):  # type: ignore[type-arg]
-    """Row ``row`` of a transformed ``batch``: a sample dict in the batch's layout. The rows
-    of one batch, in order, collate (torch's ``default_collate``) back into that batch."""
+class _Row(dict):  # type: ignore[type-arg]
+    """Row ``row`` of a transformed ``batch``: a sample dict in the batch's layout that
+    torch's ``default_collate`` recognises (a sample, not a batch type): the rows of one
+    batch, in order, collate back into that batch."""
 
     def __init__(self, batch: dict[str, Any], row: int, n: int) -> None:
         super().__init__({k: _row(v, row, n) for k, v in batch.items()})
         self.batch, self.row = batch, row
 
 
-def rows(batch: dict[str, Any]) -> list[BatchRow]:
+def rows(batch: dict[str, Any]) -> list[_Row]:
     """The rows of a transformed batch (what ``__getitems__`` hands torch's collate)."""
     n = len(batch["image"])
-    return [BatchRow(batch, j, n) for j in range(n)]
+    return [_Row(batch, j, n) for j in range(n)]
 
 
 def sample(batch: dict[str, Any]) -> dict[str, Any]:
@@ -84,7 +82,7 @@ def sample(batch: dict[str, Any]) -> dict[str, Any]:
     return {k: _row(v, 0, 1) for k, v in batch.items()}
 
 
-def _collate_rows(found: list[BatchRow], *, collate_fn_map: Any = None) -> Any:
+def _collate_rows(found: list[_Row], *, collate_fn_map: Any = None) -> Any:
     first = found[0]
     whole = first.batch
     if len(found) == len(whole["image"]) and all(
@@ -93,12 +91,11 @@ def _collate_rows(found: list[BatchRow], *, collate_fn_map: Any = None) -> Any:
     return default_collate([dict(r) for r in found])
 
 
-__all__ = ["BatchRow", "by_loader", "loader_reads", "mark_worker", "rows", "sample",
-           "transformed"]
+__all__ = ["rows", "sample", "transformed"]
 
 try:  # torch's documented extension point of default_collate (torch >= 1.13)
     from torch.utils.data._utils.collate import default_collate_fn_map
 
-    default_collate_fn_map[BatchRow] = _collate_rows
+    default_collate_fn_map[_Row] = _collate_rows
 except ImportError:  # pragma: no cover - rows then collate as plain dicts
     pass

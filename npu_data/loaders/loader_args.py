@@ -13,7 +13,6 @@ import torch
 
 from npu_data.common import compiled
 from npu_data.errors import UserError, UserTypeError, UserValueError
-from npu_data.loaders import host_transform
 from npu_data.loaders.bucket_sampler import bind_buckets
 from npu_data.loaders.caption_check import bind_empty_prompt, check_captions
 
@@ -83,11 +82,10 @@ def _worker_init(user_init: Callable[[int], None] | None, worker_id: int,
                  threads: int | None = None) -> None:
     """Freeze what the worker inherited: the garbage collector never scans (nor dirties,
     copy-on-write) those objects again, so batches cost less and worker memory stays flat.
-    Mark the process as this loader's: datasets serve it raw samples. Set its threads: the
-    compiled kernels', and torch's only in a spawned worker — in a forked one torch's OpenMP
-    team is the parent's, without its threads, and a parallel torch op would hang (libgomp)."""
+    Set its threads: the compiled kernels', and torch's only in a spawned worker — in a forked
+    one torch's OpenMP team is the parent's, without its threads, and a parallel torch op
+    would hang (libgomp)."""
     gc.freeze()
-    host_transform.mark_worker()
     if threads is not None:
         compiled.set_threads(threads)
         if os.getpid() == _IMPORTED_IN:

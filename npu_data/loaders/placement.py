@@ -32,11 +32,9 @@ import os
 import pickle
 from typing import Any
 
-import torch
-
+from npu_data.batch import Batch, BatchRequest
 from npu_data.errors import UserTypeError, UserValueError
-from npu_data.transforms.base import donating
-from npu_data.transforms.read_crop import apply_after_read
+from npu_data.transforms.pipeline import Pipeline
 
 PLACEMENTS = ("auto", "device", "workers")
 PLACEMENT_ENV = "NPU_DATA_AUGMENT_ON"
@@ -135,23 +133,35 @@ class WorkerPipeline:
     collate function to the workers; ``token`` is None while the main process runs it."""
 
     def __init__(self) -> None:
-        self.transform: Any = None
+        self.pipeline: Pipeline | None = None
         self.token: bytes | None = None
 
-    def arm(self, transform: Any) -> bytes | None:
-        """Run ``transform`` (the pass's keyed one) where batches are assembled; returns the
-        token its requests carry (None: it cannot travel, the main process runs it)."""
-        token = token_of(transform) if transform is not None else None
-        self.transform, self.token = (transform, token) if token is not None else (None, None)
+    @property
+    def transform(self) -> Any:
+        """The transform it runs (None: the main process runs the pipeline)."""
+        return self.pipeline.transform if self.pipeline is not None else None
+
+    def arm(self, pipeline: Pipeline | Any) -> bytes | None:
+        """Run ``pipeline`` (the pass's keyed one; a transform is made one) where batches are
+        assembled; returns the token its requests carry (None: it cannot travel, the main
+        process runs it)."""
+        if pipeline is not None and not isinstance(pipeline, Pipeline):
+            pipeline = Pipeline.of(pipeline)
+        token = token_of(pipeline.transform) if pipeline is not None else None
+        self.pipeline, self.token = (pipeline, token) if token is not None else (None, None)
         return token
 
     def disarm(self) -> None:
         """The main process runs the pipeline."""
-        self.transform, self.token = None, None
+        self.pipeline, self.token = None, None
 
-    def run(self, batch: dict[str, Any], params: dict[str, torch.Tensor],
-            cropped: bool) -> dict[str, Any]:
+    def runs(self, request: BatchRequest | None) -> bool:
+        """Whether this assembler runs the pipeline on the batch read for ``request``."""
+        return (self.pipeline is not None and request is not None and request.params is not None
+                and request.placed == self.token)
+
+    def run(self, batch: Batch, request: BatchRequest, cropped: bool) -> Batch:
         """The whole keyed pipeline (after the reader's crop when ``cropped``) on a batch
         this assembler built (its kernels may write into its image)."""
-        with donating(batch.get("image")):
-            return dict(apply_after_read(self.transform, batch, params, cropped))
+        assert self.pipeline is not None
+        return self.pipeline.finish(batch, request, cropped, donate=True)

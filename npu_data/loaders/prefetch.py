@@ -27,6 +27,7 @@ decoding on one core.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections import deque
@@ -36,6 +37,9 @@ from typing import Any, TypeVar
 import torch
 
 from npu_data import device as dev
+from npu_data.buffers import nbytes
+
+_NO_STREAM = contextlib.nullcontext()
 
 
 def to_device(batch: Any, device: torch.device, non_blocking: bool) -> Any:
@@ -57,11 +61,8 @@ def to_device(batch: Any, device: torch.device, non_blocking: bool) -> Any:
 
 
 def tensor_bytes(batch: Any) -> int:
-    """Bytes of every tensor of a (nested) batch."""
-    if isinstance(batch, torch.Tensor):
-        return batch.numel() * batch.element_size()
-    values = _values(batch)
-    return sum(tensor_bytes(v) for v in values if type(v) not in _LEAVES) if values else 0
+    """Bytes of every tensor of a (nested) batch (``buffers.nbytes``)."""
+    return nbytes((batch,))
 
 
 def rebuild(batch: list[Any] | tuple[Any, ...], items: list[Any]) -> Any:
@@ -113,9 +114,10 @@ class DevicePrefetcher:
         each batch of ``source`` after the first ``discard`` (read and dropped: a resumed
         stream), copied up to ``depth`` batches ahead (0: when due). ``prepare(host_batch)``
         gives ``(the batch to copy, its keyed parameters or None)``, before its copy is
-        queued."""
-        stream = dev.new_stream(device) if depth > 0 else None
-        accel = dev.is_accelerator(device)
+        queued; the bytes counted are the parameters' ``nbytes`` where they know them (a
+        ``HostBatch``: counted where it was made), else the batch's tensors'."""
+        accel = torch.device(device).type != "cpu" and dev.is_accelerator(device)
+        stream = dev.new_stream(device) if depth > 0 and accel else None
         pending: deque[tuple[Any, Any]] = deque()
 
         def submit() -> bool:
@@ -133,8 +135,10 @@ class DevicePrefetcher:
                 pending.append((exc, None))
                 return False
             host, drawn = prepare(host)
-            self.host_bytes += tensor_bytes(host)
-            with dev.stream_context(stream):  # on the CPU every tensor already is there
+            known = getattr(drawn, "nbytes", None)
+            self.host_bytes += known if isinstance(known, int) else tensor_bytes(host)
+            # on the CPU every tensor already is there: no stream
+            with dev.stream_context(stream) if stream is not None else _NO_STREAM:
                 moved = to_device(host, device, non_blocking=accel) if accel else host
                 # apply() takes the host parameters as they are (the kernels queue what they
                 # need on the device and read pass orders on the host, never back)

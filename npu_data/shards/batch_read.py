@@ -1,6 +1,6 @@
 """Batched reads of a ShardDataset: a whole batch's columns with a few numpy ops per shard.
 
-``ShardDataset.__getitems__`` returns a ``SampleBatch``: a lazy sequence of the batch's sample
+``ShardDataset.__getitems__`` returns a ``HostBatch`` (:func:`requested`): the batch's sample
 dicts that the loaders' assembler (``loaders.assemble``) builds from ``read_columns`` in one
 shot (no per-sample dict, no per-sample array); given a ``BatchRequest`` it keeps it, and a
 request with a crop keeps JPEGs encoded for the crop's region decoder. ``read_columns``
@@ -25,21 +25,15 @@ texts, or every string of the field's list; the caption is the first.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, overload
+from typing import Any, Protocol
 
 import numpy as np
 import orjson
 
 from npu_data.annotations.table import ranges_index
-from npu_data.batch import (
-    BatchColumns,
-    BatchRequest,
-    ColumnBatch,
-    EncodedImage,
-    Sample,
-)
+from npu_data.batch import BatchRequest, EncodedImage, HostBatch
 from npu_data.errors import UserError, UserValueError
 from npu_data.kinds.base import Kind
 from npu_data.kinds.texts import CAPTION_OF
@@ -72,47 +66,23 @@ class Shards(Protocol):
     _starts: np.ndarray
 
     def __len__(self) -> int: ...
-    def __getitem__(self, i: int) -> Sample: ...
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
     def shard(self, k: int) -> Any: ...
     def image(self, k: int, local: int) -> np.ndarray: ...
     def physical(self, indices: Sequence[int] | np.ndarray) -> np.ndarray: ...
 
 
-class SampleBatch(ColumnBatch):
-    """The samples ``indices`` of ``dataset``: indexing gives ``dataset[i]`` dicts (cached);
-    ``columns()`` reads the whole batch at once for the assembler; ``request``: the
-    ``BatchRequest`` the batch was read for (None: plain indices)."""
-
-    def __init__(self, dataset: Shards, indices: Sequence[int] | BatchRequest) -> None:
-        self.dataset = dataset
-        self.request = indices if isinstance(indices, BatchRequest) else None
-        self.indices = [as_index(i) for i in indices]
-        self._samples: list[Sample | None] = [None] * len(self.indices)
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-    @overload
-    def __getitem__(self, i: int) -> Sample: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Sample]: ...
-
-    def __getitem__(self, i: int | slice) -> Sample | list[Sample]:
-        if isinstance(i, slice):
-            return [self[t] for t in range(len(self))[i]]
-        s = self._samples[i]
-        if s is None:
-            s = self._samples[i] = self.dataset[self.indices[i]]
-        return s
-
-    def __iter__(self) -> Iterator[Sample]:
-        return (self[t] for t in range(len(self)))
-
-    def columns(self) -> BatchColumns:
-        """The batch read column-wise (``read_columns``); with the request's crop JPEGs
-        stay encoded (``EncodedImage``) for the region decoder."""
-        lazy = self.request is not None and self.request.crop is not None
-        return read_columns(self.dataset, self.indices, lazy_jpeg=lazy)
+def requested(dataset: Shards, indices: Sequence[int] | BatchRequest) -> HostBatch:
+    """The samples ``indices`` of ``dataset`` as the ``HostBatch`` the loaders' assembler
+    reads: indexing gives ``dataset[i]`` dicts (cached); ``columns()`` reads the whole batch
+    at once (:func:`read_columns`; with the request's crop JPEGs stay encoded,
+    ``EncodedImage``, for the region decoder); ``request``: the ``BatchRequest`` it was
+    read for (None: plain indices)."""
+    request = indices if isinstance(indices, BatchRequest) else None
+    at = [as_index(i) for i in indices]
+    lazy = request is not None and request.crop is not None
+    return HostBatch(request, sample=lambda j: dataset[at[j]],
+                     read=lambda: read_columns(dataset, at, lazy_jpeg=lazy), size=len(at))
 
 
 class _Part:
@@ -125,7 +95,7 @@ class _Part:
 
 
 def read_columns(ds: Shards, indices: Sequence[int],
-                 lazy_jpeg: bool = False) -> BatchColumns:
+                 lazy_jpeg: bool = False) -> HostBatch:
     """Read samples ``indices`` of ``ds`` column-wise (the values ``ds[i]`` would hold);
     ``lazy_jpeg``: JPEG images stay ``EncodedImage`` (decoded by the reader's crop)."""
     given = np.asarray(indices)
@@ -142,7 +112,7 @@ def read_columns(ds: Shards, indices: Sequence[int],
         raise
 
 
-def _read(ds: Shards, gi: np.ndarray, lazy_jpeg: bool = False) -> BatchColumns:
+def _read(ds: Shards, gi: np.ndarray, lazy_jpeg: bool = False) -> HostBatch:
     b = len(gi)
     shard_of = np.searchsorted(ds._starts, gi, side="right") - 1
     local = gi - ds._starts[shard_of]
@@ -161,9 +131,9 @@ def _read(ds: Shards, gi: np.ndarray, lazy_jpeg: bool = False) -> BatchColumns:
         for i, j in zip(p.pos.tolist(), p.local.tolist(), strict=True):
             raws[i] = p.shard.data_json(j)
         _part_images(ds, p, images, lazy_jpeg)
-    cols = BatchColumns(keys=sample_keys(ds.kinds), images=images,
-                        ints={"index": gi.astype(np.int64), "task_id": task_id,
-                              "original_size": original}, strings={})
+    cols = HostBatch(size=b, keys=sample_keys(ds.kinds), images=images,
+                     ints={"index": gi.astype(np.int64), "task_id": task_id,
+                           "original_size": original})
     for kind in ds.kinds:
         _read_group(kind, parts, order, b, cols)
     field = getattr(ds, "caption_field", None)
@@ -229,7 +199,7 @@ def _split(values: list[str], counts: np.ndarray) -> list[list[str]]:
 
 
 def _read_group(kind: Kind, parts: list[_Part], order: np.ndarray, b: int,
-                cols: BatchColumns) -> None:
+                cols: HostBatch) -> None:
     group = kind.name
     counts = np.zeros(b, np.int64)
     starts = []

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import numpy as np
 from PIL import Image, ImageOps
 
+from npu_data.batch import HostBatch
 from npu_data.common.oserrors import os_error
 from npu_data.common.paths import inside, open_regular
 from npu_data.common.ragged import offsets_problem
@@ -21,7 +22,7 @@ from npu_data.kinds.registry import BY_NAME
 from npu_data.kinds.texts import CAPTION_OF
 from npu_data.shards import batch_read, repeats
 from npu_data.shards import file_checks as checks
-from npu_data.shards.batch_read import SampleBatch, as_index
+from npu_data.shards.batch_read import as_index, requested
 from npu_data.shards.format import (
     DATA,
     ENC_RAW,
@@ -226,7 +227,7 @@ class ShardDataset:
     ``ds[i]`` returns the sample dict of docs/architecture.md (with the keys of the kinds the
     dataset has rows of, ``ds.kinds``); ``ds.__getitems__(indices)``
     (called by torch's DataLoader, with a list of indices or the loader's ``BatchRequest``)
-    a ``SampleBatch`` that the loaders' assembler (``collate_samples``) reads column-wise
+    a lazy ``HostBatch`` that the loaders' assembler (``collate_samples``) reads column-wise
     into the same batch as collating the ``ds[i]`` dicts.
 
     A latents store (``npu-data encode``, docs/format.md "Latents stores") gives the sample
@@ -472,13 +473,13 @@ class ShardDataset:
             raise DataCorruption(f"{self.path / self._names[k]}: sample {j} (dataset index "
                                  f"{i % len(self)}) unreadable: {exc} — {fix}") from None
 
-    def __getitems__(self, indices: Sequence[int]) -> SampleBatch | list[dict[str, Any]]:
-        """Samples ``indices`` (or a ``BatchRequest``) as one lazy ``SampleBatch`` (read in one
-        shot by the assembler); a latents store's as a list of sample dicts (stacked by
-        torch's collate)."""
+    def __getitems__(self, indices: Sequence[int]) -> HostBatch | list[dict[str, Any]]:
+        """Samples ``indices`` (or a ``BatchRequest``) as one lazy ``HostBatch`` (read in one
+        shot by the assembler, ``batch_read.requested``); a latents store's as a list of
+        sample dicts (stacked by torch's collate)."""
         if self.latents is not None:
             return [self[i] for i in indices]
-        return SampleBatch(self, indices)
+        return requested(self, indices)
 
     def image(self, k: int, j: int) -> np.ndarray:
         """The (H, W, 3) uint8 image of sample ``j`` of shard ``k``."""

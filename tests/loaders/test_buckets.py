@@ -249,8 +249,8 @@ def test_our_dataloader_moves_the_buckets_on_and_resumes_them_exactly(
 def test_a_shard_batch_request_carries_its_bucket(photos: LabelStudioDataset) -> None:
     """A ``ShardDataset`` batch of a ``BucketBatchSampler`` leaves the main process as a
     request naming its bucket; the reader's ResizeCrop (crop at read) outputs that bucket."""
-    from npu_data.batch import BatchRequest
-    from npu_data.loaders.assemble import HostBatch, collate_host
+    from npu_data.batch import BatchRequest, HostBatch
+    from npu_data.loaders.assemble import collate_host
 
     ds = photos.dataset
     sampler = BucketBatchSampler(ds, 3, BUCKETS, num_replicas=1, rank=0, seed=5)

@@ -21,6 +21,7 @@ from npu_data.transforms import (
     RandomResizedCrop,
     ResizeCrop,
     _native,
+    pipeline,
 )
 from tests.support.compare import same_loader_batch
 from tests.support.pipelines import crop_pipeline
@@ -111,13 +112,14 @@ def test_crop_at_read_in_workers_and_with_the_torch_kernels(
 def test_crop_at_read_is_the_default_on_the_cpu(stores: dict[str, ShardDataset],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[int, ...]] = []
-    real = assemble.crop_images
+    real = pipeline.read
 
-    def spy(images: Any, plan: Any, out: torch.Tensor) -> None:
-        calls.append(tuple(out.shape))
-        real(images, plan, out)
+    def spy(*args: Any) -> Any:
+        out = real(*args)
+        calls.append(tuple(out["image"].shape))
+        return out
 
-    monkeypatch.setattr(assemble, "crop_images", spy)
+    monkeypatch.setattr(pipeline, "read", spy)
     batch = next(iter(DataLoader(stores["raw"], batch_size=4, device="cpu",
                                  transform=crop_pipeline("pipeline"))))
     assert calls and set(calls) == {(4, 3, 24, 24)} and batch["image"].shape == (4, 3, 24, 24)
@@ -279,9 +281,9 @@ def test_a_request_is_read_into_one_host_batch(stores: dict[str, ShardDataset]) 
     request's parameters to the rest of the pipeline; no hidden key in the batch."""
     import pickle
 
-    from npu_data.batch import BatchRequest
+    from npu_data.batch import BatchRequest, HostBatch
     from npu_data.kinds.registry import PADDED_BY_NAME
-    from npu_data.loaders.assemble import HostBatch, collate_host
+    from npu_data.loaders.assemble import collate_host
 
     ds = stores["encoded"]
     loader = DataLoader(ds, batch_size=4, device="cpu", seed=5, transform=crop_pipeline("pipeline"))
@@ -295,8 +297,10 @@ def test_a_request_is_read_into_one_host_batch(stores: dict[str, ShardDataset]) 
     assert host.image is not None and host.image.shape == (4, 3, 24, 24)
     assert (host.stored_sizes == ds.sizes()[list(request.indices)]).all()
     assert host.params is not None and host.params.keys() == request.params.keys()
-    assert set(host.geometry) <= set(PADDED_BY_NAME) and host.geometry
-    assert {"index", "caption"} <= set(host.meta)
+    assert {k.split(".")[0] for k in host.fields if "." in k} & set(PADDED_BY_NAME)
+    assert {"index", "caption"} <= set(host.fields) and host.nbytes
+    assert host.nbytes == sum(t.numel() * t.element_size() for t in host.as_dict().values()
+                              if isinstance(t, torch.Tensor))
     batch = host.as_dict()
     assert not [k for k in batch if k.startswith("__")]
     assert list(next(iter(loader))) == [*batch, "aug"]

@@ -150,12 +150,12 @@ def test_a_transformed_sample_outside_the_loader(project, tmp_path: Path) -> Non
 
 
 def test_batches_are_read_column_wise_like_the_shards(project, tmp_path: Path) -> None:
+    from npu_data.batch import HostBatch
     from npu_data.loaders import collate_samples
-    from npu_data.shards.batch_read import SampleBatch
 
     ds = LabelStudioDataset(project.export_path, cache_dir=tmp_path)
     got = ds.__getitems__([3, 0, 2])
-    assert isinstance(got, SampleBatch)
+    assert isinstance(got, HostBatch)
     fast, slow = collate_samples(got), collate_samples([ds[3], ds[0], ds[2]])
     assert fast.keys() == slow.keys()
     for k in fast:

@@ -10,7 +10,6 @@ import torch
 from loaders_fakes import ArrayDataset
 
 from npu_data.loaders import DataLoader
-from npu_data.loaders.request import sample_ids as _sample_ids
 from npu_data.transforms import (
     ColorJitter,
     Compose,
@@ -18,6 +17,7 @@ from npu_data.transforms import (
     RandomResizedCrop,
     draws,
 )
+from npu_data.transforms.pipeline import sample_ids as _sample_ids
 
 N = 30
 

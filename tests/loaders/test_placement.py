@@ -13,7 +13,7 @@ import torch
 
 from npu_data.common import compiled
 from npu_data.errors import UserError
-from npu_data.loaders import DataLoader, dataloader, placement
+from npu_data.loaders import DataLoader, placement
 from npu_data.shards.reader import ShardDataset
 from npu_data.transforms import (
     ColorJitter,
@@ -24,6 +24,7 @@ from npu_data.transforms import (
     RandomResizedCrop,
     TrivialAugmentWide,
 )
+from npu_data.transforms.pipeline import Pipeline
 from tests.support.compare import same_loader_batch
 
 
@@ -49,14 +50,24 @@ class _MainRuns:
     """Counts the main process's runs of the pipeline."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.calls = 0
-        real = dataloader.apply_after_read
+        self.finished = self.in_assembler = 0
+        finish, run = Pipeline.finish, placement.WorkerPipeline.run
 
         def counted(*args: Any, **kw: Any) -> Any:
-            self.calls += 1
-            return real(*args, **kw)
+            self.finished += 1
+            return finish(*args, **kw)
 
-        monkeypatch.setattr(dataloader, "apply_after_read", counted)
+        def assembled(*args: Any, **kw: Any) -> Any:  # its finish runs in the assembler
+            self.in_assembler += 1
+            return run(*args, **kw)
+
+        monkeypatch.setattr(Pipeline, "finish", counted)
+        monkeypatch.setattr(placement.WorkerPipeline, "run", assembled)
+
+    @property
+    def calls(self) -> int:
+        """The pipeline's runs in this process outside an assembler."""
+        return self.finished - self.in_assembler
 
 
 @pytest.mark.slow
@@ -231,6 +242,7 @@ _FORKED_WORKERS = """
 import sys, torch
 from npu_data.loaders import DataLoader
 from npu_data.shards.reader import ShardDataset
+from npu_data.transforms.pipeline import Pipeline
 from npu_data.transforms import ColorJitter, Compose, RandomResizedCrop
 torch.set_num_threads(2)
 (torch.ones(4_000_000) * 2).sum()  # the parent's OpenMP team, as a model's forward makes it

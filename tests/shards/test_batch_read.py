@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from npu_data.annotations.images import ImageOptions
+from npu_data.batch import HostBatch
 from npu_data.errors import DataCorruption
 from npu_data.loaders import collate_samples
-from npu_data.shards.batch_read import SampleBatch, sample_keys
+from npu_data.shards.batch_read import sample_keys
 from npu_data.shards.reader import ShardDataset
 from npu_data.shards.writer import WriteOptions, write_dataset
 from tests.support.compare import same_batch, same_value
@@ -101,7 +102,7 @@ def test_the_data_covers_what_it_claims(datasets: dict[str, ShardDataset]) -> No
 def test_sample_batch_is_the_sequence_of_sample_dicts(datasets: dict[str, ShardDataset]) -> None:
     ds = datasets["raw"]
     batch = ds.__getitems__([5, 2, 7])
-    assert isinstance(batch, SampleBatch) and len(batch) == 3
+    assert isinstance(batch, HostBatch) and len(batch) == 3
     for s, i in zip(batch, [5, 2, 7], strict=True):
         assert list(s) == list(ds[i]) == sample_keys(ds.kinds)
         same_value(list(ds[i].values()), list(s.values()), str(i))

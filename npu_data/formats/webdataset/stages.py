@@ -30,7 +30,6 @@ from npu_data.formats.webdataset.reader import (
 )
 from npu_data.kinds.registry import KINDS
 from npu_data.shards.image_payload import MAX_PIXELS
-from npu_data.transforms.read_crop import ReadCrop
 
 _TRANSPOSED = frozenset(range(2, 9))  # EXIF orientations Pillow's exif_transpose applies
 _BAD_IMAGE = (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError)
@@ -124,7 +123,7 @@ def decode(smp: WdsSample) -> dict[str, Any]:
     return annotate(smp, image, image.shape[0], image.shape[1])
 
 
-def planned(smp: WdsSample, plan: ReadCrop) -> dict[str, Any]:
+def planned(smp: WdsSample, plan: object) -> dict[str, Any]:
     """``decode`` for a pass that crops while reading (``plan``): a plain JPEG stays encoded
     (``TarJpeg``, its size from the header) for the assembler's region decoder
     (``loaders.assemble``), any other image is decoded."""
@@ -155,8 +154,9 @@ def split(urls: Sequence[str], plan: Iterable[tuple[int, int, int]],
                 yield smp
 
 
-def to_dicts(samples: Iterable[WdsSample], crop: ReadCrop | None) -> Iterator[dict[str, Any]]:
-    """Sample dicts: decoded (``crop`` None) or planned for the pass's crop at read."""
+def to_dicts(samples: Iterable[WdsSample], crop: object | None) -> Iterator[dict[str, Any]]:
+    """Sample dicts: decoded (``crop`` None) or planned for the pass's crop at read (``crop``:
+    the pass's draw, ``loaders.request.CropState.plan``)."""
     for smp in samples:
         yield decode(smp) if crop is None else planned(smp, crop)
 

@@ -17,13 +17,12 @@ import torch
 
 from npu_data import codecs
 from npu_data.annotations.images import ImageOptions
-from npu_data.batch import BatchRequest
+from npu_data.batch import BatchRequest, HostBatch
 from npu_data.cli import main
 from npu_data.errors import UserError
 from npu_data.formats.webdataset import stages
 from npu_data.formats.webdataset.stream import WebDatasetStream
 from npu_data.loaders import DataLoader, collate_samples
-from npu_data.loaders.assemble import HostBatch
 from npu_data.shards.writer import WriteOptions, write_dataset
 from npu_data.transforms import RandomHorizontalFlip, RandomResizedCrop, _native
 from tests.support.compare import same_loader_batch
@@ -124,13 +123,13 @@ def _passes(urls: list[str], read_crop: bool, kind: str = "pipeline", **kw: Any
 def cropped(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Whether each batch the main process got was cropped while read."""
     seen: list[bool] = []
-    real = DataLoader._host_params
+    real = DataLoader._host_request
 
     def spy(self: DataLoader, host: Any, epoch: int) -> Any:
         seen.append(isinstance(host, HostBatch) and host.cropped)
         return real(self, host, epoch)
 
-    monkeypatch.setattr(DataLoader, "_host_params", spy)
+    monkeypatch.setattr(DataLoader, "_host_request", spy)
     return seen
 
 
@@ -235,9 +234,9 @@ def test_a_batch_cropped_for_another_pass_is_refused(tars: list[str]) -> None:
                         device="cpu", transform=crop_pipeline("rrc"))
     request = BatchRequest((0,), np.zeros(1, np.int64), seed=3, epoch=1)
     host = HostBatch.of({"sizes": torch.ones(1, 2, dtype=torch.int64)}, None, request)
-    assert loader._host_params(host, 1)[0].keys() == {"sizes"}
+    assert loader._host_request(host, 1)[0].keys() == {"sizes"}
     with pytest.raises(UserError, match="two loaders at once"):
-        loader._host_params(host, 2)
+        loader._host_request(host, 2)
 
 
 def test_decode_fast_reaches_the_stream(tmp_path: Path) -> None:
