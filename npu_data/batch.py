@@ -210,22 +210,22 @@ class HostBatch(Sequence[dict[str, Any]]):
 
     def pin_memory(self) -> HostBatch:
         """Its tensors page-locked (torch's pin-memory thread calls this)."""
-        return replace(self, image=_pinned(self.image), sizes=_pinned(self.sizes),
-                       fields=_pinned(self.fields))
+        return replace(self, image=pin_tree(self.image), sizes=pin_tree(self.sizes),
+                       fields=pin_tree(self.fields))
 
 
-def _pinned(value: Any) -> Any:
+def pin_tree(value: Any) -> Any:
     """Every CPU tensor of a (nested) value page-locked, its structure kept."""
     if isinstance(value, torch.Tensor):
         return value if value.is_pinned() else value.pin_memory()
     if isinstance(value, Mapping):
-        out = {k: _pinned(v) for k, v in value.items()}
+        out = {k: pin_tree(v) for k, v in value.items()}
         try:
             return type(value)(out)  # type: ignore[call-arg]
         except TypeError:
             return out
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # named tuple
-        return type(value)(*(_pinned(v) for v in value))
+        return type(value)(*(pin_tree(v) for v in value))
     if isinstance(value, (list, tuple)):
-        return type(value)(_pinned(v) for v in value)  # type: ignore[call-arg]
+        return type(value)(pin_tree(v) for v in value)  # type: ignore[call-arg]
     return value

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch.utils.data import default_collate
 
-from npu_data.batch import EncodedImage
+from npu_data.batch import EncodedImage, pin_tree
 from npu_data.errors import UserError
 from npu_data.kinds.registry import PADDED_BY_NAME
 
@@ -121,21 +121,6 @@ def is_shard_sample(sample: Any) -> bool:
                for k in sample)
 
 
-def pin_tree(batch: Any) -> Any:
-    """Page-lock every CPU tensor of a (nested) batch, keeping its structure."""
-    if isinstance(batch, torch.Tensor):
-        return batch if batch.is_pinned() else batch.pin_memory()
-    if isinstance(batch, Mapping):
-        out = {k: pin_tree(v) for k, v in batch.items()}
-        try:
-            return type(batch)(out)  # type: ignore[call-arg]
-        except TypeError:
-            return out
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # named tuple
-        return type(batch)(*(pin_tree(v) for v in batch))
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(pin_tree(v) for v in batch)  # type: ignore[call-arg]
-    return batch
 
 
 def default_collate_samples(samples: Sequence[Any], pin: bool = False) -> Any:
