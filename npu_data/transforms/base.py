@@ -91,7 +91,12 @@ _FUSED: ContextVar[tuple[object, ApplyContext] | None] = ContextVar("npu_data_fu
 @contextlib.contextmanager
 def fused(stage: object, ctx: ApplyContext) -> Iterator[None]:
     """Within the block, ``stage`` (that object only: not the stages it holds) reads ``ctx``
-    through :func:`context_of` (``compose.run_stages`` sets it around the stage's apply)."""
+    through :func:`context_of` (``compose.run_stages`` sets it around the stage's apply).
+    Nothing in a ``torch.compile`` trace (it cannot read a ContextVar): the stages run
+    unfused there, to the same values."""
+    if is_compiling():
+        yield
+        return
     token = _FUSED.set((stage, ctx))
     try:
         yield
@@ -101,6 +106,8 @@ def fused(stage: object, ctx: ApplyContext) -> Iterator[None]:
 
 def context_of(stage: object) -> ApplyContext:
     """What the pipeline running ``stage`` told it (:func:`fused`), else :data:`DEFAULT`."""
+    if is_compiling():
+        return DEFAULT
     got = _FUSED.get()
     return got[1] if got is not None and got[0] is stage else DEFAULT
 
