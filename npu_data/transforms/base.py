@@ -262,8 +262,9 @@ class Trait(enum.Enum):
     """What a pipeline may do with a stage, declared in its ``traits`` (module doc).
 
     CROP: a resized crop whose parameters are :class:`CropParams` (per-sample ``boxes``, or
-        ``windows``): a reader may apply it while reading (keyed), a flip written before it
-        may run after it, and its resize may mirror (a flip after it folds into it).
+        ``windows``): a reader may apply it while reading (keyed; with the stage's ``size``,
+        ``min_visible`` and ``interpolation`` attributes where it has them), a flip written
+        before it may run after it, and its resize may mirror (a flip after it folds in).
     FILLS: every sample fills its output after it (no padding).
     HFLIP: a horizontal mirror whose parameters hold a (B,) bool ``flip``; implies
         PER_PIXEL's and SAME_SIZE's promises.
