@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from PIL import Image
 
+from npu_data.transforms.base import CropParams
+
 Decoder = Callable[[int], np.ndarray]
 
 
@@ -114,7 +116,8 @@ def run(files: list[Path], crop: int, threads: int) -> list[dict[str, Any]]:
     whole = np.concatenate([np.zeros_like(sizes), sizes], axis=1)
     first = augmentation(crop).transforms[0]
     keys = draws.sample_keys(0, 0, np.arange(len(blobs)))
-    boxes = first.draw_keyed(sizes, keys, draws.child_position(0, 0))["boxes"].numpy()
+    boxes = CropParams.of(first.draw_keyed(sizes, keys, draws.child_position(0, 0))
+                          ).boxes.numpy()
     area = float(np.mean(boxes[:, 2] * boxes[:, 3] / (sizes[:, 0] * sizes[:, 1])))
     from npu_data.loaders.assemble import dct_scales, scaled_regions
 

@@ -2,7 +2,7 @@
 
 What a user writes today: the Label Studio export read with ``json`` (box percent -> pixels),
 a ``torch.utils.data.Dataset`` that opens one JPEG with Pillow and runs the CPU reference of
-the same ``Compose`` (each transform's ``apply_reference``, Pillow semantics) on that sample
+the same ``Compose`` (each transform's ``reference``, Pillow semantics) on that sample
 alone, moving its boxes with the crop and the flip in numpy; a collate that stacks the images
 and pads the boxes. Parameters come from torch's global RNG, as torchvision's do.
 """
@@ -18,6 +18,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 from PIL import Image
+
+from npu_data.transforms.base import CropParams, Trait, flip_mask
 
 
 def augmentation(crop: int = 224) -> Any:
@@ -153,11 +155,12 @@ class JpegReference(JpegDataset):
             one = {"image": torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1)[None],
                    "sizes": torch.tensor([img.shape[:2]])}
             params = t.get_params(one)
-            img = t.apply_reference(img, params, 0)
-            if "boxes" in params:  # the crop
-                box = [int(v) for v in params["boxes"][0].tolist()]
+            img = t.reference(img, params, 0)
+            flip = flip_mask(params) if Trait.HFLIP in t.traits else None
+            if Trait.CROP in t.traits:
+                box = [int(v) for v in CropParams.of(params).boxes[0].tolist()]
                 target = crop_boxes(target, box, t.size, t.min_visible)
-            elif "flip" in params and bool(params["flip"][0]):
+            elif flip is not None and bool(flip[0]):
                 target = flip_boxes(target, img.shape[1])
         return {"image": torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1),
                 "boxes.xyxy": torch.from_numpy(target.xyxy),

@@ -12,7 +12,7 @@ baseline: torch DataLoader over the JPEG files (``npu_data.bench.bench_data``), 
           ``Normalize(ImageNet)``, ``RandomErasing(p=0.25)`` per sample, then
           ``RandomChoice([MixUp(0.2), CutMix(1.0)])`` on the batch in ``collate_fn`` (the
           recipe of torchvision's ``references/classification``). Without torchvision: the
-          per-sample Pillow reference of our pipeline (``Compose.apply_reference``) instead.
+          per-sample Pillow reference of our pipeline (``Compose.reference``) instead.
 ours:     npu_data ``DataLoader`` over the encoded shards of the same JPEGs, keyed
           ``Compose([RandomResizedCrop(crop), RandomHorizontalFlip(),
           TrivialAugmentWide(bilinear), RandomErasing(p=0.25, value=ImageNet mean levels),
@@ -216,7 +216,7 @@ def reference_sample(pipe: Any, img: np.ndarray, i: int, seed: int = 0) -> torch
 
     sizes = np.array([img.shape[:2]], np.int64)
     params = pipe.draw_keyed(sizes, sample_keys(seed, 0, [i]))
-    return chw(pipe.apply_reference(img, params, 0))
+    return chw(pipe.reference(img, params, 0))
 
 
 def chw(img: np.ndarray) -> torch.Tensor:
@@ -251,7 +251,7 @@ def agreement(loader: Any, shards: Path, crop: int) -> tuple[float, float]:
     scale = torch.tensor(STD).view(3, 1, 1) * 255
     worst, off, total = 0.0, 0, 0
     for j, i in enumerate(batch["index"].cpu().tolist()):
-        ref = chw(pipe.apply_reference(np.asarray(ds[i]["image"]), batch["aug"], j))
+        ref = chw(pipe.reference(np.asarray(ds[i]["image"]), batch["aug"], j))
         diff = (batch["image"][j].cpu() - ref).abs() * scale
         worst = max(worst, float(diff.max()))
         off += int((diff > 1.01).sum())

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from npu_data import device as dev
+from npu_data.transforms.base import CropParams
 
 if TYPE_CHECKING:
     from npu_data.bench.pillow_baseline import JpegDataset
@@ -231,7 +232,6 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     lead = split(aug)
     assert lead is not None
     rest = lead.rest
-    first = leading.crop
     ids: np.ndarray = np.arange(min(n, len(ds)))
     groups = [ids[a:a + batch_size] for a in range(0, len(ids), batch_size)]
     if batches is not None:  # e.g. a BucketBatchSampler's: one bucket each
@@ -252,7 +252,7 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
     cols, t_read = timed(lambda: [read_columns(ds, g.tolist(), lazy_jpeg=True) for g in groups])
     boxes = [torch.from_numpy(d[1].boxes) for d in drawn]
     decoded, t_decode = timed(lambda: [assemble.decode_boxes(
-        c.images, b, first.size if fast else None,
+        c.images, b, leading.size if fast else None,
         regions=None if fast else read_crop.read_regions(d[1]))
         for c, b, d in zip(cols, boxes, drawn, strict=True)])
 
@@ -345,9 +345,9 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
     images = [[s["image"] for s in g] for g in samples]
     sizes = [b.stored_sizes for b in cropped]
     keys = [draws.sample_keys(0, 0, b.fields["index"].numpy()) for b in cropped]
-    boxes = [plan.crop.draw_keyed(sz, k, plan.position)["boxes"] for sz, k in zip(sizes, keys,
-                                                                                    strict=True)]
-    size = plan.crop.size
+    boxes = [CropParams.of(plan.crop.draw_keyed(sz, k, plan.position)).boxes
+             for sz, k in zip(sizes, keys, strict=True)]
+    size = plan.size
     assert size is not None  # the bench's crop has a fixed size
     decoded, t_decode = timed(lambda: [assemble.decode_boxes(im, b, size if fast else None)
                                        for im, b in zip(images, boxes, strict=True)])

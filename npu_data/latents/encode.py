@@ -97,15 +97,17 @@ def preprocess(batch: dict[str, Any], target: tuple[int, int], mirrored: bool,
     crop top-left (B, 2)): the centre ``ResizeCrop`` to ``target`` (run on ``device``: the
     batch is copied there first); ``mirrored``: of the mirrored resized image (diffusers:
     flip, then crop at the centre offset)."""
-    from npu_data.transforms import Normalize, ResizeCrop
+    from npu_data.transforms import CropParams, Normalize, ResizeCrop
     from npu_data.transforms.crop import window_params
 
     crop = ResizeCrop(target)
     sizes = batch["sizes"].numpy().astype(np.int64)
     params = crop.windows(sizes, None)
-    top_left = params["crop_top_left"].numpy().copy()
+    drawn = CropParams.of(params)
+    assert drawn.top_left is not None and drawn.windows is not None
+    top_left = drawn.top_left.numpy().copy()
     if mirrored:  # the mirror of the crop at the mirrored offset
-        full = params["windows"].numpy()[:, 2:]
+        full = drawn.windows.numpy()[:, 2:]
         shifted = top_left.copy()
         shifted[:, 1] = full[:, 1] - target[1] - top_left[:, 1]
         params = window_params(sizes, full, shifted, np.asarray([target] * len(sizes)))

@@ -319,9 +319,8 @@ def bind_buckets(transform: Any, batch_sampler: Any, batch_size: int | None) -> 
         UserError: the lists differ, or bucket-less batches meet a ``ResizeCrop(size=None)``
             that was given no buckets.
     """
-    from npu_data.transforms.resize import ResizeCrop
-
-    stages = [t for t in stages_of(transform) if isinstance(t, ResizeCrop) and t.size is None]
+    stages = [t for t in stages_of(transform)
+              if callable(getattr(t, "take_buckets", None)) and t.size is None]
     for t in stages:
         if isinstance(batch_sampler, BucketBatchSampler):
             t.take_buckets(batch_sampler.rule, "BucketBatchSampler")

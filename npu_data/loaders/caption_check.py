@@ -19,9 +19,7 @@ def check_captions(dataset: Any, transform: Any) -> None:
     Raises:
         UserError: no caption anywhere (one line naming ``caption_field``).
     """
-    from npu_data.transforms.captions import CaptionDropout, RandomCaption
-
-    if not any(isinstance(t, CaptionDropout | RandomCaption) for t in stages_of(transform)):
+    if not any(getattr(t, "reads_captions", False) for t in stages_of(transform)):
         return
     count = getattr(dataset, "caption_coverage", None)
     if not callable(count):
@@ -40,27 +38,31 @@ def check_captions(dataset: Any, transform: Any) -> None:
 
 
 def bind_empty_prompt(dataset: Any, transform: Any) -> None:
-    """Give every ``LatentCaptionDropout`` of ``transform`` built without ``empty`` the
-    empty prompt of latents store ``dataset`` (``npu_data.latents.empty_prompt``), read
-    once, and every ``RandomCaption`` built without one the store (it reads the chosen
-    captions' rows); refuse, before any batch is read, one over a dataset that is not a latents store.
+    """Give every stage of ``transform`` that takes them (``take_empty``: LatentCaptionDropout
+    built without ``empty``) the empty prompt of latents store ``dataset``
+    (``npu_data.latents.empty_prompt``), read once, and those that take the store
+    (``take_store``: RandomCaption built without one; it reads the chosen captions' rows);
+    refuse, before any batch is read, one over a dataset that is not a latents store.
 
     Raises:
         UserError: ``dataset`` is not a latents store, or holds no text embeddings.
     """
-    from npu_data.transforms.captions import RandomCaption
-    from npu_data.transforms.latents import LatentCaptionDropout
-
+    stages = stages_of(transform)
     if getattr(dataset, "latents", None) is not None:  # its captions are read from the store
-        for t in stages_of(transform):
-            if isinstance(t, RandomCaption) and t.store is None:
-                t.store = dataset
-    stages = [t for t in stages_of(transform)
-              if isinstance(t, LatentCaptionDropout) and t.empty is None]
-    if not stages:
-        return
-    from npu_data.shards.latent_read import empty_prompt
+        for t in stages:
+            take = getattr(t, "take_store", None)
+            if callable(take):
+                take(dataset)
+    read: list[Any] = []
 
-    empty = empty_prompt(dataset)  # one line for an image store or one without text
+    def load() -> Any:  # read once, for every stage that takes it
+        if not read:
+            from npu_data.shards.latent_read import empty_prompt
+
+            read.append(empty_prompt(dataset))  # one line: an image store, or no text
+        return read[0]
+
     for t in stages:
-        t.empty = empty
+        take = getattr(t, "take_empty", None)
+        if callable(take):
+            take(load)

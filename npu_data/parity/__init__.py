@@ -6,5 +6,10 @@ against the Pillow oracle (``npu_data.transforms.oracle``).
 ``geometric_rows`` (the warps) measure each sample against the oracle; ``precision`` is the
 reduced-precision modes the torch kernels run again under (set for real and emulated);
 ``kernel_digest`` fingerprints the compiled kernels' outputs, so two builds proven equal
-share the suite's proof.
+share the suite's proof. :func:`check` runs one transform — a user's too — against its own
+CPU reference (``Transform.reference``) the same way.
 """
+
+from npu_data.parity.check import check
+
+__all__ = ["check"]

@@ -101,7 +101,7 @@ def _transform_rows(accs: dict[str, RowAccumulator], imgs: list[np.ndarray],
             continue
         result, params = t.run(batch, generator(k))
         for i, img in enumerate(imgs):
-            ref = t.apply_reference(img, params, i)
+            ref = t.reference(img, params, i)
             accs[name].add(ref, _sample(result["image"], i, *ref.shape[:2]))
 
 
@@ -123,5 +123,5 @@ def _mixing_rows(accs: dict[str, RowAccumulator], images: torch.Tensor, sizes: t
         if name not in accs:
             continue
         result, params = t.run(batch, generator(10 + k))
-        for i, ref in enumerate(t.reference(imgs, params)):
+        for i, ref in enumerate(t.mix_reference(imgs, params)):
             accs[name].add(ref, _sample(result["image"], i, 40, 56))

@@ -58,7 +58,7 @@ def geometric_rows(accs: dict[str, RowAccumulator], rng: np.random.Generator,
         params = t.draw_keyed(sizes_cpu.numpy(), keys)
         result = t.apply(batch, params)
         for i in range(n):
-            ref = t.apply_reference(sample_image(batch, i), params, i)
+            ref = t.reference(sample_image(batch, i), params, i)
             accs[name].add(ref, sample_image(result, i))
     # IoU crop: three random boxes per image, the crop chosen on the device
     hw_np = sizes_cpu.numpy().astype(np.float64)[:, None, ::-1]  # (w, h)
@@ -68,5 +68,5 @@ def geometric_rows(accs: dict[str, RowAccumulator], rng: np.random.Generator,
     params = iou.draw_keyed(sizes_cpu.numpy(), keys)
     result = iou.apply({**batch, "boxes.xyxy": xyxy.to(torch.float32).to(images.device)}, params)
     for i in range(n):
-        ref = iou.apply_reference(sample_image(batch, i), params, i)
+        ref = iou.reference(sample_image(batch, i), params, i)
         accs["iou_crop"].add(ref, sample_image(result, i))

@@ -255,7 +255,7 @@ def _filter_rows(accs: dict[str, RowAccumulator], rng: np.random.Generator,
                                                              np.arange(n)))
         result = t.apply({"image": images, "sizes": sizes}, params)
         for i, img in enumerate(imgs):
-            ref = t.apply_reference(img, params, i)
+            ref = t.reference(img, params, i)
             accs[f"resize_crop {name}"].add(ref, _sample(result["image"], i, *size))
 
 
@@ -283,5 +283,5 @@ def _loader_rows(acc: RowAccumulator, pipe: Any, imgs: list[np.ndarray], dev: to
                         device=dev, transform=pipe, seed=seed)
     for batch in loader:
         for j, i in enumerate(batch["index"].tolist()):
-            ref = pipe.apply_reference(imgs[i], batch["aug"], j)
+            ref = pipe.reference(imgs[i], batch["aug"], j)
             acc.add(ref, sample_image(batch, j))

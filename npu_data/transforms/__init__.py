@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from npu_data.transforms import functional, geometry, read_crop
 from npu_data.transforms.auto_augment import AutoAugment, RandAugment, TrivialAugmentWide
-from npu_data.transforms.base import Transform
+from npu_data.transforms.base import CropParams, Trait, Transform
 from npu_data.transforms.captions import CaptionDropout, RandomCaption
 from npu_data.transforms.color import ColorJitter
 from npu_data.transforms.compose import Compose
@@ -61,6 +61,7 @@ __all__ = [
     "CenterCrop",
     "ColorJitter",
     "Compose",
+    "CropParams",
     "CutMix",
     "FixedSizeCrop",
     "GaussianBlur",
@@ -91,6 +92,7 @@ __all__ = [
     "ResizeCrop",
     "SanitizeBoundingBoxes",
     "ScaleJitter",
+    "Trait",
     "Transform",
     "TrivialAugmentWide",
     "compare_tensor",

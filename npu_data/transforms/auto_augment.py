@@ -20,7 +20,7 @@ import torch
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import functional as F
 from npu_data.transforms import maps
-from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
+from npu_data.transforms.base import ApplyContext, Batch, Params, Trait, Transform, context_of
 from npu_data.transforms.draws import Uniforms
 
 Bins = Callable[[int, int, int], "torch.Tensor | None"]
@@ -136,8 +136,7 @@ def geometric_matrix(op: str, magnitude: float, height: int, width: int) -> list
 class _Policy(Transform):
     """Shared plumbing: per-sample (op, magnitude) rows, one batched step per column."""
 
-    name = "_Policy"
-    keeps_full = True  # uint8 in, uint8 out, sizes kept (a warp fills what it uncovers)
+    traits = frozenset({Trait.SAME_SIZE})  # a warp fills what it uncovers
 
     def __init__(self, space: Space, pixel_only: bool, interpolation: str,
                  fill: int | Sequence[int]) -> None:
@@ -190,11 +189,11 @@ class _Policy(Transform):
                 # host maps for functional.warp (never shipped to the device)
                 "matrix": torch.from_numpy(mats)}
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
-        """``ctx.full``: every sample fills the batch, so its sizes are the batch's, known on
+    def apply(self, batch: Batch, params: Params) -> Batch:
+        """A full batch (``ApplyContext.full``, told by Compose): every sample fills the batch, so its sizes are the batch's, known on
         the host (no padding masks, nothing read back)."""
         x, sizes = batch["image"], batch["sizes"]
-        if ctx.full:
+        if context_of(self).full:
             sizes = torch.tensor([list(x.shape[-2:])] * x.shape[0], dtype=torch.int64
                                  ).view(-1, 2)
         for j in range(params["op"].shape[1]):
@@ -234,7 +233,7 @@ class _Policy(Transform):
         warped = F.warp(x, sizes, maps_j, self.interpolation, self.fill)
         return F.choose(geo, warped, step)
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         for j in range(params["op"].shape[1]):
             image = reference_op(image, F.POLICY_OPS[int(params["op"][index, j])],
                                  float(params["magnitude"][index, j]), self.interpolation,
@@ -309,8 +308,6 @@ class TrivialAugmentWide(_Policy):
         UserError: A bin count below 2, a bad interpolation or fill.
     """
 
-    name = "TrivialAugmentWide"
-
     def __init__(self, num_magnitude_bins: int = 31, interpolation: str = "nearest",
                  fill: int | Sequence[int] = 0, pixel_only: bool = False) -> None:
         self.num_magnitude_bins = _int(num_magnitude_bins, "num_magnitude_bins", self.name, 2)
@@ -321,10 +318,6 @@ class TrivialAugmentWide(_Policy):
         ops = np.floor(u[:, 0:1] * len(self.ops)).astype(np.int64)
         bins = np.floor(u[:, 1:2] * self.num_magnitude_bins).astype(np.int64)
         return self._magnitudes(ops, bins, u[:, 2:3], self.num_magnitude_bins, sizes)
-
-    def __repr__(self) -> str:
-        return (f"{self.name}(num_magnitude_bins={self.num_magnitude_bins}, "
-                f"{self._geometry_repr()})")
 
 
 class RandAugment(_Policy):
@@ -342,8 +335,6 @@ class RandAugment(_Policy):
     Raises:
         UserError: Bad counts, a magnitude outside the bins, a bad interpolation or fill.
     """
-
-    name = "RandAugment"
 
     def __init__(self, num_ops: int = 2, magnitude: int = 9, num_magnitude_bins: int = 31,
                  interpolation: str = "nearest", fill: int | Sequence[int] = 0,
@@ -363,10 +354,6 @@ class RandAugment(_Policy):
         bins = np.full((b, self.num_ops), self.magnitude, np.int64)
         return self._magnitudes(ops, bins, u[..., 1], self.num_magnitude_bins, sizes)
 
-    def __repr__(self) -> str:
-        return (f"{self.name}(num_ops={self.num_ops}, magnitude={self.magnitude}, "
-                f"num_magnitude_bins={self.num_magnitude_bins}, {self._geometry_repr()})")
-
 
 class AutoAugment(_Policy):
     """AutoAugment's ImageNet policy: one of 25 sub-policies per sample, each of its two ops
@@ -381,8 +368,6 @@ class AutoAugment(_Policy):
     Raises:
         UserError: Another policy, a bad interpolation or fill.
     """
-
-    name = "AutoAugment"
 
     def __init__(self, policy: str = "imagenet", interpolation: str = "nearest",
                  fill: int | Sequence[int] = 0, pixel_only: bool = False) -> None:
@@ -405,9 +390,6 @@ class AutoAugment(_Policy):
                     bins[i, j] = bin_ or 0
         signs = u[:, 2::2]
         return self._magnitudes(ops, bins, signs, 10, sizes)
-
-    def __repr__(self) -> str:
-        return f"{self.name}(policy={self.policy!r}, {self._geometry_repr()})"
 
 
 __all__ = ["AUTO_AUGMENT_SPACE", "IMAGENET_POLICY", "RAND_AUGMENT_SPACE",

@@ -1,27 +1,33 @@
 """The ``Transform`` base class and its plumbing: batch handling, validation, parameter draws.
 
-The contract, in torchvision v2's terms: a transform defines two things,
+**The contract** (docs/architecture.md, "Writing a transform"): an author writes at most six
+names, and the base derives everything else (``name``, ``repr``, ``t(data)``, :meth:`run`,
+:meth:`get_params`, :meth:`draw_keyed`, :attr:`keyed`):
 
-- :meth:`Transform.make_params` ``(sizes, rng) -> params``: the sampler, vectorised over the
-  batch, in float64 on the host, from the samples' sizes and uniform numbers — the keyed
-  draws the DataLoader uses (:meth:`Transform.draw_keyed`) or a torch generator's
-  (:meth:`Transform.get_params`, ``t(batch, generator)``; they and the sizes are read back
-  from the batch's device once). Deterministic transforms have none.
-- ``_apply(batch, params, ctx)``: the transform kernel, deterministic, on a checked batch
-  dict; ``ctx`` (:class:`ApplyContext`) is what a pipeline knows about the batch (a folded
-  mirror, no padding), the same signature for every transform.
+1. ``traits``: a frozenset of :class:`Trait` — what a pipeline may do with the stage
+   (``Compose`` fuses crops and flips from them, never from the class).
+2. ``make_params(sizes, rng) -> params``: the sampler, vectorised over the batch, in float64
+   on the host, from the samples' sizes and uniform numbers (keyed per sample for the
+   DataLoader, or a torch generator's). Deterministic transforms have none.
+3. ``apply(batch, params) -> batch``: the kernel, deterministic, on a checked batch dict.
+   The base wraps it (``__init_subclass__``) so that callers may pass a bare uint8 tensor
+   ``(B, C, H, W)`` or a batch dict and get the same kind back.
+4. ``reference(image, params, index)`` (optional): one sample, HxWx3 uint8, through the CPU
+   (Pillow) reference — what ``npu-data parity`` and :func:`npu_data.parity.check` compare
+   against. ``Trait.NO_PIXELS`` makes it the identity.
+5. ``output_size(sizes, params)`` (optional): each sample's output (height, width) for input
+   ``sizes (B, 2)``; ``params`` None before a draw (a transform whose size is drawn raises).
+6. ``__init__``: its arguments are recorded as given (the derived ``repr`` shows those
+   that differ from their defaults).
 
-and :meth:`Transform.apply_reference`, one sample through the CPU reference. Everything else
-is the base's: ``t(data)``, :meth:`Transform.run` (output and params), :meth:`Transform.apply`
-(drawn params, plain host tensors, on any device: a batch replays sample by sample through
-``npu_data.transforms.oracle.pillow``). A transform is called on a batch dict (see
-docs/architecture.md) or on a bare uint8 tensor ``(B, C, H, W)`` and returns the same kind.
+A pipeline's parameters are one flat dict, stage ``i``'s keys prefixed ``"i."``:
+:func:`stage_params` and :func:`with_stage` are the one home of that naming.
 
-What a pipeline may do with a stage it reads from the stage's declared capabilities
-(:class:`Transform`'s ``crops``, ``fills``, ``folds_flip``, ``is_hflip``, ``keeps_full``,
-``mirror_free``), never from its class. A pipeline's parameters are one flat dict, stage
-``i``'s keys prefixed ``"i."``: :func:`stage_params` and :func:`with_stage` are the one home of
-that naming.
+**What a pipeline knows** (:class:`ApplyContext`: a folded flip, pixels already mirrored, a
+batch without padding) reaches the few built-in stages that fuse through :func:`context_of`,
+set by ``Compose`` around the stage's ``apply`` (:func:`fused`) — never a third argument.
+:meth:`Transform.riders` (the one-copy upload of issue 47) is built-in plumbing too, not part
+of an author's contract: a stage without it copies its own host tensors.
 
 **Donated images** (:func:`donating`, :func:`donated`): a batch image its owner no longer
 needs, which kernels may overwrite with their result instead of allocating a new batch (no
@@ -35,10 +41,13 @@ allocates, so donation changes where results are written, never their values.
 from __future__ import annotations
 
 import contextlib
+import enum
+import functools
+import inspect
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -53,17 +62,18 @@ Params = dict[str, torch.Tensor]
 
 @dataclass(frozen=True, eq=False)
 class ApplyContext:
-    """What a pipeline knows about the batch a stage applies to (``compose.fusions``); a
-    stage reads the fields it can use and ignores the rest.
+    """What a pipeline knows about the batch a stage applies to (``compose.fusions``), read by
+    the built-in stages that fuse through :func:`context_of`; a stage reads the fields it can
+    use and ignores the rest.
 
     Attributes:
-        flip: a later mirror's (B,) mask, for a crop that :attr:`Transform.folds_flip` to
-            mirror its output's pixels while resizing (the mirror stage still moves the
+        flip: a later mirror's (B,) mask, for a crop (``Trait.CROP``) to mirror its
+            output's pixels while resizing (the mirror stage still moves the
             geometry).
         pixels: False: an earlier crop already mirrored this mirror's pixels; mirror the
             geometry only.
         full: True: every sample fills the whole batch (no padding), told to the stages that
-            keep it full (``Transform.keeps_full``: the colour jitter skips the padding);
+            keep it full (``Trait.SAME_SIZE``: the colour jitter skips the padding);
             None: not known.
     """
 
@@ -73,6 +83,33 @@ class ApplyContext:
 
 
 DEFAULT = ApplyContext()
+
+_FUSED: ContextVar[tuple[object, ApplyContext] | None] = ContextVar("npu_data_fused",
+                                                                    default=None)
+
+
+@contextlib.contextmanager
+def fused(stage: object, ctx: ApplyContext) -> Iterator[None]:
+    """Within the block, ``stage`` (that object only: not the stages it holds) reads ``ctx``
+    through :func:`context_of` (``compose.run_stages`` sets it around the stage's apply).
+    Nothing in a ``torch.compile`` trace (it cannot read a ContextVar): the stages run
+    unfused there, to the same values."""
+    if is_compiling():
+        yield
+        return
+    token = _FUSED.set((stage, ctx))
+    try:
+        yield
+    finally:
+        _FUSED.reset(token)
+
+
+def context_of(stage: object) -> ApplyContext:
+    """What the pipeline running ``stage`` told it (:func:`fused`), else :data:`DEFAULT`."""
+    if is_compiling():
+        return DEFAULT
+    got = _FUSED.get()
+    return got[1] if got is not None and got[0] is stage else DEFAULT
 
 
 # --- donated images (module doc) ---
@@ -221,51 +258,158 @@ def pair(value: int | Sequence[int], what: str, who: str) -> tuple[int, int]:
     return out
 
 
-class Transform:
-    """Base of the batched random transforms (torchvision-v2 style).
+class Trait(enum.Enum):
+    """What a pipeline may do with a stage, declared in its ``traits`` (module doc).
 
-    ``t(batch_or_images, generator=None)`` draws parameters with :meth:`get_params` and
-    applies them with :meth:`apply`; :meth:`apply_reference` replays one sample's
-    parameters on the CPU reference (Pillow semantics). A random transform defines
-    :meth:`make_params`, the one sampler both :meth:`get_params` (a generator) and
-    :meth:`draw_keyed` (the keyed draws) run; every transform defines ``_apply(batch,
-    params, ctx)`` (module doc).
-
-    The class attributes below declare what a pipeline may do with a stage (``compose``,
-    ``compose.executed``, ``compose.mirror_top_left``, ``compose.split`` read them; all False
-    here).
+    CROP: a resized crop whose parameters are :class:`CropParams` (per-sample ``boxes``, or
+        ``windows``): a reader may apply it while reading (keyed; with the stage's ``size``,
+        ``min_visible`` and ``interpolation`` attributes where it has them), a flip written
+        before it may run after it, and its resize may mirror (a flip after it folds in).
+    FILLS: every sample fills its output after it (no padding).
+    HFLIP: a horizontal mirror whose parameters hold a (B,) bool ``flip``; implies
+        PER_PIXEL's and SAME_SIZE's promises.
+    PER_PIXEL: commutes with a horizontal mirror (each output pixel from the pixels at its
+        place: colour, normalisation).
+    SAME_SIZE: uint8 in, uint8 out, each sample's size kept: a batch without padding stays
+        without padding.
+    NO_PIXELS: reads and writes no pixels (captions, box bookkeeping): PER_PIXEL and
+        SAME_SIZE, any image dtype, and its CPU reference is the identity.
+    LATENTS: also takes a latents store's batches (``latents``, no ``image``); any dtype.
+    FLOAT_IN: takes float images too (uint8 only without it).
     """
 
-    name = "Transform"
-    needs_uint8 = True
-    takes_latents = False  # applies to a latents store's batches (no image)
-    # a resized crop (``transforms.crop``): per-sample boxes or windows that a reader may apply
-    # while reading (keyed) and whose window a mirror written before it moves
-    # (``compose.executed``)
-    crops = False
-    fills = False  # every sample fills its output (no padding) after it
-    folds_flip = False  # mirrors its output's pixels while resizing (``ApplyContext.flip``)
-    is_hflip = False  # a horizontal mirror a crop may fold (``flip`` param, ``ctx.pixels``)
-    keeps_full = False  # uint8 pixels and sizes as they came: a full batch stays full
-    mirror_free = False  # commutes with a horizontal mirror (per pixel, or no pixels)
+    CROP = "crop"
+    FILLS = "fills"
+    HFLIP = "hflip"
+    PER_PIXEL = "per_pixel"
+    SAME_SIZE = "same_size"
+    NO_PIXELS = "no_pixels"
+    LATENTS = "latents"
+    FLOAT_IN = "float_in"
+
+
+def mirror_free(t: Transform) -> bool:
+    """``t`` commutes with a horizontal mirror (per pixel, no pixels, or a mirror)."""
+    return bool(t.traits & {Trait.PER_PIXEL, Trait.NO_PIXELS, Trait.HFLIP})
+
+
+def keeps_full(t: Transform) -> bool:
+    """``t`` keeps uint8 pixels and each sample's size: a full batch stays full."""
+    return bool(t.traits & {Trait.SAME_SIZE, Trait.NO_PIXELS, Trait.HFLIP})
+
+
+def needs_uint8(t: Transform) -> bool:
+    """``t`` takes uint8 images only."""
+    return not t.traits & {Trait.FLOAT_IN, Trait.NO_PIXELS, Trait.LATENTS}
+
+
+@dataclass(frozen=True)
+class CropParams:
+    """A crop's parameters (``Trait.CROP``), typed: the one way other modules read them.
+
+    Attributes:
+        boxes: (B, 4) int64 (top, left, height, width) of each sample's source box.
+        windows: (B, 4) int64 (top, left, full_height, full_width) for a crop that resizes
+            the box whole and keeps a window of it; None for a box crop.
+        out: (B, 2) int64 each sample's valid output size (window crops); None otherwise.
+        top_left: (B, 2) int64 ``crop_top_left`` (SDXL micro-conditioning); None for
+            parameters made by hand.
+    """
+
+    boxes: torch.Tensor
+    windows: torch.Tensor | None = None
+    out: torch.Tensor | None = None
+    top_left: torch.Tensor | None = None
+
+    KEYS: ClassVar[tuple[str, ...]] = ("boxes", "windows", "out", "crop_top_left")
+
+    @classmethod
+    def of(cls, params: Mapping[str, torch.Tensor]) -> CropParams:
+        """The crop parameters in a crop's own ``params`` (stage keys already taken off)."""
+        if "boxes" not in params:
+            raise UserValueError("the crop's parameters have no 'boxes' — draw them with the "
+                                 "crop's make_params (or draw_keyed)")
+        return cls(params["boxes"], params.get("windows"), params.get("out"),
+                   params.get("crop_top_left"))
+
+    def as_params(self) -> Params:
+        """Back to a params dict (the keys the crop's apply reads)."""
+        out = {"boxes": self.boxes}
+        for key, value in zip(self.KEYS[1:], (self.windows, self.out, self.top_left),
+                              strict=True):
+            if value is not None:
+                out[key] = value
+        return out
+
+
+def flip_mask(params: Mapping[str, torch.Tensor]) -> torch.Tensor | None:
+    """A mirror's (``Trait.HFLIP``) (B,) bool mask in its own ``params``, None if absent."""
+    flip = params.get("flip")
+    return None if flip is None else flip.to(torch.bool)
+
+
+def _checked_apply(apply: Any) -> Any:
+    """``apply`` that takes a bare tensor or a batch dict, checked, and returns the same kind
+    (what ``__init_subclass__`` makes of a subclass's ``apply``)."""
+
+    @functools.wraps(apply)
+    def checked(self: Transform, data: Any, params: Params) -> Any:
+        batch, bare = as_batch(data, self.name, need_uint8=needs_uint8(self),
+                               latents=Trait.LATENTS in self.traits)
+        return finish(apply(self, batch, params), bare)
+
+    checked.__npu_checked__ = True  # type: ignore[attr-defined]
+    return checked
+
+
+class Transform:
+    """Base of the batched random transforms (module doc: the six names an author writes).
+
+    ``t(batch_or_images, generator=None)`` draws parameters with :meth:`get_params` and
+    applies them with :meth:`apply`; :meth:`reference` replays one sample's parameters on
+    the CPU reference (Pillow semantics); :meth:`draw_keyed` draws the DataLoader's keyed
+    parameters with :meth:`make_params`.
+    """
+
+    traits: frozenset[Trait] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("apply")
+        if callable(own) and not getattr(own, "__npu_checked__", False):
+            cls.apply = _checked_apply(own)  # type: ignore[method-assign]
+        init = cls.__dict__.get("__init__")
+        if callable(init) and not getattr(init, "__npu_recorded__", False):
+            cls.__init__ = _recorded_init(init)  # type: ignore[method-assign]
+        traits = cls.__dict__.get("traits")
+        if traits is not None and not isinstance(traits, property):
+            if isinstance(traits, str) or not all(isinstance(t, Trait) for t in traits):
+                raise UserTypeError(f"{cls.__name__}: traits must be a set of "
+                                    f"npu_data.transforms.Trait members, got {traits!r}")
+            cls.traits = frozenset(traits)
+
+    @property
+    def name(self) -> str:
+        """The class's name (what errors and ``repr`` say)."""
+        return type(self).__name__
 
     def __call__(self, data: Any, generator: torch.Generator | None = None) -> Any:
         return self.run(data, generator)[0]
 
     def run(self, data: Any, generator: torch.Generator | None = None) -> tuple[Any, Params]:
         """Transform ``data`` and also return the parameters that were drawn."""
-        batch, bare = as_batch(data, self.name, need_uint8=self.needs_uint8,
-                               latents=self.takes_latents)
+        batch, bare = as_batch(data, self.name, need_uint8=needs_uint8(self),
+                               latents=Trait.LATENTS in self.traits)
         params = self.get_params(batch, generator)
-        return finish(self._apply(batch, params), bare), params
+        return finish(self.apply(batch, params), bare), params
 
     def get_params(self, data: Any, generator: torch.Generator | None = None) -> Params:
         """Per-sample parameters for ``data`` from ``generator``'s numbers (on the batch's
         device; None: torch's default there): :meth:`make_params` with
         ``draws.GeneratorDraws``, host tensors. A transform without ``make_params`` has
         none."""
-        batch, _ = as_batch(data, self.name, need_uint8=self.needs_uint8,
-                            latents=self.takes_latents)
+        batch, _ = as_batch(data, self.name, need_uint8=needs_uint8(self),
+                            latents=Trait.LATENTS in self.traits)
         image = batch["image"] if "image" in batch else batch["latents"]
         check_generator(generator, image.device, self.name)
         if not self.keyed:
@@ -275,14 +419,17 @@ class Transform:
 
     def apply(self, data: Any, params: Params) -> Any:
         """Apply already drawn ``params`` (deterministic), host tensors or on the batch's
-        device: host ones are copied where needed without waiting for the device."""
-        batch, bare = as_batch(data, self.name, need_uint8=self.needs_uint8,
-                               latents=self.takes_latents)
-        return finish(self._apply(batch, params), bare)
+        device: host ones are copied where needed without waiting for the device. A
+        subclass defines it on a checked batch dict; the base lets callers pass a bare
+        uint8 tensor too (module doc)."""
+        raise NotImplementedError(f"{self.name} defines no apply(batch, params)")
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        """Sample ``index`` of a batch through the CPU reference, ``image`` HxWx3 uint8."""
-        raise NotImplementedError
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+        """Sample ``index`` of a batch through the CPU reference, ``image`` HxWx3 uint8
+        (``Trait.NO_PIXELS``: the image itself)."""
+        if Trait.NO_PIXELS in self.traits:
+            return image
+        raise NotImplementedError(f"{self.name} has no CPU reference (reference)")
 
     # --- the parameter sampler (see transforms.draws) ---------------------------------------
     @property
@@ -305,14 +452,11 @@ class Transform:
         """
         raise NotImplementedError(f"{self.name} has no parameter sampler (make_params)")
 
-    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
-        """``(B, 2)`` sizes of the samples this transform outputs for inputs of ``sizes``."""
+    def output_size(self, sizes: np.ndarray, params: Params | None = None) -> np.ndarray:
+        """``(B, 2)`` sizes of the samples this transform outputs for inputs of ``sizes``,
+        under drawn ``params`` (this stage's own); None: asked before a draw (a transform
+        whose output size is drawn raises ``UserValueError`` then). Default: unchanged."""
         return sizes
-
-    def drawn_sizes(self, sizes: np.ndarray, params: Params) -> np.ndarray:
-        """``(B, 2)`` output sizes for inputs of ``sizes`` under drawn ``params`` (a transform
-        whose output size is drawn reads it there; others: :meth:`output_sizes`)."""
-        return self.output_sizes(sizes)
 
     def draw_keyed(self, sizes: np.ndarray, keys: np.ndarray, position: int = 0) -> Params:
         """:meth:`make_params` with the draws of ``keys`` (``draws.sample_keys``) at
@@ -320,17 +464,56 @@ class Transform:
         return self.make_params(np.asarray(sizes, dtype=np.int64).reshape(-1, 2),
                                 Draws(keys, position))
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
-        """The transform kernel: ``params`` applied to a checked batch dict (module doc)."""
-        raise NotImplementedError
-
     def riders(self, params: Params, ctx: ApplyContext, shape: tuple[int, int, int]
                ) -> dict[str, torch.Tensor]:
-        """The host tensors this stage's kernels will copy to the device for ``params`` on a
-        ``(B, H, W)`` batch, made ahead so they ride with a pipeline's first copy
-        (``functional.riding`` and its ``*_riders``; a kernel that finds none copies its own).
-        Default: none."""
+        """Built-in plumbing, not an author's: the host tensors this stage's kernels will copy
+        to the device for ``params`` on a ``(B, H, W)`` batch, made ahead so they ride with a
+        pipeline's first copy (``functional.riding`` and its ``*_riders``; a kernel that
+        finds none copies its own). Default: none."""
         return {}
 
     def __repr__(self) -> str:
-        return f"{self.name}()"
+        """``Name(arg=value, ...)``: the ``__init__`` arguments as they were given (recorded
+        by the base), by name, where they differ from the signature's default."""
+        given = self.__dict__.get("_arguments", {})
+        parts: list[str] = []
+        for p in inspect.signature(type(self).__init__).parameters.values():
+            if p.name == "self" or p.name not in given:
+                continue
+            value = given[p.name]
+            if p.kind is p.VAR_KEYWORD:
+                parts.extend(f"{k}={v!r}" for k, v in value.items())
+            elif p.kind is p.VAR_POSITIONAL:
+                parts.extend(repr(v) for v in value)
+            elif p.default is p.empty or not _same(value, p.default):
+                parts.append(f"{p.name}={value!r}")
+        return f"{self.name}({', '.join(parts)})"
+
+
+def _recorded_init(init: Any) -> Any:
+    """``init`` that first records the arguments of the outermost ``__init__`` call (what
+    the derived ``repr`` shows)."""
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def recorded(self: Transform, *args: Any, **kwargs: Any) -> None:
+        if "_arguments" not in self.__dict__:
+            try:
+                bound = signature.bind(self, *args, **kwargs)
+            except TypeError:
+                pass  # init raises the error
+            else:
+                self.__dict__["_arguments"] = dict(list(bound.arguments.items())[1:])
+        init(self, *args, **kwargs)
+
+    recorded.__npu_recorded__ = True  # type: ignore[attr-defined]
+    return recorded
+
+
+def _same(value: Any, default: Any) -> bool:
+    if value is default:
+        return True
+    try:
+        return bool(value == default)
+    except (TypeError, ValueError, RuntimeError):  # arrays, tensors: shown
+        return False

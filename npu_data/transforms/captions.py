@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from npu_data.errors import UserError, UserValueError
-from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
+from npu_data.transforms.base import Batch, Params, Trait, Transform
 from npu_data.transforms.draws import Uniforms
 
 SOURCES = ("texts.text", "choices.label")  # the batch keys a caption may come from
@@ -44,10 +44,8 @@ class CaptionDropout(Transform):
         UserError: ``p`` is not a probability.
     """
 
-    name = "CaptionDropout"
-    mirror_free = True  # no pixels
-    needs_uint8 = False
-    takes_latents = True  # captions only: a latents store's batches too
+    traits = frozenset({Trait.NO_PIXELS, Trait.LATENTS})  # captions only: latents batches too
+    reads_captions = True  # the DataLoader refuses a dataset without any (caption_check)
 
     def __init__(self, p: float = 0.1, key: str = "caption") -> None:
         if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
@@ -58,7 +56,7 @@ class CaptionDropout(Transform):
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         return {"drop": torch.from_numpy(rng.uniform(1)[:, 0] < self.p)}
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+    def apply(self, batch: Batch, params: Params) -> Batch:
         captions = batch.get(self.key)
         if not isinstance(captions, list):
             raise UserError(f"{self.name}: the batch has no list of captions at {self.key!r} "
@@ -67,12 +65,6 @@ class CaptionDropout(Transform):
         out = dict(batch)
         out[self.key] = ["" if d else c for c, d in zip(captions, drop, strict=True)]
         return out
-
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        return image
-
-    def __repr__(self) -> str:
-        return f"{self.name}(p={self.p})"
 
 
 class RandomCaption(Transform):
@@ -97,10 +89,8 @@ class RandomCaption(Transform):
     over the store bind it.
     """
 
-    name = "RandomCaption"
-    mirror_free = True  # no pixels
-    needs_uint8 = False
-    takes_latents = True  # a latents store's batches: its stored captions and embeddings
+    traits = frozenset({Trait.NO_PIXELS, Trait.LATENTS})  # a latents store's: its captions
+    reads_captions = True  # the DataLoader refuses a dataset without any (caption_check)
 
     def __init__(self, source: str = "texts.text", control: str | None = None,
                  dataset: Any = None, key: str = "caption") -> None:
@@ -123,6 +113,12 @@ class RandomCaption(Transform):
         self.store: Any = dataset if getattr(dataset, "latents", None) is not None else None
         self.controls = list(controls)
         self.labels = {k: list(v) for k, v in labels.items()}
+
+    def take_store(self, dataset: Any) -> None:
+        """The latents store the DataLoader reads (its chosen captions' rows), unless this
+        stage was given one."""
+        if self.store is None:
+            self.store = dataset
 
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         return {"pick": torch.from_numpy(rng.uniform(1)[:, 0])}
@@ -151,7 +147,7 @@ class RandomCaption(Transform):
                 out.append(names[lab])
         return out
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+    def apply(self, batch: Batch, params: Params) -> Batch:
         if "latents" in batch and "image" not in batch:
             return self._apply_latents(batch, params)
         b = batch["image"].shape[0]
@@ -195,12 +191,6 @@ class RandomCaption(Transform):
                 like = batch[key]
                 out[key] = rows.to(like.device, like.dtype, non_blocking=True)
         return out
-
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        return image
-
-    def __repr__(self) -> str:
-        return f"{self.name}(source={self.source!r}, control={self.control!r})"
 
 
 def _row(values: Any, i: int, n: int | None) -> list[Any]:

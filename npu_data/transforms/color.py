@@ -10,7 +10,7 @@ import torch
 
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import functional as F
-from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
+from npu_data.transforms.base import ApplyContext, Batch, Params, Trait, Transform, context_of
 from npu_data.transforms.draws import Uniforms
 
 OPS = F.COLOR_OPS
@@ -70,9 +70,7 @@ class ColorJitter(Transform):
             outside its bounds; an ``order`` other than ``"random"`` or ``"fixed"``.
     """
 
-    name = "ColorJitter"
-    keeps_full = True
-    mirror_free = True  # per pixel; contrast's mean is mirror-free
+    traits = frozenset({Trait.PER_PIXEL, Trait.SAME_SIZE})  # contrast's mean is mirror-free
 
     def __init__(
         self,
@@ -113,13 +111,15 @@ class ColorJitter(Transform):
             params[op] = torch.from_numpy(values.astype(np.float32))
         return params
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
-        """``ctx.full``: Compose knows every sample fills the batch (after a crop)."""
+    def apply(self, batch: Batch, params: Params) -> Batch:
+        """``ApplyContext.full`` (:func:`~npu_data.transforms.base.context_of`): Compose
+        knows every sample fills the batch (after a crop)."""
         order = params["order"] if self.order == "random" else None
         out = dict(batch)
         out["image"] = F.color_jitter(batch["image"], batch["sizes"], self.enabled, order,
                                       params["brightness"], params["contrast"],
-                                      params["saturation"], params["hue"], full=ctx.full)
+                                      params["saturation"], params["hue"],
+                                      full=context_of(self).full)
         return out
 
     def riders(self, params: Params, ctx: ApplyContext, shape: tuple[int, int, int]
@@ -130,7 +130,7 @@ class ColorJitter(Transform):
                                      params["contrast"], params["saturation"], params["hue"],
                                      full=ctx.full)
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow as reference
 
         fns = {
@@ -144,6 +144,3 @@ class ColorJitter(Transform):
             image = fns[op](image, float(params[op][index]))
         return image
 
-    def __repr__(self) -> str:
-        parts = ", ".join(f"{k}={v}" for k, v in self.ranges.items() if v is not None)
-        return f"{self.name}({parts}, order={self.order!r})"

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -40,13 +40,19 @@ from npu_data.transforms.base import (
     DEFAULT,
     ApplyContext,
     Batch,
+    CropParams,
     Params,
+    Trait,
     Transform,
     as_batch,
     check_generator,
     donating,
     finish,
+    flip_mask,
     fresh,
+    fused,
+    keeps_full,
+    mirror_free,
     stage_key,
     stage_params,
     with_stage,
@@ -68,7 +74,6 @@ class Compose(Transform):
         UserError: No transforms, or one that is not an npu_data transform.
     """
 
-    name = "Compose"
     needs_uint8 = False
 
     def __init__(self, transforms: Sequence[Transform]) -> None:
@@ -86,12 +91,13 @@ class Compose(Transform):
         self.transforms = items
 
     def run(self, data: Any, generator: torch.Generator | None = None) -> tuple[Any, Params]:
-        batch, bare = as_batch(data, self.name, need_uint8=False, latents=self.takes_latents)
+        batch, bare = as_batch(data, self.name, need_uint8=False,
+                               latents=Trait.LATENTS in self.traits)
         lead = batch["image"] if "image" in batch else batch["latents"]
         check_generator(generator, lead.device, self.name)
         if self.keyed and "image" in batch:  # every stage's parameters first (a flip moves
             params = self.get_params(batch, generator)  # the crop before it)
-            return finish(self._apply(batch, params), bare), params
+            return finish(self.apply(batch, params), bare), params
         params = {}
         for i, t in enumerate(self.transforms):
             batch, p = t.run(batch, generator)
@@ -114,17 +120,15 @@ class Compose(Transform):
         return all(t.keyed for t in self.transforms)
 
     @property
-    def takes_latents(self) -> bool:  # type: ignore[override]
-        return all(t.takes_latents for t in self.transforms)
+    def traits(self) -> frozenset[Trait]:  # type: ignore[override]
+        """Any image dtype (each stage checks its own); latents batches when every stage
+        takes them."""
+        latents = all(Trait.LATENTS in t.traits for t in self.transforms)
+        return frozenset({Trait.FLOAT_IN, Trait.LATENTS} if latents else {Trait.FLOAT_IN})
 
-    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
-        for t in self.transforms:
-            sizes = t.output_sizes(sizes)
-        return sizes
-
-    def drawn_sizes(self, sizes: np.ndarray, params: Params) -> np.ndarray:
+    def output_size(self, sizes: np.ndarray, params: Params | None = None) -> np.ndarray:
         for i, t in enumerate(self.transforms):
-            sizes = t.drawn_sizes(sizes, stage_params(params, i))
+            sizes = t.output_size(sizes, None if params is None else stage_params(params, i))
         return sizes
 
     def draw_keyed(self, sizes: np.ndarray, keys: np.ndarray, position: int = 0) -> Params:
@@ -141,35 +145,36 @@ class Compose(Transform):
             inputs.append(sizes)
             p = draw(i, t, sizes)
             params.update(with_stage(i, p))
-            sizes = t.drawn_sizes(sizes, p)
+            sizes = t.output_size(sizes, p)
         mirror_top_left(self.transforms, params, inputs)
         for i in range(1, len(self.transforms)):  # a crop a flip written before it runs
-            if self.transforms[i].crops and self.transforms[i - 1].is_hflip:  # after: its
+            if _crops(self.transforms[i]) and _hflip(self.transforms[i - 1]):  # after: its
                 params.setdefault(stage_key(i, "sizes"), torch.from_numpy(  # input sizes
                     np.ascontiguousarray(inputs[i], np.int64)))
         return params
 
     def split(self) -> Split | None:
         """The pipeline's leading crop and the stages after it, when every stage is keyed
-        and the first is a crop (:attr:`Transform.crops`; a nested Compose is not), or a
+        and the first is a crop (``Trait.CROP``; a nested Compose is not), or a
         flip right before one (run after it, :func:`executed`)."""
         if not self.keyed:
             return None
         order = executed(self.transforms)
         first = self.transforms[order[0]]
-        if not first.crops:
+        if not _crops(first):
             return None
         flip = order[1] if order[0] == 1 else None
-        rest = Rest(tuple(self.transforms[i] for i in order[1:]), first=1, full=first.fills,
+        rest = Rest(tuple(self.transforms[i] for i in order[1:]), first=1,
+                    full=Trait.FILLS in first.traits,
                     indices=tuple(order[1:]))
         return Split(first, child_position(0, order[0]), rest, index=order[0], flip=flip)
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+    def apply(self, batch: Batch, params: Params) -> Batch:
         return apply_stages(self.transforms, batch, params)
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         for i, t in enumerate(self.transforms):
-            image = t.apply_reference(image, stage_params(params, i), index)
+            image = t.reference(image, stage_params(params, i), index)
         return image
 
     def __repr__(self) -> str:
@@ -207,7 +212,7 @@ class Split:
     """A keyed transform as a reader runs it: ``crop`` while reading, then ``rest``.
 
     Attributes:
-        crop: the leading crop (:attr:`Transform.crops`, keyed).
+        crop: the leading crop (``Trait.CROP``, keyed).
         position: its draw position in the transform (``draws.child_position``).
         rest: what is left after it (:meth:`Rest.apply` takes the whole transform's params).
         index: the crop's stage index in the transform (0 for a crop alone).
@@ -228,8 +233,9 @@ class Split:
             return dict(params)
         own = dict(params)
         if self.flip is not None:
-            mirror_window(own, self.index, params[stage_key(self.flip, "flip")].to(
-                torch.bool).cpu(), sizes)
+            mask = flip_mask(stage_params(params, self.flip))
+            assert mask is not None
+            mirror_window(own, self.index, mask.cpu(), sizes)
         return stage_params(own, self.index)
 
 
@@ -237,34 +243,46 @@ def split(transform: Any) -> Split | None:
     """The leading crop a reader may apply for ``transform`` while reading its input: a keyed
     crop alone (nothing left) or a keyed Compose's first stage (:meth:`Compose.split`); None:
     none (not one of ours, not keyed, no leading crop)."""
-    if isinstance(transform, Compose):
-        return transform.split()
-    if isinstance(transform, Transform) and transform.crops and transform.keyed:
+    if not isinstance(transform, Transform):
+        return None
+    lead = getattr(transform, "split", None)
+    if callable(lead):  # a pipeline: its leading crop
+        return lead()  # type: ignore[no-any-return]
+    if _crops(transform) and transform.keyed:
         return Split(transform, 0, Rest())
     return None
+
+
+def _crops(t: Transform) -> bool:
+    return Trait.CROP in t.traits
+
+
+def _hflip(t: Transform) -> bool:
+    return Trait.HFLIP in t.traits
 
 
 def fusions(stages: Sequence[Transform], full: bool = False
             ) -> tuple[dict[int, int], list[bool]]:
     """What :func:`apply_stages` fuses, from the stages' declared capabilities:
-    ``{crop: mirror}`` for a horizontal mirror (``is_hflip``) after a crop that fills its
-    output and mirrors while resizing (``fills``, ``folds_flip``) with only stages between
-    that commute with a mirror and keep the batch full (``mirror_free``, ``keeps_full``: the
-    colour jitter), whose pixels the crop's resize mirrors instead; and per stage whether
-    every sample fills the batch when it runs (after such a crop, through ``keeps_full``
-    stages; ``full`` at the start)."""
+    ``{crop: mirror}`` for a horizontal mirror (``Trait.HFLIP``) after a crop that fills its
+    output (``Trait.CROP``, ``Trait.FILLS``: it mirrors while resizing) with only stages
+    between that commute with a mirror and keep the batch full (``base.mirror_free``,
+    ``base.keeps_full``: the colour jitter), whose pixels the crop's resize mirrors instead;
+    and per stage whether every sample fills the batch when it runs (after such a crop,
+    through stages that keep it full; ``full`` at the start)."""
     folds: dict[int, int] = {}
     filled = []
     for i, t in enumerate(stages):
         filled.append(full)
-        full = t.fills or (full and t.keeps_full)
-        if not (t.fills and t.folds_flip):
+        fills = Trait.FILLS in t.traits
+        full = fills or (full and keeps_full(t))
+        if not (fills and _crops(t)):
             continue
         for j in range(i + 1, len(stages)):
-            if stages[j].is_hflip:
+            if _hflip(stages[j]):
                 folds[i] = j
                 break
-            if not (stages[j].mirror_free and stages[j].keeps_full):
+            if not (mirror_free(stages[j]) and keeps_full(stages[j])):
                 break
     return folds, filled
 
@@ -275,9 +293,9 @@ def stage_context(index: int, stages: Sequence[Transform], params: Params,
     """What :func:`run_stages` tells stage ``index`` (:func:`fusions`' findings;
     ``indices``: each stage's pipeline index, for its parameters)."""
     mirror = folds.get(index)
-    flip = None if mirror is None else stage_params(params, indices[mirror])["flip"]
+    flip = None if mirror is None else flip_mask(stage_params(params, indices[mirror]))
     pixels = index not in folds.values()
-    full = True if filled[index] and stages[index].keeps_full else None
+    full = True if filled[index] and keeps_full(stages[index]) else None
     if flip is None and pixels and full is None:
         return DEFAULT
     return ApplyContext(flip=flip, pixels=pixels, full=full)
@@ -290,7 +308,7 @@ def executed(stages: Sequence[Transform]) -> list[int]:
     order = list(range(len(stages)))
     i = 0
     while i + 1 < len(order):
-        if stages[order[i]].is_hflip and stages[order[i + 1]].crops:
+        if _hflip(stages[order[i]]) and _crops(stages[order[i + 1]]):
             order[i], order[i + 1] = order[i + 1], order[i]
             i += 2
         else:
@@ -322,11 +340,9 @@ def run_stages(stages: Sequence[Transform], indices: Sequence[int], batch: Batch
             ctx = stage_context(i, stages, params, indices, folds, filled)
             own = stage_params(_moved_crop(stages, indices, i, batch, params), indices[i])
             before = batch.get("image")
-            with donating(owned) if owned is not None and before is owned else _caller():
-                if ctx is DEFAULT:
-                    batch = t.apply(batch, own)
-                else:  # a batch dict already: the stage's own checks run in functional
-                    batch = t._apply(batch, own, ctx)
+            with donating(owned) if owned is not None and before is owned else _caller(), \
+                    fused(t, ctx) if ctx is not DEFAULT else _caller():
+                batch = t.apply(batch, own)
             after = batch.get("image")
             if fresh(after, before):
                 owned = after
@@ -351,9 +367,10 @@ def stage_riders(stages: Sequence[Transform], indices: Sequence[int], batch: Bat
                                 (image.shape[0], *shape)))
         size = getattr(t, "size", None)
         own = stage_params(params, indices[i])
-        if t.fills and isinstance(size, tuple) and "windows" not in own:
+        if _crops(t) and Trait.FILLS in t.traits and isinstance(size, tuple) and \
+                CropParams.of(own).windows is None:
             shape = size
-        elif not t.keeps_full:
+        elif not keeps_full(t):
             shape = None
     return out
 
@@ -364,16 +381,16 @@ def _moved_crop(stages: Sequence[Transform], indices: Sequence[int], k: int, bat
     mirrors, where that flip was written right before it (:func:`executed`; a copy), else
     ``params``. The crop's input sizes: those it was drawn for (``Compose`` keeps them), else
     the batch's as it comes (read back)."""
-    if not (stages[k].crops and k + 1 < len(stages) and stages[k + 1].is_hflip
+    if not (_crops(stages[k]) and k + 1 < len(stages) and _hflip(stages[k + 1])
             and indices[k + 1] < indices[k]):
         return params
-    flip = params.get(stage_key(indices[k + 1], "flip"))
+    flip = flip_mask(stage_params(params, indices[k + 1]))
     if flip is None:
         return params
     drawn = params.get(stage_key(indices[k], "sizes"))
     sizes = drawn if drawn is not None else batch["sizes"].to("cpu")
     moved = dict(params)
-    mirror_window(moved, indices[k], flip.to(torch.bool).cpu(),
+    mirror_window(moved, indices[k], flip.cpu(),
                   sizes.numpy().astype(np.int64).reshape(-1, 2))
     return moved
 
@@ -386,7 +403,7 @@ def mirror_top_left(stages: Sequence[Transform], params: Params,
                     inputs: Sequence[np.ndarray], first: int = 0) -> None:
     """Mirror, in place, the ``crop_top_left`` of the crop before each horizontal mirror of
     ``stages`` for the samples it flips (module doc): the window's place in the mirrored
-    output. Only stages that commute with a mirror (``Transform.mirror_free``) may stand
+    output. Only stages that commute with a mirror (``base.mirror_free``) may stand
     between the two; a flip written right before a crop (it draws in the mirrored image
     already) changes nothing.
 
@@ -398,14 +415,14 @@ def mirror_top_left(stages: Sequence[Transform], params: Params,
         first: the index of stage 0.
     """
     for j, t in enumerate(stages):
-        flip = params.get(stage_key(first + j, "flip"))
-        if not t.is_hflip or flip is None:
+        flip = flip_mask(stage_params(params, first + j)) if _hflip(t) else None
+        if flip is None:
             continue
         i = j - 1
-        while i >= 0 and not stages[i].crops and stages[i].mirror_free:
+        while i >= 0 and not _crops(stages[i]) and mirror_free(stages[i]):
             i -= 1
-        if i >= 0 and stages[i].crops:
-            _mirror_reported(params, first + i, flip.to(torch.bool).cpu().numpy(), inputs[i],
+        if i >= 0 and _crops(stages[i]):
+            _mirror_reported(params, first + i, flip.cpu().numpy(), inputs[i],
                              getattr(stages[i], "size", None))
 
 
@@ -413,22 +430,21 @@ def _mirror_reported(params: Params, index: int, mask: np.ndarray, sizes: np.nda
                      size: tuple[int, int] | None) -> None:
     """``crop_top_left`` of the crop at ``index`` mirrored where ``mask`` (B,) is set: a
     window's ``full_w - left - out_w``; a box crop's that of its mirrored box."""
-    key = stage_key(index, "crop_top_left")
-    if key not in params:
+    crop = CropParams.of(stage_params(params, index))
+    if crop.top_left is None:
         return
-    top_left = params[key].numpy().copy()
-    windows = params.get(stage_key(index, "windows"))
-    if windows is not None:
-        w = windows.numpy()
-        out = params[stage_key(index, "out")].numpy()
-        mirrored = w[:, 3] - top_left[:, 1] - out[:, 1]
+    top_left = crop.top_left.numpy().copy()
+    if crop.windows is not None and crop.out is not None:
+        w = crop.windows.numpy()
+        mirrored = w[:, 3] - top_left[:, 1] - crop.out.numpy()[:, 1]
     else:  # ``crop.box_top_left`` of the mirrored box: round(left * out_w / box_w), halves up
-        b = params[stage_key(index, "boxes")].numpy().astype(np.int64)
+        b = crop.boxes.numpy().astype(np.int64)
         left = sizes[:, 1] - b[:, 1] - b[:, 3]
         assert size is not None
         mirrored = (2 * left * size[1] + b[:, 3]) // (2 * np.maximum(b[:, 3], 1))
     top_left[:, 1] = np.where(mask, mirrored, top_left[:, 1])
-    params[key] = torch.from_numpy(top_left)
+    params.update(with_stage(index, replace(crop, top_left=torch.from_numpy(top_left)
+                                            ).as_params()))
 
 
 def mirror_window(params: Params, index: int, flip: torch.Tensor, sizes: np.ndarray) -> None:
@@ -437,13 +453,13 @@ def mirror_window(params: Params, index: int, flip: torch.Tensor, sizes: np.ndar
     (the window in the mirrored image) stays as drawn. Drawn parameters are host tensors:
     this is numpy work on the host, no device op."""
     mask = flip.numpy()
-    windows = params.get(stage_key(index, "windows"))
-    if windows is not None:
-        w = windows.numpy().copy()
-        out = params[stage_key(index, "out")].numpy()
-        w[:, 1] = np.where(mask, w[:, 3] - w[:, 1] - out[:, 1], w[:, 1])
-        params[stage_key(index, "windows")] = torch.from_numpy(w)
-        return
-    b = params[stage_key(index, "boxes")].numpy().copy()
-    b[:, 1] = np.where(mask, sizes[:, 1] - b[:, 1] - b[:, 3], b[:, 1])
-    params[stage_key(index, "boxes")] = torch.from_numpy(b)
+    crop = CropParams.of(stage_params(params, index))
+    if crop.windows is not None and crop.out is not None:
+        w = crop.windows.numpy().copy()
+        w[:, 1] = np.where(mask, w[:, 3] - w[:, 1] - crop.out.numpy()[:, 1], w[:, 1])
+        crop = replace(crop, windows=torch.from_numpy(w))
+    else:
+        b = crop.boxes.numpy().copy()
+        b[:, 1] = np.where(mask, sizes[:, 1] - b[:, 1] - b[:, 3], b[:, 1])
+        crop = replace(crop, boxes=torch.from_numpy(b))
+    params.update(with_stage(index, crop.as_params()))

@@ -22,13 +22,11 @@ import torch
 
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms.base import (
-    DEFAULT,
-    ApplyContext,
     Batch,
     Params,
+    Trait,
     Transform,
-    as_batch,
-    finish,
+    needs_uint8,
     stage_params,
     with_stage,
 )
@@ -66,17 +64,14 @@ class _Container(Transform):
         self.transforms = items
 
     @property
-    def needs_uint8(self) -> bool:  # type: ignore[override]
-        return all(t.needs_uint8 for t in self.transforms)
+    def traits(self) -> frozenset[Trait]:  # type: ignore[override]
+        """Float images taken where a child takes them (the children check their own)."""
+        return frozenset() if all(needs_uint8(t) for t in self.transforms) else frozenset(
+            {Trait.FLOAT_IN})
 
     @property
     def keyed(self) -> bool:
         return all(t.keyed for t in self.transforms)
-
-    def run(self, data: Any, generator: torch.Generator | None = None) -> tuple[Any, Params]:
-        batch, bare = as_batch(data, self.name, need_uint8=self.needs_uint8)
-        params = self.get_params(batch, generator)
-        return finish(self._apply(batch, params), bare), params
 
     # --- draws: the container's own numbers, then every child in the batch's order -------
     def own_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
@@ -103,39 +98,36 @@ class _Container(Transform):
             p = draw(i, t, sizes)
             params.update(with_stage(i, p))
             if i in self.applied(params):
-                sizes = t.drawn_sizes(sizes, p)
+                sizes = t.output_size(sizes, p)
         return params
 
     def applied(self, params: Params) -> list[int]:
         """The children that run, in order."""
         return self.order(params)
 
-    def drawn_sizes(self, sizes: np.ndarray, params: Params) -> np.ndarray:
-        for i in self.applied(params):
-            sizes = self.transforms[i].drawn_sizes(sizes, stage_params(params, i))
-        return sizes
-
-    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
-        outs = [t.output_sizes(sizes) for t in self.transforms]
+    def output_size(self, sizes: np.ndarray, params: Params | None = None) -> np.ndarray:
+        """The applied children's, under drawn ``params``; before a draw (None) the sizes,
+        where no child changes them."""
+        if params is not None:
+            for i in self.applied(params):
+                sizes = self.transforms[i].output_size(sizes, stage_params(params, i))
+            return sizes
+        outs = [t.output_size(sizes) for t in self.transforms]
         if any(not np.array_equal(o, sizes) for o in outs):
             raise UserValueError(f"{self.name}: its transforms change the size, so the next "
                                  "stage cannot draw before it runs — put size-changing "
                                  "transforms outside the container")
         return np.asarray(sizes).copy()
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+    def apply(self, batch: Batch, params: Params) -> Batch:
         for i in self.applied(params):
             batch = self.transforms[i].apply(batch, stage_params(params, i))
         return batch
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         for i in self.applied(params):
-            image = self.transforms[i].apply_reference(image, stage_params(params, i), index)
+            image = self.transforms[i].reference(image, stage_params(params, i), index)
         return image
-
-    def __repr__(self) -> str:
-        inner = ", ".join(repr(t) for t in self.transforms)
-        return f"{self.name}([{inner}])"
 
 
 class RandomChoice(_Container):
@@ -149,8 +141,6 @@ class RandomChoice(_Container):
     Raises:
         UserError: No transforms, one that is not an npu_data transform, or bad odds.
     """
-
-    name = "RandomChoice"
 
     def __init__(self, transforms: Sequence[Transform],
                  p: Sequence[float] | None = None) -> None:
@@ -175,10 +165,6 @@ class RandomChoice(_Container):
         choice = params["choice"]
         return [int(choice[0])] if len(choice) else []
 
-    def __repr__(self) -> str:
-        inner = ", ".join(repr(t) for t in self.transforms)
-        return f"{self.name}([{inner}], p={[round(v, 4) for v in self.p]})"
-
 
 class RandomApply(_Container):
     """torchvision's ``RandomApply``: all of ``transforms`` in order with probability ``p``,
@@ -191,8 +177,6 @@ class RandomApply(_Container):
     Raises:
         UserError: No transforms, one that is not an npu_data transform, or a bad ``p``.
     """
-
-    name = "RandomApply"
 
     def __init__(self, transforms: Sequence[Transform], p: float = 0.5) -> None:
         super().__init__(transforms)
@@ -208,10 +192,6 @@ class RandomApply(_Container):
         on = params["apply"]
         return list(range(len(self.transforms))) if len(on) and bool(on[0]) else []
 
-    def __repr__(self) -> str:
-        inner = ", ".join(repr(t) for t in self.transforms)
-        return f"{self.name}([{inner}], p={self.p})"
-
 
 class RandomOrder(_Container):
     """torchvision's ``RandomOrder``: all of ``transforms``, in an order drawn per batch
@@ -223,8 +203,6 @@ class RandomOrder(_Container):
     Raises:
         UserError: No transforms, or one that is not an npu_data transform.
     """
-
-    name = "RandomOrder"
 
     def own_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         n = len(self.transforms)

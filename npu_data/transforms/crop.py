@@ -38,7 +38,7 @@ import torch
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import functional as F
 from npu_data.transforms import geometry
-from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform, pair
+from npu_data.transforms.base import Batch, Params, Trait, Transform, context_of, pair
 from npu_data.transforms.draws import Uniforms
 from npu_data.transforms.functional import check_interpolation
 
@@ -141,17 +141,15 @@ class _CropBase(Transform):
     size: tuple[int, int] | None
     min_visible: float = 0.25
     interpolation: str = "bilinear"  # the resize filter (``functional.INTERPOLATIONS``)
-    crops = True
     # every sample fills the whole output (no padding): Compose may fold a following flip into
     # the resize and tell the colour steps after it that there is no padding
-    fills = True
-    folds_flip = True
+    traits = frozenset({Trait.CROP, Trait.FILLS})
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
-        """``ctx.flip``: a later mirror's mask, folded into the resize by Compose for crops
-        that fill their output (:attr:`fills`; the pixels only, the mirror stage still moves
-        the geometry)."""
-        flip = ctx.flip
+    def apply(self, batch: Batch, params: Params) -> Batch:
+        """``ApplyContext.flip`` (:func:`~npu_data.transforms.base.context_of`): a later
+        mirror's mask, folded into the resize by Compose for crops that fill their output
+        (``Trait.FILLS``; the pixels only, the mirror stage still moves the geometry)."""
+        flip = context_of(self).flip
         shape = out_shape(params, self.size)
         out = dict(batch)
         sizes = batch["sizes"]
@@ -185,7 +183,7 @@ class _CropBase(Transform):
             original = sizes.to(torch.int64)  # not written in place by anything
         return {"original_size": original, "crop_top_left": top_left, "target_size": target}
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow as reference
 
         box = [int(v) for v in params["boxes"][index].tolist()]
@@ -197,7 +195,7 @@ class _CropBase(Transform):
         valid = tuple(int(v) for v in params["out"][index].tolist())
         return reference.resized_window(image, box, window, valid, self.interpolation)
 
-    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
+    def output_size(self, sizes: np.ndarray, params: Params | None = None) -> np.ndarray:
         assert self.size is not None
         return np.broadcast_to(np.asarray(self.size, dtype=np.int64), sizes.shape).copy()
 
@@ -217,10 +215,6 @@ def _range(value: Sequence[float], what: str, who: str, positive: bool) -> tuple
             f"{tuple(value)!r}"
         )
     return lo, hi
-
-
-def _filter_repr(interpolation: str) -> str:
-    return "" if interpolation == "bilinear" else f", interpolation={interpolation!r}"
 
 
 class RandomResizedCrop(_CropBase):
@@ -245,7 +239,6 @@ class RandomResizedCrop(_CropBase):
             ``interpolation``.
     """
 
-    name = "RandomResizedCrop"
     attempts = 10
     size: tuple[int, int]
 
@@ -296,8 +289,3 @@ class RandomResizedCrop(_CropBase):
         boxes = np.stack([top, left, ch, cw], axis=1).astype(np.int64)
         return box_params(boxes, self.size)
 
-    def __repr__(self) -> str:
-        return (
-            f"{self.name}(size={self.size}, scale={self.scale}, ratio={self.ratio}, "
-            f"min_visible={self.min_visible}{_filter_repr(self.interpolation)})"
-        )

@@ -7,15 +7,14 @@ Both change each sample's size by a drawn amount: the batch grows to the largest
 (``functional.resized_crop``: exact). Boxes, polygons, keypoints, ellipses and masks move
 with them (``warp_geometry``).
 
-Their output sizes are drawn, so ``output_sizes(sizes)`` (what ``Compose`` hands the next
-transform's draw) returns the sizes of this thread's last :meth:`draw_keyed` for those input
-sizes, as ``Compose.draw_keyed`` calls it right after the draw.
+Their output sizes are drawn: ``output_size(sizes, params)`` (what ``Compose`` hands the next
+transform's draw) reads them from the drawn parameters, and refuses to answer before a draw
+(``params`` None).
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,7 +22,7 @@ import torch
 
 from npu_data.errors import UserValueError
 from npu_data.transforms import functional as F
-from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform, pair
+from npu_data.transforms.base import Batch, Params, Transform, pair
 from npu_data.transforms.crop import check_min_visible
 from npu_data.transforms.draws import Uniforms
 from npu_data.transforms.maps import check_fill, translation_matrices
@@ -76,33 +75,13 @@ def nearest_masks(masks: torch.Tensor, sizes: torch.Tensor, new: torch.Tensor,
 class _DrawnSize(Transform):
     """A transform whose output size is part of its parameters (``params["out"]``)."""
 
-    def _last_draws(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        last: dict[int, tuple[np.ndarray, np.ndarray]] | None = self.__dict__.get("_last")
-        if last is None:
-            last = self.__dict__["_last"] = {}
-        return last
-
-    def draw_keyed(self, sizes: np.ndarray, keys: np.ndarray, position: int = 0) -> Params:
-        params = super().draw_keyed(sizes, keys, position)
-        key = threading.get_ident()
-        self._last_draws()[key] = (np.asarray(sizes, np.int64).reshape(-1, 2).copy(),
-                                   params["out"].numpy().copy())
-        return params
-
-    def drawn_sizes(self, sizes: np.ndarray, params: Params) -> np.ndarray:
-        return params["out"].numpy().astype(np.int64).reshape(-1, 2).copy()
-
-    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
-        """The output sizes of this thread's last :meth:`draw_keyed` for ``sizes``."""
-        got = self._last_draws().get(threading.get_ident())
-        sizes = np.asarray(sizes, np.int64).reshape(-1, 2)
-        if got is None or not np.array_equal(got[0], sizes):
+    def output_size(self, sizes: np.ndarray, params: Params | None = None) -> np.ndarray:
+        """The drawn output sizes (``params["out"]``); before a draw (None) there are none."""
+        if params is None:
             raise UserValueError(f"{self.name}: each sample's output size is drawn — draw the "
-                                 "parameters (draw_keyed) for these sizes first")
-        return got[1].copy()
-
-    def __getstate__(self) -> dict[str, object]:
-        return {k: v for k, v in self.__dict__.items() if k != "_last"}
+                                 "parameters (draw_keyed) and pass them: "
+                                 "output_size(sizes, params)")
+        return params["out"].numpy().astype(np.int64).reshape(-1, 2).copy()
 
     @staticmethod
     def out_shape(params: Params) -> tuple[int, int]:
@@ -111,7 +90,6 @@ class _DrawnSize(Transform):
             return 1, 1
         top = out.numpy().max(axis=0)
         return int(top[0]), int(top[1])
-
 
 
 class RandomZoomOut(_DrawnSize):
@@ -127,8 +105,6 @@ class RandomZoomOut(_DrawnSize):
     Raises:
         UserError: A bad fill, side range or probability.
     """
-
-    name = "RandomZoomOut"
 
     def __init__(self, fill: int | Sequence[int] = 0,
                  side_range: Sequence[float] = (1.0, 4.0), p: float = 0.5) -> None:
@@ -155,7 +131,7 @@ class RandomZoomOut(_DrawnSize):
         return {"out": _host(np.stack([canvas_h, canvas_w], 1)),
                 "offset": _host(np.stack([top, left], 1)), "sizes": _host(sizes)}
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+    def apply(self, batch: Batch, params: Params) -> Batch:
         sizes = _in_sizes(params, batch)
         shape = self.out_shape(params)
         offset = params["offset"].numpy()
@@ -168,15 +144,12 @@ class RandomZoomOut(_DrawnSize):
         out.update(warp_geometry(batch, Warp.from_inverse(m, sizes, params["out"], shape, 0.0)))
         return out
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow_geometric as RG
 
         top, left = (int(v) for v in params["offset"][index].tolist())
         height, width = (int(v) for v in params["out"][index].tolist())
         return RG.pad(image, top, left, height, width, self.fill)
-
-    def __repr__(self) -> str:
-        return f"{self.name}(fill={self.fill}, side_range={self.side_range}, p={self.p})"
 
 
 class ScaleJitter(_DrawnSize):
@@ -199,8 +172,6 @@ class ScaleJitter(_DrawnSize):
     Raises:
         UserError: A bad target size, scale range, ``min_visible`` or ``masks``.
     """
-
-    name = "ScaleJitter"
 
     def __init__(self, target_size: int | Sequence[int],
                  scale_range: Sequence[float] = (0.1, 2.0), min_visible: float = 0.0,
@@ -236,7 +207,7 @@ class ScaleJitter(_DrawnSize):
                         (w.astype(f32) * r).astype(np.int64)], 1)
         return {"out": _host(np.maximum(new, 1)), "sizes": _host(sizes)}
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+    def apply(self, batch: Batch, params: Params) -> Batch:
         sizes = _in_sizes(params, batch)
         shape = self.out_shape(params)
         new = params["out"]
@@ -257,16 +228,12 @@ class ScaleJitter(_DrawnSize):
             out["masks.mask"] = nearest_masks(batch["masks.mask"], sizes, new, shape)
         return out
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow as reference
 
         h, w = image.shape[:2]
         return reference.resized_crop(image, [0, 0, h, w],
                                       tuple(int(v) for v in params["out"][index].tolist()))
-
-    def __repr__(self) -> str:
-        return (f"{self.name}(target_size={self.target_size}, scale_range={self.scale_range}, "
-                f"min_visible={self.min_visible}, masks={self.masks!r})")
 
 
 class RandomIoUCrop(Transform):
@@ -280,7 +247,7 @@ class RandomIoUCrop(Transform):
     or whose option says so, is left as it is. The crop is not resized (exact), so the batch
     keeps its shape and ``sizes`` holds each crop's size. The chosen boxes
     ``(top, left, height, width)`` are the batch's ``iou_crop`` key; :meth:`apply` also
-    writes them to ``params["crop"]`` (for :meth:`apply_reference`): in place for a host
+    writes them to ``params["crop"]`` (for :meth:`reference`): in place for a host
     batch (a ``Compose``'s parameters see them), as a new device tensor otherwise (set a
     ``Compose``'s ``"<i>.crop"`` from ``iou_crop`` to replay a device batch).
 
@@ -302,8 +269,6 @@ class RandomIoUCrop(Transform):
     Raises:
         UserError: Bad ranges or counts; at apply, a batch without ``boxes.xyxy``.
     """
-
-    name = "RandomIoUCrop"
 
     def __init__(self, min_scale: float = 0.3, max_scale: float = 1.0,
                  min_aspect_ratio: float = 0.5, max_aspect_ratio: float = 2.0,
@@ -396,7 +361,7 @@ class RandomIoUCrop(Transform):
         return crop, torch.where(pick[:, None], inside, torch.ones(b, n, dtype=torch.bool,
                                                                     device=dev))
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+    def apply(self, batch: Batch, params: Params) -> Batch:
         if "boxes.xyxy" not in batch:
             raise UserValueError(f"{self.name}: the batch has no boxes ('boxes.xyxy') — the "
                                  "crop is chosen by its overlap with them")
@@ -422,18 +387,15 @@ class RandomIoUCrop(Transform):
             out["boxes.valid"] = out["boxes.valid"] & inside.to(out["boxes.valid"].device)
         return out
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow_geometric as RG
 
         top, left, height, width = (int(v) for v in params["crop"][index].tolist())
         return RG.crop(image, top, left, height, width)
 
-    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
+    def output_size(self, sizes: np.ndarray, params: Params | None = None) -> np.ndarray:
         """The input sizes: each crop, chosen on the device, fits inside them (what a keyed
         ``Compose`` hands the next draw; a flip, as in torchvision's SSD recipe, draws
         without them, a transform that draws from sizes belongs before this one)."""
         return np.asarray(sizes, np.int64).reshape(-1, 2).copy()
 
-    def __repr__(self) -> str:
-        return (f"{self.name}(scale={self.scale}, aspect={self.aspect}, "
-                f"options={self.options.tolist()}, trials={self.trials}, rounds={self.rounds})")

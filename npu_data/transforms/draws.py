@@ -131,7 +131,7 @@ def child_position(parent: int, index: int) -> int:
 def sample_params(transform: Any, seed: int, epoch: int, ids: np.ndarray | Sequence[int],
                   sizes: np.ndarray | Sequence[Sequence[int]]) -> dict[str, Any]:
     """The parameters the DataLoader draws for some samples, without the loader: replay one
-    sample's augmentation anywhere with ``transform.apply_reference(image, params, 0)``.
+    sample's augmentation anywhere with ``transform.reference(image, params, 0)``.
 
     Args:
         transform: An npu_data ``Transform`` or ``Compose``.

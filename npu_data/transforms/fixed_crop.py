@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from npu_data.transforms import functional as F
-from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform, pair
+from npu_data.transforms.base import Batch, Params, Transform, pair
 from npu_data.transforms.draws import Uniforms
 from npu_data.transforms.maps import check_fill, translation_matrices
 from npu_data.transforms.warp_geometry import Warp, warp_geometry
@@ -42,8 +42,6 @@ class FixedSizeCrop(Transform):
         UserError: A bad size or fill.
     """
 
-    name = "FixedSizeCrop"
-
     def __init__(self, size: int | Sequence[int], fill: int | Sequence[int] = 0) -> None:
         self.size = pair(size, "size", self.name)
         self.fill = check_fill(fill, self.name)
@@ -59,10 +57,10 @@ class FixedSizeCrop(Transform):
         return {"offset": _host(place), "out": _host(np.repeat(crop, b, 0)),
                 "sizes": _host(sizes)}
 
-    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
+    def output_size(self, sizes: np.ndarray, params: Params | None = None) -> np.ndarray:
         return np.broadcast_to(np.asarray(self.size, np.int64), np.shape(sizes)).copy()
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+    def apply(self, batch: Batch, params: Params) -> Batch:
         drawn = params.get("sizes")
         sizes = drawn if drawn is not None else batch["sizes"].to("cpu")
         place = params["offset"].numpy()
@@ -76,7 +74,7 @@ class FixedSizeCrop(Transform):
                                                           0.0)))
         return out
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow_geometric as RG
 
         top, left = (int(v) for v in params["offset"][index].tolist())
@@ -85,5 +83,3 @@ class FixedSizeCrop(Transform):
         cropped = RG.crop(image, top, left, ch, cw)
         return RG.pad(cropped, 0, 0, self.size[0], self.size[1], self.fill)
 
-    def __repr__(self) -> str:
-        return f"{self.name}(size={self.size}, fill={self.fill})"

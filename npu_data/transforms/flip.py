@@ -8,7 +8,7 @@ import torch
 from npu_data.errors import UserValueError
 from npu_data.transforms import functional as F
 from npu_data.transforms import geometry
-from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
+from npu_data.transforms.base import Batch, Params, Trait, Transform, context_of
 from npu_data.transforms.draws import Uniforms
 
 
@@ -23,10 +23,7 @@ class RandomHorizontalFlip(Transform):
         UserError: ``p`` is not a probability.
     """
 
-    name = "RandomHorizontalFlip"
-    is_hflip = True
-    keeps_full = True
-    mirror_free = True
+    traits = frozenset({Trait.HFLIP})
 
     def __init__(self, p: float = 0.5) -> None:
         if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
@@ -36,20 +33,19 @@ class RandomHorizontalFlip(Transform):
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         return {"flip": torch.from_numpy(rng.uniform(1)[:, 0] < self.p)}
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
-        """``ctx.pixels=False``: Compose folded the image flip into an earlier crop; the
-        geometry is mirrored here all the same."""
+    def apply(self, batch: Batch, params: Params) -> Batch:
+        """``ApplyContext.pixels`` False (:func:`~npu_data.transforms.base.context_of`):
+        Compose folded the image flip into an earlier crop; the geometry is mirrored here
+        all the same."""
         flip = params["flip"].to(torch.bool)
         out = dict(batch)
-        if ctx.pixels:
+        if context_of(self).pixels:
             out["image"] = F.hflip(batch["image"], batch["sizes"], flip)
         out.update(geometry.hflip_geometry(batch, batch["sizes"][:, 1], flip))
         return out
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow as reference
 
         return reference.hflip(image) if bool(params["flip"][index]) else image
 
-    def __repr__(self) -> str:
-        return f"{self.name}(p={self.p})"

@@ -9,11 +9,13 @@ on the batch's device (no host sync, one launch per key).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
 from npu_data.errors import UserError, UserTypeError, UserValueError
-from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
+from npu_data.transforms.base import Batch, Params, Trait, Transform
 from npu_data.transforms.draws import Uniforms
 
 
@@ -43,9 +45,7 @@ class RandomLatentFlip(Transform):
             encoded with ``flip=False``).
     """
 
-    name = "RandomLatentFlip"
-    needs_uint8 = False
-    takes_latents = True
+    traits = frozenset({Trait.LATENTS, Trait.NO_PIXELS})
 
     def __init__(self, p: float = 0.5) -> None:
         self.p = _probability(p, self.name)
@@ -53,7 +53,7 @@ class RandomLatentFlip(Transform):
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         return {"flip": torch.from_numpy(rng.uniform(1)[:, 0] < self.p)}
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+    def apply(self, batch: Batch, params: Params) -> Batch:
         if "latents_flipped" not in batch:
             raise UserError(f"{self.name}: the batch has no 'latents_flipped' — the store was "
                             "encoded with flip=False; encode it again with flip=True (the "
@@ -73,12 +73,6 @@ class RandomLatentFlip(Transform):
                                            tl)
         return out
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        return image
-
-    def __repr__(self) -> str:
-        return f"{self.name}(p={self.p})"
-
 
 class LatentCaptionDropout(Transform):
     """Replace each sample's text embeddings by the empty prompt's with probability ``p``
@@ -95,9 +89,7 @@ class LatentCaptionDropout(Transform):
             without text embeddings.
     """
 
-    name = "LatentCaptionDropout"
-    needs_uint8 = False
-    takes_latents = True
+    traits = frozenset({Trait.LATENTS, Trait.NO_PIXELS})
 
     def __init__(self, p: float, empty: tuple[torch.Tensor, torch.Tensor] | None = None
                  ) -> None:
@@ -111,10 +103,16 @@ class LatentCaptionDropout(Transform):
                                 "pass npu_data.latents.empty_prompt(dataset)")
         self.empty = (empty[0], empty[1])
 
+    def take_empty(self, load: Callable[[], tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """The empty prompt of the DataLoader's latents store (``load``: read it), unless this
+        stage was given one."""
+        if self.empty is None:
+            self.empty = load()
+
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         return {"drop": torch.from_numpy(rng.uniform(1)[:, 0] < self.p)}
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+    def apply(self, batch: Batch, params: Params) -> Batch:
         if "prompt_embeds" not in batch or "pooled_prompt_embeds" not in batch:
             raise UserError(f"{self.name}: the batch has no prompt embeddings — the store was "
                             "encoded without text encoders; use CaptionDropout on captions")
@@ -139,8 +137,4 @@ class LatentCaptionDropout(Transform):
             out["caption"] = ["" if d else c for c, d in zip(captions, dropped, strict=True)]
         return out
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        return image
 
-    def __repr__(self) -> str:
-        return f"{self.name}(p={self.p})"

@@ -13,7 +13,6 @@ the host).
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import torch
@@ -22,13 +21,10 @@ from npu_data.common.compat import is_compiling
 from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.transforms import functional as F
 from npu_data.transforms.base import (
-    DEFAULT,
-    ApplyContext,
     Batch,
     Params,
+    Trait,
     Transform,
-    as_batch,
-    finish,
 )
 from npu_data.transforms.draws import Uniforms
 
@@ -64,7 +60,7 @@ def beta_draws(u: np.ndarray, alpha: float) -> np.ndarray:
 
 
 class _Mixing(Transform):
-    needs_uint8 = False
+    traits = frozenset({Trait.FLOAT_IN})
 
     def __init__(self, alpha: float, num_classes: int | None, labels_key: str) -> None:
         if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not (
@@ -110,20 +106,12 @@ class _Mixing(Transform):
             labels = labels.to(torch.int64)
         return labels, num
 
-    def run(self, data: Any, generator: torch.Generator | None = None) -> tuple[Any, Params]:
-        batch, bare = self._batch(data)
-        params = self.get_params(batch, generator)
-        return finish(self._apply(batch, params), bare), params
-
-    def apply(self, data: Any, params: Params) -> Any:
-        batch, bare = self._batch(data)
-        return finish(self._apply(batch, params), bare)
-
-    def _batch(self, data: Any) -> tuple[Batch, bool]:
-        batch, bare = as_batch(data, self.name, need_uint8=False)
+    def _check(self, batch: Batch) -> None:
+        """Refuse a batch without labels (a bare tensor has none), with geometry, or of
+        unmixable samples."""
         found = self.labels_key in batch or (self.labels_key == "label"
                                              and "choices.label" in batch)
-        if bare or not found:
+        if not found:
             raise UserValueError(f"{self.name}: the batch has no {self.labels_key!r} labels "
                                  "(nor 'choices.label') — pass a batch dict with the class ids "
                                  "(or set labels_key)")
@@ -133,7 +121,6 @@ class _Mixing(Transform):
                                  "be mixed — use it for classification batches only")
         _check_mixable(batch, self.labels_key if self.labels_key in batch else "choices.label",
                        self.name)
-        return batch, bare
 
     def _draw(self, rng: Uniforms, extra: int) -> tuple[np.ndarray, float, np.ndarray]:
         """``(partner (B,), the batch's lam, the leader's ``extra`` uniforms)``."""
@@ -159,13 +146,13 @@ class _Mixing(Transform):
         except UserError as e:
             raise type(e)(f"{self.name}: {str(e).removeprefix('soft_labels: ')}") from None
 
-    def reference(self, images: list[np.ndarray], params: Params) -> list[np.ndarray]:
+    def mix_reference(self, images: list[np.ndarray], params: Params) -> list[np.ndarray]:
         """The batch mixed on the host (the CPU reference); each subclass defines it."""
         raise NotImplementedError
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         raise UserValueError(f"{self.name} mixes pairs of samples: replay a batch with "
-                             f"{self.name}.reference(images, params), not sample by sample")
+                             f"{self.name}.mix_reference(images, params), not sample by sample")
 
 
 class MixUp(_Mixing):
@@ -185,8 +172,6 @@ class MixUp(_Mixing):
             or with class ids outside ``num_classes``.
     """
 
-    name = "MixUp"
-
     def __init__(self, alpha: float = 1.0, num_classes: int | None = None,
                  labels_key: str = "label") -> None:
         super().__init__(alpha, num_classes, labels_key)
@@ -198,7 +183,8 @@ class MixUp(_Mixing):
         return {"partner": torch.from_numpy(partner), "lam": torch.from_numpy(lam32),
                 "label_lam": torch.from_numpy(lam32.copy())}
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+    def apply(self, batch: Batch, params: Params) -> Batch:
+        self._check(batch)
         out = dict(batch)
         with F.riding(F.soft_label_riders(params["partner"], params["label_lam"])):  # one copy
             out["image"] = F.mixup(batch["image"], params["partner"], params["lam"])
@@ -206,7 +192,7 @@ class MixUp(_Mixing):
                                                     params["label_lam"])
         return out
 
-    def reference(self, images: list[np.ndarray], params: Params) -> list[np.ndarray]:
+    def mix_reference(self, images: list[np.ndarray], params: Params) -> list[np.ndarray]:
         """The batch mixed on the host in float32 and rounded half to even (uint8): the same
         formula, sample by sample."""
         out = []
@@ -218,9 +204,6 @@ class MixUp(_Mixing):
             out.append(np.rint(mixed).clip(0, 255).astype(np.uint8)
                        if img.dtype == np.uint8 else mixed)
         return out
-
-    def __repr__(self) -> str:
-        return f"{self.name}(alpha={self.alpha}, num_classes={self.num_classes})"
 
 
 class CutMix(_Mixing):
@@ -235,8 +218,6 @@ class CutMix(_Mixing):
     Raises:
         UserError: As for :class:`MixUp`.
     """
-
-    name = "CutMix"
 
     def __init__(self, alpha: float = 1.0, num_classes: int | None = None,
                  labels_key: str = "label") -> None:
@@ -257,7 +238,8 @@ class CutMix(_Mixing):
         return {"partner": torch.from_numpy(partner), "boxes": torch.from_numpy(boxes),
                 "label_lam": torch.from_numpy(label_lam.astype(np.float32))}
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+    def apply(self, batch: Batch, params: Params) -> Batch:
+        self._check(batch)
         out = dict(batch)
         with F.riding(F.soft_label_riders(params["partner"], params["label_lam"])):  # one copy
             out["image"] = F.cutmix(batch["image"], params["partner"], params["boxes"])
@@ -265,7 +247,7 @@ class CutMix(_Mixing):
                                                     params["label_lam"])
         return out
 
-    def reference(self, images: list[np.ndarray], params: Params) -> list[np.ndarray]:
+    def mix_reference(self, images: list[np.ndarray], params: Params) -> list[np.ndarray]:
         """The batch with each box copied from the partner (the partner's pixels at the same
         place; samples of one size, as CutMix expects)."""
         out = []
@@ -276,9 +258,6 @@ class CutMix(_Mixing):
             mixed[top:top + h, left:left + w] = src[top:top + h, left:left + w]
             out.append(mixed)
         return out
-
-    def __repr__(self) -> str:
-        return f"{self.name}(alpha={self.alpha}, num_classes={self.num_classes})"
 
 
 def _check_mixable(batch: Batch, labels_key: str, who: str) -> None:

@@ -10,7 +10,7 @@ import torch
 
 from npu_data.errors import UserError, UserTypeError, UserValueError
 from npu_data.transforms import functional as F
-from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
+from npu_data.transforms.base import Batch, Params, Trait, Transform
 from npu_data.transforms.draws import Uniforms
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -46,8 +46,7 @@ class Normalize(Transform):
             ``std`` <= 0, or a ``dtype`` that is not floating point.
     """
 
-    name = "Normalize"
-    mirror_free = True  # per channel
+    traits = frozenset({Trait.PER_PIXEL})  # per channel
 
     def __init__(
         self,
@@ -78,7 +77,7 @@ class Normalize(Transform):
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         return {}
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+    def apply(self, batch: Batch, params: Params) -> Batch:
         image = batch["image"]
         if image.shape[1] != len(self.mean):
             raise UserError(
@@ -89,10 +88,8 @@ class Normalize(Transform):
         out["image"] = F.normalize(image, self.mean, self.std, self.dtype, self.channels_last)
         return out
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow as reference
 
         return np.asarray(reference.normalize(image, self.mean, self.std, channels_last=True))
 
-    def __repr__(self) -> str:
-        return f"{self.name}(mean={self.mean}, std={self.std}, dtype={self.dtype})"

@@ -11,7 +11,7 @@ import torch
 
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import functional as F
-from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
+from npu_data.transforms.base import ApplyContext, Batch, Params, Trait, Transform, context_of
 from npu_data.transforms.draws import Uniforms
 
 
@@ -50,8 +50,6 @@ class GaussianBlur(Transform):
         UserError: An even or non-positive kernel size, or a sigma that is not > 0.
     """
 
-    name = "GaussianBlur"
-
     def __init__(self, kernel_size: int | Sequence[int],
                  sigma: float | Sequence[float] = (0.1, 2.0)) -> None:
         try:
@@ -65,19 +63,16 @@ class GaussianBlur(Transform):
         return {"sigma": torch.from_numpy((lo + rng.uniform(1)[:, 0] * (hi - lo)
                                            ).astype(np.float32))}
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+    def apply(self, batch: Batch, params: Params) -> Batch:
         out = dict(batch)
         out["image"] = F.gaussian_blur(batch["image"], batch["sizes"], self.kernel_size,
                                        params["sigma"])
         return out
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow as reference
 
         return reference.gaussian_blur(image, self.kernel_size, float(params["sigma"][index]))
-
-    def __repr__(self) -> str:
-        return f"{self.name}(kernel_size={self.kernel_size}, sigma={self.sigma})"
 
 
 class RandomGrayscale(Transform):
@@ -87,26 +82,21 @@ class RandomGrayscale(Transform):
         p: The probability, in [0, 1].
     """
 
-    name = "RandomGrayscale"
-
     def __init__(self, p: float = 0.1) -> None:
         self.p = probability(p, self.name)
 
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         return {"grey": torch.from_numpy(rng.uniform(1)[:, 0] < self.p)}
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+    def apply(self, batch: Batch, params: Params) -> Batch:
         out = dict(batch)
         out["image"] = F.rgb_to_grayscale(batch["image"], batch["sizes"], params["grey"])
         return out
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow as reference
 
         return reference.rgb_to_grayscale(image) if bool(params["grey"][index]) else image
-
-    def __repr__(self) -> str:
-        return f"{self.name}(p={self.p})"
 
 
 _ATTEMPTS = 10
@@ -131,8 +121,7 @@ class RandomErasing(Transform):
         UserError: A bad probability, range or value.
     """
 
-    name = "RandomErasing"
-    keeps_full = True  # uint8 in, uint8 out, sizes kept
+    traits = frozenset({Trait.SAME_SIZE})
 
     def __init__(self, p: float = 0.5, scale: Sequence[float] = (0.02, 0.33),
                  ratio: Sequence[float] = (0.3, 3.3),
@@ -181,12 +170,12 @@ class RandomErasing(Transform):
             params["noise_seed"] = torch.from_numpy(seeds)
         return params
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
-        """``ctx.full``: every sample fills the batch, so its sizes are the batch's, known on
+    def apply(self, batch: Batch, params: Params) -> Batch:
+        """A full batch (``ApplyContext.full``, told by Compose): every sample fills the batch, so its sizes are the batch's, known on
         the host (the boxes are cut there, and their masks made there)."""
         out = dict(batch)
         sizes = batch["sizes"]
-        if ctx.full:
+        if context_of(self).full:
             image = batch["image"]
             sizes = torch.tensor([list(image.shape[-2:])] * image.shape[0],
                                  dtype=torch.int64).view(-1, 2)
@@ -205,7 +194,7 @@ class RandomErasing(Transform):
             return {}
         return F.erase_riders(shape, params["boxes"], torch.tensor(self.value, dtype=torch.uint8))
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow as reference
 
         box = params["boxes"][index].tolist()
@@ -213,10 +202,6 @@ class RandomErasing(Transform):
             return reference.erase(image, box, "random",
                                    seed=int(params["noise_seed"][index]))
         return reference.erase(image, box, self.value)
-
-    def __repr__(self) -> str:
-        return (f"{self.name}(p={self.p}, scale={self.scale}, ratio={self.ratio}, "
-                f"value={self.value!r})")
 
 
 _JITTER_OPS = ("brightness", "contrast", "saturation", "hue")
@@ -237,8 +222,6 @@ class RandomPhotometricDistort(Transform):
     Raises:
         UserError: A bad range or probability.
     """
-
-    name = "RandomPhotometricDistort"
 
     def __init__(self, brightness: Sequence[float] = (0.875, 1.125),
                  contrast: Sequence[float] = (0.5, 1.5), hue: Sequence[float] = (-0.05, 0.05),
@@ -270,7 +253,7 @@ class RandomPhotometricDistort(Transform):
             np.where(permute[:, None], order, np.arange(3)).astype(np.int64))
         return params
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+    def apply(self, batch: Batch, params: Params) -> Batch:
         x, sizes = batch["image"], batch["sizes"]
         before = params["contrast_before"].to(torch.bool)
         one = torch.ones_like(params["contrast"])
@@ -286,7 +269,7 @@ class RandomPhotometricDistort(Transform):
         out["image"] = F.permute_channels(x, sizes, params["permutation"])
         return out
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow as R
 
         def factor(op: str) -> float:
@@ -303,6 +286,3 @@ class RandomPhotometricDistort(Transform):
             image = R.adjust_contrast(image, factor("contrast"))
         return image[:, :, params["permutation"][index].numpy()].copy()
 
-    def __repr__(self) -> str:
-        parts = ", ".join(f"{k}={v}" for k, v in self.ranges.items())
-        return f"{self.name}({parts}, p={self.p})"

@@ -9,7 +9,7 @@ import torch
 
 from npu_data.buckets import BucketSpec, buckets_of
 from npu_data.errors import UserTypeError, UserValueError
-from npu_data.transforms.base import Transform, pair
+from npu_data.transforms.base import Trait, Transform, pair
 from npu_data.transforms.color import ColorJitter
 from npu_data.transforms.compose import Compose
 from npu_data.transforms.crop import RandomResizedCrop
@@ -103,8 +103,6 @@ class NpuPreprocessor(Compose):
             of range.
     """
 
-    name = "NpuPreprocessor"
-
     def __init__(
         self,
         image_size: int | Sequence[int] = 224,
@@ -139,7 +137,7 @@ class NpuPreprocessor(Compose):
     @property
     def crop(self) -> Transform:
         """The preset's crop (after the flip above level 0: diffusers' order)."""
-        return next(t for t in self.transforms if t.crops)
+        return next(t for t in self.transforms if Trait.CROP in t.traits)
 
 
 # --- torchvision's reference recipes (references/classification and detection presets.py) ---

@@ -29,10 +29,9 @@ from npu_data.batch import CropPlan
 from npu_data.transforms import _dispatch, draws, geometry
 from npu_data.transforms import functional as F
 from npu_data.transforms._kernels.crop import window_regions
-from npu_data.transforms.base import Batch, Params, Transform
+from npu_data.transforms.base import Batch, CropParams, Params, Trait, Transform
 from npu_data.transforms.compose import Rest, Split, split
 from npu_data.transforms.crop import (
-    _CropBase,
     effective_boxes,
     micro_conditioning,
     out_shape,
@@ -46,8 +45,9 @@ class ReadCrop:
     """The leading crop of a keyed transform, for a reader, in one pass.
 
     Attributes:
-        crop: the crop stage (a ``RandomResizedCrop``, ``Resize``, ``CenterCrop``,
-            ``ResizeCenterCrop`` or ``ResizeCrop``).
+        crop: the crop stage (``Trait.CROP``: ``RandomResizedCrop``, ``Resize``,
+            ``CenterCrop``, ``ResizeCenterCrop``, ``ResizeCrop`` or a user's crop), read
+            through :attr:`size`, :attr:`min_visible` and :attr:`interpolation`.
         position: its draw position in the transform (``draws.child_position``).
         seed: the loader's seed.
         epoch: the pass's augmentation epoch (repeats included).
@@ -57,7 +57,7 @@ class ReadCrop:
         lead: how the pipeline splits there (the crop's stage, a flip written before it).
     """
 
-    crop: _CropBase
+    crop: Transform
     position: int = 0
     seed: int = 0
     epoch: int = 0
@@ -71,10 +71,26 @@ class ReadCrop:
         """The crop a reader may apply for ``transform`` (None: none, e.g. not keyed) in the
         pass of ``seed`` and ``epoch``."""
         lead = split(transform)
-        if lead is None or not isinstance(lead.crop, _CropBase):
+        if lead is None or Trait.CROP not in lead.crop.traits:
             return None
         whole = transform if lead.crop is not transform else None
         return cls(lead.crop, lead.position, int(seed), int(epoch), bool(fast), whole, lead)
+
+    @property
+    def size(self) -> tuple[int, int] | None:
+        """The crop's output (height, width); None: per batch, from its parameters."""
+        size: tuple[int, int] | None = getattr(self.crop, "size", None)
+        return size
+
+    @property
+    def min_visible(self) -> float:
+        """The crop's geometry rule (``RandomResizedCrop``'s argument; 0: keep all)."""
+        return float(getattr(self.crop, "min_visible", 0.0))
+
+    @property
+    def interpolation(self) -> str:
+        """The crop's resize filter (``"bilinear"`` unless it says otherwise)."""
+        return str(getattr(self.crop, "interpolation", "bilinear"))
 
     def at(self, seed: int, epoch: int, fast: bool | None = None) -> ReadCrop:
         """This crop in the pass of ``seed`` and ``epoch`` (``fast`` kept when None)."""
@@ -109,14 +125,17 @@ class ReadCrop:
             lead = self.lead if self.lead is not None else Split(self.crop, self.position,
                                                                  Rest())
             params = lead.read_params(params, True, np.asarray(sizes, np.int64).reshape(-1, 2))
-        shape = out_shape(params, self.crop.size)
-        arrays = {k: np.ascontiguousarray(np.asarray(v), dtype=np.int64)
-                  for k, v in params.items()}
-        windows = arrays.get("windows")
-        return CropPlan(arrays["boxes"], shape, self.crop.min_visible,
-                        self.fast and windows is None, windows, arrays.get("out"),
-                        arrays.get("crop_top_left"), self.seed, self.epoch,
-                        self.crop.interpolation)
+        shape = out_shape(params, self.size)
+        crop = CropParams.of(params)
+
+        def host(v: torch.Tensor | None) -> np.ndarray | None:
+            return None if v is None else np.ascontiguousarray(np.asarray(v), dtype=np.int64)
+
+        boxes = host(crop.boxes)
+        assert boxes is not None
+        return CropPlan(boxes, shape, self.min_visible,
+                        self.fast and crop.windows is None, host(crop.windows), host(crop.out),
+                        host(crop.top_left), self.seed, self.epoch, self.interpolation)
 
 
 def apply_after_read(transform: Transform, batch: Batch, params: Params, cropped: bool) -> Batch:
@@ -138,10 +157,13 @@ def apply_after_read(transform: Transform, batch: Batch, params: Params, cropped
 
 def plan_params(plan: CropPlan) -> Params:
     """A ``CropPlan``'s parameters as the host tensors the crop's ``apply`` takes."""
-    params = {"boxes": plan.boxes, "windows": plan.windows, "out": plan.out,
-              "crop_top_left": plan.top_left}
-    return {k: torch.from_numpy(np.ascontiguousarray(v, dtype=np.int64))
-            for k, v in params.items() if v is not None}
+    def host(v: np.ndarray | None) -> torch.Tensor | None:
+        return None if v is None else torch.from_numpy(np.ascontiguousarray(v, np.int64))
+
+    boxes = host(plan.boxes)
+    assert boxes is not None
+    return CropParams(boxes, host(plan.windows), host(plan.out), host(plan.top_left)
+                      ).as_params()
 
 
 def crop_geometry(batch: Batch, plan: CropPlan) -> Batch:

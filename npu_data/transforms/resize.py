@@ -27,7 +27,7 @@ import numpy as np
 
 from npu_data.buckets import SDXL, Buckets, BucketSpec, buckets_of
 from npu_data.errors import UserError, UserValueError
-from npu_data.transforms.base import Params, pair
+from npu_data.transforms.base import Params, Trait, pair
 from npu_data.transforms.crop import (
     _CropBase,
     box_params,
@@ -81,7 +81,8 @@ def cover_sizes(sizes: np.ndarray, targets: np.ndarray) -> np.ndarray:
 class _WindowCrop(_CropBase):
     """A crop whose parameters are windows computed on the host from the sizes."""
 
-    fills = False  # Resize(int) keeps aspect ratios, CenterCrop pads: outputs may not fill
+    # Resize(int) keeps aspect ratios, CenterCrop pads: outputs may not fill
+    traits = frozenset({Trait.CROP})
 
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         sizes = np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
@@ -93,7 +94,7 @@ class _WindowCrop(_CropBase):
     def windows(self, sizes: np.ndarray, u: np.ndarray | None) -> Params:
         raise NotImplementedError
 
-    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
+    def output_size(self, sizes: np.ndarray, params: Params | None = None) -> np.ndarray:
         sizes = np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
         u = np.zeros((len(sizes), self.random_draws)) if self.random_draws else None
         return self.windows(sizes, u)["out"].numpy()
@@ -119,8 +120,6 @@ class Resize(_WindowCrop):
         UserError: A ``size`` that is not positive, a ``max_size`` with ``size=(h, w)`` or not
             above ``size``, a ``min_visible`` outside [0, 1], or an unknown ``interpolation``.
     """
-
-    name = "Resize"
 
     def __init__(self, size: int | Sequence[int], max_size: int | None = None,
                  min_visible: float = 0.0, interpolation: str = "bilinear") -> None:
@@ -150,16 +149,11 @@ class Resize(_WindowCrop):
         full = shorter_side_sizes(sizes, self.shorter, self.max_size)
         return window_params(sizes, full, np.zeros_like(full), full)
 
-    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
+    def output_size(self, sizes: np.ndarray, params: Params | None = None) -> np.ndarray:
         if self.shorter is None:
-            return super(_WindowCrop, self).output_sizes(sizes)
+            return super(_WindowCrop, self).output_size(sizes, params)
         return shorter_side_sizes(np.asarray(sizes, np.int64).reshape(-1, 2), self.shorter,
                                   self.max_size)
-
-    def __repr__(self) -> str:
-        size = self.shorter if self.shorter is not None else self.size
-        extra = f", max_size={self.max_size}" if self.max_size is not None else ""
-        return f"{self.name}(size={size}{extra})"
 
 
 class CenterCrop(_WindowCrop):
@@ -180,7 +174,6 @@ class CenterCrop(_WindowCrop):
             an unknown ``interpolation``.
     """
 
-    name = "CenterCrop"
     size: tuple[int, int]
 
     def __init__(self, size: int | Sequence[int], min_visible: float = 0.0,
@@ -196,11 +189,8 @@ class CenterCrop(_WindowCrop):
             return box_params(np.concatenate([offsets, crop], axis=1), self.size)
         return window_params(sizes, sizes, offsets, crop)
 
-    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
-        return super(_WindowCrop, self).output_sizes(sizes)
-
-    def __repr__(self) -> str:
-        return f"{self.name}(size={self.size})"
+    def output_size(self, sizes: np.ndarray, params: Params | None = None) -> np.ndarray:
+        return super(_WindowCrop, self).output_size(sizes, params)
 
 
 class ResizeCenterCrop(_WindowCrop):
@@ -221,8 +211,6 @@ class ResizeCenterCrop(_WindowCrop):
             ``min_visible`` outside [0, 1], or an unknown ``interpolation``.
     """
 
-    name = "ResizeCenterCrop"
-
     def __init__(self, size: int | Sequence[int], resize_size: int | None = None,
                  min_visible: float = 0.25, interpolation: str = "bilinear") -> None:
         self.interpolation = check_interpolation(interpolation, self.name)
@@ -239,9 +227,6 @@ class ResizeCenterCrop(_WindowCrop):
         full = shorter_side_sizes(sizes, self.resize_size)
         crop = np.broadcast_to(np.asarray(self.size, np.int64), sizes.shape)
         return window_params(sizes, full, center_offsets(full, crop), crop.copy())
-
-    def __repr__(self) -> str:
-        return f"{self.name}(size={self.size}, resize_size={self.resize_size})"
 
 
 class ResizeCrop(_WindowCrop):
@@ -272,8 +257,7 @@ class ResizeCrop(_WindowCrop):
     followed by the crop.
     """
 
-    name = "ResizeCrop"
-    fills = True  # the resize covers the target: the window lies inside it
+    traits = frozenset({Trait.CROP, Trait.FILLS})  # the resize covers the target
 
     def __init__(self, size: int | Sequence[int] | None = None, crop: str = "center",
                  buckets: BucketSpec | None = None, min_visible: float = 0.25,
@@ -324,9 +308,6 @@ class ResizeCrop(_WindowCrop):
             offsets = np.minimum(np.floor(u[:, :2] * (room + 1)), room).astype(np.int64)
         return window_params(sizes, full, offsets, targets)
 
-    def output_sizes(self, sizes: np.ndarray) -> np.ndarray:
+    def output_size(self, sizes: np.ndarray, params: Params | None = None) -> np.ndarray:
         return self.targets(np.asarray(sizes, np.int64).reshape(-1, 2))
 
-    def __repr__(self) -> str:
-        size = self.size if self.size is not None else f"None, buckets={self.rule.describe()}"
-        return f"{self.name}(size={size}, crop={self.crop!r})"

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from npu_data.errors import UserValueError
-from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
+from npu_data.transforms.base import Batch, Params, Trait, Transform
 from npu_data.transforms.draws import Uniforms
 
 
@@ -54,10 +54,7 @@ class SanitizeBoundingBoxes(Transform):
         UserError: ``min_size`` or ``min_area`` under 1.
     """
 
-    name = "SanitizeBoundingBoxes"
-    needs_uint8 = False
-    keeps_full = True
-    mirror_free = True  # widths and bounds are the same mirrored
+    traits = frozenset({Trait.NO_PIXELS})  # widths and bounds are the same mirrored
 
     def __init__(self, min_size: float = 1.0, min_area: float = 1.0) -> None:
         self.min_size = _at_least_one(min_size, "min_size", self.name)
@@ -66,7 +63,7 @@ class SanitizeBoundingBoxes(Transform):
     def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
         return {}
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+    def apply(self, batch: Batch, params: Params) -> Batch:
         xyxy = batch.get("boxes.xyxy")
         if xyxy is None:
             return batch
@@ -76,8 +73,4 @@ class SanitizeBoundingBoxes(Transform):
         out["boxes.valid"] = keep if old is None else old.to(torch.bool) & keep
         return out
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
-        return image
 
-    def __repr__(self) -> str:
-        return f"{self.name}(min_size={self.min_size:g}, min_area={self.min_area:g})"

@@ -19,7 +19,7 @@ import torch
 
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import functional as F
-from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, Transform
+from npu_data.transforms.base import Batch, Params, Transform
 from npu_data.transforms.crop import check_min_visible
 from npu_data.transforms.draws import Uniforms
 from npu_data.transforms.maps import (
@@ -83,7 +83,7 @@ class _Warping(Transform):
     def pixels(self, images: torch.Tensor, sizes: torch.Tensor, params: Params) -> torch.Tensor:
         raise NotImplementedError
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
+    def apply(self, batch: Batch, params: Params) -> Batch:
         sizes = _host_sizes(params, batch)
         out = dict(batch)
         out["image"] = self.pixels(batch["image"], sizes, params)
@@ -114,8 +114,6 @@ class RandomAffine(_Warping):
         UserError: A range that is not numbers or not ordered, a translate outside [0, 1], a
             scale <= 0, a bad interpolation, fill or ``min_visible``.
     """
-
-    name = "RandomAffine"
 
     def __init__(self, degrees: float | Sequence[float],
                  translate: Sequence[float] | None = None,
@@ -187,17 +185,12 @@ class RandomAffine(_Warping):
         return F.affine(images, sizes, params["angle"], params["translate"], params["scale"],
                         params["shear"], self.interpolation, self.fill)
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow_geometric as RG
 
         return RG.affine(image, float(params["angle"][index]),
                          params["translate"][index].tolist(), float(params["scale"][index]),
                          params["shear"][index].tolist(), self.interpolation, self.fill)
-
-    def __repr__(self) -> str:
-        return (f"{self.name}(degrees={self.degrees}, translate={self.translate}, "
-                f"scale={self.scale}, shear={self.shear}, interpolation={self.interpolation!r}, "
-                f"fill={self.fill})")
 
 
 class RandomRotation(_Warping):
@@ -214,8 +207,6 @@ class RandomRotation(_Warping):
     Raises:
         UserError: A bad range, interpolation, fill or ``min_visible``.
     """
-
-    name = "RandomRotation"
 
     def __init__(self, degrees: float | Sequence[float], interpolation: str = "nearest",
                  fill: int | Sequence[int] = 0, min_visible: float = 0.25) -> None:
@@ -235,14 +226,10 @@ class RandomRotation(_Warping):
     def pixels(self, images: torch.Tensor, sizes: torch.Tensor, params: Params) -> torch.Tensor:
         return F.rotate(images, sizes, params["angle"], self.interpolation, self.fill)
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow_geometric as RG
 
         return RG.rotate(image, float(params["angle"][index]), self.interpolation, self.fill)
-
-    def __repr__(self) -> str:
-        return (f"{self.name}(degrees={self.degrees}, interpolation={self.interpolation!r}, "
-                f"fill={self.fill})")
 
 
 class RandomVerticalFlip(_Warping):
@@ -254,8 +241,6 @@ class RandomVerticalFlip(_Warping):
     Raises:
         UserError: ``p`` is not a probability.
     """
-
-    name = "RandomVerticalFlip"
 
     def __init__(self, p: float = 0.5) -> None:
         if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
@@ -276,10 +261,8 @@ class RandomVerticalFlip(_Warping):
     def pixels(self, images: torch.Tensor, sizes: torch.Tensor, params: Params) -> torch.Tensor:
         return F.vflip(images, sizes, params["flip"].to(torch.bool))
 
-    def apply_reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
+    def reference(self, image: np.ndarray, params: Params, index: int) -> np.ndarray:
         from npu_data.transforms.oracle import pillow_geometric as RG
 
         return RG.vflip(image, bool(params["flip"][index]))
 
-    def __repr__(self) -> str:
-        return f"{self.name}(p={self.p})"

@@ -29,7 +29,7 @@ def test_loader_output_is_the_reference_with_replayed_params() -> None:
         assert all(v.device.type == "cpu" and v.dtype != torch.float64 for v in aug.values())
         for j, i in enumerate(out["index"].tolist()):
             image = np.asarray(ds[i]["image"])
-            ref = augment.apply_reference(image, aug, j)
+            ref = augment.reference(image, aug, j)
             got = out["image"][j].permute(1, 2, 0).numpy()
             assert np.array_equal(ref, got), (i, int(np.abs(ref.astype(int) - got).max()))
             alone = sample_params(augment, 6, 0, [i], [image.shape[:2]])

@@ -216,7 +216,7 @@ def test_batches_replay_on_the_reference(t: Any) -> None:
         for i, img in enumerate(imgs):
             h, w = img.shape[:2]
             got = out[i, :, :h, :w].permute(1, 2, 0).numpy().astype(int)
-            ref = t.apply_reference(img, params, i).astype(int)
+            ref = t.reference(img, params, i).astype(int)
             assert np.abs(got - ref).max() <= bound, (seed, i, params["op"][i].tolist())
 
 

@@ -1,5 +1,6 @@
-"""The transform contract: one ``_apply(batch, params, ctx)`` signature, fusion by declared
-capabilities, ``Compose.split`` for crop at read, stage parameters named in one place."""
+"""The transform contract: one public ``apply(batch, params)`` signature, fusion by declared
+traits (what a pipeline knows reaches a stage through ``base.context_of``), ``Compose.split``
+for crop at read, stage parameters named in one place."""
 
 from __future__ import annotations
 
@@ -21,7 +22,16 @@ from npu_data.transforms import (
     Transform,
     draws,
 )
-from npu_data.transforms.base import DEFAULT, ApplyContext, Batch, Params, stage_params, with_stage
+from npu_data.transforms.base import (
+    DEFAULT,
+    ApplyContext,
+    Batch,
+    Params,
+    Trait,
+    context_of,
+    stage_params,
+    with_stage,
+)
 from npu_data.transforms.compose import Rest, Split, fusions, split
 from tests.support.batches import random_padded
 
@@ -39,11 +49,12 @@ def _transform_classes() -> list[type[Transform]]:
     return sorted(found, key=lambda c: c.__name__)
 
 
-@pytest.mark.parametrize("cls", _transform_classes(), ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [c for c in _transform_classes() if c is not Transform],
+                         ids=lambda c: c.__name__)
 def test_every_transform_has_the_one_apply_signature(cls: type[Transform]) -> None:
-    names = list(inspect.signature(cls._apply).parameters)
-    assert names == ["self", "batch", "params", "ctx"], cls.__name__
-    assert inspect.signature(cls._apply).parameters["ctx"].default is DEFAULT
+    names = list(inspect.signature(inspect.unwrap(cls.apply)).parameters)
+    assert names == ["self", "batch", "params"], cls.__name__
+    assert getattr(cls.apply, "__npu_checked__", False), cls.__name__  # the base wraps it
 
 
 def test_stage_keys_round_trip_and_never_bleed_into_a_longer_index() -> None:
@@ -72,9 +83,7 @@ def test_fusions_follow_the_declared_capabilities() -> None:
 class _Tint(Transform):
     """A user stage that declares it keeps a full batch and commutes with a mirror."""
 
-    name = "Tint"
-    keeps_full = True
-    mirror_free = True
+    traits = frozenset({Trait.PER_PIXEL, Trait.SAME_SIZE})
 
     def __init__(self) -> None:
         self.seen: list[ApplyContext] = []
@@ -82,8 +91,8 @@ class _Tint(Transform):
     def make_params(self, sizes: np.ndarray, rng: draws.Uniforms) -> Params:
         return {}
 
-    def _apply(self, batch: Batch, params: Params, ctx: ApplyContext = DEFAULT) -> Batch:
-        self.seen.append(ctx)
+    def apply(self, batch: Batch, params: Params) -> Batch:
+        self.seen.append(context_of(self))
         out = dict(batch)
         out["image"] = batch["image"] // 2
         return out

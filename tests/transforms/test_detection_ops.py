@@ -33,7 +33,7 @@ def test_pixels_are_the_reference_exactly(case: str) -> None:
     assert torch.equal(out["sizes"], params["out"])
     assert tuple(out["image"].shape[2:]) == tuple(params["out"].max(0).values.tolist())
     for i in range(B):
-        want = t.apply_reference(sample_image(batch, i), params, i)
+        want = t.reference(sample_image(batch, i), params, i)
         assert np.array_equal(sample_image(out, i), want), (case, i)
         h, w = params["out"][i].tolist()
         assert not out["image"][i, :, h:].any() and not out["image"][i, :, :, w:].any()
@@ -81,10 +81,13 @@ def test_drawn_sizes_feed_the_next_draw_in_compose() -> None:
     assert torch.equal(params["1.sizes"], params["0.out"])
     out = pipe.apply(batch, params)
     for i in range(B):
-        want = pipe.apply_reference(sample_image(batch, i), params, i)
+        want = pipe.reference(sample_image(batch, i), params, i)
         assert np.array_equal(sample_image(out, i), want)
     with pytest.raises(UserError, match="draw the parameters"):
-        RandomZoomOut().output_sizes(batch["sizes"].numpy())
+        RandomZoomOut().output_size(batch["sizes"].numpy(), None)
+    zoom = RandomZoomOut(p=1.0, side_range=(2.0, 3.0))
+    drawn = zoom.draw_keyed(batch["sizes"].numpy(), keys)
+    assert np.array_equal(zoom.output_size(batch["sizes"].numpy(), drawn), drawn["out"].numpy())
 
 
 @pytest.mark.parametrize("case", list(TRANSFORMS))

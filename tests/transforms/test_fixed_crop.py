@@ -43,7 +43,7 @@ def test_pixels_are_crop_then_pad_exactly_and_boxes_follow() -> None:
     out = t.apply(batch, params)
     assert out["image"].shape[2:] == (30, 44) and out["sizes"].tolist() == [[30, 44]] * 8
     for i in range(8):
-        want = t.apply_reference(sample_image(batch, i), params, i)
+        want = t.reference(sample_image(batch, i), params, i)
         assert np.array_equal(sample_image(out, i), want), i
         h, w = batch["sizes"][i].tolist()
         top, left = params["offset"][i].tolist()
@@ -64,7 +64,7 @@ def test_lsj_chain_in_a_keyed_compose() -> None:
     out = pipe.apply(batch, params)
     assert out["image"].shape[2:] == (40, 40)
     for i in range(8):
-        want = pipe.apply_reference(sample_image(batch, i), params, i)
+        want = pipe.reference(sample_image(batch, i), params, i)
         assert np.array_equal(sample_image(out, i), want)
 
 

@@ -222,5 +222,5 @@ def test_a_flip_before_a_crop_after_a_resize_is_the_reference(path: str) -> None
         out, params = pipe.run(dict(batch), torch.Generator().manual_seed(2))
     assert 0 < int(params["1.flip"].sum()) < B
     for k, im in enumerate(imgs):
-        want = pipe.apply_reference(im, params, k)
+        want = pipe.reference(im, params, k)
         assert np.array_equal(out["image"][k].permute(1, 2, 0).numpy(), want), k

@@ -39,7 +39,7 @@ def test_pixels_match_the_reference_replayed_per_sample(case: str) -> None:
     params = keyed_params(t, batch, 5)
     out = t.apply(batch, params)
     for i in range(B):
-        want = t.apply_reference(sample_image(batch, i), params, i).astype(np.int64)
+        want = t.reference(sample_image(batch, i), params, i).astype(np.int64)
         got = sample_image(out, i).astype(np.int64)
         assert got.shape == want.shape
         assert int(np.abs(got - want).max()) <= bound, (case, i)

@@ -59,7 +59,7 @@ def test_the_choice_is_torchvisions_loop_and_the_pixels_are_exact() -> None:
         assert got == (want if want is not None else (0, 0, h, w)), i
         cropped += want is not None
         assert tuple(out["sizes"][i].tolist()) == got[2:]
-        assert np.array_equal(sample_image(out, i), t.apply_reference(sample_image(batch, i),
+        assert np.array_equal(sample_image(out, i), t.reference(sample_image(batch, i),
                                                                      params, i))
         top, left, ch, cw = got
         torch.testing.assert_close(out["keypoints.xy"][i],
@@ -105,7 +105,7 @@ def test_ssd_recipe_replays_whatever_the_batch() -> None:
         out = pipe.apply(sub, params)
         assert torch.equal(params["1.crop"], out["iou_crop"])  # the pick, for the replay
         for j in range(len(sub["index"])):
-            want = pipe.apply_reference(sample_image(sub, j), params, j)
+            want = pipe.reference(sample_image(sub, j), params, j)
             assert np.array_equal(sample_image(out, j), want)
         return out
 

@@ -56,7 +56,7 @@ def test_mixup_pixels_follow_the_reference() -> None:
         params = _keyed(t, batch, np.arange(10, 18))
         out = t.apply(batch, params)["image"]
         imgs = [batch["image"][i].permute(1, 2, 0).numpy() for i in range(8)]
-        ref = t.reference(imgs, params)
+        ref = t.mix_reference(imgs, params)
         for i in range(8):
             got = out[i].permute(1, 2, 0).numpy()
             if dtype == torch.uint8:
@@ -72,7 +72,7 @@ def test_cutmix_pastes_one_box_and_weights_labels_by_its_area() -> None:
     params = _keyed(t, batch, np.arange(8))
     out = t.apply(batch, params)
     imgs = [batch["image"][i].permute(1, 2, 0).numpy() for i in range(8)]
-    ref = t.reference(imgs, params)
+    ref = t.mix_reference(imgs, params)
     boxes = params["boxes"]
     assert (boxes == boxes[0]).all()  # one box for samples of one size, as torchvision
     for i in range(8):
@@ -125,7 +125,7 @@ def test_the_whole_batch_call_draws_and_replays() -> None:
     (lambda: MixUp()(_batch()), "class ids — pass num_classes"),
     (lambda: CutMix(num_classes=10)({**_batch(), "boxes.xyxy": torch.zeros(8, 1, 4)}),
      "cannot be mixed"),
-    (lambda: MixUp(num_classes=10).apply_reference(np.zeros((2, 2, 3), np.uint8), {}, 0),
+    (lambda: MixUp(num_classes=10).reference(np.zeros((2, 2, 3), np.uint8), {}, 0),
      "replay a batch"),
 ])
 def test_bad_arguments_are_one_line_user_errors(make: Any, match: str) -> None:

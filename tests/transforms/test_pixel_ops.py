@@ -157,7 +157,7 @@ def test_keyed_draws_replay_on_the_reference(name: str) -> None:
     params = t.draw_keyed(sizes.numpy(), sample_keys(7, 2, ids))
     out = t.apply({"image": x, "sizes": sizes}, params)["image"]
     for i, img in enumerate(imgs):
-        ref = t.apply_reference(img, params, i)
+        ref = t.reference(img, params, i)
         if name == "GaussianBlur":
             assert np.abs(_valid(out, i, img).astype(int) - ref.astype(int)).max() <= 1
         else:

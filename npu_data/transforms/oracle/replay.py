@@ -24,7 +24,7 @@ def replay_reference(
         The sample as the Pillow reference transforms it (HxWx3; float after a
         ``Normalize``).
     """
-    return transform.apply_reference(image, params, index)
+    return transform.reference(image, params, index)
 
 
 def sample_image(batch: Any, index: int) -> np.ndarray:
