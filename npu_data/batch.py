@@ -118,6 +118,11 @@ class HostBatch(Sequence[dict[str, Any]]):
         texts: (columns) text column -> one list of strings per sample.
         nested: (columns) nested values (polygon points, mask bits):
             ``"<kind>.<values>"`` -> (values, per-row lengths).
+        batched: (columns, from sample dicts) the keys the columns above cannot carry,
+            already in their batch form: float, array and object meta, a group's rows that
+            hold None, differ in dtype or shape, or whose count is not the group's.
+        padded: (columns, from sample dicts) group -> its kind's own keys padded from the
+            samples (``Kind.pad_samples``: masks of any size and values, polygons).
         image: (assembled) ``(B, 3, H, W)`` uint8 (shared memory in a worker, pinned or
             pooled); None for samples without an image.
         sizes: (assembled) ``(B, 2)`` int64 (height, width) of each image in ``image``.
@@ -143,6 +148,8 @@ class HostBatch(Sequence[dict[str, Any]]):
     rows: dict[str, np.ndarray] = field(default_factory=dict)
     texts: dict[str, list[list[str]]] = field(default_factory=dict)
     nested: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    batched: dict[str, Any] = field(default_factory=dict)
+    padded: dict[str, Batch] = field(default_factory=dict)
     image: torch.Tensor | None = None
     sizes: torch.Tensor | None = None
     stored_sizes: np.ndarray | None = None

@@ -115,15 +115,6 @@ def torch_dtype(dtype: np.dtype) -> torch.dtype:
     return TORCH_DTYPE.get(np.dtype(dtype), torch.float32)
 
 
-def images_tensor(images: Sequence[np.ndarray], pin: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, 3, Hmax, Wmax) channels-last uint8 view of the padded images, and their sizes."""
-    hs, ws = image_sizes(images)
-    hmax, wmax = (int(hs.max()), int(ws.max())) if len(images) else (0, 0)
-    buf = empty_host((len(images), hmax, wmax, 3), torch.uint8, pin)
-    copy_images(images, hs, ws, buf.numpy())
-    return buf.permute(0, 3, 1, 2), sizes_tensor(hs, ws)
-
-
 def image_sizes(images: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(heights, widths) int64 of the images."""
     b = len(images)

@@ -86,3 +86,32 @@ def test_groups_no_sample_uses_keep_their_shapes() -> None:
     assert b["polygons.vertex_valid"].shape == (2, 0, 1)
     assert b["boxes.rid"] == [[], []]
     assert b["masks.mask"].shape == (2, 1, 5, 4)
+
+
+def test_values_columns_cannot_carry_keep_their_batch_form() -> None:
+    """Sample dicts are made columns before the one assembler; what columns cannot carry
+    (None rows, lists, ragged rows, mixed dtypes, float/array/object meta) keeps its form."""
+    img = np.zeros((2, 2, 3), np.uint8)
+    a = {"image": img, "index": 1, "score": 0.5, "shape": np.array([2, 2]), "obj": {"k": 1},
+         "tags": ["x"], "mixed": 1,
+         "boxes.xyxy": np.ones((2, 4), np.float32), "boxes.label": None,
+         "boxes.rid": ["r0", "r1"], "boxes.extra": np.array([1, 2, 3], np.int64),
+         "boxes.score": np.array([0.25, 0.5], np.float32)}
+    b = {"image": img, "index": 2, "score": 1.5, "shape": np.array([3, 1]), "obj": None,
+         "tags": ("y", "z"), "mixed": 2.9,
+         "boxes.xyxy": np.full((1, 4), 2, np.float32), "boxes.label": np.array([7], np.int16),
+         "boxes.rid": None, "boxes.extra": None,
+         "boxes.score": np.array([0.75], np.float64)}
+    out = collate_samples([a, b])
+    assert out["score"].dtype == torch.float64 and out["score"].tolist() == [0.5, 1.5]
+    assert out["shape"].tolist() == [[2, 2], [3, 1]]
+    assert out["obj"] == [{"k": 1}, None] and out["tags"] == [["x"], ["y", "z"]]
+    assert out["mixed"].dtype == torch.int64 and out["mixed"].tolist() == [1, 2]
+    assert out["boxes.label"].dtype == torch.int64
+    assert out["boxes.label"].tolist() == [[-1, -1], [7, -1]]
+    assert out["boxes.rid"] == [["r0", "r1"], []]
+    assert [None if t is None else t.tolist() for t in out["boxes.extra"]] == [[1, 2, 3], None]
+    assert out["boxes.score"].dtype == torch.float32
+    assert out["boxes.score"].tolist() == [[0.25, 0.5], [0.75, 0.0]]
+    assert out["boxes.xyxy"].tolist() == [[[1.0] * 4] * 2, [[2.0] * 4, [0.0] * 4]]
+    assert list(out)[:4] == ["image", "sizes", "index", "score"]
