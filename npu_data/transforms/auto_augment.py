@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -27,12 +28,37 @@ Bins = Callable[[int, int, int], "torch.Tensor | None"]
 Space = dict[str, tuple[Bins, bool]]
 
 
+# The magnitude bins are plain picklable objects (a transform travels to spawned workers).
+@dataclass(frozen=True)
+class _Linear:
+    """``bins`` magnitudes from ``lo`` to ``hi`` (``per``: times the image's height or width)."""
+
+    lo: float
+    hi: float
+    per: str = ""  # "h" or "w": scaled by that side
+
+    def __call__(self, bins: int, h: int, w: int) -> torch.Tensor:
+        scale = {"h": h, "w": w}.get(self.per, 1)
+        return torch.linspace(self.lo, self.hi * scale, bins)
+
+
+@dataclass(frozen=True)
+class _Posterize:
+    """Posterize's bits per bin: ``top`` down by ``span``."""
+
+    top: int
+    span: int
+
+    def __call__(self, bins: int, h: int, w: int) -> torch.Tensor:
+        return (self.top - (torch.arange(bins) / ((bins - 1) / self.span))).round().int()
+
+
 def _lin(lo: float, hi: float) -> Bins:
-    return lambda bins, h, w: torch.linspace(lo, hi, bins)
+    return _Linear(lo, hi)
 
 
 def _posterize(top: int, span: int) -> Bins:
-    return lambda bins, h, w: (top - (torch.arange(bins) / ((bins - 1) / span))).round().int()
+    return _Posterize(top, span)
 
 
 def _none(bins: int, h: int, w: int) -> torch.Tensor | None:
@@ -42,8 +68,8 @@ def _none(bins: int, h: int, w: int) -> torch.Tensor | None:
 _GEOMETRY_30: Space = {
     "ShearX": (_lin(0.0, 0.3), True),
     "ShearY": (_lin(0.0, 0.3), True),
-    "TranslateX": (lambda bins, h, w: torch.linspace(0.0, 150.0 / 331.0 * w, bins), True),
-    "TranslateY": (lambda bins, h, w: torch.linspace(0.0, 150.0 / 331.0 * h, bins), True),
+    "TranslateX": (_Linear(0.0, 150.0 / 331.0, "w"), True),
+    "TranslateY": (_Linear(0.0, 150.0 / 331.0, "h"), True),
     "Rotate": (_lin(0.0, 30.0), True),
 }
 _ENHANCE_09: Space = {op: (_lin(0.0, 0.9), True)

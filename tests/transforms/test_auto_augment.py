@@ -220,6 +220,23 @@ def test_batches_replay_on_the_reference(t: Any) -> None:
             assert np.abs(got - ref).max() <= bound, (seed, i, params["op"][i].tolist())
 
 
+@pytest.mark.parametrize("t", [TrivialAugmentWide(), RandAugment(num_ops=2, magnitude=20),
+                               AutoAugment()], ids=repr)
+def test_a_policy_pickles_to_the_same_draws_and_bytes(t: Any) -> None:
+    """A spawned worker (``augment_on="workers"`` under spawn, torchrun, a macOS host) gets the
+    transform pickled: its op tables must pickle, and the copy draw and apply as the original."""
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(t))
+    _, x, sizes = mixed_levels(8, n=24)
+    keys = sample_keys(3, 1, np.arange(24))
+    params, again = t.draw_keyed(sizes.numpy(), keys), copy.draw_keyed(sizes.numpy(), keys)
+    assert params.keys() == again.keys()
+    assert all(torch.equal(params[k], again[k]) for k in params)
+    batch = {"image": x, "sizes": sizes}
+    assert torch.equal(t.apply(batch, params)["image"], copy.apply(batch, again)["image"])
+
+
 def test_pixel_only_leaves_out_the_geometric_ops() -> None:
     t = TrivialAugmentWide(pixel_only=True)
     p = t.draw_keyed(np.full((500, 2), 32), sample_keys(0, 0, np.arange(500)))
