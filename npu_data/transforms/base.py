@@ -326,11 +326,11 @@ class CropParams:
     @classmethod
     def of(cls, params: Mapping[str, torch.Tensor]) -> CropParams:
         """The crop parameters in a crop's own ``params`` (stage keys already taken off)."""
-        if "boxes" not in params:
+        boxes = params.get(cls.KEYS[0])
+        if boxes is None:
             raise UserValueError("the crop's parameters have no 'boxes' — draw them with the "
                                  "crop's make_params (or draw_keyed)")
-        return cls(params["boxes"], params.get("windows"), params.get("out"),
-                   params.get("crop_top_left"))
+        return cls(boxes, params.get("windows"), params.get("out"), params.get("crop_top_left"))
 
     def as_params(self) -> Params:
         """Back to a params dict (the keys the crop's apply reads)."""

@@ -5,10 +5,11 @@ the checks."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +58,33 @@ def _caller() -> str:
 
 
 def collect(fns: dict[str, Callable[[], Any]]) -> OpUse:
-    """Run each function down the CUDA/NPU code path under :class:`OpUse`."""
+    """Run each function down the CUDA/NPU code path under :class:`OpUse`, the resize's
+    made-on-first-use weight tables emptied first (:func:`first_use`)."""
     use = OpUse()
-    for fn in fns.values():
-        with accelerator_path(), use:
-            fn()
+    with first_use():
+        for fn in fns.values():
+            with accelerator_path(), use:
+                fn()
     return use
+
+
+@contextlib.contextmanager
+def first_use() -> Iterator[None]:
+    """Within the block the resize's weight tables (``resample._TABLES``, made on a size's
+    first resize) are made again, whatever earlier tests of this process made: the ops are
+    those of a fresh process, in any test order; restored after."""
+    from npu_data.transforms._kernels import resample
+
+    caches: list[dict[Any, Any]] = [resample._TABLES, resample._NEEDED]
+    saved = [dict(c) for c in caches]
+    for c in caches:
+        c.clear()
+    try:
+        yield
+    finally:
+        for c, old in zip(caches, saved, strict=True):
+            c.clear()
+            c.update(old)
 
 
 def _cells(text: str) -> list[str]:
