@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real Label Studio server for the integration tests, in its own virtual environment
 # (its pins clash with ours).
-#   bash .ci/labelstudio-server.sh ensure-venv        create/reuse the venv, print its path
+#   bash .ci/labelstudio-server.sh ensure-venv        create/reuse the venv and its migrated
+#                                                     database, print the venv path
 #   bash .ci/labelstudio-server.sh venv-path          print the venv path (no install)
 #   bash .ci/labelstudio-server.sh run PORT DATA_DIR  run the server in the foreground
 #   bash .ci/labelstudio-server.sh start PORT DATA_DIR  start it in the background; writes
@@ -14,6 +15,10 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="${LABEL_STUDIO_VENV:-$root/.venv-labelstudio}"
 version="${LABEL_STUDIO_VERSION:-1.23.2}"
+
+# a database with every migration applied, made once per venv: a fresh server copies it instead
+# of migrating (about 70 s of Django migrations; with the copy a start takes seconds)
+template="$venv/npu-data-migrated.sqlite3"
 
 venv_ok() {
   [ -x "$venv/bin/label-studio" ] && "$venv/bin/python" -c "import label_studio" 2>/dev/null
@@ -41,18 +46,33 @@ server_env() {
   export LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED=true
   export LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT="${LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT:-$data_dir}"
   export SENTRY_DSN= FRONTEND_SENTRY_DSN= COLLECT_ANALYTICS=false
+  export LATEST_VERSION_CHECK=false  # no version check against pypi.org: 127.0.0.1 only
   export LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK=false
   mkdir -p "$data_dir"
 }
 
+ensure_template() {  # the migrated database (above), written atomically
+  [ -f "$template" ] && return 0
+  local tmp
+  tmp="$(mktemp -d "${TMPDIR:-/tmp}/npu-data-ls-template.XXXXXX")"
+  ( server_env "$tmp" && "$venv/bin/label-studio" version --data-dir "$tmp" >/dev/null 2>&1 ) \
+    || { echo "error: Label Studio could not migrate a new database (in $tmp)" >&2; exit 1; }
+  cp "$tmp/label_studio.sqlite3" "$template.part"
+  mv "$template.part" "$template"
+  rm -rf "$tmp"
+}
+
 cmd="${1:-}"
 case "$cmd" in
-  ensure-venv) ensure_venv ;;
+  ensure-venv) ensure_venv && ensure_template ;;
   venv-path) echo "$venv" ;;
   run)
     [ $# -eq 3 ] || { echo "usage: $0 run PORT DATA_DIR" >&2; exit 2; }
     venv_ok || { echo "error: no Label Studio venv at $venv — run: bash .ci/labelstudio-server.sh ensure-venv" >&2; exit 1; }
     server_env "$3"
+    if [ -f "$template" ] && [ ! -e "$3/label_studio.sqlite3" ]; then
+      cp "$template" "$3/label_studio.sqlite3"
+    fi
     exec "$venv/bin/label-studio" start --no-browser --internal-host 127.0.0.1 \
       --host "http://127.0.0.1:$2" --port "$2" --data-dir "$3"
     ;;
