@@ -1,27 +1,43 @@
-"""``npu-data import / verify / inspect / show`` through the real CLI, in subprocesses."""
+"""``npu-data import / verify / inspect / show`` through the CLI's entry point, in this process
+(its exit code and what it prints, as the console script gives them), and in subprocesses
+where a process is killed or two run at once."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 from tests.support.exports import make_export
 
-pytestmark = pytest.mark.slow  # each test runs npu-data import (several times, some in subprocesses it kills)
+pytestmark = pytest.mark.slow  # each test runs npu-data import (several times, some in subprocesses)
 
 ENV = {**os.environ, "NPU_DATA_QUIET": "1"}
 
 
 def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "npu_data.cli", *map(str, args)],
-                          capture_output=True, text=True, env=ENV, timeout=120)
+    """``npu-data ARGS`` run by its entry point in this process (a subprocess pays the torch
+    import, about 4 s a call): the exit code and what it printed."""
+    from npu_data import cli as entry
+
+    out, err = io.StringIO(), io.StringIO()
+    with mock.patch.dict(os.environ, {"NPU_DATA_QUIET": "1"}), redirect_stdout(out), \
+            redirect_stderr(err):
+        try:
+            code = entry.main([str(a) for a in args])
+        except SystemExit as exc:  # argparse's usage errors and --help
+            code = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(list(map(str, args)), code, out.getvalue(),
+                                       err.getvalue())
 
 
 def _files(d: Path) -> dict[str, bytes]:
