@@ -99,6 +99,30 @@ def test_a_built_library_is_recorded_and_a_truncated_or_damaged_one_rebuilt(
         orjson.loads((folder / "built").read_bytes())["sha256"]
 
 
+def test_two_processes_building_into_an_empty_cache_both_get_the_library(tmp_path: Path
+                                                                         ) -> None:
+    """Two processes start together on an empty cache: one builds, the other waits for it
+    (the build lock), both load the library, and it is built once (the kernels and the codecs
+    are ``Library`` objects as this probe is)."""
+    src, cache, mark = _source(tmp_path / "src"), tmp_path / "cache", tmp_path / "mark"
+    env = {**os.environ, "NPU_DATA_CACHE": str(cache), "KERNEL_CACHE_MARK": str(mark),
+           "NPU_DATA_NATIVE": "1", "HOME": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", LOADER, str(src)], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              cwd=Path(__file__).parents[2]) for _ in range(2)]
+    try:
+        outs = [p.communicate(timeout=300) for p in procs]
+    finally:  # never left running: a later test counts this process's children
+        for p in procs:
+            p.kill()
+            p.wait()
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0 and out.strip() == "ops", err[-2000:]
+    assert _marks(mark) == 2  # loaded by each
+    assert [f.name for f in (cache / "probe").iterdir()] == [compiled.build_key([src])]
+    assert (_key_folder(cache, src) / "built").is_file()
+
+
 def _plant(folder: Path, src: Path, mark_dir: Path) -> None:
     """A library whose constructor writes the mark, with a ``built`` record that matches it
     (the worst case: a planter who knows the format)."""
