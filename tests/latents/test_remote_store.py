@@ -25,6 +25,7 @@ from npu_data.errors import DataCorruption, UserError
 from npu_data.latents import empty_prompt, encode_latents
 from npu_data.shards.storage import RemoteFolder
 from npu_data.transforms import Compose, LatentCaptionDropout, RandomLatentFlip
+from tests.support import kernels
 from tests.support.latents import encode_kwargs
 from tests.support.launchers import ROOT, two_nodes
 from tests.support.s3_server import BUCKET, KEY, SECRET
@@ -44,7 +45,8 @@ def one_thread() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("NPU_DATA_CACHE", str(tmp_path / "cache"))
+    # the subprocesses load the kernels built already, not build them into the empty cache
+    monkeypatch.setenv("NPU_DATA_CACHE", str(kernels.seed(tmp_path / "cache")))
     monkeypatch.setenv("NPU_DATA_QUIET", "1")
 
 
