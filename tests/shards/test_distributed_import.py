@@ -15,7 +15,7 @@ import pytest
 
 from npu_data import cli
 from npu_data.errors import UserError
-from npu_data.shards.distributed_import import SINGLE, Group
+from npu_data.shards.distributed_import import DEPART_WAIT, SINGLE, Group
 from tests.support.exports import make_export
 from tests.support.launchers import ROOT, one_node, two_nodes
 from tests.support.s3_server import BUCKET, KEY, SECRET
@@ -85,7 +85,9 @@ def test_a_rank_failing_midway_stops_every_rank(tmp_path: Path, fault: str,
         assert lines[0].startswith("error: rank 1: ") and re.fullmatch(f"error: rank 1: {cause}.*",
                                                                         lines[0]), err[-3000:]
         assert "Traceback" not in err.split("failed (exitcode")[0]  # torchrun's own after it
-    assert time.monotonic() - t0 < 30  # nobody waited out a timeout
+    # nobody waited out a timeout (the shortest: the store's host waits DEPART_WAIT for the
+    # others); the run itself took 10-35 s, the longer on a loaded machine
+    assert time.monotonic() - t0 < DEPART_WAIT
     assert not (out / "manifest.json").exists()
     kept = sorted(p.name for p in out.glob("shard-*"))
     assert kept == ["shard-00000", "shard-00001", "shard-00002"]  # rank 0 stopped: no shard 4
