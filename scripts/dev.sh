@@ -7,8 +7,8 @@
 #   bash scripts/dev.sh bench [ARGS]  # install with the bench extra (torchvision), run the suite
 #   bash scripts/dev.sh test-oldest   # the oldest supported stack (torch 2.1.2, numpy < 2, the
 #                                     # newest setuptools) in ~/.cache/npu-data/venv-torch2.1:
-#                                     # parity, the demo,
-#                                     # the transforms/loaders/codecs tests, shards' not slow
+#                                     # the demo, the transforms/loaders/codecs tests (parity
+#                                     # among them), shards' not slow
 #   bash scripts/dev.sh test-arm64    # scripts/arm64_check.sh: the kernels on aarch64 (emulated)
 # Environment: VENV (default .venv), TORCH_SPEC (default torch==2.13.0, the tested CPU build;
 # set it to e.g. "torch" for your platform's default build; the bench needs a torch that a
@@ -95,7 +95,8 @@ case "$mode" in
     python -m pip install -q -c "$venv/held.txt" -e '.[dev,npu]'
     python -m pip install -q -c "$venv/held.txt" -U setuptools  # >= 81: no pkg_resources, which torch 2.1 wants
     echo "== $(versions)"
-    echo "== parity (cpu)"; NPU_DATA_QUIET=1 npu-data parity --device cpu
+    # (parity: tests/transforms/test_parity.py runs the suite and the command below, every
+    # kernel and precision mode; the main leg runs the command at its full size)
     demo_out=$(mktemp -d "${TMPDIR:-/tmp}/npu-data-demo-oldest.XXXXXX")  # the demo wants an empty folder
     echo "== demo"; NPU_DATA_QUIET=1 npu-data demo --out "$demo_out"
     rm -rf "$demo_out"
