@@ -4,6 +4,7 @@ server every folder's remote tests share, and the ``slow`` mark on each test tha
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +25,13 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that uses the S3 server is ``slow`` (the server starts on first use, and each such
-    test uploads or reads through it): ``-m "not slow"`` never starts it."""
+    test uploads or reads through it): ``-m "not slow"`` never starts it. Files with slow
+    tests run first."""
     for item in items:
         if "s3" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+    # the files with the most slow tests first, each file's tests in their order:
+    # pytest-xdist hands out whole files in this order, so the long ones start early instead
+    # of ending the run with one worker busy and the others idle
+    slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[item.path])
