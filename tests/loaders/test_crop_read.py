@@ -202,12 +202,6 @@ def test_jpeg_regions_decode_to_the_full_decode_cropped(jpegs: ShardDataset,
 def test_fast_decode_scales_big_boxes_and_keeps_everything_else(jpegs: ShardDataset) -> None:
     """decode="fast": a box at least twice the output is decoded DCT-scaled — close to the
     exact pixels, not equal; parameters and geometry unchanged; small boxes stay exact."""
-    from npu_data.readers.read_crop import dct_scales, scaled_regions
-
-    boxes = np.array([[0, 0, 61, 97], [3, 5, 16, 40], [10, 20, 15, 15]])
-    assert dct_scales(boxes, (8, 8)).tolist() == [4, 2, 1]
-    assert scaled_regions(boxes, np.array([4, 2, 1])).tolist() == [
-        [0, 0, 16, 25], [1, 2, 9, 21], [10, 20, 15, 15]]
     kw: dict[str, Any] = {"batch_size": 6, "transform": RandomResizedCrop(8, scale=(0.3, 1))}
     exact = _batches(jpegs, True, "rrc", **kw)
     fast = _batches(jpegs, True, "rrc", decode="fast", **kw)
