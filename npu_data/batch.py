@@ -19,9 +19,10 @@ Batch = dict[str, Any]  # the batch dict users get: image, sizes, geometry group
 
 @dataclass(frozen=True)
 class CropPlan:
-    """The leading crop of a batch, drawn before its pixels are read (``transforms.read_crop``:
-    one plan for every source): ``boxes (B, 4)`` int64 (top, left, height, width) per
-    sample, resized to ``size = (height, width)``; boxes, polygons and masks keeping less
+    """The leading crop of a batch, drawn before its pixels are read (``transforms.pipeline``)
+    and applied by the reader (``readers.read_crop``), one plan for every source: ``boxes
+    (B, 4)`` int64 (top, left, height, width) per sample, resized to ``size = (height,
+    width)``; boxes, polygons and masks keeping less
     than ``min_visible`` of their area become invalid; ``fast``: JPEGs may be decoded
     DCT-scaled (not exact, ``DataLoader(decode="fast")``). A window crop
     (``transforms.crop``) also has ``windows (B, 4)`` (top, left, full height, full

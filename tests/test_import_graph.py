@@ -30,26 +30,30 @@ ALLOWED: dict[str, set[str]] = {
     "transforms": BASE | {"device", "kinds"},
     "annotations": BASE | {"kinds"},
     "shards": BASE | {"annotations", "codecs", "kinds"},
-    "loaders": BASE | {"annotations", "buffers", "codecs", "device", "kinds", "shards",
-                       "transforms"},
+    # the readers (npu_data.readers): images read through a request's crop plan into the
+    # batch buffer, JPEG boxes decoded alone; the transforms draw the plan, the loaders call
+    "readers": BASE | {"buffers", "codecs", "transforms"},
+    "loaders": BASE | {"annotations", "buffers", "codecs", "device", "kinds", "readers",
+                       "shards", "transforms"},
     # frozen encoders run once into a latents store (npu_data.latents): reads shards,
     # preprocesses with the transforms, collates with the loaders
     "latents": BASE | {"device", "loaders", "shards", "transforms"},
     "formats": BASE | {"annotations", "buffers", "codecs", "device", "kinds", "loaders",
-                       "shards", "transforms"},
+                       "readers", "shards", "transforms"},
     # the parity suite (npu_data.parity): the kernels, the pipeline and the DataLoader against
     # the Pillow oracle (transforms.oracle); its precision modes; the kernel digests
     "parity": BASE | {"device", "loaders", "transforms"},
     # pictures of samples, batches and latents (npu_data.previews): npu-data show and demo
     "previews": BASE | {"device", "kinds", "transforms"},
     "tools": BASE | {"annotations", "buffers", "codecs", "device", "formats", "kinds",
-                     "loaders", "parity", "shards", "transforms"},
+                     "loaders", "parity", "readers", "shards", "transforms"},
     # the bench suite (npu_data.bench): measures the parts above; only commands.bench runs it
     "bench": BASE | {"annotations", "buffers", "codecs", "device", "formats", "kinds",
-                     "latents", "loaders", "parity", "shards", "tools", "transforms"},
+                     "latents", "loaders", "parity", "readers", "shards", "tools",
+                     "transforms"},
     "commands": BASE | {"annotations", "bench", "buffers", "codecs", "device", "formats",
-                        "kinds", "latents", "loaders", "parity", "previews", "shards",
-                        "tools", "transforms"},
+                        "kinds", "latents", "loaders", "parity", "previews", "readers",
+                        "shards", "tools", "transforms"},
 }
 ALLOWED["cli"] = ALLOWED["commands"] | {"commands"}
 

@@ -1,4 +1,5 @@
-"""The tests' own layout: no test module (nor conftest.py) is imported by another file of the
+"""The tests' own layout: laid out like the package (the tests of ``npu_data/<part>/`` in
+``tests/<part>/``), and no test module (nor conftest.py) is imported by another file of the
 suite; what tests share lives in tests/support/ (plain modules) or the nearest conftest.py."""
 
 from __future__ import annotations
@@ -7,6 +8,9 @@ import ast
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
+PACKAGE = TESTS.parent / "npu_data"
+# folders of the suite that mirror no room: shared helpers; tests against a live Label Studio
+NOT_ROOMS = {"support", "integration"}
 
 
 def _is_test_module(name: str) -> bool:
@@ -50,3 +54,28 @@ def test_the_check_sees_every_form(tmp_path: Path) -> None:
                                "import torch.testing", "from npu_data.shards import reader"]))
     assert [hit.split(": ", 1)[0] for hit in _test_module_imports(path)] == [
         str(i) for i in range(1, len(forms) + 1)]
+
+
+def _stray_folders(tests: Path, package: Path) -> list[str]:
+    """The folders of ``tests`` holding test modules that name no folder of ``package``."""
+    folders = sorted({p.parent.relative_to(tests) for p in tests.rglob("test_*.py")})
+    return [str(f) for f in folders if f.parts and f.parts[0] not in NOT_ROOMS
+            and not (package / f / "__init__.py").is_file()]
+
+
+def test_test_folders_mirror_the_rooms() -> None:
+    stray = _stray_folders(TESTS, PACKAGE)
+    assert not stray, (f"{stray}: test folders that name no package of npu_data — the tests "
+                       "of npu_data/<part>/ live in tests/<part>/ (docs/architecture.md, Tests)")
+    # the readers' room has its tests beside the rooms it sits between
+    assert (TESTS / "readers" / "test_read_crop.py").is_file()
+
+
+def test_the_mirror_check_sees_a_stray_folder(tmp_path: Path) -> None:
+    (tmp_path / "npu_data" / "readers").mkdir(parents=True)
+    (tmp_path / "npu_data" / "readers" / "__init__.py").write_text("")
+    for folder in ("readers", "reader", "support", "integration"):
+        (tmp_path / "tests" / folder).mkdir(parents=True)
+        (tmp_path / "tests" / folder / "test_x.py").write_text("")
+    (tmp_path / "tests" / "test_top.py").write_text("")
+    assert _stray_folders(tmp_path / "tests", tmp_path / "npu_data") == ["reader"]

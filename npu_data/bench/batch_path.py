@@ -10,8 +10,10 @@ RandomHorizontalFlip()])``, in process (the read-ahead thread included), traced 
 ``sys.setprofile`` and ``threading.setprofile`` after one warm-up pass: the modules whose
 Python functions run, the calls whose caller and callee sit in different packages
 (``npu_data.loaders`` -> ``npu_data.transforms``, ...), those between ``loaders`` and
-``transforms``, and how often the leading crop's parameters are drawn
-(``RandomResizedCrop.make_params``). Deterministic: Python calls are counted, not timed.
+``transforms``, the distinct ``transforms`` functions the loaders call (``Pipeline.draw`` and
+``Pipeline.finish``: the crop at read is the readers' code, ``npu_data.readers``) and how
+often the leading crop's parameters are drawn (``RandomResizedCrop.make_params``).
+Deterministic: Python calls are counted, not timed.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Trace:
     crossings: Counter[tuple[str, str]] = field(default_factory=Counter)
     edges: Counter[tuple[str, str]] = field(default_factory=Counter)
     watched: Counter[str] = field(default_factory=Counter)
+    loader_calls: set[str] = field(default_factory=set)  # transforms functions loaders call
 
     def summary(self) -> dict[str, Any]:
         lt = sum(n for (a, b), n in self.crossings.items()
@@ -47,6 +50,8 @@ class Trace:
             "modules": len(self.modules),
             "cross_package_calls": sum(self.crossings.values()),
             "loaders_transforms_calls": lt,
+            "loaders_transforms_functions": len(self.loader_calls),
+            "loaders_transforms_function_names": sorted(self.loader_calls),
             "watched": dict(self.watched),
             "module_names": sorted(self.modules),
             "crossings": {f"{a} -> {b}": n for (a, b), n in sorted(self.crossings.items())},
@@ -67,6 +72,16 @@ def _package(module: str) -> str:
     return parts[1] if len(parts) > 2 else parts[1].removesuffix(".py")
 
 
+def _qualname(frame: FrameType) -> str:
+    """The called function's qualified name (``Pipeline.draw``); Python 3.10's code objects
+    have no ``co_qualname``: a method's is its ``self``'s class and its name."""
+    code = frame.f_code
+    if hasattr(code, "co_qualname"):
+        return str(code.co_qualname)
+    owner = frame.f_locals.get("self") if "self" in code.co_varnames[:1] else None
+    return code.co_name if owner is None else f"{type(owner).__name__}.{code.co_name}"
+
+
 def trace(fn: Any, watch: tuple[str, ...] = ()) -> Trace:
     """Run ``fn()`` under the profilers; ``watch``: qualified names ``module:function``
     whose calls are counted."""
@@ -81,7 +96,7 @@ def trace(fn: Any, watch: tuple[str, ...] = ()) -> Trace:
             return
         out.modules.add(callee)
         code = frame.f_code
-        key = f"{callee}:{code.co_qualname if hasattr(code, 'co_qualname') else code.co_name}"
+        key = f"{callee}:{_qualname(frame)}"
         if key in watch:
             out.watched[key] += 1
         caller = _module(frame.f_back)
@@ -92,6 +107,8 @@ def trace(fn: Any, watch: tuple[str, ...] = ()) -> Trace:
             out.crossings[(a, b)] += 1
             if {a, b} == {"loaders", "transforms"}:
                 out.edges[(f"{caller}", f"{callee}.{code.co_name}")] += 1
+            if (a, b) == ("loaders", "transforms"):
+                out.loader_calls.add(key)
 
     # other objects' finalizers (a stream left by earlier code) run before, not inside it
     gc.collect()
@@ -156,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         summary = one_batch(Path(tmp), args.store, args.workers).summary()
     print(f"modules: {summary['modules']}  cross-package calls: "
           f"{summary['cross_package_calls']}  loaders<->transforms: "
-          f"{summary['loaders_transforms_calls']}  leading crop drawn: "
+          f"{summary['loaders_transforms_calls']}  transforms functions the loaders call: "
+          f"{summary['loaders_transforms_functions']}  leading crop drawn: "
           f"{summary['watched'].get(CROP_DRAW, 0)}x")
     if args.details:
         print("\n".join(summary["module_names"]))
@@ -164,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {k}: {v}")
         for k, v in summary["loaders_transforms_edges"].items():
             print(f"  {k}: {v}")
+        print("\n".join(summary["loaders_transforms_function_names"]))
     if args.out:
         Path(args.out).write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     return 0

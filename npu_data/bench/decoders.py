@@ -119,7 +119,7 @@ def run(files: list[Path], crop: int, threads: int) -> list[dict[str, Any]]:
     boxes = CropParams.of(first.draw_keyed(sizes, keys, draws.child_position(0, 0))
                           ).boxes.numpy()
     area = float(np.mean(boxes[:, 2] * boxes[:, 3] / (sizes[:, 0] * sizes[:, 1])))
-    from npu_data.loaders.assemble import dct_scales, scaled_regions
+    from npu_data.readers.read_crop import dct_scales, scaled_regions
 
     scales = dct_scales(boxes, first.size)
     scaled = scaled_regions(boxes, scales)

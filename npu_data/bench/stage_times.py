@@ -221,10 +221,12 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
 
     from npu_data.batch import BatchRequest
     from npu_data.bench.pillow_baseline import augmentation
-    from npu_data.loaders import assemble, collate_samples
+    from npu_data.loaders import collate_samples
+    from npu_data.readers import read_crop
     from npu_data.shards.batch_read import read_columns, requested
-    from npu_data.transforms import ReadCrop, draws, read_crop
+    from npu_data.transforms import ReadCrop, draws
     from npu_data.transforms.compose import split
+    from npu_data.transforms.pipeline import read_regions
 
     aug = transform if transform is not None else augmentation(crop)
     leading = ReadCrop.of(aug, fast)
@@ -251,12 +253,12 @@ def _crop_read_stages(ds: Any, crop: int, fast: bool, n: int, batch_size: int,
 
     cols, t_read = timed(lambda: [read_columns(ds, g.tolist(), lazy_jpeg=True) for g in groups])
     boxes = [torch.from_numpy(d[1].boxes) for d in drawn]
-    decoded, t_decode = timed(lambda: [assemble.decode_boxes(
+    decoded, t_decode = timed(lambda: [read_crop.decode_boxes(
         c.images, b, leading.size if fast else None,
-        regions=None if fast else read_crop.read_regions(d[1]))
+        regions=None if fast else read_regions(d[1]))
         for c, b, d in zip(cols, boxes, drawn, strict=True)])
 
-    def crops() -> None:  # as the loader's assembler (transforms.pipeline.read): windows too
+    def crops() -> None:  # as the reader (readers.read_crop.read): windows too
         for (im, b), o, d in zip(decoded, out, drawn, strict=True):
             read_crop.resize_into(im, b, o, d[1].windows, d[1].interpolation)
 
@@ -316,7 +318,8 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
     from npu_data.formats.webdataset.stages import planned as planned_sample
     from npu_data.loaders import assemble
     from npu_data.loaders.request import CropState
-    from npu_data.transforms import ReadCrop, draws, read_crop
+    from npu_data.readers import read_crop
+    from npu_data.transforms import ReadCrop, draws
     from npu_data.transforms.compose import split
     from npu_data.transforms.pipeline import Pipeline
 
@@ -349,7 +352,7 @@ def _wds_crop_read_stages(read: Callable[[int], list[Any]], crop: int, fast: boo
              for sz, k in zip(sizes, keys, strict=True)]
     size = plan.size
     assert size is not None  # the bench's crop has a fixed size
-    decoded, t_decode = timed(lambda: [assemble.decode_boxes(im, b, size if fast else None)
+    decoded, t_decode = timed(lambda: [read_crop.decode_boxes(im, b, size if fast else None)
                                        for im, b in zip(images, boxes, strict=True)])
     out = [torch.empty((len(g), 3, *size), dtype=torch.uint8) for g in groups]
 

@@ -12,11 +12,11 @@ the image's: one storage to send to the main process); with ``pin=True`` (main p
 are page-locked for the accelerator.
 
 When the request carries a leading crop (``request.crop``: a ``CropPlan``), the batch is
-assembled at its stored sizes and each image's crop box is resized straight into the batch
-buffer, the geometry moved with it (``transforms.read_crop``): the values of collating the
-full images and cropping after. A JPEG is decoded only in its box, or in the pixels its window
-reads (:func:`decode_boxes`, libjpeg-turbo: the pixels of a full decode). A stream's batch
-draws its request here, where its sample ids are known (``request.stream_request``).
+assembled at its stored sizes and handed to the reader (``readers.read_crop.read``): each
+image's crop box resized straight into the batch buffer, the geometry moved with it, a JPEG
+decoded only in its box or in the pixels its window reads — the values of collating the full
+images and cropping after. A stream's batch draws its request here, where its sample ids are
+known (``request.stream_request``).
 
 The ``HostBatch`` says what the batch is — images, sizes, stored sizes, the other keys
 (geometry by kind, meta), the request's parameters and whether the leading crop is applied —
@@ -28,23 +28,20 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from npu_data import codecs
 from npu_data import device as dev
-from npu_data.batch import Batch, BatchRequest, CropPlan, EncodedImage, HostBatch
+from npu_data.batch import Batch, BatchRequest, EncodedImage, HostBatch
 from npu_data.buffers import (
     batch_buffer,
     copy_images,
     image_buffer,
     image_sizes,
     nbytes,
-    reused_scratch,
     sizes_tensor,
     torch_dtype,
     zeros_host,
@@ -61,7 +58,8 @@ from npu_data.loaders.request import (
     is_collate_samples,
     stream_request,
 )
-from npu_data.transforms import pipeline as pipelines
+from npu_data.readers import read_crop
+from npu_data.transforms.pipeline import Pipeline
 
 __all__ = ["HostBatch", "collate_host", "collate_samples", "host_request", "is_collate_samples"]
 
@@ -147,7 +145,8 @@ def _assemble(cols: HostBatch, pin: bool, request: BatchRequest | None,
     (``batch_buffer`` for a shard read: one storage; ``image_buffer`` for sample dicts),
     meta key by key, every geometry group padded. With the request's crop each image is
     resized from its stored pixels (a view of the memory map for raw shards, the decoded box
-    of a JPEG) straight into the batch buffer and the geometry follows the crop; ``draw``
+    of a JPEG) straight into the batch buffer and the geometry follows the crop (the reader,
+    ``readers.read_crop.read``); ``draw``
     (a stream's armed pass): the request is drawn here, from the stored sizes."""
     b = len(cols)
     batch: Batch = {}
@@ -175,7 +174,7 @@ def _assemble(cols: HostBatch, pin: bool, request: BatchRequest | None,
         assert request.crop is not None
     plan = request.crop if request is not None else None
     if plan is not None:
-        cropped = _crop(batch, cols.images, plan, functools.partial(buffer, pin=pin))
+        cropped = read_crop.read(batch, cols.images, plan, functools.partial(buffer, pin=pin))
         return _host(cropped, stored, request, cropped=True)
     images = [im.decode() if isinstance(im, EncodedImage) else im for im in cols.images]
     image = buffer(batch, (b, *hw, 3), pin)
@@ -382,96 +381,7 @@ def _pad_rows(arrays: Sequence[np.ndarray | None], counts: np.ndarray, nmax: int
     return out
 
 
-# --- the leading crop -----------------------------------------------------------------------
-def _crop(batch: Batch, images: Sequence[Any], plan: CropPlan,
-          buffer: Callable[[Batch, tuple[int, ...]], torch.Tensor]) -> Batch:
-    """A batch assembled at its stored ``sizes`` (``image`` not set) through ``plan``
-    (``transforms.pipeline.read``): the geometry moved, ``sizes`` the output size, the image
-    ``buffer(batch, (B, 3, h, w))`` (shared memory in a worker, pinned, or pooled) holding
-    each image's box resized from ``(H, W, 3)`` arrays, or from ``EncodedImage`` JPEGs of
-    which only the box, or the pixels its window reads, is decoded (:func:`decode_boxes`;
-    ``plan.fast``: DCT-scaled where the box is at least twice the output)."""
-    boxes = torch.from_numpy(np.ascontiguousarray(plan.boxes, dtype=np.int64))
-    if any(isinstance(im, EncodedImage) for im in images):
-        images, boxes = decode_boxes(images, boxes, plan.size if plan.fast else None,
-                                     reuse=True, regions=plan.regions,
-                                     in_regions=plan.decode_regions)
-    return pipelines.read(batch, images, boxes, plan, buffer)
-
-
-def dct_scales(boxes: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """The largest DCT scale 1/s (s in 1, 2, 4, 8) that keeps each box at least ``size``."""
-    fit = np.minimum(boxes[:, 2] // max(size[0], 1), boxes[:, 3] // max(size[1], 1))
-    return np.select([fit >= 8, fit >= 4, fit >= 2], [8, 4, 2], 1).astype(np.int64)
-
-
-def scaled_regions(boxes: np.ndarray, scales: np.ndarray) -> np.ndarray:
-    """Each box in the pixels of its image decoded at 1/scale: the scaled pixels it covers
-    (top and left rounded down, bottom and right up)."""
-    s = scales[:, None]
-    start = boxes[:, :2] // s
-    stop = -(-(boxes[:, :2] + boxes[:, 2:]) // s)
-    return np.concatenate([start, stop - start], axis=1)
-
-
-_SLACK = 96  # pixels a decoded row may hold beyond its region (codecs/jpeg.cpp kSlack)
-
-
-def _arena(regions: np.ndarray) -> torch.Tensor:
-    """A pooled decode buffer that holds ``regions`` (``buffers.reused_scratch``)."""
-    need = int((np.maximum(regions[:, 2], 1) * (np.maximum(regions[:, 3], 1) + _SLACK)).sum()) * 3
-    return reused_scratch(need)
-
-
-def decode_boxes(images: Sequence[Any], boxes: torch.Tensor,
-                 fast: tuple[int, int] | None = None,
-                 reuse: bool = False,
-                 regions: np.ndarray | None = None,
-                 in_regions: bool = True) -> tuple[list[Any], torch.Tensor]:
-    """Each ``EncodedImage``'s crop box decoded alone (libjpeg-turbo, the pixels of a full
-    decode; ``npu_data.codecs``) and its box moved to the region's origin; the
-    JPEGs the region decoder leaves (EXIF orientation, CMYK, no libjpeg) decoded whole.
-    ``fast = (h, w)``: a box at least twice that is decoded DCT-scaled (1/2, 1/4 or 1/8 —
-    less work, not the exact pixels) and its box becomes the scaled region. ``reuse``: the
-    regions are views into a pooled decode buffer (kept across batches, threads and epochs:
-    no allocation, no fresh pages), reused once nothing holds a view of it. ``regions``
-    (B, 4): decode these instead of the boxes (a window's pixels; not with ``fast``), each
-    box then moved by its region's origin. ``in_regions`` False: every JPEG decoded whole
-    (the torch kernels forced, as their reference does)."""
-    items, boxes = list(images), boxes.clone()
-    lazy = [i for i, im in enumerate(items) if isinstance(im, EncodedImage)]
-    if not lazy:
-        return items, boxes
-    jpeg = codecs.jpeg_ops() if in_regions else None
-    left = lazy
-    if jpeg is not None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            streams = [torch.from_numpy(items[i].data) for i in lazy]
-        sizes = torch.tensor([items[i].shape[:2] for i in lazy], dtype=torch.int64)
-        wanted = boxes[lazy].numpy() if regions is None else regions[lazy]
-        scales = dct_scales(wanted, fast) if fast else np.ones(len(lazy), np.int64)
-        regions_at = scaled_regions(wanted, scales) if fast else wanted
-        regions, status = jpeg.decode_regions(
-            streams, torch.from_numpy(regions_at), sizes, torch.from_numpy(scales),
-            _arena(regions_at) if reuse else None)
-        left = []
-        for k, (i, region, ok) in enumerate(zip(lazy, regions, (status == 0).tolist(),
-                                                strict=True)):
-            if ok:
-                items[i] = region.numpy()
-                if fast:  # the box became the scaled region
-                    boxes[i] = torch.tensor([0, 0, *regions_at[k, 2:]])
-                else:  # the box in the region's pixels (the region itself for a box crop)
-                    boxes[i, :2] -= torch.from_numpy(regions_at[k, :2])
-            else:
-                left.append(i)
-    for i in left:
-        items[i] = items[i].decode()
-    return items, boxes
-
-
-def host_request(host: Any, pipeline: pipelines.Pipeline | None, seed: int, epoch: int
+def host_request(host: Any, pipeline: Pipeline | None, seed: int, epoch: int
                  ) -> tuple[Any, HostBatch | None]:
     """The batch to deliver and what the pipeline's ``finish`` runs it with: a
     ``HostBatch`` whose request holds the keyed parameters — drawn once with the request

@@ -6,8 +6,9 @@ A keyed transform's parameters are a pure function of (seed, epoch, sample id) a
 stored sizes (``transforms.draws``), so the loader's ``Pipeline`` (``transforms.pipeline``,
 built once from its transform) draws the whole batch's parameters before a pixel is read.
 When the loader crops while reading (``read_crop``, :func:`refusal`), the request also
-carries the leading crop's ``CropPlan``: the reader applies it, the pipeline's ``finish``
-runs the rest with the same parameters — the crop is drawn once.
+carries the leading crop's ``CropPlan``: the reader applies it (``readers.read_crop``, called
+by the assembler), the pipeline's ``finish`` runs the rest with the same parameters — the
+crop is drawn once, and ``draw`` and ``finish`` are the two transforms calls of a batch.
 
 - A ``ShardDataset``'s batches leave the batch sampler as requests (:class:`RequestBatches`,
   one per loader: torch's persistent-worker iterator keeps the index sampler of its first

@@ -5,8 +5,10 @@ Pure kernels live in :mod:`~npu_data.transforms.functional` (each op dispatches 
 :mod:`~npu_data.transforms.oracle.pillow` (Pillow, per sample); geometry companions in
 :mod:`~npu_data.transforms.geometry`; the random transforms below draw per-sample parameters
 (on the batch's device, or keyed on the host) and apply them through ``functional``,
-geometry included; :mod:`~npu_data.transforms.read_crop` lets a reader apply a pipeline's
-leading crop while it reads the images (the loaders' crop at read). See docs/architecture.md.
+geometry included; :mod:`~npu_data.transforms.pipeline` is the keyed pipeline as the loaders
+hold it (``Pipeline``: the batch's request drawn, the rest run after the read) and says which
+leading crop a reader may apply while it reads the images (``ReadCrop``; the reader's part is
+``npu_data.readers.read_crop``). See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from npu_data.transforms import functional, geometry, read_crop
+from npu_data.transforms import functional, geometry
 from npu_data.transforms.auto_augment import AutoAugment, RandAugment, TrivialAugmentWide
 from npu_data.transforms.base import CropParams, Trait, Transform
 from npu_data.transforms.captions import CaptionDropout, RandomCaption
@@ -30,6 +32,7 @@ from npu_data.transforms.latents import LatentCaptionDropout, RandomLatentFlip
 from npu_data.transforms.mixing import CutMix, MixUp
 from npu_data.transforms.normalize import Normalize
 from npu_data.transforms.oracle.replay import replay_reference, sample_image
+from npu_data.transforms.pipeline import ReadCrop
 from npu_data.transforms.pixel_ops import (
     GaussianBlur,
     RandomErasing,
@@ -37,7 +40,6 @@ from npu_data.transforms.pixel_ops import (
     RandomPhotometricDistort,
 )
 from npu_data.transforms.presets import LEVELS, NpuPreprocessor
-from npu_data.transforms.read_crop import ReadCrop
 from npu_data.transforms.resize import CenterCrop, Resize, ResizeCenterCrop, ResizeCrop
 from npu_data.transforms.sanitize import SanitizeBoundingBoxes
 from npu_data.transforms.warp_ops import RandomAffine, RandomRotation, RandomVerticalFlip
@@ -99,7 +101,6 @@ __all__ = [
     "functional",
     "geometry",
     "parity",
-    "read_crop",
     "reference",
     "replay_reference",
     "sample_image",

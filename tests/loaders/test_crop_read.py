@@ -13,7 +13,8 @@ import torch
 from npu_data import codecs
 from npu_data.annotations.images import ImageOptions
 from npu_data.errors import UserError
-from npu_data.loaders import DataLoader, assemble
+from npu_data.loaders import DataLoader
+from npu_data.readers import read_crop as reader
 from npu_data.shards.reader import ShardDataset
 from npu_data.shards.writer import WriteOptions, write_dataset
 from npu_data.transforms import (
@@ -21,7 +22,6 @@ from npu_data.transforms import (
     RandomResizedCrop,
     ResizeCrop,
     _native,
-    pipeline,
 )
 from tests.support.compare import same_loader_batch
 from tests.support.pipelines import crop_pipeline
@@ -55,14 +55,14 @@ def test_a_window_decodes_only_the_pixels_it_reads(jpegs: ShardDataset,
     window's support (Pillow's taps), narrower than the image, and the batch is unchanged
     (``test_jpeg_regions_decode_to_the_full_decode_cropped``)."""
     seen: list[tuple[np.ndarray, np.ndarray]] = []
-    real = assemble.decode_boxes
+    real = reader.decode_boxes
 
     def spy(images: Any, boxes: torch.Tensor, *rest: Any, **kw: Any) -> Any:
         if kw.get("regions") is not None:
             seen.append((kw["regions"].copy(), boxes.numpy().copy()))
         return real(images, boxes, *rest, **kw)
 
-    monkeypatch.setattr(assemble, "decode_boxes", spy)
+    monkeypatch.setattr(reader, "decode_boxes", spy)
     loader = DataLoader(jpegs, batch_size=6, device="cpu", seed=1,
                         transform=ResizeCrop((16, 16), crop="random"))
     batches = list(loader)
@@ -112,14 +112,14 @@ def test_crop_at_read_in_workers_and_with_the_torch_kernels(
 def test_crop_at_read_is_the_default_on_the_cpu(stores: dict[str, ShardDataset],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[int, ...]] = []
-    real = pipeline.read
+    real = reader.read
 
     def spy(*args: Any) -> Any:
         out = real(*args)
         calls.append(tuple(out["image"].shape))
         return out
 
-    monkeypatch.setattr(pipeline, "read", spy)
+    monkeypatch.setattr(reader, "read", spy)
     batch = next(iter(DataLoader(stores["raw"], batch_size=4, device="cpu",
                                  transform=crop_pipeline("pipeline"))))
     assert calls and set(calls) == {(4, 3, 24, 24)} and batch["image"].shape == (4, 3, 24, 24)
@@ -202,12 +202,6 @@ def test_jpeg_regions_decode_to_the_full_decode_cropped(jpegs: ShardDataset,
 def test_fast_decode_scales_big_boxes_and_keeps_everything_else(jpegs: ShardDataset) -> None:
     """decode="fast": a box at least twice the output is decoded DCT-scaled — close to the
     exact pixels, not equal; parameters and geometry unchanged; small boxes stay exact."""
-    from npu_data.loaders.assemble import dct_scales, scaled_regions
-
-    boxes = np.array([[0, 0, 61, 97], [3, 5, 16, 40], [10, 20, 15, 15]])
-    assert dct_scales(boxes, (8, 8)).tolist() == [4, 2, 1]
-    assert scaled_regions(boxes, np.array([4, 2, 1])).tolist() == [
-        [0, 0, 16, 25], [1, 2, 9, 21], [10, 20, 15, 15]]
     kw: dict[str, Any] = {"batch_size": 6, "transform": RandomResizedCrop(8, scale=(0.3, 1))}
     exact = _batches(jpegs, True, "rrc", **kw)
     fast = _batches(jpegs, True, "rrc", decode="fast", **kw)

@@ -259,7 +259,7 @@ def test_crop_at_read_equals_no_read_crop(stores: dict[str, ShardDataset], store
 
 
 def test_crop_plans_carry_the_filter(stores: dict[str, ShardDataset]) -> None:
-    from npu_data.transforms.read_crop import ReadCrop, read_regions
+    from npu_data.transforms.pipeline import ReadCrop, read_regions
 
     for name in ("bilinear", *FILTERS):
         rc = ReadCrop.of(ResizeCrop((16, 22), crop="random", interpolation=name))

@@ -1,6 +1,6 @@
 """Modules outside ``npu_data.transforms`` use its public names only: no ``_CropBase``,
 ``_dispatch``, ``_kernels``, ``_native`` (issue 32). What the loaders need has a public name
-(``transforms.read_crop``). The checker reads the syntax trees (imports in functions too)."""
+(``transforms.pipeline``). The checker reads the syntax trees (imports in functions too)."""
 
 from __future__ import annotations
 
@@ -53,6 +53,6 @@ def test_the_checker_finds_every_form() -> None:
                  "def f():\n    from npu_data.transforms._native import backend"):
         assert private_imports(ast.parse(code)), code
     for code in ("from npu_data.transforms import ReadCrop, read_crop",
-                 "from npu_data.transforms.read_crop import ReadCrop",
+                 "from npu_data.transforms.pipeline import ReadCrop",
                  "from npu_data.loaders import _private", "import npu_data.transforms"):
         assert not private_imports(ast.parse(code)), code

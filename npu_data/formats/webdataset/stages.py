@@ -125,8 +125,8 @@ def decode(smp: WdsSample) -> dict[str, Any]:
 
 def planned(smp: WdsSample, plan: object) -> dict[str, Any]:
     """``decode`` for a pass that crops while reading (``plan``): a plain JPEG stays encoded
-    (``TarJpeg``, its size from the header) for the assembler's region decoder
-    (``loaders.assemble``), any other image is decoded."""
+    (``TarJpeg``, its size from the header) for the reader's region decoder
+    (``readers.read_crop.decode_boxes``), any other image is decoded."""
     try:
         size = plain_jpeg_size(smp.image)
     except _BAD_IMAGE:

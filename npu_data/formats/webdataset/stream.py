@@ -8,7 +8,8 @@ round-robin — so no worker is left without data and nothing is read twice by o
 Under a ``DataLoader`` that crops while reading (``loaders.request``: the loader arms the
 stream's ``CropState`` for a pass) a stream's JPEGs are not decoded here: only their header
 is read (the size the crop box needs); the loader's assembler draws the batch's request from
-its sample ids and decodes each box alone (``loaders.assemble``).
+its sample ids (``loaders.assemble``) and the reader decodes each box alone
+(``readers.read_crop``), as for a ``ShardDataset`` batch.
 """
 
 from __future__ import annotations

@@ -281,3 +281,24 @@ def test_a_cut_off_jpeg_is_refused_not_filled_grey(tars: list[str], tmp_path: Pa
         with pytest.raises(UserError) as info:
             list(loader)
         assert cut in str(info.value) and "truncated" in str(info.value), str(info.value)
+
+
+def test_a_stream_batch_calls_two_transforms_functions(tars: list[str]) -> None:
+    """A stream's path: its request drawn where the batch is assembled (``Pipeline.draw_for``,
+    its sample ids known there), the crop applied by the reader (``readers.read_crop``), the
+    rest run after it (``Pipeline.finish``) — the loaders call these two transforms functions
+    and no other, batch after batch."""
+    from npu_data.bench.batch_path import trace
+
+    stream = WebDatasetStream(tars, shuffle=False, rank=0, world_size=1)
+    loader = DataLoader(stream, batch_size=4, seed=3, device="cpu",
+                        transform=crop_pipeline("pipeline"))
+    assert len(list(loader)) == 3  # warm-up: compiled kernels, caches, lazy imports
+    batches: list[Any] = []
+    summary = trace(lambda: batches.extend(loader)).summary()
+    assert len(batches) == 3 and batches[0]["image"].shape[-2:] == (24, 24)
+    assert summary["loaders_transforms_function_names"] == [
+        "npu_data.transforms.pipeline:Pipeline.draw_for",
+        "npu_data.transforms.pipeline:Pipeline.finish"]
+    assert summary["loaders_transforms_calls"] == 2 * len(batches)
+    assert "npu_data.readers.read_crop" in summary["module_names"]
