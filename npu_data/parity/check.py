@@ -97,9 +97,15 @@ def check_all(transform: Transform, dataset: Any = None, *, seed: int = 0, batch
     Args:
         transform: an npu_data transform.
         dataset: a ``ShardDataset`` for the loader rows; None: no loader rows.
-        seed, batches, batch_size, device, tolerance: as :func:`check` (``batch_size``
-            also the loader's, ``seed`` its seed; ``tolerance`` of the pixel rows, the
-            geometry is exact).
+        seed: the batches' and the draws' seed, and the loader's.
+        batches: how many random batches :func:`check` runs.
+        batch_size: samples per batch, the loader's too.
+        device: where the batches run (``npu_data.device``'s names; ``"auto"``: the best).
+        tolerance: (max, mean) absolute difference allowed in the pixel rows; (0, 0):
+            exact, 0 levels (the geometry is exact).
+
+    Returns:
+        The rows, one ``ParityRow`` each, named after the transform.
 
     Raises:
         UserError: what :func:`check` raises; a pipeline the DataLoader cannot crop at read
