@@ -58,6 +58,29 @@ class ShiftsBoxes(Transform):
         return image
 '''
 
+# says it commutes with a mirror (PER_PIXEL) but blanks each sample's left column: right
+# alone, wrong where Compose folds the flip after it into the crop before it
+LEFT_EDGE = '''
+from npu_data.transforms import Trait, Transform
+
+
+class BlankLeftEdge(Transform):
+    traits = frozenset({Trait.PER_PIXEL, Trait.SAME_SIZE})
+
+    def make_params(self, sizes, rng):
+        return {}
+
+    def apply(self, batch, params):
+        image = batch["image"].clone()
+        image[..., 0] = 0
+        return {**batch, "image": image}
+
+    def reference(self, image, params, index):
+        out = image.copy()
+        out[:, 0] = 0
+        return out
+'''
+
 MISTAKES = '''
 from npu_data.transforms import Trait, Transform
 
@@ -92,7 +115,8 @@ ARGS = ["--device", "cpu", "--batches", "1", "--batch-size", "4"]
 @pytest.fixture
 def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A folder with the modules above, the current folder; what it imported forgotten."""
-    for name, text in (("good", GOOD), ("wrong", WRONG), ("mistakes", MISTAKES),
+    for name, text in (("good", GOOD), ("wrong", WRONG), ("left_edge", LEFT_EDGE),
+                       ("mistakes", MISTAKES),
                        ("raises", "raise ValueError('not today')\n"),
                        ("needs_missing", "import npu_data_no_such_package\n"),
                        ("broken", "def f(:\n")):
@@ -201,3 +225,14 @@ def test_check_all_without_a_dataset(folder: Path) -> None:
     assert all(r.passed and r.max == 0 for r in rows)
     assert rows[0] == check(good, batches=1, batch_size=4)
     assert [r.passed for r in check_all(wrong, batches=1, batch_size=4)] == [False, False]
+    alone, fused = check_all(load_transform("left_edge.py:BlankLeftEdge"), batch_size=4)
+    assert alone.passed and alone.max == 0  # right alone: its traits are what is wrong
+    assert not fused.passed and fused.kernel == "BlankLeftEdge() + crop, flip"
+
+
+def test_a_negative_tolerance_is_one_line(folder: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["parity", "--transform", "good:RandomInvert", "--tolerance", "-1", "0",
+                 *ARGS]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: --tolerance must be two numbers >= 0, got -1 0"]
