@@ -17,7 +17,7 @@ import inspect
 import reprlib
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -99,12 +99,12 @@ def _import(spec: str, module_name: str) -> ModuleType:
     return _run(spec, module_name, lambda: importlib.import_module(module_name))
 
 
-def _run(spec: str, module_name: str, load: Any) -> ModuleType:
+def _run(spec: str, module_name: str, load: Callable[[], ModuleType]) -> ModuleType:
     """``load()`` with the current folder importable; what the user's module raises while
     it is imported becomes one line."""
     try:
         with _importable(Path.cwd()):
-            module: ModuleType = load()
+            module = load()
     except UserError as exc:
         raise _error(spec, f"importing {module_name} refused: {exc}") from None
     except Exception as exc:  # a SyntaxError, a missing dependency, its own error
