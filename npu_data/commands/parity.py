@@ -92,7 +92,9 @@ def _transform_rows(args: argparse.Namespace, device: Any) -> list[Any]:
     with tempfile.TemporaryDirectory(prefix="npu-data-parity-") as tmp:
         dataset = _sample_store(Path(tmp), args.seed)
         for spec, t in transforms:
-            print(f"{spec}: {t!r}, in the pipeline {pipeline_for(t)!r}")
+            pipeline = pipeline_for(t)
+            print(f"{spec}: {t!r}, " + ("a pipeline that starts with a crop, as it is"
+                                        if pipeline is t else f"in the pipeline {pipeline!r}"))
             try:
                 rows += check_all(t, dataset, seed=args.seed, batches=args.batches,
                                   batch_size=args.batch_size, device=device,

@@ -74,10 +74,15 @@ def check(transform: Transform, *, seed: int = 0, batches: int = 2, batch_size: 
 def pipeline_for(transform: Transform, crop: int = 64) -> Transform:
     """``transform`` in the pipeline a loader runs: ``RandomResizedCrop(crop)`` before it
     (none when it is a crop itself: ``Trait.CROP``), ``RandomHorizontalFlip()`` after it —
-    the flip folded into the crop's resize when its traits allow (``compose.fusions``)."""
+    the flip folded into the crop's resize when its traits allow (``compose.fusions``); a
+    pipeline that starts with a crop already (``compose.split``) as it is."""
     from npu_data.transforms import Compose, RandomHorizontalFlip, RandomResizedCrop
+    from npu_data.transforms.compose import split
 
-    lead = [] if Trait.CROP in transform.traits else [RandomResizedCrop(crop)]
+    crops = Trait.CROP in transform.traits
+    if not crops and split(transform) is not None:
+        return transform
+    lead = [] if crops else [RandomResizedCrop(crop)]
     return Compose([*lead, transform, RandomHorizontalFlip()])
 
 
@@ -87,8 +92,8 @@ def check_all(transform: Transform, dataset: Any = None, *, seed: int = 0, batch
     """Every row ``npu-data parity --transform`` prints for ``transform``.
 
     Rows: ``<transform>`` (:func:`check`), ``<transform> + crop, flip`` (:func:`check` of
-    :func:`pipeline_for`), and with a ``dataset`` (a ``ShardDataset`` of images; the
-    command writes a small one) that pipeline through the DataLoader on ``device``:
+    :func:`pipeline_for`; none for a pipeline that starts with a crop), and with a
+    ``dataset`` (a ``ShardDataset`` of images; the command writes a small one) that pipeline through the DataLoader on ``device``:
     ``loader, crop at read``, ``loader, after read`` (each sample against the reference
     replayed from ``batch["aug"]``) and ``geometry`` (the batch's other keys at read and
     after read alike, and, for a transform that moves no pixels, alike with it and without
@@ -115,7 +120,9 @@ def check_all(transform: Transform, dataset: Any = None, *, seed: int = 0, batch
                               tolerance=tolerance)
     alone = check(transform, **kw)  # refuses what is not a transform
     pipeline = pipeline_for(transform)
-    rows = [alone, replace(check(pipeline, **kw), kernel=f"{alone.kernel} + crop, flip")]
+    rows = [alone]
+    if pipeline is not transform:
+        rows.append(replace(check(pipeline, **kw), kernel=f"{alone.kernel} + crop, flip"))
     if dataset is not None:
         from npu_data.parity.loader_rows import Still, loader_rows
 

@@ -38,6 +38,12 @@ class RandomInvert(Transform):
 
 def strong():
     return RandomInvert(0.9)
+
+
+def pipeline():  # one that starts with a crop: checked as it is
+    from npu_data.transforms import Compose, RandomHorizontalFlip, RandomResizedCrop
+
+    return Compose([RandomResizedCrop(32), RandomInvert(), RandomHorizontalFlip()])
 '''
 
 # its reference is one level off where it inverts; the other moves boxes it says it keeps
@@ -144,7 +150,8 @@ def test_a_good_transform_passes_every_row(folder: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     # a module by name (the current folder first) and a file's function
     code = main(["parity", "--transform", "good:RandomInvert",
-                 "--transform", f"{folder / 'good.py'}:strong", *ARGS])
+                 "--transform", f"{folder / 'good.py'}:strong", "--transform", "good:pipeline",
+                 *ARGS])
     out, err = capsys.readouterr()
     assert code == 0, out + err
     rows = _rows(out)
@@ -153,7 +160,12 @@ def test_a_good_transform_passes_every_row(folder: Path,
                        " geometry"):
             assert rows[name + suffix] == ["0", "0", "0.000%", "exact", "PASS"], (name, out)
     assert "Compose([RandomResizedCrop(size=64), RandomInvert(), RandomHorizontalFlip()])" in out
-    assert "all 10 rows within tolerance" in out
+    mine = "Compose([RandomResizedCrop(size=32), RandomInvert(), RandomHorizontalFlip()])"
+    assert f"good:pipeline: {mine}, a pipeline that starts with a crop, as it is" in out
+    assert [name for name in rows if name.startswith(mine)] == [
+        mine, f"{mine} loader, crop at read", f"{mine} loader, after read", f"{mine} geometry"]
+    assert all(rows[name][-1] == "PASS" and rows[name][0] == "0" for name in rows)
+    assert "all 14 rows within tolerance" in out
 
 
 @pytest.mark.slow
