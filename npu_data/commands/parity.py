@@ -35,10 +35,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "file, NAME a Transform subclass made with no arguments, a transform "
                         "object or a function of no arguments returning one. Importing it "
                         "runs that file's code, as `python file.py` or `torchrun file.py` "
-                        "would: name only code you trust. Rows: the transform alone (keyed draws, each sample "
-                        "against its reference), in a pipeline with a crop before it and a "
-                        "flip after it, and that pipeline through the DataLoader over a "
-                        "small generated store (crop at read, after read, geometry)")
+                        "would: name only code you trust. Rows: the transform alone (keyed "
+                        "draws, each sample against its reference), in a pipeline with a "
+                        "crop before it and a flip after it, and that pipeline through the "
+                        "DataLoader over a small generated store (crop at read, after read, "
+                        "geometry)")
     p.add_argument("--tolerance", type=float, nargs=2, default=(0.0, 0.0),
                    metavar=("MAX", "MEAN"),
                    help="with --transform: the largest and the mean difference allowed, in "

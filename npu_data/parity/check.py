@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from npu_data.device import DeviceLike, resolve_device
+from npu_data.device import DeviceLike, manual_seed, resolve_device
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.parity.runner import _make_batch
 from npu_data.transforms.base import Trait, Transform
@@ -32,8 +32,9 @@ __all__ = ["check", "check_all", "pipeline_for"]
 def check(transform: Transform, *, seed: int = 0, batches: int = 2, batch_size: int = 8,
           device: DeviceLike = "cpu", tolerance: tuple[float, float] = (0.0, 0.0)
           ) -> ParityRow:
-    """``transform`` on ``batches`` random padded batches on ``device``, keyed draws, each
-    sample against ``transform.reference``.
+    """``transform`` on ``batches`` random padded batches on ``device``, keyed draws (from a
+    generator where a stage has no ``make_params``), each sample against
+    ``transform.reference``.
 
     Args:
         transform: an npu_data transform (a ``Compose`` of them too).
@@ -60,9 +61,13 @@ def check(transform: Transform, *, seed: int = 0, batches: int = 2, batch_size: 
     acc = RowAccumulator(repr(transform), tolerance)
     for b in range(batches):
         imgs, images, sizes = _make_batch(rng, batch_size)
-        keys = sample_keys(seed, b, np.arange(batch_size))
-        params = transform.draw_keyed(sizes.numpy(), keys) if transform.keyed else {}
-        out = transform.apply({"image": images.to(dev), "sizes": sizes.to(dev)}, params)
+        batch = {"image": images.to(dev), "sizes": sizes.to(dev)}
+        if transform.keyed:
+            keys = sample_keys(seed, b, np.arange(batch_size))
+            params = transform.draw_keyed(sizes.numpy(), keys)
+            out = transform.apply(batch, params)
+        else:  # a pipeline with a stage that draws nothing: from a generator, as it runs
+            out, params = transform.run(batch, manual_seed(seed * 1000 + b, dev))
         image: torch.Tensor = out["image"]
         for i, img in enumerate(imgs):
             ref = transform.reference(img, params, i)
@@ -93,8 +98,8 @@ def check_all(transform: Transform, dataset: Any = None, *, seed: int = 0, batch
 
     Rows: ``<transform>`` (:func:`check`), ``<transform> + crop, flip`` (:func:`check` of
     :func:`pipeline_for`; none for a pipeline that starts with a crop), and with a
-    ``dataset`` (a ``ShardDataset`` of images; the command writes a small one) that pipeline through the DataLoader on ``device``:
-    ``loader, crop at read``, ``loader, after read`` (each sample against the reference
+    ``dataset`` (a ``ShardDataset`` of images; the command writes a small one) that
+    pipeline through the DataLoader on ``device``: ``loader, crop at read``, ``loader, after read`` (each sample against the reference
     replayed from ``batch["aug"]``) and ``geometry`` (the batch's other keys at read and
     after read alike, and, for a transform that moves no pixels, alike with it and without
     it: ``parity.loader_rows``).
@@ -113,8 +118,8 @@ def check_all(transform: Transform, dataset: Any = None, *, seed: int = 0, batch
         The rows, one ``ParityRow`` each, named after the transform.
 
     Raises:
-        UserError: what :func:`check` raises; a pipeline the DataLoader cannot crop at read
-            (a stage without ``make_params``).
+        UserError: what :func:`check` raises; a pipeline (a stage without ``make_params``)
+            or a dataset the DataLoader cannot crop at read.
     """
     kw: dict[str, Any] = dict(seed=seed, batches=batches, batch_size=batch_size, device=device,
                               tolerance=tolerance)

@@ -48,6 +48,12 @@ def loader_rows(transform: Transform, pipeline: Transform, still: Transform | No
     ``still``: that pipeline with a :class:`Still` in its place, for a transform that moves
     no pixels (else None)."""
     name = repr(transform)
+    if not transform.keyed:
+        raise UserValueError(f"{name} draws no keyed parameters (a stage without "
+                             "make_params): a pipeline holding it draws from a generator, and "
+                             "the DataLoader cannot crop at read ahead of it — "
+                             "a deterministic transform returns {} from make_params "
+                             "(docs/architecture.md, \"Writing a transform\")")
     at_read = _batches(pipeline, dataset, seed, batch_size, device, True)
     after = _batches(pipeline, dataset, seed, batch_size, device, False)
     rows = []
@@ -74,13 +80,8 @@ def _batches(pipeline: Transform, dataset: Any, seed: int, batch_size: int,
     """Two epochs of ``pipeline`` through the DataLoader (new draws in the second)."""
     from npu_data.loaders import DataLoader
 
-    try:
-        loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, seed=seed,
-                            device=device, transform=pipeline, read_crop=read_crop)
-    except UserValueError as exc:
-        raise UserValueError(f"{pipeline!r}: {exc} (a stage without make_params makes the "
-                             "pipeline unkeyed: a deterministic transform returns {} from "
-                             "make_params)") from None
+    loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, seed=seed,
+                        device=device, transform=pipeline, read_crop=read_crop)
     return [dict(batch) for _ in range(2) for batch in loader]
 
 

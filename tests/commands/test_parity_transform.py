@@ -104,6 +104,16 @@ class NoReference(Transform):
         return batch
 
 
+class NoDraws(Transform):  # deterministic, but without make_params
+    traits = frozenset({Trait.PER_PIXEL, Trait.SAME_SIZE})
+
+    def apply(self, batch, params):
+        return {**batch, "image": batch["image"] // 2}
+
+    def reference(self, image, params, index):
+        return image // 2
+
+
 def fails():
     raise RuntimeError("no transform today")
 
@@ -219,13 +229,19 @@ def test_each_mistake_is_one_line(folder: Path, capsys: pytest.CaptureFixture[st
     assert says in lines[0], lines[0]
 
 
-def test_a_missing_reference_is_one_line(folder: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_missing_contract_name_is_one_line(folder: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["parity", "--transform", "mistakes.py:NoReference", *ARGS]) == 1
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines == ["error: --transform mistakes.py:NoReference: NoReference has no CPU "
                      "reference (reference) — define it (docs/architecture.md, \"Writing a "
                      "transform\")"]
+    # right alone and in its pipeline (drawn from a generator), but no crop at read
+    assert main(["parity", "--transform", "mistakes.py:NoDraws", *ARGS]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "error: --transform mistakes.py:NoDraws: NoDraws() draws no keyed parameters (a stage "
+        "without make_params)") and "returns {} from make_params" in lines[0], lines
 
 
 def test_check_all_without_a_dataset(folder: Path) -> None:
