@@ -7,9 +7,11 @@ against the Pillow oracle (``npu_data.transforms.oracle``).
 reduced-precision modes the torch kernels run again under (set for real and emulated);
 ``kernel_digest`` fingerprints the compiled kernels' outputs, so two builds proven equal
 share the suite's proof. :func:`check` runs one transform — a user's too — against its own
-CPU reference (``Transform.reference``) the same way.
+CPU reference (``Transform.reference``) the same way; :func:`check_all` adds it in a
+pipeline and through the DataLoader (``loader_rows``), the rows ``npu-data parity
+--transform MODULE:NAME`` prints for a transform ``load`` finds by that name.
 """
 
-from npu_data.parity.check import check
+from npu_data.parity.check import check, check_all
 
-__all__ = ["check"]
+__all__ = ["check", "check_all"]

@@ -303,9 +303,15 @@ def needs_uint8(t: Transform) -> bool:
     return not t.traits & {Trait.FLOAT_IN, Trait.NO_PIXELS, Trait.LATENTS}
 
 
-@dataclass(frozen=True)
-class CropParams:
-    """A crop's parameters (``Trait.CROP``), typed: the one way other modules read them.
+@dataclass(frozen=True, eq=False, repr=False)
+class CropParams(dict[str, torch.Tensor]):
+    """A crop's parameters (``Trait.CROP``), typed: what a crop's ``make_params`` returns and
+    the one way other modules read them.
+
+    Also a read-only dict of the keys its ``apply`` reads (``boxes``, and ``windows``,
+    ``out``, ``crop_top_left`` where set), so it travels wherever parameters do (a
+    pipeline's flat dict, ``batch["aug"]``, a worker); a changed copy is
+    ``dataclasses.replace(crop, ...)``.
 
     Attributes:
         boxes: (B, 4) int64 (top, left, height, width) of each sample's source box.
@@ -314,6 +320,9 @@ class CropParams:
         out: (B, 2) int64 each sample's valid output size (window crops); None otherwise.
         top_left: (B, 2) int64 ``crop_top_left`` (SDXL micro-conditioning); None for
             parameters made by hand.
+
+    Raises:
+        UserTypeError: a value that is not a tensor (or None), or a change in place.
     """
 
     boxes: torch.Tensor
@@ -323,9 +332,31 @@ class CropParams:
 
     KEYS: ClassVar[tuple[str, ...]] = ("boxes", "windows", "out", "crop_top_left")
 
+    def __post_init__(self) -> None:
+        values = (self.boxes, self.windows, self.out, self.top_left)
+        if not isinstance(self.boxes, torch.Tensor) or not all(
+                v is None or isinstance(v, torch.Tensor) for v in values):
+            raise UserTypeError("CropParams: boxes must be a tensor and windows, out and "
+                                "top_left tensors or None — read a params dict with "
+                                "CropParams.of(params)")
+        dict.update(self, {k: v for k, v in zip(self.KEYS, values, strict=True)
+                           if v is not None})
+
     @classmethod
     def of(cls, params: Mapping[str, torch.Tensor]) -> CropParams:
-        """The crop parameters in a crop's own ``params`` (stage keys already taken off)."""
+        """The crop parameters in a crop's own ``params`` (stage keys already taken off).
+
+        Args:
+            params: a crop's parameters: a ``CropParams`` (returned as it is) or a dict.
+
+        Returns:
+            Them, typed.
+
+        Raises:
+            UserValueError: no ``boxes`` among them.
+        """
+        if isinstance(params, CropParams):
+            return params
         boxes = params.get(cls.KEYS[0])
         if boxes is None:
             raise UserValueError("the crop's parameters have no 'boxes' — draw them with the "
@@ -333,13 +364,18 @@ class CropParams:
         return cls(boxes, params.get("windows"), params.get("out"), params.get("crop_top_left"))
 
     def as_params(self) -> Params:
-        """Back to a params dict (the keys the crop's apply reads)."""
-        out = {"boxes": self.boxes}
-        for key, value in zip(self.KEYS[1:], (self.windows, self.out, self.top_left),
-                              strict=True):
-            if value is not None:
-                out[key] = value
-        return out
+        """A plain dict of the same keys (one that may be changed)."""
+        return dict(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickle and copy by the fields, not the items
+        return type(self), (self.boxes, self.windows, self.out, self.top_left)
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise UserTypeError("CropParams is read-only — make a changed copy with "
+                            "dataclasses.replace(crop, boxes=...), or change crop.as_params()")
+
+    __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = _read_only
+    __ior__ = _read_only
 
 
 def flip_mask(params: Mapping[str, torch.Tensor]) -> torch.Tensor | None:

@@ -7,8 +7,9 @@ Each crop draws or computes one crop box (or window) per sample and runs one bat
 geometry keys follow through ``transforms.geometry``, and the micro-conditioning keys are
 written.
 
-A crop's parameters are ``boxes (B, 4)`` int64 (top, left, height, width) in pixels of each
-sample's valid image, resized to the output size; or, for the crops that resize the whole
+A crop's parameters (what its ``make_params`` returns: a ``base.CropParams``) are
+``boxes (B, 4)`` int64 (top, left, height, width) in pixels of each sample's valid image,
+resized to the output size; or, for the crops that resize the whole
 image and keep a window of it (``ResizeCrop``, ``ResizeCenterCrop``, ``CenterCrop`` with
 padding, ``Resize(int)``), also ``windows (B, 4)`` int64 (top, left, full_height,
 full_width) — the box resized whole to the full size, the window at (top, left) kept,
@@ -38,7 +39,15 @@ import torch
 from npu_data.errors import UserTypeError, UserValueError
 from npu_data.transforms import functional as F
 from npu_data.transforms import geometry
-from npu_data.transforms.base import Batch, Params, Trait, Transform, context_of, pair
+from npu_data.transforms.base import (
+    Batch,
+    CropParams,
+    Params,
+    Trait,
+    Transform,
+    context_of,
+    pair,
+)
 from npu_data.transforms.draws import Uniforms
 from npu_data.transforms.functional import check_interpolation
 
@@ -52,19 +61,19 @@ def check_min_visible(min_visible: float, who: str) -> float:
 
 
 def window_params(sizes: np.ndarray, full: np.ndarray, offsets: np.ndarray,
-                  out: np.ndarray) -> Params:
+                  out: np.ndarray) -> CropParams:
     """Window parameters (host tensors) from ``(B, 2)`` int arrays: the stored sizes, the
     full resize, the window's (top, left) and each sample's valid output size."""
     b = len(sizes)
     boxes = np.concatenate([np.zeros((b, 2), np.int64), sizes], axis=1)
     windows = np.concatenate([offsets, full], axis=1)
-    return {"boxes": _host(boxes), "windows": _host(windows),
-            "out": _host(np.asarray(out).reshape(b, 2)), "crop_top_left": _host(offsets)}
+    return CropParams(_host(boxes), _host(windows), _host(np.asarray(out).reshape(b, 2)),
+                      _host(offsets))
 
 
-def box_params(boxes: np.ndarray, shape: tuple[int, int]) -> Params:
+def box_params(boxes: np.ndarray, shape: tuple[int, int]) -> CropParams:
     """Box-crop parameters (host tensors): the boxes and their ``crop_top_left``."""
-    return {"boxes": _host(boxes), "crop_top_left": _host(box_top_left(boxes, shape))}
+    return CropParams(_host(boxes), top_left=_host(box_top_left(boxes, shape)))
 
 
 def _host(a: np.ndarray) -> torch.Tensor:
@@ -258,7 +267,7 @@ class RandomResizedCrop(_CropBase):
         self.ratio = _range(ratio, "ratio", self.name, positive=True)
         self.min_visible = check_min_visible(min_visible, self.name)
 
-    def make_params(self, sizes: np.ndarray, rng: Uniforms) -> Params:
+    def make_params(self, sizes: np.ndarray, rng: Uniforms) -> CropParams:
         """torchvision's ``get_params`` for every sample at once, in float64 on the host:
         ``attempts`` candidates from 2 draws each, the first that fits, else the central
         fallback; the position from 2 more draws (``randint``'s uniform integers)."""

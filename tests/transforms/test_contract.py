@@ -78,3 +78,63 @@ def test_no_module_tests_a_concrete_transform_class() -> None:
             if tested & names:
                 found.append(f"{path.relative_to(root)}: {m.group(0)}")
     assert not found, found
+
+
+def test_crops_return_typed_params_that_read_as_a_dict() -> None:
+    """A crop's ``make_params`` returns ``CropParams``: typed fields, the same tensors under
+    the keys its ``apply`` reads, read-only, pickled and replaced by its fields, and applied
+    the same as the plain dict of those keys (what a pipeline's flat dict and the loader
+    hand back)."""
+    import dataclasses
+    import pickle
+
+    import numpy as np
+    import torch
+
+    from npu_data.transforms import (
+        CenterCrop,
+        Compose,
+        CropParams,
+        RandomHorizontalFlip,
+        RandomResizedCrop,
+        Resize,
+        ResizeCenterCrop,
+        ResizeCrop,
+    )
+    from npu_data.transforms.draws import child_position, sample_keys
+
+    sizes = np.array([[30, 50], [41, 17], [1, 9]], np.int64)
+    keys = sample_keys(3, 0, np.arange(3))
+    batch = {"image": torch.randint(0, 256, (3, 3, 41, 50), dtype=torch.uint8),
+             "sizes": torch.from_numpy(sizes)}
+    crops = [RandomResizedCrop(24), Resize(16), Resize((16, 20)), CenterCrop(20),
+             ResizeCenterCrop(16), ResizeCrop((16, 12)), ResizeCrop((16, 12), crop="random")]
+    windows = 0
+    for t in crops:
+        params = t.draw_keyed(sizes, keys)
+        assert isinstance(params, CropParams) and CropParams.of(params) is params, t
+        fields = (params.boxes, params.windows, params.out, params.top_left)
+        assert [k for k, v in zip(CropParams.KEYS, fields, strict=True) if v is not None] == \
+            list(params), t
+        assert all(params[k] is v for k, v in zip(CropParams.KEYS, fields, strict=True)
+                   if v is not None)
+        windows += params.windows is not None
+        with pytest.raises(TypeError, match="read-only"):
+            params["boxes"] = params.boxes
+        with pytest.raises(TypeError, match="read-only"):
+            params.update(boxes=params.boxes)
+        again = pickle.loads(pickle.dumps(params))
+        assert isinstance(again, CropParams) and list(again) == list(params)
+        assert all(torch.equal(again[k], params[k]) for k in params)
+        moved = dataclasses.replace(params, boxes=params.boxes + 1)
+        assert torch.equal(moved["boxes"], params.boxes + 1) and moved.top_left is params.top_left
+        plain = CropParams.of(dict(params))
+        assert type(plain) is CropParams and list(plain) == list(params)
+        assert torch.equal(t.apply(batch, params)["image"], t.apply(batch, dict(params))["image"])
+        own = t.draw_keyed(sizes, keys, child_position(0, 0))  # as stage 0 of a pipeline
+        flat = Compose([t, RandomHorizontalFlip(0.0)]).draw_keyed(sizes, keys)
+        assert [k for k in flat if k.startswith("0.")] == [f"0.{k}" for k in own]
+        assert all(torch.equal(flat[f"0.{k}"], own[k]) for k in own), t
+    assert 0 < windows < len(crops)  # box crops and window crops both
+    with pytest.raises(TypeError, match="boxes must be a tensor"):
+        CropParams({"boxes": torch.zeros(1, 4)})  # type: ignore[arg-type]

@@ -107,3 +107,30 @@ def test_its_parity_is_zero_levels(example: dict[str, Any]) -> None:
     for t in (example["pipeline"], example["RandomInvert"](0.5)):
         row = check(t)
         assert row.passed and row.max == 0 and row.samples == 16, row
+
+
+@pytest.mark.slow
+def test_the_command_it_shows_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """The section's ``npu-data parity --transform`` line, run as written (on the CPU, one
+    small batch) on its class saved under the file name the line gives."""
+    import shlex
+
+    from npu_data.cli import main
+
+    text = DOC.read_text(encoding="utf-8")
+    section = text[text.index("### Writing a transform"):]
+    section = section[:section.index("\n## ")]
+    (line,) = re.findall(r"```console\n(npu-data parity .*?)\n```", section)
+    argv = shlex.split(line)
+    spec = argv[argv.index("--transform") + 1]
+    (tmp_path / spec.split(":")[0]).write_text(_blocks()[0], encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    code = main([*argv[1:], "--device", "cpu", "--batches", "1", "--batch-size", "4"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    for row in ("RandomInvert()", "RandomInvert() + crop, flip",
+                "RandomInvert() loader, crop at read", "RandomInvert() loader, after read",
+                "RandomInvert() geometry"):  # the rows the section names, each exact
+        assert re.search(rf"^{re.escape(row)}\s+0\s+0\s+0\.000%\s+exact\s+PASS$", out, re.M), (
+            row, out)
