@@ -8,8 +8,8 @@ names, and the base derives everything else (``name``, ``repr``, ``t(data)``, :m
    (``Compose`` fuses crops and flips from them, never from the class).
 2. ``make_params(sizes, rng) -> params``: the sampler, vectorised over the batch, in float64
    on the host, from the samples' sizes and uniform numbers (keyed per sample for the
-   DataLoader, or a torch generator's). A deterministic transform returns ``{}`` (one without it makes
-   its pipeline unkeyed: no crop at read).
+   DataLoader, or a torch generator's). A deterministic transform returns ``{}`` (one
+   without it makes its pipeline unkeyed: no crop at read).
 3. ``apply(batch, params) -> batch``: the kernel, deterministic, on a checked batch dict.
    The base wraps it (``__init_subclass__``) so that callers may pass a bare uint8 tensor
    ``(B, C, H, W)`` or a batch dict and get the same kind back.
