@@ -159,8 +159,12 @@ def apply_luts(images: torch.Tensor, luts: torch.Tensor, valid: torch.Tensor | N
     return out if valid is None else _zero_padding(out, valid)
 
 
-def _levels(device: torch.device) -> torch.Tensor:
-    return torch.arange(256, device=device, dtype=torch.int64)
+_RAMPS = DeviceTables("the level ramps")
+
+
+def _levels(device: torch.device, start: int = 0) -> torch.Tensor:
+    """(256,) int64 ``start .. start + 255`` on ``device`` (made once per device)."""
+    return _RAMPS.get(start, device, lambda: torch.arange(start, start + 256, dtype=torch.int64))
 
 
 def posterize_luts(bits: torch.Tensor, channels: int = 3) -> torch.Tensor:
@@ -270,7 +274,7 @@ def blend_luts(keys: torch.Tensor, prods: torch.Tensor, channels: int = 3) -> to
     """Pillow's blend of a constant ``keys (B,)`` level with each level: ``trunc(clamp(key +
     fl(f * (v - key))))``, from ``prods`` (:func:`blend_products`)."""
     k = keys.to(torch.int64).view(-1, 1)
-    idx = torch.arange(255, 511, device=prods.device, dtype=torch.int64).view(1, 256) - k
+    idx = _levels(prods.device, 255).view(1, 256) - k
     t = torch.gather(prods, 1, idx) + k  # the float32 sum promotes the levels exactly
     return _truncate(t).unsqueeze(1).expand(-1, channels, 256)
 
@@ -323,12 +327,15 @@ def smooth(x: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
     # round(s / 13) = floor((2 s + 13) / 26) = floor((s + 6) / 13) for integers s
     s6 = torch.add(box, x[:, :, 1:-1, 1:-1], alpha=4).add_(6)
     inner = torch.div(s6, 13, rounding_mode="floor")
-    inner = torch.nn.functional.pad(inner, (1, 1, 1, 1))
+    if filled(sizes, height, width):  # every sample fills the batch: its interior is a slice
+        out = x.clone()
+        out[:, :, 1:-1, 1:-1] = inner
+        return out
     parts = smooth_parts(sizes, height, width, torch.device("cpu") if on_host(sizes) else dev)
     with riding(parts):  # host sizes: the masks made there
         in_r, in_c = (take(k, v, dev) for k, v in parts.items())
     interior = (in_r.unsqueeze(2) & in_c.unsqueeze(1)).unsqueeze(1)
-    return torch.where(interior, inner, x)
+    return torch.where(interior, torch.nn.functional.pad(inner, (1, 1, 1, 1)), x)
 
 
 def adjust_sharpness(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
