@@ -19,6 +19,7 @@ import torch
 
 from npu_data.transforms._kernels import (
     DeviceTables,
+    compiling,
     host_values,
     on_host,
     riding,
@@ -49,7 +50,11 @@ def valid_mask(sizes: torch.Tensor, height: int, width: int, device: torch.devic
 
 def grey(x: torch.Tensor) -> torch.Tensor:
     """Pillow's ``L`` of (B, 3, H, W) int32 levels: (B, 1, H, W) int32, one gather from the
-    grey table (``tables.grey_np``: Pillow's integer weights for every colour)."""
+    grey table (``tables.grey_np``: Pillow's integer weights for every colour); inside a
+    ``torch.compile`` trace, where no table is made, the same integer arithmetic."""
+    if compiling():
+        s = x[:, 0:1] * 19595 + x[:, 1:2] * 38470 + x[:, 2:3] * 7471 + 0x8000
+        return torch.div(s, 65536, rounding_mode="floor")
     return grey_table(x.device)[x[:, 0:1], x[:, 1:2], x[:, 2:3]].to(torch.int32)
 
 
@@ -163,7 +168,10 @@ _RAMPS = DeviceTables("the level ramps")
 
 
 def _levels(device: torch.device, start: int = 0) -> torch.Tensor:
-    """(256,) int64 ``start .. start + 255`` on ``device`` (made once per device)."""
+    """(256,) int64 ``start .. start + 255`` on ``device`` (made once per device; made in
+    place inside a ``torch.compile`` trace)."""
+    if compiling():
+        return torch.arange(start, start + 256, device=device, dtype=torch.int64)
     return _RAMPS.get(start, device, lambda: torch.arange(start, start + 256, dtype=torch.int64))
 
 
@@ -191,9 +199,15 @@ _BINS = DeviceTables("the histogram bin weights")
 
 
 def _bin_weights(device: torch.device) -> torch.Tensor:
-    """(2, 256) int32: 1 for every bin (the first non-zero), the bin number + 1 (the last)."""
-    return _BINS.get("bins", device, lambda: torch.stack(
-        [torch.ones(256, dtype=torch.int32), torch.arange(1, 257, dtype=torch.int32)]))
+    """(2, 256) int32: 1 for every bin (the first non-zero), the bin number + 1 (the last);
+    made once per device (in place inside a ``torch.compile`` trace)."""
+    def make(dev: torch.device | None = None) -> torch.Tensor:
+        return torch.stack([torch.ones(256, dtype=torch.int32, device=dev),
+                            torch.arange(1, 257, dtype=torch.int32, device=dev)])
+
+    if compiling():
+        return make(device)
+    return _BINS.get("bins", device, make)
 
 
 def _last_nonzero(hist: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
