@@ -1244,7 +1244,8 @@ def policy_riders(shape: tuple[int, int, int], ops: torch.Tensor, factors: torch
         shaped = torch.zeros(1, dtype=torch.uint8).expand(b, 3, height, width)  # a shape
         args = _warp_args(shaped, sizes, matrices.numpy(), interpolation, fill, None, None,
                           "warp")
-        out.update(_warp.warp_parts(args[3], args[5]))  # type: ignore[arg-type]
+        out.update(_warp.warp_parts(args[3], args[5], bool(args[4]),  # type: ignore[arg-type]
+                                     (height, width)))
     return out
 
 

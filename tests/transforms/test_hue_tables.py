@@ -15,7 +15,12 @@ import torch
 from PIL import Image
 
 from npu_data.transforms._kernels import color as K
-from npu_data.transforms._kernels.tables import color_tables, hue_in_np, saturation_np
+from npu_data.transforms._kernels.tables import (
+    color_tables,
+    hue_in_np,
+    hue_rgb_np,
+    saturation_np,
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +40,17 @@ def test_h_and_range_follow_from_the_channel_differences(every_colour) -> None:
     spread = np.maximum(r, np.maximum(g, b)) - np.minimum(r, np.minimum(g, b))
     assert np.array_equal(got // 256, hsv[..., 0])
     assert np.array_equal(got % 256, spread)
+
+
+def test_the_packed_table_holds_h_range_and_max_of_every_colour(every_colour) -> None:
+    """``hue_rgb`` (the hue step's first gather) is ``(H * 256 + max - min) * 256 + max`` of
+    each (R, G, B), Pillow's H: the three fields the RGB table is indexed by."""
+    rgb, hsv = every_colour
+    packed = hue_rgb_np(hue_in_np())[rgb[..., 0], rgb[..., 1], rgb[..., 2]]
+    spread = rgb.max(-1).astype(np.int32) - rgb.min(-1)
+    assert np.array_equal(packed >> 16, hsv[..., 0])
+    assert np.array_equal((packed >> 8) & 255, spread)
+    assert np.array_equal(packed & 255, hsv[..., 2])
 
 
 def test_s_follows_from_range_and_max_and_v_is_the_max(every_colour) -> None:

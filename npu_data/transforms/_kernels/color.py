@@ -8,7 +8,7 @@ and a blend step of any op for any sample is one gather (:func:`blend_step`). Th
 ``a * d`` are made exactly as Pillow rounds them and added to the key separately, in a form
 that a compiler's ``a * b + c`` contraction into FMA cannot change (:func:`products`).
 
-Hue (:func:`hue_step`) is two gathers: ``(H, max - min)`` by the channel differences, then RGB
+Hue (:func:`hue_step`) is two gathers: ``(H, max - min, max)`` packed by (R, G, B), then RGB
 by ``(H + shift, max - min, max)`` (tables from Pillow itself; ``tests/transforms/
 test_hue_tables.py`` checks all 2**24 colours). :func:`rgb_to_hsv` / :func:`hsv_to_rgb`
 evaluate Pillow's float/double arithmetic directly (float64: a host reference only).
@@ -99,14 +99,14 @@ def blend_step(x: torch.Tensor, blend: torch.Tensor, sample: torch.Tensor, key_s
 def hue_step(x: torch.Tensor, shift: torch.Tensor, tables: ColorTables,
              active: torch.Tensor | None = None) -> torch.Tensor:
     """Pillow's hue shift by ``shift`` (B,) levels of ``x`` (B, H, W, 3) int32: uint8 out, or
-    int32 where ``active`` (B,) bool picks the shifted samples (the others keep ``x``)."""
+    int32 where ``active`` (B,) bool picks the shifted samples (the others keep ``x``).
+    Four ops: ``(H, max - min, max)`` of each pixel from ``hue_rgb``, ``H + shift`` (modulo
+    256: the packed value modulo ``2**24``), RGB from ``hue_out`` at that packed value."""
     b = x.shape[0]
-    diff = torch.sub(x[..., :2], x[..., 2:3]).add_(255)  # (R - B, G - B) + 255
-    h_cr = tables.hue_in[diff[..., 0], diff[..., 1]]  # (B, H, W): H * 256 + max - min
-    del diff
-    h_cr = torch.add(h_cr, shift.view(b, 1, 1), alpha=256).bitwise_and_(0xFFFF)  # H + shift
-    out = tables.hue_out[h_cr, x.amax(-1)]  # (B, H, W, 3) uint8
-    del h_cr
+    packed = tables.hue_rgb[x[..., 0], x[..., 1], x[..., 2]]  # (B, H, W) int32
+    packed = torch.add(packed, shift.view(b, 1, 1), alpha=1 << 16).bitwise_and_(0xFFFFFF)
+    out = tables.hue_out[packed]  # (B, H, W, 3) uint8
+    del packed
     if active is None:
         return out
     return torch.where(active.view(b, 1, 1, 1), out, x)

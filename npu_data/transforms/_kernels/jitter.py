@@ -16,8 +16,16 @@ from collections.abc import Sequence
 
 import torch
 
+from npu_data.transforms._kernels import (
+    DeviceTables,
+    compiling,
+    host_values,
+    on_host,
+    riding,
+    take,
+    to_device,
+)
 from npu_data.transforms._kernels import color as K
-from npu_data.transforms._kernels import host_values, on_host, riding, take, to_device
 from npu_data.transforms._kernels.tables import (
     ROW_BRIGHTNESS,
     ROW_IDENTITY,
@@ -108,12 +116,23 @@ def _pixels(sizes: torch.Tensor) -> torch.Tensor:
     return (s[:, 0] * s[:, 1]).clamp(min=1)
 
 
+_POSITIONS = DeviceTables("the row and column positions")
+
+
+def positions(n: int, device: torch.device) -> torch.Tensor:
+    """(n,) int64 ``0 .. n - 1`` on ``device``: made once per length and device (in place
+    inside a ``torch.compile`` trace)."""
+    if compiling():
+        return torch.arange(n, device=device)
+    return _POSITIONS.get(n, device, lambda: torch.arange(n))
+
+
 def _valid(sizes: torch.Tensor, height: int, width: int, device: torch.device
            ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(valid (B, H, W) bool, valid pixels (B,) int64)`` on ``device``."""
     s = to_device(sizes, device).to(torch.int64)
-    rows = torch.arange(height, device=device).view(1, -1, 1) < s[:, 0].view(-1, 1, 1)
-    cols = torch.arange(width, device=device).view(1, 1, -1) < s[:, 1].view(-1, 1, 1)
+    rows = positions(height, device).view(1, -1, 1) < s[:, 0].view(-1, 1, 1)
+    cols = positions(width, device).view(1, 1, -1) < s[:, 1].view(-1, 1, 1)
     return rows & cols, _pixels(s)
 
 
@@ -142,11 +161,13 @@ def host_parts(shape: tuple[int, int, int], ops: Sequence[int], order: torch.Ten
 
 
 def _pack(ops: list[int], order: torch.Tensor | None, factors: torch.Tensor,
-          shifts: torch.Tensor, b: int, n: torch.Tensor | int, steps: str, pdev: torch.device
-          ) -> tuple[torch.Tensor, torch.Tensor | None]:
+          shifts: torch.Tensor, b: int, n: torch.Tensor | int, steps: str, pdev: torch.device,
+          late: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The steps' int32 parameters in one tensor on ``pdev`` (sample ids, the blend
-    selectors, the hue shifts, which samples run contrast, a zero) and which samples each hue
-    step runs ``(H, B)`` bool (None: every sample, every step)."""
+    selectors, the hue shifts, which samples run contrast, a zero; with ``late``, then what
+    each selector gains per valid pixel counted on the device, (B, G, 4): ``(N, M, D, S)``
+    + ``(1, 0, 2, 0)`` times the count where a step runs contrast) and which samples each hue step runs
+    ``(H, B)`` bool (None: every sample, every step)."""
     per_sample = order is not None and len(ops) > 1
     g_ops, h_on = _step_ops(ops, to_device(order, pdev) if order is not None and per_sample
                             else None, steps, b, pdev)
@@ -155,6 +176,9 @@ def _pack(ops: list[int], order: torch.Tensor | None, factors: torch.Tensor,
     # padding: brightness, saturation and hue treat it as pixels; contrast leaves it 0
     ints.append((g_ops == 1).any(1).to(torch.int64))
     ints.append(torch.zeros(1, dtype=torch.int64, device=pdev))
+    if late:  # (B, G, 4): contrast's N = n and D = 2n, n known on the device only
+        per = to_device(torch.tensor([1, 0, 2, 0], dtype=torch.int64), pdev).view(1, 1, 4)
+        ints.append((g_ops == 1).to(torch.int64).unsqueeze(-1) * per)
     on = None if h_on is None else h_on.t().contiguous()
     return torch.cat([t.reshape(-1).to(torch.int32) for t in ints]), on
 
@@ -191,7 +215,7 @@ def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
     late = not full and not host_values(sizes)
     n: torch.Tensor | int = max(height * width, 1) if full else (
         0 if late else _pixels(to_device(sizes, pdev)))
-    host_pack, host_on = _pack(ops, order, factors, shifts, b, n, steps, pdev)
+    host_pack, host_on = _pack(ops, order, factors, shifts, b, n, steps, pdev, late and mean)
     prods = K.products(to_device(factors, pdev)) if "G" in steps else None
     riders = {} if prods is None else {"jitter.products": prods}
     if host_on is not None:
@@ -203,14 +227,13 @@ def color_jitter(images: torch.Tensor, sizes: torch.Tensor, ops: Sequence[int],
     n_g = steps.count("G")
     sample = pack[:b].view(b, 1, 1, 1)
     sel = pack[b:b + n_g * 4 * b].view(n_g, 4, b)
-    if late and n_g:  # contrast's N = n and D = 2n: from the device's sizes
-        con = (sel[:, 1] != 0).to(torch.int32)  # M = 2 marks contrast
-        cnt = pixels.to(torch.int32).view(1, b)
-        sel = torch.stack([torch.addcmul(sel[:, 0], con, cnt), sel[:, 1],
-                           torch.addcmul(sel[:, 2], con, cnt, value=2), sel[:, 3]], 1)
+    end = 3 * b + n_g * 4 * b + 1  # the pack without what ``late`` adds
     shift = pack[b + n_g * 4 * b:b + n_g * 4 * b + b]
-    contrast = pack[-1 - b:-1]
-    zero = pack[-1:]
+    contrast = pack[end - 1 - b:end - 1]
+    zero = pack[end - 1:end]
+    if late and mean and n_g:  # contrast's N = n and D = 2n: from the device's sizes
+        gain = pack[end:].view(b, n_g, 4).permute(1, 2, 0)
+        sel = torch.addcmul(sel, gain, pixels.to(torch.int32).view(1, 1, b))
 
     tables = color_tables(dev)
     # int32 tables where a step follows a blend: its output is the next step's index as it is

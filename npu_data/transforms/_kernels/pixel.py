@@ -19,6 +19,7 @@ import torch
 
 from npu_data.transforms._kernels import (
     DeviceTables,
+    compiling,
     host_values,
     on_host,
     riding,
@@ -26,6 +27,7 @@ from npu_data.transforms._kernels import (
     to_device,
 )
 from npu_data.transforms._kernels.jitter import _valid
+from npu_data.transforms._kernels.tables import grey_table
 
 # the op ids of ``policy_step`` (torchvision's auto-augment op names)
 POLICY_OPS = ("Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate",
@@ -47,9 +49,13 @@ def valid_mask(sizes: torch.Tensor, height: int, width: int, device: torch.devic
 
 
 def grey(x: torch.Tensor) -> torch.Tensor:
-    """Pillow's ``L`` of (B, 3, H, W) int32 levels: (B, 1, H, W) int32, integer weights."""
-    s = x[:, 0:1] * 19595 + x[:, 1:2] * 38470 + x[:, 2:3] * 7471 + 0x8000
-    return torch.div(s, 65536, rounding_mode="floor")
+    """Pillow's ``L`` of (B, 3, H, W) int32 levels: (B, 1, H, W) int32, one gather from the
+    grey table (``tables.grey_np``: Pillow's integer weights for every colour); inside a
+    ``torch.compile`` trace, where no table is made, the same integer arithmetic."""
+    if compiling():
+        s = x[:, 0:1] * 19595 + x[:, 1:2] * 38470 + x[:, 2:3] * 7471 + 0x8000
+        return torch.div(s, 65536, rounding_mode="floor")
+    return grey_table(x.device)[x[:, 0:1], x[:, 1:2], x[:, 2:3]].to(torch.int32)
 
 
 def _zero_padding(out: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -61,7 +67,8 @@ def rgb_to_grayscale(images: torch.Tensor, sizes: torch.Tensor, mask: torch.Tens
     """Samples where ``mask (B,)`` turned grey (3 equal channels), the others as they are."""
     b = images.shape[0]
     m = to_device(mask, images.device).to(torch.bool).view(b, 1, 1, 1)
-    g = grey(images.to(torch.int32)).to(torch.uint8)
+    x = images.to(torch.int32)
+    g = grey_table(images.device)[x[:, 0:1], x[:, 1:2], x[:, 2:3]]  # uint8
     return torch.where(m, g.expand_as(images), images)
 
 
@@ -126,14 +133,24 @@ def histograms(images: torch.Tensor, valid: torch.Tensor | None,
     dev = images.device
     if base is None:
         base = torch.arange(b * c, device=dev, dtype=torch.int64) * 256
-    index = images.to(torch.int64) + base.view(b, c, 1, 1)
+    index = images + base.view(b, c, 1, 1)  # int64: the uint8 levels promoted exactly
     if valid is not None:
         dump = torch.full((), b * c * 256, dtype=torch.int64, device=dev)
         index = torch.where(valid, index, dump)
-    index = index.reshape(-1)
+    index = _flat(index)
     counts = torch.zeros(b * c * 256 + 1, dtype=torch.int32, device=dev)
     counts.scatter_add_(0, index, torch.ones_like(index, dtype=torch.int32))
     return counts[:-1].view(b, c, 256)
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    """The elements of ``t (B, C, H, W)`` as one flat view in memory order where its layout
+    allows (contiguous or channels-last: no copy), in any order (for counting)."""
+    if t.is_contiguous():
+        return t.view(-1)
+    if t.is_contiguous(memory_format=torch.channels_last):
+        return t.permute(0, 2, 3, 1).reshape(-1)
+    return t.reshape(-1)
 
 
 def apply_luts(images: torch.Tensor, luts: torch.Tensor, valid: torch.Tensor | None,
@@ -143,12 +160,19 @@ def apply_luts(images: torch.Tensor, luts: torch.Tensor, valid: torch.Tensor | N
     b, c = images.shape[:2]
     if base is None:
         base = torch.arange(b * c, device=images.device, dtype=torch.int64) * 256
-    out = luts.reshape(-1)[images.to(torch.int64) + base.view(b, c, 1, 1)]
+    out = luts.reshape(-1)[images + base.view(b, c, 1, 1)]  # int64 indices
     return out if valid is None else _zero_padding(out, valid)
 
 
-def _levels(device: torch.device) -> torch.Tensor:
-    return torch.arange(256, device=device, dtype=torch.int64)
+_RAMPS = DeviceTables("the level ramps")
+
+
+def _levels(device: torch.device, start: int = 0) -> torch.Tensor:
+    """(256,) int64 ``start .. start + 255`` on ``device`` (made once per device; made in
+    place inside a ``torch.compile`` trace)."""
+    if compiling():
+        return torch.arange(start, start + 256, device=device, dtype=torch.int64)
+    return _RAMPS.get(start, device, lambda: torch.arange(start, start + 256, dtype=torch.int64))
 
 
 def posterize_luts(bits: torch.Tensor, channels: int = 3) -> torch.Tensor:
@@ -171,29 +195,46 @@ def invert_luts(batch: int, device: torch.device, channels: int = 3) -> torch.Te
     return (255 - _levels(device)).to(torch.uint8).view(1, 1, 256).expand(batch, channels, 256)
 
 
+_BINS = DeviceTables("the histogram bin weights")
+
+
+def _bin_weights(device: torch.device) -> torch.Tensor:
+    """(2, 256) int32: 1 for every bin (the first non-zero), the bin number + 1 (the last);
+    made once per device (in place inside a ``torch.compile`` trace)."""
+    def make(dev: torch.device | None = None) -> torch.Tensor:
+        return torch.stack([torch.ones(256, dtype=torch.int32, device=dev),
+                            torch.arange(1, 257, dtype=torch.int32, device=dev)])
+
+    if compiling():
+        return make(device)
+    return _BINS.get("bins", device, make)
+
+
 def _last_nonzero(hist: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(first, last)`` index of a non-zero bin of each ``hist (..., 256)``: the argmax of the
-    first maximum, and of the bin numbers where non-zero (an empty histogram gives (0, 0))."""
-    nz = (hist > 0).to(torch.int32)
-    first = torch.argmax(nz, dim=-1)
-    last = torch.argmax(nz * torch.arange(1, 257, device=hist.device, dtype=torch.int32), dim=-1)
-    return first, last
+    """``(first, last)`` index of a non-zero bin of each ``hist (..., 256)`` int32 counts: the
+    argmax of the first maximum of the non-zero flags, and of the flags times the bin numbers
+    (one argmax for both; an empty histogram gives (0, 0))."""
+    nz = hist.clamp(max=1)  # counts: 1 where non-zero
+    both = torch.argmax(nz.unsqueeze(-2) * _bin_weights(hist.device), dim=-1)  # (..., 2)
+    return both[..., 0], both[..., 1]
 
 
-def equalize_luts(hist: torch.Tensor) -> torch.Tensor:
+def equalize_luts(hist: torch.Tensor, bounds: tuple[torch.Tensor, torch.Tensor] | None = None
+                  ) -> torch.Tensor:
     """Pillow's ``ImageOps.equalize`` tables from ``hist (B, 3, 256)``: ``step`` is the count
     without the last non-zero bin over 255, ``lut[i] = (step // 2 + count below i) // step``;
-    the identity for one level or a zero step."""
+    the identity for one level or a zero step (one level or none makes the step 0: the count
+    without the last non-zero bin is 0). ``bounds``: :func:`_last_nonzero` of ``hist``, where
+    it is made already."""
     h = hist.to(torch.int64)
-    _, last = _last_nonzero(h)
+    _, last = _last_nonzero(hist) if bounds is None else bounds
     h_last = torch.gather(h, -1, last.unsqueeze(-1))
     step = torch.div(h.sum(-1, keepdim=True) - h_last, 255, rounding_mode="floor")
     below = torch.cumsum(h, -1) - h
     lut = torch.div(torch.div(step, 2, rounding_mode="floor") + below, step.clamp(min=1),
                     rounding_mode="floor").clamp(max=255)
-    levels = (h > 0).sum(-1, keepdim=True)
     identity = _levels(h.device).view(1, 1, 256)
-    return torch.where((levels <= 1) | (step == 0), identity, lut).to(torch.uint8)
+    return torch.where(step == 0, identity, lut).to(torch.uint8)
 
 
 _TABLES = DeviceTables("the autocontrast table")
@@ -220,10 +261,12 @@ def autocontrast_table(device: torch.device) -> torch.Tensor:
                        lambda: torch.from_numpy(autocontrast_table_np()))
 
 
-def autocontrast_luts(hist: torch.Tensor) -> torch.Tensor:
-    """Pillow's ``ImageOps.autocontrast`` tables from ``hist (B, 3, 256)``."""
-    lo, hi = _last_nonzero(hist)
-    return autocontrast_table(hist.device)[lo * 256 + hi]
+def autocontrast_luts(hist: torch.Tensor,
+                      bounds: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """Pillow's ``ImageOps.autocontrast`` tables from ``hist (B, 3, 256)`` (``bounds``:
+    :func:`_last_nonzero` of it, where made already)."""
+    lo, hi = _last_nonzero(hist) if bounds is None else bounds
+    return autocontrast_table(hist.device)[torch.add(hi, lo, alpha=256)]
 
 
 # --- float32 blends ---------------------------------------------------------------------------
@@ -245,8 +288,8 @@ def blend_luts(keys: torch.Tensor, prods: torch.Tensor, channels: int = 3) -> to
     """Pillow's blend of a constant ``keys (B,)`` level with each level: ``trunc(clamp(key +
     fl(f * (v - key))))``, from ``prods`` (:func:`blend_products`)."""
     k = keys.to(torch.int64).view(-1, 1)
-    idx = _levels(prods.device).view(1, 256) - k + 255
-    t = torch.gather(prods, 1, idx) + k.to(torch.float32)
+    idx = _levels(prods.device, 255).view(1, 256) - k
+    t = torch.gather(prods, 1, idx) + k  # the float32 sum promotes the levels exactly
     return _truncate(t).unsqueeze(1).expand(-1, channels, 256)
 
 
@@ -258,8 +301,8 @@ def blend_pixels(key: torch.Tensor, x: torch.Tensor, prods: torch.Tensor,
     b = x.shape[0]
     if base is None:
         base = torch.arange(b, device=x.device, dtype=torch.int32) * 511 + 255
-    t = prods.reshape(-1)[(x - key + base.view(b, 1, 1, 1)).to(torch.int64)] + \
-        key.to(torch.float32)
+    # int32 indices; the float32 sum promotes ``key`` (levels: exact) as ``key.to(float32)``
+    t = prods.reshape(-1)[torch.add(x - key, base.view(b, 1, 1, 1))] + key
     return _truncate(t)
 
 
@@ -295,14 +338,18 @@ def smooth(x: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
     dev = x.device
     rows = x[:, :, :, :-2] + x[:, :, :, 1:-1] + x[:, :, :, 2:]  # (B, 3, H, W - 2)
     box = rows[:, :, :-2] + rows[:, :, 1:-1] + rows[:, :, 2:]  # (B, 3, H - 2, W - 2)
-    s = box + 4 * x[:, :, 1:-1, 1:-1]
-    inner = torch.div(2 * s + 13, 26, rounding_mode="floor")
-    inner = torch.nn.functional.pad(inner, (1, 1, 1, 1))
+    # round(s / 13) = floor((2 s + 13) / 26) = floor((s + 6) / 13) for integers s
+    s6 = torch.add(box, x[:, :, 1:-1, 1:-1], alpha=4).add_(6)
+    inner = torch.div(s6, 13, rounding_mode="floor")
+    if filled(sizes, height, width):  # every sample fills the batch: its interior is a slice
+        out = x.clone()
+        out[:, :, 1:-1, 1:-1] = inner
+        return out
     parts = smooth_parts(sizes, height, width, torch.device("cpu") if on_host(sizes) else dev)
     with riding(parts):  # host sizes: the masks made there
         in_r, in_c = (take(k, v, dev) for k, v in parts.items())
     interior = (in_r.unsqueeze(2) & in_c.unsqueeze(1)).unsqueeze(1)
-    return torch.where(interior, inner, x)
+    return torch.where(interior, torch.nn.functional.pad(inner, (1, 1, 1, 1)), x)
 
 
 def adjust_sharpness(images: torch.Tensor, sizes: torch.Tensor, factors: torch.Tensor
@@ -392,8 +439,9 @@ def host_step(ops: torch.Tensor, factors: torch.Tensor, levels: torch.Tensor, b:
              "policy.prods": prods,
              "policy.base": torch.arange(b * c, dtype=torch.int64) * 256,
              "policy.pixel_base": torch.arange(b, dtype=torch.int32) * 511 + 255}
-    for name in ("Contrast", "AutoContrast", "Equalize", "Color", "Sharpness"):
+    for name in ("Contrast", "AutoContrast", "Equalize", "Color"):
         parts[f"policy.{name}"] = (op == _OP[name]).view(b, 1, 1, 1)
+    parts["policy.blend"] = parts["policy.Color"] | (op == _OP["Sharpness"]).view(b, 1, 1, 1)
     return parts
 
 
@@ -422,18 +470,22 @@ def policy_step(images: torch.Tensor, sizes: torch.Tensor, ops: torch.Tensor,
         luts = torch.where(parts["policy.Contrast"][:, 0], blend_luts(keys, prods, c), luts)
     if present(ops, "AutoContrast", "Equalize"):
         hist = histograms(images, valid, parts["policy.base"])
+        bounds = _last_nonzero(hist)  # the first and last level: both ops use them
         for name, make in (("AutoContrast", autocontrast_luts), ("Equalize", equalize_luts)):
             if present(ops, name):
-                luts = torch.where(parts[f"policy.{name}"][:, 0], make(hist), luts)
+                luts = torch.where(parts[f"policy.{name}"][:, 0], make(hist, bounds), luts)
     out = apply_luts(images, luts, valid, parts["policy.base"])
     if not per_pixel:
         return out
-    if lum is not None and present(ops, "Color"):
-        color = blend_pixels(lum, x, prods, parts["policy.pixel_base"])
-        out = torch.where(parts["policy.Color"], color, out)
+    # Color blends with the grey, Sharpness with the smoothed image: one blend of each
+    # sample's own key
+    key = lum if lum is not None and present(ops, "Color") else None
     if present(ops, "Sharpness"):
-        sharp = blend_pixels(smooth(x, sizes), x, prods, parts["policy.pixel_base"])
-        out = torch.where(parts["policy.Sharpness"], sharp, out)
+        smoothed = smooth(x, sizes)
+        key = smoothed if key is None else torch.where(parts["policy.Color"], key, smoothed)
+    assert key is not None
+    blended = blend_pixels(key, x, prods, parts["policy.pixel_base"])
+    out = torch.where(parts["policy.blend"], blended, out)
     return out if valid is None else _zero_padding(out, valid)
 
 

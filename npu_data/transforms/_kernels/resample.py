@@ -495,9 +495,10 @@ def resample_batch(x: torch.Tensor, rows: Axis, cols: Axis, vertical: torch.Tens
     sizes = [t.numel() for t in ints]
     pack = torch.cat([t.to(itype) for t in ints] + [w1.reshape(-1).to(itype),
                                                    w2.reshape(-1).to(itype)])
-    with riding({"resample.vertical": vert}):  # and what rides along (``_kernels.riding``)
+    horizontal = ~vert  # the samples whose frame is the image's (host values: no device op)
+    with riding({"resample.horizontal": horizontal}):  # and what rides (``_kernels.riding``)
         pack = upload(pack, dev)
-        vflag = take("resample.vertical", vert, dev)
+        hflag = take("resample.horizontal", horizontal, dev)
     parts = list(torch.split(pack, sizes + [w1.numel(), w2.numel()]))
     p0d, q0d = parts[0].view(bsz, len1, 1), parts[1].view(bsz, 1, len2)
     s1d, s2d = parts[2].view(s1.shape), parts[3].view(s2.shape)
@@ -513,9 +514,9 @@ def resample_batch(x: torch.Tensor, rows: Axis, cols: Axis, vertical: torch.Tens
     del mid
     z = _run_pass(source, s2d, w2d, plan2, lambda: torch.empty(
         (bsz, m, m, chans), dtype=torch.uint8, device=dev), clip)
-    out = torch.empty((bsz, m, m, chans), dtype=torch.uint8, device=dev)
-    # a sample whose first pass was vertical has its frame transposed: (w, h) -> (h, w)
-    torch.where(vflag.view(-1, 1, 1, 1), z.transpose(1, 2), z, out=out)
+    # a sample whose first pass was vertical has its frame transposed: (w, h) -> (h, w); the
+    # contiguous ``z`` first, so the result takes its (contiguous) layout without an ``out=``
+    out = torch.where(hflag.view(-1, 1, 1, 1), z, z.transpose(1, 2))
     del z
     if m_h != m or m_w != m:
         out = out[:, :m_h, :m_w].contiguous()

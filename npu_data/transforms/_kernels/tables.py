@@ -1,13 +1,16 @@
 """The colour kernels' lookup tables, made on the host with Pillow's own conversions.
 
 - ``grey`` (256, 256, 256) uint8: Pillow's ``L`` of every (R, G, B) (16 MB).
-- ``hue_in`` (512, 512) int32: ``H * 256 + max - min`` of every colour (``H`` Pillow's HSV
-  hue), indexed by ``(R - B + 255, G - B + 255)``: both depend on the differences alone, and
-  ``S`` on ``(max - min, max)`` alone (``tests/transforms/test_hue_tables.py`` checks all
-  2**24 colours against Pillow); unreachable entries are 0.
-- ``hue_out`` (65536, 256, 3) uint8: Pillow's HSV -> RGB of ``(H, S(max - min, max), max)``
-  indexed by ``(H * 256 + max - min, max)`` (48 MB), so a hue shift is two gathers with no
-  ``S`` in between.
+- ``hue_in`` (512, 512) int32 (host only): ``H * 256 + max - min`` of every colour (``H``
+  Pillow's HSV hue), indexed by ``(R - B + 255, G - B + 255)``: both depend on the differences
+  alone, and ``S`` on ``(max - min, max)`` alone (``tests/transforms/test_hue_tables.py``
+  checks all 2**24 colours against Pillow); unreachable entries are 0.
+- ``hue_rgb`` (256, 256, 256) int32: ``(H * 256 + max - min) * 256 + max`` of every (R, G, B)
+  (64 MB; from ``hue_in``), the row of ``hue_out`` flattened: a hue shift adds ``shift * 2**16``
+  modulo ``2**24`` and reads the RGB there, two gathers and two integer ops.
+- ``hue_out`` (2**24, 3) uint8: Pillow's HSV -> RGB of ``(H, S(max - min, max), max)``
+  at ``(H * 256 + max - min) * 256 + max`` (48 MB; :func:`hue_out_np` flattened), so a hue
+  shift is two gathers with no ``S`` in between.
 - ``blend_key`` / ``blend_src`` (514, 256): the rows of a per-sample blend table
   (:func:`npu_data.transforms._kernels.color.blend_tables`): rows 0-255 contrast with key
   (mean) = row, 256-511 saturation with key (grey) = row - 256, 512 brightness (key 0), 513
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from npu_data.transforms._kernels import compiling, to_device
+from npu_data.transforms._kernels import DeviceTables, compiling, to_device
 
 ROW_SATURATION, ROW_BRIGHTNESS, ROW_IDENTITY = 256, 512, 513
 BLEND_ROWS = 514
@@ -36,7 +39,7 @@ class ColorTables:
     """The tables on one device (see the module docstring)."""
 
     grey: torch.Tensor
-    hue_in: torch.Tensor
+    hue_rgb: torch.Tensor
     hue_out: torch.Tensor
     blend_key: torch.Tensor
     blend_src: torch.Tensor
@@ -64,6 +67,19 @@ def hue_in_np() -> np.ndarray:
     hsv = np.asarray(Image.fromarray(rgb).convert("HSV"))
     cr = np.maximum(r, np.maximum(g, b)) - np.minimum(r, np.minimum(g, b))
     return np.where(ok, hsv[..., 0].astype(np.int32) * 256 + cr, 0).astype(np.int32)
+
+
+def hue_rgb_np(hue_in: np.ndarray) -> np.ndarray:
+    """(256, 256, 256) int32: ``hue_in[R - B + 255, G - B + 255] * 256 + max(R, G, B)`` of
+    every colour (``hue_in``: :func:`hue_in_np`), one blue level at a time (no 2**24 int64
+    temporaries)."""
+    v = np.arange(256, dtype=np.int32)
+    r, g = v.reshape(-1, 1), v.reshape(1, -1)
+    out = np.empty((256, 256, 256), dtype=np.int32)
+    for b in range(256):
+        mx = np.maximum(np.maximum(r, g), b)
+        out[:, :, b] = hue_in[r - b + 255, g - b + 255] * 256 + mx
+    return out
 
 
 def saturation_np() -> np.ndarray:
@@ -103,6 +119,15 @@ def blend_rows_np() -> tuple[np.ndarray, np.ndarray]:
     return (np.broadcast_to(key, src.shape).astype(np.float32), src.astype(np.int64))
 
 
+_GREY = DeviceTables("the grey table")
+
+
+def grey_table(device: torch.device) -> torch.Tensor:
+    """:func:`grey_np` on ``device`` (16 MB; made once, kept per device; the colour tables'
+    ``grey`` is this one)."""
+    return _GREY.get("grey", device, lambda: torch.from_numpy(grey_np()))
+
+
 _HOST: ColorTables | None = None
 _ON: dict[str, ColorTables] = {}
 _LOCK = threading.Lock()
@@ -121,19 +146,20 @@ def color_tables(device: torch.device) -> ColorTables:
     with _LOCK:
         if _HOST is None:
             bkey, bsrc = blend_rows_np()
-            _HOST = ColorTables(torch.from_numpy(grey_np()), torch.from_numpy(hue_in_np()),
-                                torch.from_numpy(hue_out_np()), torch.from_numpy(bkey),
+            _HOST = ColorTables(grey_table(torch.device("cpu")),
+                                torch.from_numpy(hue_rgb_np(hue_in_np())),
+                                torch.from_numpy(hue_out_np()).view(-1, 3), torch.from_numpy(bkey),
                                 torch.from_numpy(bsrc))
         host = _HOST
         got = _ON.get(key)
         if got is None:
             got = host if device.type == "cpu" else ColorTables(
-                *(to_device(t, device) for t in (host.grey, host.hue_in, host.hue_out,
-                                                 host.blend_key, host.blend_src)))
+                grey_table(device), *(to_device(t, device) for t in (
+                    host.hue_rgb, host.hue_out, host.blend_key, host.blend_src)))
             _ON[key] = got
     return got
 
 
 __all__ = ["BLEND_ROWS", "PRODUCTS", "ROW_BRIGHTNESS", "ROW_IDENTITY", "ROW_SATURATION",
-           "ColorTables", "color_tables", "grey_np", "hue_in_np", "hue_out_np",
+           "ColorTables", "color_tables", "grey_np", "grey_table", "hue_in_np", "hue_out_np", "hue_rgb_np",
            "saturation_np"]
