@@ -54,7 +54,7 @@ def _uint8_or_float32(t: torch.Tensor) -> bool:
 
 TABLE: dict[str, Kernel] = {
     "resized_crop": Kernel(crop.resized_crop, compiled.resized_crop),
-    # a reader's images of different sizes (crop at read, ``transforms.read_crop``)
+    # a reader's images of different sizes (crop at read, ``readers.read_crop``)
     "resized_crop_list": Kernel(crop.resized_crop_list, compiled.resized_crop_list),
     "hflip": Kernel(layout.hflip, compiled.hflip),
     "adjust_brightness": Kernel(jitter.adjust_brightness, compiled.adjust_brightness),
