@@ -60,9 +60,9 @@ case "$mode" in
     npu-data bench "$@"
     ;;
   test)
-    python -m pip install -q -e '.[dev]'
-    # the import sources' tests, on top of what dev installed (the oldest leg leaves them out)
-    python -m pip install -q -e '.[dev-formats]'
+    # with the import sources' test packages (dev-formats; the oldest leg leaves them out), in
+    # one pip run: each run builds the package's metadata again
+    python -m pip install -q -e '.[dev,dev-formats]'
     echo "== ruff"; ruff check npu_data
     echo "== mypy"; mypy npu_data
     if [ -f .ci/labelstudio-server.sh ]; then
